@@ -1,0 +1,5 @@
+//! # moco-adapters
+//!
+//! The ports (traits) the cluster manager drives, and their implementations. No decisions are
+//! made here: every choice comes from `moco-core`.
+#![deny(missing_docs)]

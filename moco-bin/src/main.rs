@@ -1,0 +1,2 @@
+//! The `moco` command.
+fn main() {}

@@ -1,0 +1,198 @@
+//! The MySQLCluster status fields clustering owns, and how each round recomputes them from the
+//! previous status and the decided state.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::state::ClusterState;
+use crate::time::Timestamp;
+
+/// The clustering part of `MySQLCluster.status` (field names as in MOCO's API).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterStatus {
+    /// Conditions `Initialized`, `Available`, `Healthy`, `ClusteringActive` (others written by
+    /// the controller are carried through untouched).
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// Ordinal of the primary.
+    #[serde(default)]
+    pub current_primary_index: u32,
+    /// Number of ready Pods, primary included.
+    #[serde(default)]
+    pub synced_replicas: u32,
+    /// `errantReplicaList.len()`.
+    #[serde(default)]
+    pub errant_replicas: u32,
+    /// Ordinals with errant transactions; remembered while the primary cannot be asked.
+    #[serde(default)]
+    pub errant_replica_list: Vec<u32>,
+    /// Set once the initial clone from the external source finished.
+    #[serde(default)]
+    pub cloned: bool,
+    /// Set by the restore Job when it finished.
+    #[serde(default)]
+    pub restored_time: Option<Timestamp>,
+}
+
+/// A Kubernetes-style condition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Condition {
+    /// Condition type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: ConditionStatus,
+    /// CamelCase reason; the state name for clustering conditions.
+    pub reason: String,
+    /// Human-readable message.
+    #[serde(default)]
+    pub message: String,
+    /// When `status` last changed.
+    pub last_transition_time: Timestamp,
+}
+
+/// The three condition values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ConditionStatus {
+    /// `True`.
+    True,
+    /// `False`.
+    False,
+    /// `Unknown`.
+    Unknown,
+}
+
+impl ConditionStatus {
+    fn from_bool(b: bool) -> Self {
+        if b {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        }
+    }
+}
+
+/// Condition type names.
+pub mod condition_type {
+    /// False while cloning or restoring.
+    pub const INITIALIZED: &str = "Initialized";
+    /// True while the cluster accepts writes (Healthy or Degraded, primary able to commit).
+    pub const AVAILABLE: &str = "Available";
+    /// True only in the Healthy state.
+    pub const HEALTHY: &str = "Healthy";
+    /// True while clustering runs.
+    pub const CLUSTERING_ACTIVE: &str = "ClusteringActive";
+}
+
+impl ClusterStatus {
+    /// The condition of the given type, if present.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// Sets a condition, keeping `lastTransitionTime` unless the status value changes.
+    pub fn set_condition(
+        &mut self,
+        type_: &str,
+        status: ConditionStatus,
+        reason: &str,
+        message: String,
+        now: Timestamp,
+    ) {
+        match self.conditions.iter_mut().find(|c| c.type_ == type_) {
+            Some(c) => {
+                if c.status != status {
+                    c.last_transition_time = now;
+                }
+                c.status = status;
+                c.reason = reason.to_owned();
+                c.message = message;
+            }
+            None => self.conditions.push(Condition {
+                type_: type_.to_owned(),
+                status,
+                reason: reason.to_owned(),
+                message,
+                last_transition_time: now,
+            }),
+        }
+    }
+}
+
+/// The facts of one round that the status is computed from.
+#[derive(Clone, Debug)]
+pub struct StatusInputs<'a> {
+    /// The previous status.
+    pub old: &'a ClusterStatus,
+    /// The decided state.
+    pub state: ClusterState,
+    /// Whether the primary can commit now; `Available` requires it (MOCO does not check this,
+    /// see docs/clustering.md).
+    pub primary_can_commit: bool,
+    /// Why it cannot, when it cannot.
+    pub write_block_reason: Option<String>,
+    /// Ordinals found errant this round (already merged with memory when the primary could
+    /// not be asked).
+    pub errant: &'a [u32],
+    /// Number of ready Pods.
+    pub ready_pods: u32,
+    /// Whether an external source is configured.
+    pub has_external_source: bool,
+    /// Observation time.
+    pub now: Timestamp,
+}
+
+/// Computes the next status from the previous one. Pure; `lastTransitionTime` moves only when
+/// a condition's status value changes.
+pub fn next_status(input: &StatusInputs<'_>) -> ClusterStatus {
+    let mut s = input.old.clone();
+    let state = input.state;
+    let name = state.as_str();
+    let msg = format!("the current state is {name}");
+    s.set_condition(
+        condition_type::INITIALIZED,
+        ConditionStatus::from_bool(!matches!(state, ClusterState::Cloning | ClusterState::Restoring)),
+        name,
+        msg.clone(),
+        input.now,
+    );
+    let serving = matches!(state, ClusterState::Healthy | ClusterState::Degraded);
+    let available = serving && input.primary_can_commit;
+    let (reason, message) = match (&input.write_block_reason, serving) {
+        (Some(why), true) if !input.primary_can_commit => ("WriteBlocked", why.clone()),
+        _ => (name, msg.clone()),
+    };
+    s.set_condition(
+        condition_type::AVAILABLE,
+        ConditionStatus::from_bool(available),
+        reason,
+        message,
+        input.now,
+    );
+    s.set_condition(
+        condition_type::HEALTHY,
+        ConditionStatus::from_bool(state == ClusterState::Healthy),
+        name,
+        msg,
+        input.now,
+    );
+    s.set_condition(
+        condition_type::CLUSTERING_ACTIVE,
+        ConditionStatus::True,
+        "ClusteringActive",
+        "clustering is active".to_owned(),
+        input.now,
+    );
+    let mut errant = input.errant.to_vec();
+    errant.sort_unstable();
+    errant.dedup();
+    s.errant_replicas = u32::try_from(errant.len()).unwrap_or(u32::MAX);
+    s.errant_replica_list = errant;
+    s.synced_replicas = input.ready_pods;
+    if input.has_external_source && state != ClusterState::Cloning {
+        s.cloned = true;
+    }
+    s
+}

@@ -1,0 +1,1 @@
+//! Spec validation rules shared by the admission webhook, `moco validate` and the CRD.
