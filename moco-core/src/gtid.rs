@@ -631,7 +631,7 @@ mod tests {
             (format!("{A}:5-1"), 37),
             (format!("{A}"), 36),
             ("zz:1".to_owned(), 0),
-            (format!("{A}:1-5,0-x-3"), 44),
+            (format!("{A}:1-5,0-x-3"), 43),
             (format!("{A}:1-x"), 39),
         ];
         for (text, position) in cases {
