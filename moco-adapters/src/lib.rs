@@ -3,3 +3,5 @@
 //! The ports (traits) the cluster manager drives, and their implementations. No decisions are
 //! made here: every choice comes from `moco-core`.
 #![deny(missing_docs)]
+
+pub mod ports;

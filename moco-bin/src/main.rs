@@ -1,2 +1,39 @@
-//! The `moco` command.
-fn main() {}
+//! The `moco` command: the decision engine on files (`plan`, `schema`), a local replicated
+//! cluster (`local`), and the Kubernetes API tools (`crd`, `validate`).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// moco-rs: a MOCO-compatible MySQL/MariaDB operator.
+#[derive(Debug, Parser)]
+#[command(name = "moco", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Decide what a cluster needs from a facts file and print the decision as JSON.
+    Plan(cmd::plan::PlanArgs),
+    /// Print the JSON Schema of the facts or of the decision.
+    Schema(cmd::plan::SchemaArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plan(args) => cmd::plan::run_plan(&args),
+        Command::Schema(args) => cmd::plan::run_schema(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("moco: {err}");
+            ExitCode::from(2)
+        }
+    }
+}

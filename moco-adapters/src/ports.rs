@@ -1,0 +1,183 @@
+//! The ports the cluster manager drives. Adapters implement them for real servers
+//! ([`crate::mysql`]), local processes ([`crate::local`]), Kubernetes, and the in-memory
+//! simulator ([`crate::sim`]). The manager depends on these traits only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use moco_core::facts::{MysqldStatus, PodFacts, Role, SpecFacts};
+use moco_core::gtid::GtidSet;
+use moco_core::operation::{Event, ReplicationSource};
+use moco_core::status::ClusterStatus;
+use thiserror::Error;
+
+/// A failed port call. Every variant names the instance or object it concerns.
+#[derive(Debug, Error)]
+pub enum PortError {
+    /// The server or API could not be reached.
+    #[error("{target}: unreachable: {message}")]
+    Unreachable {
+        /// Instance (`instance 2 (127.0.0.1:3307)`) or object name.
+        target: String,
+        /// The underlying error.
+        message: String,
+    },
+    /// An operation did not finish in time.
+    #[error("{target}: {what} timed out after {seconds} s")]
+    Timeout {
+        /// Instance or object.
+        target: String,
+        /// The operation.
+        what: String,
+        /// The limit.
+        seconds: u64,
+    },
+    /// The server rejected a statement.
+    #[error("{target}: {what} failed with MySQL error {code}: {message}")]
+    Sql {
+        /// Instance.
+        target: String,
+        /// The statement or operation.
+        what: String,
+        /// Server error code.
+        code: u16,
+        /// Server message.
+        message: String,
+    },
+    /// A local file or process operation failed.
+    #[error("{target}: {what}: {source}")]
+    Io {
+        /// Instance or path.
+        target: String,
+        /// The operation.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Anything else, with context.
+    #[error("{target}: {message}")]
+    Failed {
+        /// Instance or object.
+        target: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// User name and password of a MOCO account.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// Account name, e.g. `moco-repl`.
+    pub user: String,
+    /// Password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("user", &self.user)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// One mysqld, reached over SQL. Each method is one step of an operation the core planned.
+#[async_trait]
+pub trait MysqlPort: Send + Sync + std::fmt::Debug {
+    /// Probes the server once (the caller applies timeouts and retries).
+    async fn status(&self) -> Result<MysqldStatus, PortError>;
+    /// The executed GTID set right now.
+    async fn executed_gtid(&self) -> Result<GtidSet, PortError>;
+    /// Makes the server read-only for everyone but replication; kills client connections if
+    /// that has not finished after `kill_after`, then keeps waiting.
+    async fn set_super_read_only(&self, kill_after: Duration) -> Result<(), PortError>;
+    /// Kills client connections (not system users or replication threads).
+    async fn kill_connections(&self) -> Result<(), PortError>;
+    /// Waits until `gtid` is executed; `None` waits without limit.
+    async fn wait_for_gtid(&self, gtid: &GtidSet, timeout: Option<Duration>)
+    -> Result<(), PortError>;
+    /// `STOP REPLICA IO_THREAD`.
+    async fn stop_replica_io(&self) -> Result<(), PortError>;
+    /// Replicates from `source` with auto-positioning and starts the threads.
+    async fn configure_replication(
+        &self,
+        source: &ReplicationSource,
+        credentials: &Credentials,
+        semi_sync: bool,
+    ) -> Result<(), PortError>;
+    /// Turns on semi-sync as the primary.
+    async fn configure_primary_semi_sync(
+        &self,
+        wait_for_replica_count: u32,
+        timeout_ms: u64,
+    ) -> Result<(), PortError>;
+    /// `STOP REPLICA; RESET REPLICA; SET GLOBAL read_only=0`.
+    async fn set_writable(&self) -> Result<(), PortError>;
+}
+
+/// An instance slot as the platform sees it: where it is and how its Pod looks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceSlot {
+    /// Ordinal.
+    pub index: u32,
+    /// Address other instances use.
+    pub host: String,
+    /// MySQL port.
+    pub port: u16,
+    /// Pod facts.
+    pub pod: PodFacts,
+}
+
+/// The platform's view of the cluster this round.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterView {
+    /// Spec facts.
+    pub spec: SpecFacts,
+    /// Recorded status.
+    pub status: ClusterStatus,
+    /// Instance slots `0..replicas`.
+    pub instances: Vec<InstanceSlot>,
+}
+
+/// The MOCO accounts the manager needs credentials for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MocoUser {
+    /// `moco-admin`: the manager's own connections.
+    Admin,
+    /// `moco-repl`: replication channels.
+    Repl,
+    /// `moco-clone-donor`: clone donors.
+    CloneDonor,
+}
+
+/// What hosts the instances (Kubernetes, local processes, the simulator).
+#[async_trait]
+pub trait Platform: Send + Sync + std::fmt::Debug {
+    /// Reads spec, recorded status and instance slots.
+    async fn observe(&self) -> Result<ClusterView, PortError>;
+    /// The SQL port of an instance.
+    fn mysql(&self, slot: &InstanceSlot) -> Arc<dyn MysqlPort>;
+    /// Credentials of a MOCO account.
+    fn credentials(&self, user: MocoUser) -> Credentials;
+    /// Credentials for the external source of an intermediate primary.
+    async fn external_credentials(&self) -> Result<Credentials, PortError>;
+    /// Sets or removes the role label.
+    async fn set_role_label(&self, index: u32, role: Option<Role>) -> Result<(), PortError>;
+    /// Sets or removes the prevent-delete annotation.
+    async fn set_prevent_delete(&self, index: u32, enabled: bool) -> Result<(), PortError>;
+    /// Removes the demote annotation.
+    async fn remove_demote(&self, index: u32) -> Result<(), PortError>;
+    /// Persists the clustering status (including `currentPrimaryIndex`).
+    async fn write_status(&self, status: &ClusterStatus) -> Result<(), PortError>;
+    /// Records an event.
+    async fn record_event(&self, event: &Event) -> Result<(), PortError>;
+    /// Replaces instance `index`'s data with a copy of `donor` and brings it back up.
+    async fn clone_instance(
+        &self,
+        index: u32,
+        donor: &ReplicationSource,
+        boot_timeout: Duration,
+    ) -> Result<(), PortError>;
+}
