@@ -4,4 +4,7 @@
 //! made here: every choice comes from `moco-core`.
 #![deny(missing_docs)]
 
+pub mod local;
+pub mod mysql;
+pub mod mysqld;
 pub mod ports;

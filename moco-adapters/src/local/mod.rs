@@ -1,0 +1,1 @@
+//! The local platform behind `moco local`: instances as processes, roles as TCP endpoints.

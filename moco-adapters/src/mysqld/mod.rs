@@ -1,0 +1,1 @@
+//! Starting, stopping and initialising local `mariadbd` / `mysqld` processes.
