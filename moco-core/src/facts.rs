@@ -24,6 +24,10 @@ pub struct ClusterFacts {
     /// One entry per instance ordinal `0..spec.replicas` (empty when offline).
     #[serde(default)]
     pub instances: Vec<InstanceFacts>,
+    /// A requested switchover target (`moco local switchover --to N`). Kubernetes has no
+    /// such request: the demote annotation picks the lowest-ordinal candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switchover_to: Option<u32>,
 }
 
 /// The server family, which decides which rules of the engine differ (semi-sync ACK counts,

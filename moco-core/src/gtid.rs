@@ -39,7 +39,9 @@ impl SourceId {
     pub fn is_server(&self, identity: &ServerIdentity) -> bool {
         match (self, identity) {
             (SourceId::Uuid { uuid, .. }, ServerIdentity::Uuid(own)) => uuid == own,
-            (SourceId::MariaDb { server_id, .. }, ServerIdentity::ServerId(own)) => server_id == own,
+            (SourceId::MariaDb { server_id, .. }, ServerIdentity::ServerId(own)) => {
+                server_id == own
+            }
             _ => false,
         }
     }
@@ -103,7 +105,11 @@ impl GtidSet {
     /// Builds a set from MariaDB's `@@gtid_binlog_state`-style text only.
     pub fn from_mariadb(text: &str) -> Result<Self, GtidParseError> {
         let set = Self::parse(text)?;
-        if set.sources.keys().any(|s| matches!(s, SourceId::Uuid { .. })) {
+        if set
+            .sources
+            .keys()
+            .any(|s| matches!(s, SourceId::Uuid { .. }))
+        {
             return Err(GtidParseError {
                 position: 0,
                 reason: "expected MariaDB domain-server-seq entries",
@@ -207,7 +213,9 @@ impl GtidSet {
     pub fn mariadb_position(&self) -> String {
         let mut best: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
         for (source, list) in &self.sources {
-            if let (SourceId::MariaDb { domain, server_id }, Some(&(_, end))) = (source, list.last()) {
+            if let (SourceId::MariaDb { domain, server_id }, Some(&(_, end))) =
+                (source, list.last())
+            {
                 let slot = best.entry(*domain).or_insert((end, *server_id));
                 if end > slot.0 {
                     *slot = (end, *server_id);
@@ -229,7 +237,9 @@ impl GtidSet {
     pub fn mariadb_state(&self) -> String {
         let mut out = String::new();
         for (source, list) in &self.sources {
-            if let (SourceId::MariaDb { domain, server_id }, Some(&(_, end))) = (source, list.last()) {
+            if let (SourceId::MariaDb { domain, server_id }, Some(&(_, end))) =
+                (source, list.last())
+            {
                 if !out.is_empty() {
                     out.push(',');
                 }
@@ -584,9 +594,27 @@ mod tests {
     #[test]
     fn mariadb_entries_map_to_intervals_from_one() {
         let s = set("0-1-5,0-2-7,1-1-3");
-        assert!(s.contains(&SourceId::MariaDb { domain: 0, server_id: 1 }, 1));
-        assert!(s.contains(&SourceId::MariaDb { domain: 0, server_id: 1 }, 5));
-        assert!(!s.contains(&SourceId::MariaDb { domain: 0, server_id: 1 }, 6));
+        assert!(s.contains(
+            &SourceId::MariaDb {
+                domain: 0,
+                server_id: 1
+            },
+            1
+        ));
+        assert!(s.contains(
+            &SourceId::MariaDb {
+                domain: 0,
+                server_id: 1
+            },
+            5
+        ));
+        assert!(!s.contains(
+            &SourceId::MariaDb {
+                domain: 0,
+                server_id: 1
+            },
+            6
+        ));
         assert_eq!(s.to_string(), "0-1-5,0-2-7,1-1-3");
         assert_eq!(s.mariadb_position(), "0-2-7,1-1-3");
         assert_eq!(s.mariadb_state(), "0-1-5,0-2-7,1-1-3");
@@ -629,7 +657,7 @@ mod tests {
             (format!("{A}:1-5,"), 41),
             (format!("{A}:0-5"), 37),
             (format!("{A}:5-1"), 37),
-            (format!("{A}"), 36),
+            (A.to_string(), 36),
             ("zz:1".to_owned(), 0),
             (format!("{A}:1-5,0-x-3"), 43),
             (format!("{A}:1-x"), 39),

@@ -156,7 +156,11 @@ pub enum PrimaryChange {
 
 /// A server to replicate or clone from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum ReplicationSource {
     /// Another instance of the cluster (credentials: `moco-repl` / `moco-clone-donor`).
     Instance {

@@ -153,7 +153,10 @@ pub fn next_status(input: &StatusInputs<'_>) -> ClusterStatus {
     let msg = format!("the current state is {name}");
     s.set_condition(
         condition_type::INITIALIZED,
-        ConditionStatus::from_bool(!matches!(state, ClusterState::Cloning | ClusterState::Restoring)),
+        ConditionStatus::from_bool(!matches!(
+            state,
+            ClusterState::Cloning | ClusterState::Restoring
+        )),
         name,
         msg.clone(),
         input.now,

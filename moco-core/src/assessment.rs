@@ -1,0 +1,255 @@
+//! The derived view of one round's facts (MOCO's `GatherStatus` post-processing): which
+//! instance is primary, which replicas are errant or hung, which can take over, and whether
+//! the primary may be deleted. Everything the state rules and the plans look at is here.
+
+use std::collections::BTreeSet;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::facts::{ClusterFacts, Flavor, InstanceFacts, MysqldStatus, ThreadState};
+use crate::gtid::GtidSet;
+
+/// Derived per-round facts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Assessment {
+    /// `status.currentPrimaryIndex`.
+    pub primary: u32,
+    /// Ordinals with errant transactions (from this round, or remembered when the primary
+    /// could not be asked).
+    pub errant: Vec<u32>,
+    /// Non-primaries whose semi-sync primary side has waiting sessions: a former primary that
+    /// still holds unacknowledged commits. They count as unreachable.
+    pub hung: Vec<u32>,
+    /// Replicas that could become primary by switchover, lowest ordinal first.
+    pub candidates: Vec<u32>,
+    /// The primary reports an empty executed set while a replica has data.
+    pub lost_data: bool,
+    /// A replica lags more than `maxDelaySecondsForPodDeletion`.
+    pub prevent_pod_deletion: bool,
+    /// Number of ready Pods.
+    pub ready_pods: u32,
+}
+
+/// The ACKs a commit needs: MOCO sets `floor(replicas/2)`; MariaDB can only wait for one.
+pub fn required_acks(replicas: u32, flavor: Flavor) -> u32 {
+    let want = replicas / 2;
+    match flavor {
+        Flavor::Mysql => want,
+        Flavor::Mariadb => want.min(1),
+    }
+}
+
+/// Reachable replicas needed to fail over without losing an acknowledged commit: every
+/// acknowledged commit is on `acks` replicas, so at least one of them is among any
+/// `replicas − acks` of the `replicas − 1` non-primaries. MOCO's `> floor(replicas/2)` is the
+/// same number for MySQL; MariaDB (one ACK) needs every replica of a 5-instance cluster.
+pub fn failover_quorum(replicas: u32, flavor: Flavor) -> u32 {
+    replicas.saturating_sub(required_acks(replicas, flavor))
+}
+
+impl Assessment {
+    /// True when `index` is errant.
+    pub fn is_errant(&self, index: u32) -> bool {
+        self.errant.contains(&index)
+    }
+}
+
+/// A view of the facts with hung instances treated as unreachable.
+#[derive(Debug)]
+pub(crate) struct View<'a> {
+    pub facts: &'a ClusterFacts,
+    pub assessment: Assessment,
+}
+
+impl<'a> View<'a> {
+    pub fn instance(&self, index: u32) -> Option<&'a InstanceFacts> {
+        self.facts.instances.iter().find(|i| i.index == index)
+    }
+
+    /// mysqld status, or `None` when unreachable or hung.
+    pub fn mysqld(&self, index: u32) -> Option<&'a MysqldStatus> {
+        if self.assessment.hung.contains(&index) {
+            return None;
+        }
+        self.instance(index).and_then(|i| i.mysqld.as_ref())
+    }
+
+    pub fn primary(&self) -> Option<&'a InstanceFacts> {
+        self.instance(self.assessment.primary)
+    }
+
+    pub fn primary_status(&self) -> Option<&'a MysqldStatus> {
+        self.mysqld(self.assessment.primary)
+    }
+
+    pub fn non_primaries(&self) -> impl Iterator<Item = &'a InstanceFacts> + '_ {
+        let p = self.assessment.primary;
+        self.facts.instances.iter().filter(move |i| i.index != p)
+    }
+
+    pub fn replicas(&self) -> u32 {
+        self.facts.spec.replicas
+    }
+
+    pub fn flavor(&self) -> Flavor {
+        self.facts.spec.flavor
+    }
+
+    /// True when `status` replicates from the current primary's address.
+    pub fn replicates_from_primary(&self, status: &MysqldStatus) -> bool {
+        match (self.primary(), &status.replica_status) {
+            (Some(p), Some(r)) => r.source_host == p.host && r.source_port == p.port,
+            _ => false,
+        }
+    }
+
+    /// MOCO's "ok replica": reachable, Pod ready, read-only, replicating from the primary,
+    /// not errant — plus both replication threads running, which MOCO gets from the
+    /// agent's readiness probe and the core checks directly.
+    pub fn is_ok_replica(&self, inst: &InstanceFacts) -> bool {
+        let Some(s) = self.mysqld(inst.index) else {
+            return false;
+        };
+        inst.pod.exists
+            && inst.pod.ready
+            && s.super_read_only
+            && !self.assessment.is_errant(inst.index)
+            && self.replicates_from_primary(s)
+            && s.replica_status
+                .as_ref()
+                .is_some_and(|r| r.io_running == ThreadState::Yes && r.sql_running)
+    }
+
+    /// Replicas connected to the primary whose server_id belongs to this cluster.
+    pub fn in_cluster_replica_hosts(&self) -> u32 {
+        let base = u64::from(self.facts.spec.server_id_base);
+        let end = base + u64::from(self.replicas());
+        let ids: BTreeSet<u32> = self
+            .primary_status()
+            .map(|p| {
+                p.replica_hosts
+                    .iter()
+                    .map(|h| h.server_id)
+                    .filter(|id| (base..end).contains(&u64::from(*id)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        u32::try_from(ids.len()).unwrap_or(u32::MAX)
+    }
+}
+
+/// Builds the assessment (errant detection, hang-ups, lost data, candidates, prevent-delete).
+pub(crate) fn assess(facts: &ClusterFacts) -> View<'_> {
+    let primary = facts.status.current_primary_index;
+    let inst = |i: u32| facts.instances.iter().find(|x| x.index == i);
+    let primary_status = inst(primary).and_then(|i| i.mysqld.as_ref());
+
+    // Errant detection: the replica executed something the primary has not, from a source
+    // other than the primary itself (a replica may have read more of the primary's binlog than
+    // the primary's own snapshot shows, MOCO #419).
+    let mut errant: Vec<u32> = match primary_status {
+        Some(p) if !p.gtid_executed.is_empty() => {
+            let identity = p.identity();
+            facts
+                .instances
+                .iter()
+                .filter(|i| i.index != primary)
+                .filter_map(|i| i.mysqld.as_ref().map(|s| (i.index, s)))
+                .filter(|(_, s)| {
+                    let extra = s.gtid_executed.subtract(&p.gtid_executed);
+                    let foreign = match &identity {
+                        Some(id) => extra.without_server(id),
+                        None => extra,
+                    };
+                    !foreign.is_empty()
+                })
+                .map(|(i, _)| i)
+                .collect()
+        }
+        _ => facts
+            .status
+            .errant_replica_list
+            .iter()
+            .copied()
+            .filter(|&i| i != primary)
+            .collect(),
+    };
+    errant.sort_unstable();
+    errant.dedup();
+
+    let hung: Vec<u32> = facts
+        .instances
+        .iter()
+        .filter(|i| i.index != primary)
+        .filter(|i| {
+            i.mysqld
+                .as_ref()
+                .is_some_and(|s| s.semi_sync.wait_sessions > 0)
+        })
+        .map(|i| i.index)
+        .collect();
+
+    let lost_data = primary_status.is_some_and(|p| {
+        p.gtid_executed.is_empty()
+            && facts
+                .instances
+                .iter()
+                .filter(|i| i.index != primary && !hung.contains(&i.index))
+                .filter_map(|i| i.mysqld.as_ref())
+                .any(|s| !s.gtid_executed.is_empty())
+    });
+
+    let limit = facts.spec.max_delay_seconds_for_pod_deletion;
+    let prevent_pod_deletion = limit > 0
+        && facts
+            .instances
+            .iter()
+            .filter(|i| i.index != primary)
+            .filter_map(|i| {
+                i.mysqld
+                    .as_ref()?
+                    .replica_status
+                    .as_ref()?
+                    .seconds_behind_source
+            })
+            .any(|lag| lag > limit);
+
+    let ready_pods = u32::try_from(
+        facts
+            .instances
+            .iter()
+            .filter(|i| i.pod.exists && i.pod.ready)
+            .count(),
+    )
+    .unwrap_or(u32::MAX);
+
+    let mut view = View {
+        facts,
+        assessment: Assessment {
+            primary,
+            errant,
+            hung,
+            candidates: Vec::new(),
+            lost_data,
+            prevent_pod_deletion,
+            ready_pods,
+        },
+    };
+    let candidates: Vec<u32> = view
+        .non_primaries()
+        .filter(|i| view.is_ok_replica(i))
+        .map(|i| i.index)
+        .collect();
+    view.assessment.candidates = candidates;
+    view
+}
+
+/// What a replica holds or will hold once its relay log is applied: retrieved ∪ executed.
+pub(crate) fn received_set(status: &MysqldStatus) -> GtidSet {
+    match &status.replica_status {
+        Some(r) => r.retrieved_gtid_set.union(&status.gtid_executed),
+        None => status.gtid_executed.clone(),
+    }
+}

@@ -1,0 +1,260 @@
+//! The entry point: facts in, [`Decision`] out.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::assessment::{Assessment, View, assess, failover_quorum, required_acks};
+use crate::error::FactsError;
+use crate::facts::ClusterFacts;
+use crate::operation::{Event, Step};
+use crate::plan;
+use crate::state::ClusterState;
+use crate::status::{ClusterStatus, StatusInputs, next_status};
+
+/// Everything the engine decided in one round.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    /// The cluster state.
+    pub state: ClusterState,
+    /// What the plan does, in one word.
+    pub action: Action,
+    /// Derived facts the state was decided from.
+    pub assessment: Assessment,
+    /// The status to persist before executing the steps.
+    pub status: ClusterStatus,
+    /// The operations, in order. The executor stops at the first failure.
+    pub steps: Vec<Step>,
+    /// Events to record now, whatever the steps do (e.g. a refused failover).
+    pub events: Vec<Event>,
+    /// Observe and decide again right after executing the steps (MOCO's `redo`).
+    pub redo: bool,
+}
+
+/// The kind of plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    /// Nothing to do.
+    None,
+    /// Waiting for something outside the engine (a clone in progress, a restore Job).
+    Wait,
+    /// Clone the primary from the external source.
+    InitClone,
+    /// Planned move of the primary.
+    Switchover,
+    /// Replacement of a failed primary.
+    Failover,
+    /// Bring roles, replication, semi-sync and read-only flags in line.
+    Configure,
+}
+
+/// Checks that the facts describe a possible cluster; errors name the JSON path.
+pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
+    let spec = &facts.spec;
+    if spec.replicas == 0 {
+        return Err(FactsError::new("spec.replicas", "must be at least 1"));
+    }
+    if spec.server_id_base == 0 {
+        return Err(FactsError::new("spec.serverIDBase", "must be positive"));
+    }
+    let primary = facts.status.current_primary_index;
+    if primary >= spec.replicas {
+        return Err(FactsError::new(
+            "status.currentPrimaryIndex",
+            format!(
+                "{primary} is not an instance ordinal (replicas = {})",
+                spec.replicas
+            ),
+        ));
+    }
+    for (n, &i) in facts.status.errant_replica_list.iter().enumerate() {
+        if i >= spec.replicas {
+            return Err(FactsError::new(
+                format!("status.errantReplicaList[{n}]"),
+                format!(
+                    "{i} is not an instance ordinal (replicas = {})",
+                    spec.replicas
+                ),
+            ));
+        }
+    }
+    let mut seen = vec![
+        false;
+        usize::try_from(spec.replicas)
+            .unwrap_or(usize::MAX)
+            .min(1 << 16)
+    ];
+    for (n, inst) in facts.instances.iter().enumerate() {
+        let slot = usize::try_from(inst.index)
+            .ok()
+            .and_then(|i| seen.get_mut(i));
+        match slot {
+            None => {
+                return Err(FactsError::new(
+                    format!("instances[{n}].index"),
+                    format!(
+                        "{} is not below spec.replicas = {}",
+                        inst.index, spec.replicas
+                    ),
+                ));
+            }
+            Some(true) => {
+                return Err(FactsError::new(
+                    format!("instances[{n}].index"),
+                    format!("instance {} appears twice", inst.index),
+                ));
+            }
+            Some(s) => *s = true,
+        }
+        if let Some(m) = &inst.mysqld
+            && m.flavor != spec.flavor
+        {
+            return Err(FactsError::new(
+                format!("instances[{n}].mysqld.flavor"),
+                format!(
+                    "{:?} does not match spec.flavor {:?}",
+                    m.flavor, spec.flavor
+                ),
+            ));
+        }
+    }
+    if !spec.offline && facts.instances.len() != seen.len() {
+        return Err(FactsError::new(
+            "instances",
+            format!(
+                "{} instances given, spec.replicas = {}: every ordinal needs an entry",
+                facts.instances.len(),
+                spec.replicas
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Decides the state (MOCO's order, first match wins).
+fn decide_state(v: &View<'_>) -> ClusterState {
+    let facts = v.facts;
+    let spec = &facts.spec;
+    if spec.offline {
+        return ClusterState::Offline;
+    }
+    let primary_status = v.primary_status();
+    if spec.external_source.is_some() && !facts.status.cloned {
+        let cloning = match primary_status {
+            None => true,
+            Some(p) => match p.clone_state {
+                Some(state) => state != crate::facts::CloneState::Completed,
+                None => p.gtid_executed.is_empty(),
+            },
+        };
+        if cloning {
+            return ClusterState::Cloning;
+        }
+    }
+    if spec.restore && facts.status.restored_time.is_none() {
+        return ClusterState::Restoring;
+    }
+    let intermediate = spec.external_source.is_some();
+    let replicas = v.replicas();
+    let primary_open = |p: &crate::facts::MysqldStatus| {
+        if intermediate {
+            p.super_read_only
+        } else {
+            !p.read_only
+        }
+    };
+    let a = &v.assessment;
+
+    // Healthy: every Pod ready, every replica ok, the primary open and seeing every replica.
+    let all_ready = facts.instances.iter().all(|i| i.pod.exists && i.pod.ready);
+    if let Some(p) = primary_status
+        && all_ready
+        && primary_open(p)
+        && v.non_primaries().all(|i| v.is_ok_replica(i))
+        && v.in_cluster_replica_hosts() == replicas - 1
+    {
+        return ClusterState::Healthy;
+    }
+
+    // Degraded: the primary serves writes with enough ok replicas.
+    let half = replicas / 2;
+    let primary_ready = v.primary().is_some_and(|p| p.pod.exists && p.pod.ready);
+    if let Some(p) = primary_status
+        && primary_ready
+        && !a.lost_data
+        && primary_open(p)
+        && v.in_cluster_replica_hosts() >= half
+    {
+        let ok = u32::try_from(a.candidates.len()).unwrap_or(u32::MAX);
+        if ok >= half && ok != replicas - 1 {
+            return ClusterState::Degraded;
+        }
+    }
+
+    // Failed or Lost: the primary is gone (or empty) — can enough replicas replace it?
+    if primary_status.is_none() || a.lost_data {
+        let usable = v
+            .non_primaries()
+            .filter(|i| !a.is_errant(i.index))
+            .filter_map(|i| v.mysqld(i.index))
+            .filter(|s| s.replica_status.is_some() && !s.gtid_executed.is_empty())
+            .count();
+        let usable = u32::try_from(usable).unwrap_or(u32::MAX);
+        return if replicas > 1 && usable >= failover_quorum(replicas, v.flavor()) {
+            ClusterState::Failed
+        } else {
+            ClusterState::Lost
+        };
+    }
+    ClusterState::Incomplete
+}
+
+/// Whether the primary can commit now. MOCO reports Available=True even when semi-sync has no
+/// replica to wait for (MOCO #321); here a primary with fewer semi-sync clients than it needs
+/// ACKs is not available.
+fn write_block(v: &View<'_>) -> Option<String> {
+    let p = v.primary_status()?;
+    if !p.semi_sync.master_enabled || v.replicas() < 2 {
+        return None;
+    }
+    let need = p
+        .semi_sync
+        .wait_for_slave_count
+        .unwrap_or_else(|| required_acks(v.replicas(), v.flavor()))
+        .max(1);
+    let clients = p.semi_sync.master_clients?;
+    (clients < need).then(|| {
+        format!(
+            "the primary waits for {need} semi-sync acknowledgement(s) but only {clients} replica(s) are connected: commits block"
+        )
+    })
+}
+
+/// Decides everything for one round. Deterministic: the same facts give the same decision.
+pub fn decide(facts: &ClusterFacts) -> Result<Decision, FactsError> {
+    check_facts(facts)?;
+    let view = assess(facts);
+    let state = decide_state(&view);
+    let block = write_block(&view);
+    let status = next_status(&StatusInputs {
+        old: &facts.status,
+        state,
+        primary_can_commit: block.is_none(),
+        write_block_reason: block,
+        errant: &view.assessment.errant,
+        ready_pods: view.assessment.ready_pods,
+        has_external_source: facts.spec.external_source.is_some(),
+        now: facts.now,
+    });
+    let planned = plan::plan(&view, state);
+    Ok(Decision {
+        state,
+        action: planned.action,
+        redo: !planned.steps.is_empty(),
+        assessment: view.assessment,
+        status,
+        steps: planned.steps,
+        events: planned.events,
+    })
+}

@@ -1,0 +1,271 @@
+//! Configure: bring role labels, replication, semi-sync and read-only flags in line with
+//! `currentPrimaryIndex` (MOCO's `configure`, run in the Degraded and Incomplete states).
+
+use crate::assessment::{View, required_acks};
+use crate::decide::Action;
+use crate::facts::{Flavor, Role, ThreadState};
+use crate::operation::{Event, Operation, ReplicationSource, Step};
+
+use super::{Planned, READ_ONLY_TIMEOUT_SECONDS, SEMI_SYNC_TIMEOUT_MS, clone};
+
+/// The label instance `index` should carry: none for errant replicas.
+fn desired_role(v: &View<'_>, index: u32) -> Option<Role> {
+    if index == v.assessment.primary {
+        Some(Role::Primary)
+    } else if v.assessment.is_errant(index) {
+        None
+    } else {
+        Some(Role::Replica)
+    }
+}
+
+/// Healthy clusters plan nothing but label repairs (there are none when labels are right).
+pub(super) fn fix_labels(v: &View<'_>) -> Planned {
+    let mut p = Planned::new(Action::None);
+    let (removals, additions) = label_changes(v);
+    if removals.is_empty() && additions.is_empty() {
+        return p;
+    }
+    p.action = Action::Configure;
+    p.steps.extend(removals);
+    for (index, role) in additions {
+        p.steps.push(Step::new(Operation::SetRoleLabel {
+            index,
+            role: Some(role),
+        }));
+    }
+    p
+}
+
+/// Label removals (wrong labels) and the labels to add to live, non-errant instances.
+/// Dead instances get no label, so a restarted ex-primary is never routed to before it has
+/// been checked for errant transactions (MOCO #801).
+fn label_changes(v: &View<'_>) -> (Vec<Step>, Vec<(u32, Role)>) {
+    let mut removals = Vec::new();
+    let mut additions = Vec::new();
+    for inst in v.facts.instances.iter().filter(|i| i.pod.exists) {
+        let want = desired_role(v, inst.index);
+        let have = inst.pod.role_label;
+        if have.is_some() && have != want {
+            removals.push(Step::new(Operation::SetRoleLabel {
+                index: inst.index,
+                role: None,
+            }));
+        }
+        if have != want
+            && let Some(role) = want
+            && v.mysqld(inst.index).is_some()
+        {
+            additions.push((inst.index, role));
+        }
+    }
+    (removals, additions)
+}
+
+pub(super) fn configure(v: &View<'_>) -> Planned {
+    let mut p = Planned::new(Action::Configure);
+    let facts = v.facts;
+    let primary = v.assessment.primary;
+    let intermediate = facts.spec.external_source.as_ref();
+
+    // 1–2. Remove wrong labels; kill the connections of instances whose role changes so that
+    // clients reconnect through the right endpoint.
+    let (removals, additions) = label_changes(v);
+    p.steps.extend(removals);
+    for (index, _) in &additions {
+        p.steps
+            .push(Step::new(Operation::KillConnections { index: *index }));
+    }
+
+    // 3. The primary.
+    let Some(ps) = v.primary_status() else {
+        return finish(p, additions);
+    };
+    let Some(pi) = v.primary() else {
+        return finish(p, additions);
+    };
+    match intermediate {
+        Some(ext) => {
+            if !ps.super_read_only {
+                p.steps.push(Step::new(Operation::SetSuperReadOnly {
+                    index: primary,
+                    timeout_seconds: READ_ONLY_TIMEOUT_SECONDS,
+                }));
+            }
+            let ok = ps.replica_status.as_ref().is_some_and(|r| {
+                r.io_running == ThreadState::Yes
+                    && r.source_host == ext.host
+                    && r.source_port == ext.port
+            });
+            if !ok {
+                p.steps.push(Step::new(Operation::ConfigureReplication {
+                    index: primary,
+                    source: ReplicationSource::External {
+                        host: ext.host.clone(),
+                        port: ext.port,
+                    },
+                    semi_sync: false,
+                }));
+            }
+        }
+        None => {
+            if let Some(r) = &ps.replica_status {
+                if r.io_running != ThreadState::No {
+                    p.steps
+                        .push(Step::new(Operation::StopReplicaIoThread { index: primary }));
+                }
+                // Apply whatever was received before opening writes (MOCO waits without limit).
+                if !r.retrieved_gtid_set.is_subset(&ps.gtid_executed) {
+                    p.steps.push(Step::new(Operation::WaitForGtid {
+                        index: primary,
+                        gtid: r.retrieved_gtid_set.clone(),
+                        timeout_seconds: None,
+                    }));
+                }
+            }
+            let replicas = v.replicas();
+            if replicas > 1 {
+                let acks = required_acks(replicas, v.flavor());
+                let want_count = replicas / 2;
+                let count_ok = match ps.semi_sync.wait_for_slave_count {
+                    Some(n) => n == want_count,
+                    None => true,
+                };
+                if !ps.semi_sync.master_enabled || !count_ok {
+                    p.steps.push(Step::new(Operation::ConfigurePrimarySemiSync {
+                        index: primary,
+                        wait_for_replica_count: want_count,
+                        timeout_ms: SEMI_SYNC_TIMEOUT_MS,
+                    }));
+                    if acks < want_count && v.flavor() == Flavor::Mariadb {
+                        p.events.push(Event::warning(
+                            "SemiSyncWeakened",
+                            format!(
+                                "MariaDB waits for one replica acknowledgement per commit; MOCO would wait for {want_count} with {replicas} instances, so an acknowledged commit may exist on a single replica"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    // 4. Replicas.
+    let source = ReplicationSource::Instance {
+        index: primary,
+        host: pi.host.clone(),
+        port: pi.port,
+    };
+    let semi_sync = intermediate.is_none();
+    for inst in v.non_primaries() {
+        let index = inst.index;
+        let Some(s) = v.mysqld(index) else { continue };
+        if v.assessment.is_errant(index) {
+            if s.io_running() {
+                p.steps
+                    .push(Step::new(Operation::StopReplicaIoThread { index }));
+            }
+            continue;
+        }
+        if !s.super_read_only {
+            p.steps.push(Step::new(Operation::SetSuperReadOnly {
+                index,
+                timeout_seconds: READ_ONLY_TIMEOUT_SECONDS,
+            }));
+            p.steps
+                .push(Step::new(Operation::KillConnections { index }));
+        }
+        let empty = s.gtid_executed.is_empty();
+        let broken_empty = empty
+            && s.replica_status
+                .as_ref()
+                .is_some_and(|r| r.last_io_errno == ER_SOURCE_FATAL_READING_BINLOG);
+        let replay_ok = v.flavor() == Flavor::Mariadb && ps.gtid_purged.is_empty();
+        // An empty replica is cloned (MOCO), except on MariaDB while the primary still holds
+        // every binlog: replaying from the start is as good and restarts nothing. If the
+        // replay fails because binlogs are gone (error 1236), clone after all.
+        let needs_clone = empty
+            && !ps.gtid_executed.is_empty()
+            && (broken_empty || (s.replica_status.is_none() && !replay_ok));
+        if needs_clone {
+            let donor = clone::donor(v, index);
+            let (host, port) = donor.address();
+            let from = format!("{host}:{port}");
+            p.steps.push(
+                Step::new(Operation::Clone {
+                    index,
+                    donor,
+                    boot_timeout_seconds: facts.spec.startup_wait_seconds,
+                })
+                .succeeding_with(Event::normal(
+                    "Cloned",
+                    format!("cloned instance {index} from {from}"),
+                ))
+                .failing_with(Event::warning(
+                    "CloneFailed",
+                    format!("failed to clone instance {index} from {from}"),
+                )),
+            );
+            continue;
+        }
+        let needs = match &s.replica_status {
+            None => true,
+            Some(r) => {
+                r.io_running != ThreadState::Yes
+                    || r.source_host != pi.host
+                    || r.source_port != pi.port
+                    || s.semi_sync.slave_enabled != semi_sync
+                    || s.semi_sync.master_enabled
+            }
+        };
+        if !needs {
+            continue;
+        }
+        // A replica must hold everything the primary purged from its binlogs, or replication
+        // cannot start (MOCO's GTID_SUBTRACT(primary.gtid_purged, replica.gtid_executed) check).
+        if !ps.gtid_purged.is_subset(&s.gtid_executed) {
+            p.events.push(Event::warning(
+                "ReplicationImpossible",
+                format!(
+                    "instance {index} lacks transactions the primary already purged ({}); re-initialise it so that it is cloned",
+                    ps.gtid_purged.subtract(&s.gtid_executed)
+                ),
+            ));
+            continue;
+        }
+        p.steps.push(Step::new(Operation::ConfigureReplication {
+            index,
+            source: source.clone(),
+            semi_sync,
+        }));
+    }
+
+    // 5–6. Labels for live instances; the primary opens for writes last.
+    let mut p = finish(p, additions);
+    if intermediate.is_none() && ps.read_only {
+        p.steps.push(
+            Step::new(Operation::SetWritable { index: primary }).succeeding_with(Event::normal(
+                "Writable",
+                format!("instance {primary} became writable"),
+            )),
+        );
+    }
+    p
+}
+
+/// MySQL error 1236 (`ER_SOURCE_FATAL_ERROR_READING_BINLOG`): the source no longer has what
+/// the replica asks for.
+const ER_SOURCE_FATAL_READING_BINLOG: u32 = 1236;
+
+fn finish(mut p: Planned, additions: Vec<(u32, Role)>) -> Planned {
+    for (index, role) in additions {
+        p.steps.push(Step::new(Operation::SetRoleLabel {
+            index,
+            role: Some(role),
+        }));
+    }
+    if p.steps.is_empty() && p.events.is_empty() {
+        p.action = Action::None;
+    }
+    p
+}

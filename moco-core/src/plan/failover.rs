@@ -1,0 +1,80 @@
+//! Failover, in two rounds so that the choice is made on stable GTID sets: first stop every
+//! replica's IO thread (which also fences the old primary: nobody acknowledges its commits any
+//! more), then, once the facts show every IO thread stopped, promote the replica whose
+//! received set contains every other eligible replica's.
+
+use crate::assessment::{View, received_set};
+use crate::decide::Action;
+use crate::operation::{Event, Operation, PrimaryChange, Step};
+
+use super::{CATCH_UP_TIMEOUT_SECONDS, Planned};
+
+pub(super) fn failover(v: &View<'_>) -> Planned {
+    let mut p = Planned::new(Action::Failover);
+    let from = v.assessment.primary;
+    let failed = Event::warning(
+        "FailOverFailed",
+        format!("failover from instance {from} failed"),
+    );
+
+    let running: Vec<u32> = v
+        .non_primaries()
+        .filter(|i| v.mysqld(i.index).is_some_and(|s| s.io_running()))
+        .map(|i| i.index)
+        .collect();
+    if !running.is_empty() {
+        for index in running {
+            p.steps.push(
+                Step::new(Operation::StopReplicaIoThread { index }).failing_with(failed.clone()),
+            );
+        }
+        return p;
+    }
+
+    let eligible: Vec<(u32, crate::gtid::GtidSet)> = v
+        .non_primaries()
+        .filter(|i| !v.assessment.is_errant(i.index))
+        .filter_map(|i| v.mysqld(i.index).map(|s| (i.index, s)))
+        .filter(|(_, s)| s.replica_status.is_some())
+        .map(|(i, s)| (i, received_set(s)))
+        .collect();
+    // The lowest ordinal among the supersets of all others (deterministic on ties).
+    let top = eligible
+        .iter()
+        .find(|(_, set)| eligible.iter().all(|(_, other)| other.is_subset(set)));
+    let Some((target, set)) = top else {
+        let sets: Vec<String> = eligible
+            .iter()
+            .map(|(i, s)| format!("instance {i}: {s}"))
+            .collect();
+        p.events.push(Event::warning(
+            "FailOverFailed",
+            format!(
+                "no replica holds every transaction the others received (errant transactions?); refusing to fail over: {}",
+                sets.join("; ")
+            ),
+        ));
+        return p;
+    };
+    p.steps.push(
+        Step::new(Operation::WaitForGtid {
+            index: *target,
+            gtid: set.clone(),
+            timeout_seconds: Some(CATCH_UP_TIMEOUT_SECONDS),
+        })
+        .failing_with(failed.clone()),
+    );
+    p.steps.push(
+        Step::new(Operation::SetPrimaryIndex {
+            index: *target,
+            previous: from,
+            reason: PrimaryChange::Failover,
+        })
+        .failing_with(failed)
+        .succeeding_with(Event::normal(
+            "FailOver",
+            format!("primary instance was changed from {from} to {target} due to a failover"),
+        )),
+    );
+    p
+}

@@ -1,0 +1,69 @@
+//! Plans: for each state, the ordered operations of MOCO's clustering (`clustering/operations`).
+//! One module per action; each is a pure function of the [`View`].
+
+mod annotations;
+mod clone;
+mod configure;
+mod failover;
+mod switchover;
+
+use crate::assessment::View;
+use crate::decide::Action;
+use crate::operation::{Event, Step};
+use crate::state::ClusterState;
+
+/// Seconds a switchover waits for `super_read_only` before killing connections (MOCO: half of
+/// the mysqld container's 20 s preStop sleep).
+pub const READ_ONLY_TIMEOUT_SECONDS: u32 = 10;
+/// Seconds a switchover or failover candidate may take to apply what it received.
+pub const CATCH_UP_TIMEOUT_SECONDS: u32 = 50;
+/// `rpl_semi_sync_master_timeout`: one day, so the primary never silently falls back to
+/// asynchronous replication.
+pub const SEMI_SYNC_TIMEOUT_MS: u64 = 86_400_000;
+
+/// A plan under construction.
+#[derive(Debug)]
+pub(crate) struct Planned {
+    pub action: Action,
+    pub steps: Vec<Step>,
+    pub events: Vec<Event>,
+}
+
+impl Planned {
+    fn new(action: Action) -> Self {
+        Planned {
+            action,
+            steps: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+}
+
+/// Plans the round for `state`.
+pub(crate) fn plan(v: &View<'_>, state: ClusterState) -> Planned {
+    // The prevent-delete annotation is kept in line whatever the state (MOCO does it before
+    // dispatching on the state).
+    let guard = annotations::prevent_delete(v);
+    let mut planned = match state {
+        ClusterState::Offline | ClusterState::Lost => Planned::new(Action::None),
+        ClusterState::Restoring => Planned::new(Action::Wait),
+        ClusterState::Cloning => clone::init_clone(v),
+        ClusterState::Healthy | ClusterState::Degraded => {
+            let a = &v.assessment;
+            match switchover::need_switch(v) {
+                Some(target) if !a.prevent_pod_deletion => switchover::switchover(v, target),
+                _ if state == ClusterState::Degraded => configure::configure(v),
+                _ => configure::fix_labels(v),
+            }
+        }
+        ClusterState::Failed => failover::failover(v),
+        ClusterState::Incomplete => configure::configure(v),
+    };
+    if !guard.is_empty() {
+        planned.steps.splice(0..0, guard);
+        if planned.action == Action::None {
+            planned.action = Action::Configure;
+        }
+    }
+    planned
+}
