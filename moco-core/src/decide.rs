@@ -170,6 +170,7 @@ fn decide_state(v: &View<'_>) -> ClusterState {
     let all_ready = facts.instances.iter().all(|i| i.pod.exists && i.pod.ready);
     if let Some(p) = primary_status
         && all_ready
+        && !a.lost_data
         && primary_open(p)
         && v.non_primaries().all(|i| v.is_ok_replica(i))
         && v.in_cluster_replica_hosts() == replicas - 1

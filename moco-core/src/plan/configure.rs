@@ -241,31 +241,38 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
     }
 
     // 5–6. Labels for live instances; the primary opens for writes last.
-    let mut p = finish(p, additions);
-    if intermediate.is_none() && ps.read_only {
-        p.steps.push(
-            Step::new(Operation::SetWritable { index: primary }).succeeding_with(Event::normal(
-                "Writable",
-                format!("instance {primary} became writable"),
-            )),
-        );
-    }
-    p
+    let open = (intermediate.is_none() && ps.read_only).then_some(primary);
+    finish_with(p, additions, open)
 }
 
 /// MySQL error 1236 (`ER_SOURCE_FATAL_ERROR_READING_BINLOG`): the source no longer has what
 /// the replica asks for.
 const ER_SOURCE_FATAL_READING_BINLOG: u32 = 1236;
 
-fn finish(mut p: Planned, additions: Vec<(u32, Role)>) -> Planned {
+fn finish(p: Planned, additions: Vec<(u32, Role)>) -> Planned {
+    finish_with(p, additions, None)
+}
+
+/// Adds the role labels, then opens `writable` for writes (MOCO's steps 5 and 6).
+fn finish_with(mut p: Planned, additions: Vec<(u32, Role)>, writable: Option<u32>) -> Planned {
     for (index, role) in additions {
         p.steps.push(Step::new(Operation::SetRoleLabel {
             index,
             role: Some(role),
         }));
     }
-    if p.steps.is_empty() && p.events.is_empty() {
-        p.action = Action::None;
+    if let Some(index) = writable {
+        p.steps.push(
+            Step::new(Operation::SetWritable { index }).succeeding_with(Event::normal(
+                "Writable",
+                format!("instance {index} became writable"),
+            )),
+        );
     }
+    p.action = if p.steps.is_empty() && p.events.is_empty() {
+        Action::None
+    } else {
+        Action::Configure
+    };
     p
 }
