@@ -344,7 +344,6 @@ fn forced_options(
         ("datadir", p.datadir.clone()),
         ("pid_file", p.pid_file.clone()),
         ("slow_query_log_file", p.slow_query_log_file.clone()),
-        ("secure_file_priv", s("NULL")),
         ("skip_name_resolve", s("ON")),
         ("binlog_format", s("ROW")),
         ("relay_log_recovery", s("OFF")),
@@ -352,6 +351,8 @@ fn forced_options(
     ];
     match flavor {
         Flavor::Mysql => server.extend([
+            // NULL disables LOAD DATA INFILE and SELECT … INTO OUTFILE.
+            ("secure_file_priv", s("NULL")),
             ("enforce_gtid_consistency", s("ON")),
             ("gtid_mode", s("ON")),
             ("log_replica_updates", s("ON")),
@@ -366,6 +367,9 @@ fn forced_options(
             ("loose_replication_sender_observe_commit_only", s("OFF")),
         ]),
         Flavor::Mariadb => server.extend([
+            // MariaDB has no NULL value (it refuses to start on it). A device is not a
+            // directory, so no file can lie under it: import and export stay disabled.
+            ("secure_file_priv", s("/dev/null")),
             // MySQL writes binlog.NNNNNN into the datadir by default; MariaDB needs it named.
             ("log_bin", s("binlog")),
             ("log_slave_updates", s("ON")),
@@ -743,6 +747,7 @@ mod tests {
             "rpl_semi_sync_slave_enabled = ON",
             "rpl_semi_sync_master_wait_point = AFTER_SYNC",
             "relay_log = relay-bin",
+            "secure_file_priv = /dev/null",
         ] {
             assert!(opts.contains(&want.to_owned()), "missing {want}: {text}");
         }
