@@ -1,0 +1,183 @@
+//! Helpers shared by the `mysql_*` integration tests: find a server, write a minimal my.cnf,
+//! launch instances in a temporary directory and make sure they are killed afterwards.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use moco_adapters::mysqld::{LocalMysqld, MYSQLD_ENV, ServerBinary, ServerKind, free_ports};
+
+/// Generous limits: 2 shared cores, other builds may be running.
+pub const INIT_TIMEOUT: Duration = Duration::from_secs(180);
+pub const READY_TIMEOUT: Duration = Duration::from_secs(120);
+pub const STOP_GRACE: Duration = Duration::from_secs(60);
+
+/// The server to test against, or `None` after printing why the test is skipped.
+pub fn server_binary(test: &str) -> Option<ServerBinary> {
+    match ServerBinary::find(None) {
+        Ok(b) => {
+            eprintln!(
+                "{test}: using {} ({:?} {})",
+                b.path().display(),
+                b.kind(),
+                b.version()
+            );
+            Some(b)
+        }
+        Err(e) => {
+            // An explicitly named server that does not work is a failure, not a skip.
+            if std::env::var_os(MYSQLD_ENV).is_some_and(|v| !v.is_empty()) {
+                panic!("{MYSQLD_ENV} is set but unusable: {e}");
+            }
+            eprintln!("SKIPPED {test}: no MySQL/MariaDB server binary: {e}");
+            None
+        }
+    }
+}
+
+/// A minimal my.cnf for one test instance (the real generator lives in moco-core).
+pub fn mycnf(kind: ServerKind, dir: &Path, port: u16, server_id: u32) -> String {
+    let d = dir.display();
+    let common = format!(
+        "datadir={d}/data
+socket={d}/mysqld.sock
+pid_file={d}/mysqld.pid
+log_error={d}/error.log
+port={port}
+bind_address=127.0.0.1
+skip_name_resolve=ON
+server_id={server_id}
+report_host=127.0.0.1
+report_port={port}
+log_bin=binlog
+relay_log=relay-bin
+binlog_format=ROW
+innodb_buffer_pool_size=32M
+innodb_log_file_size=16M
+max_connections=60
+"
+    );
+    match kind {
+        ServerKind::Mariadb => format!(
+            "[mariadbd]
+{common}log_slave_updates=ON
+gtid_strict_mode=ON
+read_only=ON
+skip_slave_start=ON
+rpl_semi_sync_master_enabled=OFF
+rpl_semi_sync_slave_enabled=OFF
+performance_schema=OFF
+"
+        ),
+        ServerKind::Mysql => format!(
+            "[mysqld]
+{common}log_replica_updates=ON
+gtid_mode=ON
+enforce_gtid_consistency=ON
+skip_replica_start=ON
+mysqlx=OFF
+performance_schema=ON
+"
+        ),
+    }
+}
+
+/// Instances in one temporary directory, killed when dropped.
+pub struct Fleet {
+    pub tmp: tempfile::TempDir,
+    pub binary: ServerBinary,
+    pub nodes: Vec<LocalMysqld>,
+}
+
+impl Fleet {
+    /// Creates, initialises and starts `n` instances (server ids 1..=n) in parallel.
+    pub async fn start(binary: ServerBinary, n: usize) -> Fleet {
+        let tmp = tempfile::Builder::new()
+            .prefix("moco-mysql-test-")
+            .tempdir()
+            .unwrap();
+        let ports = free_ports(n).unwrap();
+        let mut nodes = Vec::new();
+        for (i, port) in ports.iter().enumerate() {
+            let dir = tmp.path().join(format!("node{i}"));
+            let text = mycnf(binary.kind(), &dir, *port, i as u32 + 1);
+            nodes.push(LocalMysqld::create(binary.clone(), &dir, &text).unwrap());
+        }
+        let fleet = Fleet { tmp, binary, nodes };
+        let t = Instant::now();
+        futures_join(fleet.nodes.iter().map(|m| async move {
+            assert!(m.initialize(INIT_TIMEOUT).await.unwrap());
+        }))
+        .await;
+        let init = t.elapsed();
+        let t = Instant::now();
+        futures_join(fleet.nodes.iter().map(|m| async move {
+            m.start_and_wait(&[], READY_TIMEOUT).await.unwrap();
+        }))
+        .await;
+        eprintln!(
+            "started {n} instance(s): initialise {:?}, start to ready {:?}",
+            init,
+            t.elapsed()
+        );
+        fleet
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.tmp.path().to_owned()
+    }
+
+    /// Stops every instance cleanly.
+    pub async fn stop(&self) {
+        for m in &self.nodes {
+            m.stop(STOP_GRACE).await.unwrap();
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        // Tests that fail mid-way still must not leave servers behind.
+        for m in &self.nodes {
+            if let Some(pid) = m.running_pid() {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        }
+    }
+}
+
+/// Runs futures concurrently on the current task.
+pub async fn futures_join<F: std::future::Future<Output = ()>>(futs: impl Iterator<Item = F>) {
+    let handles: Vec<_> = futs.collect();
+    let mut pinned: Vec<std::pin::Pin<Box<F>>> = handles.into_iter().map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        pinned.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if pinned.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+}
+
+/// Polls `check` until it returns `Some`, failing with `what` after `limit`.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
