@@ -30,61 +30,34 @@ pub struct MycnfSettings {
     pub user: Option<String>,
 }
 
+/// Values collected while reading a my.cnf and the files it includes (later lines win).
+#[derive(Default)]
+struct Collected {
+    datadir: Option<PathBuf>,
+    pid_file: Option<PathBuf>,
+    port: Option<u16>,
+    bind_address: Option<String>,
+    socket: Option<PathBuf>,
+    log_error: Option<PathBuf>,
+    user: Option<String>,
+}
+
+/// How deep `!include` may nest (the servers stop at 10 as well).
+const MAX_INCLUDE_DEPTH: usize = 10;
+
 impl MycnfSettings {
-    /// Parses my.cnf text; `source` names the file in errors.
+    /// Parses my.cnf text; `source` names the file in errors. `!include FILE` and
+    /// `!includedir DIR` (its `*.cnf` files, sorted) are followed as the server does, so
+    /// settings in a per-instance snippet (`user`, `bind_address`) are seen; write those
+    /// files before parsing.
     pub fn parse(text: &str, source: &Path) -> Result<Self, MysqldError> {
-        let mut in_server_group = false;
-        let mut datadir = None;
-        let mut pid_file = None;
-        let mut port = None;
-        let mut bind_address = None;
-        let mut socket = None;
-        let mut log_error = None;
-        let mut user = None;
-        for (number, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-                continue;
-            }
-            if line.starts_with('!') {
-                // !include / !includedir: the launcher only reads the main file.
-                continue;
-            }
-            if let Some(group) = line.strip_prefix('[') {
-                let name = group.trim_end_matches(']').trim().to_ascii_lowercase();
-                in_server_group = SERVER_GROUPS.contains(&name.as_str());
-                continue;
-            }
-            if !in_server_group {
-                continue;
-            }
-            let (key, value) = match line.split_once('=') {
-                Some((k, v)) => (k.trim(), unquote(v.trim())),
-                None => (line, String::new()),
-            };
-            let key = key.replace('-', "_").to_ascii_lowercase();
-            let key = key.strip_prefix("loose_").unwrap_or(&key).to_owned();
-            match key.as_str() {
-                "datadir" => datadir = Some(PathBuf::from(value)),
-                "pid_file" => pid_file = Some(PathBuf::from(value)),
-                "port" => {
-                    port = Some(value.parse::<u16>().map_err(|_| MysqldError::Config {
-                        path: source.to_owned(),
-                        message: format!("line {}: port {value:?} is not a TCP port", number + 1),
-                    })?)
-                }
-                "bind_address" => bind_address = Some(value),
-                "socket" => socket = Some(PathBuf::from(value)),
-                "log_error" if !value.is_empty() => log_error = Some(PathBuf::from(value)),
-                "user" => user = Some(value),
-                _ => {}
-            }
-        }
+        let mut c = Collected::default();
+        collect(text, source, &mut c, 0)?;
         let missing = |key: &str| MysqldError::Config {
             path: source.to_owned(),
             message: format!("no `{key}` in the [mysqld]/[mariadbd] group"),
         };
-        let datadir = datadir.ok_or_else(|| missing("datadir"))?;
+        let datadir = c.datadir.ok_or_else(|| missing("datadir"))?;
         if !datadir.is_absolute() {
             return Err(MysqldError::Config {
                 path: source.to_owned(),
@@ -94,14 +67,14 @@ impl MycnfSettings {
         let resolve = |p: PathBuf| {
             if p.is_absolute() { p } else { datadir.join(p) }
         };
-        let pid_file = resolve(pid_file.ok_or_else(|| missing("pid_file"))?);
+        let pid_file = resolve(c.pid_file.ok_or_else(|| missing("pid_file"))?);
         Ok(MycnfSettings {
             pid_file,
-            port: port.unwrap_or(3306),
-            bind_address,
-            socket: socket.map(resolve),
-            log_error: log_error.map(resolve),
-            user,
+            port: c.port.unwrap_or(3306),
+            bind_address: c.bind_address,
+            socket: c.socket.map(resolve),
+            log_error: c.log_error.map(resolve),
+            user: c.user,
             datadir,
         })
     }
@@ -114,6 +87,93 @@ impl MycnfSettings {
             Some(other) => other.split(',').next().unwrap_or(other).trim().to_owned(),
         }
     }
+}
+
+fn collect(text: &str, source: &Path, c: &mut Collected, depth: usize) -> Result<(), MysqldError> {
+    let mut in_server_group = false;
+    for (number, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(directive) = line.strip_prefix('!') {
+            include(directive, source, c, depth)?;
+            continue;
+        }
+        if let Some(group) = line.strip_prefix('[') {
+            let name = group.trim_end_matches(']').trim().to_ascii_lowercase();
+            in_server_group = SERVER_GROUPS.contains(&name.as_str());
+            continue;
+        }
+        if !in_server_group {
+            continue;
+        }
+        let (key, value) = match line.split_once('=') {
+            Some((k, v)) => (k.trim(), unquote(v.trim())),
+            None => (line, String::new()),
+        };
+        let key = key.replace('-', "_").to_ascii_lowercase();
+        let key = key.strip_prefix("loose_").unwrap_or(&key).to_owned();
+        match key.as_str() {
+            "datadir" => c.datadir = Some(PathBuf::from(value)),
+            "pid_file" => c.pid_file = Some(PathBuf::from(value)),
+            "port" => {
+                c.port = Some(value.parse::<u16>().map_err(|_| MysqldError::Config {
+                    path: source.to_owned(),
+                    message: format!("line {}: port {value:?} is not a TCP port", number + 1),
+                })?)
+            }
+            "bind_address" => c.bind_address = Some(value),
+            "socket" => c.socket = Some(PathBuf::from(value)),
+            "log_error" if !value.is_empty() => c.log_error = Some(PathBuf::from(value)),
+            "user" => c.user = Some(value),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn include(
+    directive: &str,
+    source: &Path,
+    c: &mut Collected,
+    depth: usize,
+) -> Result<(), MysqldError> {
+    let (word, arg) = directive
+        .split_once(char::is_whitespace)
+        .unwrap_or((directive, ""));
+    let target = PathBuf::from(arg.trim());
+    if depth >= MAX_INCLUDE_DEPTH {
+        return Err(MysqldError::Config {
+            path: source.to_owned(),
+            message: format!("!{word} nested more than {MAX_INCLUDE_DEPTH} deep"),
+        });
+    }
+    let files = match word {
+        "include" => vec![target],
+        "includedir" => {
+            // A missing directory is skipped, as the servers do.
+            let Ok(entries) = std::fs::read_dir(&target) else {
+                return Ok(());
+            };
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "cnf"))
+                .collect();
+            files.sort();
+            files
+        }
+        _ => return Ok(()),
+    };
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|source| MysqldError::Io {
+            path: file.clone(),
+            what: "read included my.cnf",
+            source,
+        })?;
+        collect(&text, &file, c, depth + 1)?;
+    }
+    Ok(())
 }
 
 fn unquote(value: &str) -> String {
@@ -149,7 +209,7 @@ loose-port=13306   # comment
 socket=\"/d/mysqld.sock\"
 log_error=error.log
 bind_address=127.0.0.2
-!includedir /etc/mysql/conf.d
+!includedir /nonexistent/moco/conf.d
 [mysqldump]
 port=2
 ";
@@ -161,6 +221,31 @@ port=2
         assert_eq!(s.log_error, Some(PathBuf::from("/d/data/error.log")));
         assert_eq!(s.user.as_deref(), Some("root"));
         assert_eq!(s.probe_host(), "127.0.0.2");
+    }
+
+    #[test]
+    fn includes_are_followed_and_later_values_win() {
+        let tmp = tempfile::tempdir().unwrap();
+        let conf_d = tmp.path().join("conf.d");
+        std::fs::create_dir(&conf_d).unwrap();
+        std::fs::write(conf_d.join("b.cnf"), "[mariadbd]\nuser = root\nport = 3\n").unwrap();
+        std::fs::write(
+            conf_d.join("a.cnf"),
+            "[mariadbd]\nport = 2\nbind_address = 127.0.0.9\n",
+        )
+        .unwrap();
+        std::fs::write(conf_d.join("ignored.txt"), "[mariadbd]\nport = 9\n").unwrap();
+        let text = format!(
+            "[mariadbd]\ndatadir=/d\npid_file=/p\nport=1\n!includedir {}\n!includedir /nonexistent\n",
+            conf_d.display()
+        );
+        let s = MycnfSettings::parse(&text, Path::new("/m.cnf")).unwrap();
+        assert_eq!(s.port, 3);
+        assert_eq!(s.user.as_deref(), Some("root"));
+        assert_eq!(s.probe_host(), "127.0.0.9");
+        let err =
+            MycnfSettings::parse("!include /nonexistent/x.cnf\n", Path::new("/m.cnf")).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/x.cnf"), "{err}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! The launcher manages a process; it does not write configuration. It takes my.cnf *text*
 //! (written to `<dir>/my.cnf`) and reads back only the settings it needs ([`MycnfSettings`]:
-//! `datadir`, `pid_file`, `port`, `bind_address`, `socket`, `log_error`, `user`). Servers are
+//! `datadir`, `pid_file`, `port`, `bind_address`, `socket`, `log_error`, `user`, following
+//! `!include`/`!includedir`, so write per-instance snippets before `create`). Servers are
 //! started in their own process group with output in `<dir>/mysqld.out`, so they survive the
 //! process that started them (`moco local --detach`) and can be stopped later by pid from
 //! another process; a pid is trusted only while `/proc/PID/cmdline` still carries this
