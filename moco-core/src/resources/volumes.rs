@@ -496,9 +496,12 @@ mod tests {
         );
     }
 
+    /// (case name, how it differs from a settled StatefulSet, expected "updating").
+    type UpdatingCase = (&'static str, fn(&mut RolloutFacts), bool);
+
     #[test]
     fn updating_table() {
-        let cases: Vec<(&str, fn(&mut RolloutFacts), bool)> = vec![
+        let cases: Vec<UpdatingCase> = vec![
             ("settled", |_| {}, false),
             ("deleting", |r| r.deleting = true, true),
             ("never observed", |r| r.observed_generation = 0, true),
