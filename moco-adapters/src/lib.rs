@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod local;
+pub mod manager;
 pub mod mysql;
 pub mod mysqld;
 pub mod ports;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use moco_core::facts::{MysqldStatus, PodFacts, Role, SpecFacts};
+use moco_core::Decision;
+use moco_core::facts::{ClusterFacts, MysqldStatus, PodFacts, Role, SpecFacts};
 use moco_core::gtid::GtidSet;
 use moco_core::operation::{Event, ReplicationSource};
 use moco_core::status::ClusterStatus;
@@ -96,8 +97,11 @@ pub trait MysqlPort: Send + Sync + std::fmt::Debug {
     /// Kills client connections (not system users or replication threads).
     async fn kill_connections(&self) -> Result<(), PortError>;
     /// Waits until `gtid` is executed; `None` waits without limit.
-    async fn wait_for_gtid(&self, gtid: &GtidSet, timeout: Option<Duration>)
-    -> Result<(), PortError>;
+    async fn wait_for_gtid(
+        &self,
+        gtid: &GtidSet,
+        timeout: Option<Duration>,
+    ) -> Result<(), PortError>;
     /// `STOP REPLICA IO_THREAD`.
     async fn stop_replica_io(&self) -> Result<(), PortError>;
     /// Replicates from `source` with auto-positioning and starts the threads.
@@ -139,6 +143,9 @@ pub struct ClusterView {
     pub status: ClusterStatus,
     /// Instance slots `0..replicas`.
     pub instances: Vec<InstanceSlot>,
+    /// A requested switchover target, where the platform supports one (`moco local
+    /// switchover --to N`); `None` on Kubernetes.
+    pub switchover_to: Option<u32>,
 }
 
 /// The MOCO accounts the manager needs credentials for.
@@ -180,4 +187,6 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
         donor: &ReplicationSource,
         boot_timeout: Duration,
     ) -> Result<(), PortError>;
+    /// Called after each decision, before its steps run (status snapshots, metrics).
+    async fn observed(&self, _facts: &ClusterFacts, _decision: &Decision) {}
 }

@@ -1,0 +1,414 @@
+//! The cluster manager: one loop per cluster that observes every instance, asks `moco-core`
+//! what to do, persists the status and executes the planned steps in order.
+//!
+//! It is crash-only: it keeps no state between rounds that is not in the platform (status,
+//! labels, annotations), so it can be stopped at any point and restarted, and the next round
+//! continues from what it observes. Every operation it runs comes from the engine; the manager
+//! adds timeouts, retries of probes and event recording, no decisions.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::future;
+use moco_core::facts::{ClusterFacts, InstanceFacts, MysqldStatus};
+use moco_core::operation::{Event, Operation, ReplicationSource, Step};
+use moco_core::state::ClusterState;
+use moco_core::status::ClusterStatus;
+use moco_core::time::Timestamp;
+use moco_core::{Action, Decision, FactsError, decide};
+use thiserror::Error;
+use tokio::sync::{Notify, watch};
+
+use crate::ports::{ClusterView, InstanceSlot, MocoUser, MysqlPort, Platform, PortError};
+
+/// Timing knobs of the loop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagerConfig {
+    /// Pause between rounds when nothing changed (MOCO's `--check-interval`).
+    pub check_interval: Duration,
+    /// Limit of one status probe.
+    pub probe_timeout: Duration,
+    /// Failed probes in a row before an instance counts as unreachable this round.
+    pub probe_attempts: u32,
+    /// Pause between two probes of the same instance.
+    pub probe_retry_delay: Duration,
+    /// Upper bound of any single operation (the engine's own timeouts are shorter).
+    pub operation_timeout: Duration,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        ManagerConfig {
+            check_interval: Duration::from_secs(1),
+            probe_timeout: Duration::from_millis(1000),
+            probe_attempts: 2,
+            probe_retry_delay: Duration::from_millis(100),
+            operation_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Why a round stopped early.
+#[derive(Debug, Error)]
+pub enum ManagerError {
+    /// The platform could not be read.
+    #[error("observing the cluster failed: {0}")]
+    Observe(#[source] PortError),
+    /// The facts contradict themselves (a platform bug).
+    #[error("inconsistent facts: {0}")]
+    Facts(#[from] FactsError),
+    /// Persisting the status failed.
+    #[error("writing the status failed: {0}")]
+    Status(#[source] PortError),
+    /// A step failed; the remaining steps were not run.
+    #[error("step {position} ({operation}) failed: {source}")]
+    Step {
+        /// Position of the step in the plan.
+        position: usize,
+        /// The operation, as `op:index`.
+        operation: String,
+        /// The port's error.
+        #[source]
+        source: PortError,
+    },
+    /// A step exceeded the manager's operation limit.
+    #[error("step {position} ({operation}) did not finish within {seconds} s")]
+    StepTimeout {
+        /// Position of the step in the plan.
+        position: usize,
+        /// The operation, as `op:index`.
+        operation: String,
+        /// The limit.
+        seconds: u64,
+    },
+}
+
+/// What one round saw and did.
+#[derive(Clone, Debug)]
+pub struct RoundReport {
+    /// The facts the decision was made on.
+    pub facts: ClusterFacts,
+    /// The decision.
+    pub decision: Decision,
+    /// How many steps ran successfully.
+    pub steps_done: usize,
+}
+
+impl RoundReport {
+    /// The decided state.
+    pub fn state(&self) -> ClusterState {
+        self.decision.state
+    }
+
+    /// True when the manager should observe again at once.
+    pub fn redo(&self) -> bool {
+        self.decision.redo
+    }
+}
+
+/// The per-cluster loop.
+#[derive(Debug)]
+pub struct Manager {
+    platform: Arc<dyn Platform>,
+    config: ManagerConfig,
+    wake: Arc<Notify>,
+}
+
+/// A short name of an operation for logs and errors: `op:index`.
+pub fn operation_name(op: &Operation) -> String {
+    let name = match op {
+        Operation::SetPreventDelete { .. } => "setPreventDelete",
+        Operation::SetSuperReadOnly { .. } => "setSuperReadOnly",
+        Operation::KillConnections { .. } => "killConnections",
+        Operation::WaitForCatchUp { .. } => "waitForCatchUp",
+        Operation::WaitForGtid { .. } => "waitForGtid",
+        Operation::SetPrimaryIndex { .. } => "setPrimaryIndex",
+        Operation::RemoveDemoteAnnotation { .. } => "removeDemoteAnnotation",
+        Operation::StopReplicaIoThread { .. } => "stopReplicaIoThread",
+        Operation::SetRoleLabel { .. } => "setRoleLabel",
+        Operation::ConfigureReplication { .. } => "configureReplication",
+        Operation::ConfigurePrimarySemiSync { .. } => "configurePrimarySemiSync",
+        Operation::SetWritable { .. } => "setWritable",
+        Operation::Clone { .. } => "clone",
+    };
+    format!("{name}:{}", op.index())
+}
+
+fn now() -> Timestamp {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    Timestamp(secs)
+}
+
+impl Manager {
+    /// A manager for the cluster behind `platform`.
+    pub fn new(platform: Arc<dyn Platform>, config: ManagerConfig) -> Self {
+        Manager {
+            platform,
+            config,
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    /// A handle that starts the next round at once (a switchover request, a Pod event).
+    pub fn waker(&self) -> Arc<Notify> {
+        Arc::clone(&self.wake)
+    }
+
+    /// Probes one instance, retrying; `None` when every attempt failed.
+    async fn probe(&self, port: Arc<dyn MysqlPort>) -> Option<MysqldStatus> {
+        for attempt in 0..self.config.probe_attempts.max(1) {
+            if attempt > 0 {
+                tokio::time::sleep(self.config.probe_retry_delay).await;
+            }
+            match tokio::time::timeout(self.config.probe_timeout, port.status()).await {
+                Ok(Ok(status)) => return Some(status),
+                Ok(Err(err)) => tracing::debug!(%err, attempt, "probe failed"),
+                Err(_) => tracing::debug!(attempt, "probe timed out"),
+            }
+        }
+        None
+    }
+
+    /// Observes the platform and every instance (concurrently).
+    pub async fn gather(&self) -> Result<(ClusterView, ClusterFacts), ManagerError> {
+        let view = self
+            .platform
+            .observe()
+            .await
+            .map_err(ManagerError::Observe)?;
+        let probes = view.instances.iter().map(|slot| {
+            let port = self.platform.mysql(slot);
+            async move {
+                if slot.pod.exists {
+                    self.probe(port).await
+                } else {
+                    None
+                }
+            }
+        });
+        let statuses = future::join_all(probes).await;
+        let instances = view
+            .instances
+            .iter()
+            .zip(statuses)
+            .map(|(slot, mysqld)| InstanceFacts {
+                index: slot.index,
+                host: slot.host.clone(),
+                port: slot.port,
+                pod: slot.pod.clone(),
+                mysqld,
+            })
+            .collect();
+        let facts = ClusterFacts {
+            spec: view.spec.clone(),
+            status: view.status.clone(),
+            now: now(),
+            instances,
+            switchover_to: view.switchover_to,
+        };
+        Ok((view, facts))
+    }
+
+    /// One observe → decide → act round.
+    pub async fn run_once(&self) -> Result<RoundReport, ManagerError> {
+        let (view, facts) = self.gather().await?;
+        let decision = decide(&facts)?;
+        self.platform.observed(&facts, &decision).await;
+        let mut persisted = view.status.clone();
+        if decision.status != persisted {
+            self.platform
+                .write_status(&decision.status)
+                .await
+                .map_err(ManagerError::Status)?;
+            persisted = decision.status.clone();
+        }
+        for event in &decision.events {
+            self.record(event, None).await;
+        }
+        if decision.action != Action::None {
+            tracing::info!(state = %decision.state, action = ?decision.action, steps = decision.steps.len(), "executing plan");
+        }
+        let mut steps_done = 0;
+        for (position, step) in decision.steps.iter().enumerate() {
+            let operation = operation_name(&step.operation);
+            let limit = self.config.operation_timeout;
+            let result =
+                tokio::time::timeout(limit, self.execute(&view, step, &mut persisted)).await;
+            let error = match result {
+                Ok(Ok(())) => None,
+                Ok(Err(source)) => Some(ManagerError::Step {
+                    position,
+                    operation,
+                    source,
+                }),
+                Err(_) => Some(ManagerError::StepTimeout {
+                    position,
+                    operation,
+                    seconds: limit.as_secs(),
+                }),
+            };
+            if let Some(err) = error {
+                let detail = err.to_string();
+                tracing::warn!(error = %detail, "plan stopped");
+                if let Some(ev) = &step.on_failure {
+                    self.record(ev, Some(&detail)).await;
+                } else {
+                    let ev = Event::warning("OperationFailed", "an operation failed");
+                    self.record(&ev, Some(&detail)).await;
+                }
+                return Err(err);
+            }
+            if let Some(ev) = &step.on_success {
+                self.record(ev, None).await;
+            }
+            steps_done += 1;
+        }
+        Ok(RoundReport {
+            facts,
+            decision,
+            steps_done,
+        })
+    }
+
+    async fn record(&self, event: &Event, detail: Option<&str>) {
+        let mut event = event.clone();
+        if let Some(d) = detail {
+            event.message = format!("{}: {d}", event.message);
+        }
+        if let Err(err) = self.platform.record_event(&event).await {
+            tracing::warn!(%err, reason = %event.reason, "recording an event failed");
+        }
+    }
+
+    fn slot<'v>(view: &'v ClusterView, index: u32) -> Result<&'v InstanceSlot, PortError> {
+        view.instances
+            .iter()
+            .find(|s| s.index == index)
+            .ok_or_else(|| PortError::Failed {
+                target: format!("instance {index}"),
+                message: "no such instance slot".to_owned(),
+            })
+    }
+
+    fn port(&self, view: &ClusterView, index: u32) -> Result<Arc<dyn MysqlPort>, PortError> {
+        Ok(self.platform.mysql(Self::slot(view, index)?))
+    }
+
+    async fn execute(
+        &self,
+        view: &ClusterView,
+        step: &Step,
+        persisted: &mut ClusterStatus,
+    ) -> Result<(), PortError> {
+        let p = &self.platform;
+        match &step.operation {
+            Operation::SetPreventDelete { index, enabled } => {
+                p.set_prevent_delete(*index, *enabled).await
+            }
+            Operation::SetSuperReadOnly {
+                index,
+                timeout_seconds,
+            } => {
+                self.port(view, *index)?
+                    .set_super_read_only(Duration::from_secs(u64::from(*timeout_seconds)))
+                    .await
+            }
+            Operation::KillConnections { index } => {
+                self.port(view, *index)?.kill_connections().await
+            }
+            Operation::WaitForCatchUp {
+                index,
+                source,
+                timeout_seconds,
+            } => {
+                let goal = self.port(view, *source)?.executed_gtid().await?;
+                let limit = Duration::from_secs(u64::from(*timeout_seconds));
+                self.port(view, *index)?
+                    .wait_for_gtid(&goal, Some(limit))
+                    .await
+            }
+            Operation::WaitForGtid {
+                index,
+                gtid,
+                timeout_seconds,
+            } => {
+                let limit = timeout_seconds.map(|s| Duration::from_secs(u64::from(s)));
+                self.port(view, *index)?.wait_for_gtid(gtid, limit).await
+            }
+            Operation::SetPrimaryIndex { index, .. } => {
+                let mut next = persisted.clone();
+                next.current_primary_index = *index;
+                p.write_status(&next).await?;
+                *persisted = next;
+                Ok(())
+            }
+            Operation::RemoveDemoteAnnotation { index } => p.remove_demote(*index).await,
+            Operation::StopReplicaIoThread { index } => {
+                self.port(view, *index)?.stop_replica_io().await
+            }
+            Operation::SetRoleLabel { index, role } => p.set_role_label(*index, *role).await,
+            Operation::ConfigureReplication {
+                index,
+                source,
+                semi_sync,
+            } => {
+                let credentials = match source {
+                    ReplicationSource::Instance { .. } => p.credentials(MocoUser::Repl),
+                    ReplicationSource::External { .. } => p.external_credentials().await?,
+                };
+                self.port(view, *index)?
+                    .configure_replication(source, &credentials, *semi_sync)
+                    .await
+            }
+            Operation::ConfigurePrimarySemiSync {
+                index,
+                wait_for_replica_count,
+                timeout_ms,
+            } => {
+                self.port(view, *index)?
+                    .configure_primary_semi_sync(*wait_for_replica_count, *timeout_ms)
+                    .await
+            }
+            Operation::SetWritable { index } => self.port(view, *index)?.set_writable().await,
+            Operation::Clone {
+                index,
+                donor,
+                boot_timeout_seconds,
+            } => {
+                let limit = Duration::from_secs(u64::from(*boot_timeout_seconds));
+                p.clone_instance(*index, donor, limit).await
+            }
+        }
+    }
+
+    /// Runs rounds until `shutdown` turns true: at once again after a round that changed
+    /// something, after `check_interval` otherwise, or when woken.
+    pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            let again = match self.run_once().await {
+                Ok(report) => report.redo(),
+                Err(err) => {
+                    tracing::warn!(%err, "round failed");
+                    false
+                }
+            };
+            if again {
+                continue;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.config.check_interval) => {}
+                _ = self.wake.notified() => {}
+                changed = shutdown.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
