@@ -26,3 +26,32 @@ pub use volumes::{
     ClaimTemplate, DeployedVolumes, PvcFacts, PvcResize, RolloutFacts, StorageClassFacts,
     VolumeError, VolumeInput, VolumePlan, claim_name, plan_volumes, statefulset_is_updating,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON Schemas of the input and output types are what `moco plan` and the docs
+    /// publish; generating them must work and keep the camelCase field names.
+    #[test]
+    fn schemas_use_camel_case_and_string_quantities() {
+        let schemas = [
+            serde_json::to_value(schemars::schema_for!(MycnfInput)),
+            serde_json::to_value(schemars::schema_for!(InstanceConfig)),
+            serde_json::to_value(schemars::schema_for!(PdbInput)),
+            serde_json::to_value(schemars::schema_for!(PdbDecision)),
+            serde_json::to_value(schemars::schema_for!(StatefulSetInput)),
+            serde_json::to_value(schemars::schema_for!(StatefulSetDecision)),
+            serde_json::to_value(schemars::schema_for!(VolumeInput)),
+            serde_json::to_value(schemars::schema_for!(VolumePlan)),
+        ];
+        let text: Vec<String> = schemas
+            .into_iter()
+            .map(|s| s.map(|v| v.to_string()).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        assert!(text[0].contains("\"userConfig\"") && text[0].contains("\"slowQueryLogFile\""));
+        assert!(text[4].contains("\"reconcileInfo\"") && !text[4].contains("reconcile_info"));
+        assert!(text[6].contains("\"storageClasses\"") && text[6].contains("Kubernetes quantity"));
+        assert!(text[7].contains("\"templateChanges\"") && text[7].contains("\"resizeDeferred\""));
+    }
+}

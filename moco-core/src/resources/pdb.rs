@@ -94,5 +94,8 @@ mod tests {
         );
         let absent = serde_json::to_value(PdbDecision::Absent);
         assert_eq!(absent.ok(), Some(serde_json::json!({"pdb": "absent"})));
+        let back: Result<PdbDecision, _> =
+            serde_json::from_value(serde_json::json!({"pdb": "present", "maxUnavailable": 2}));
+        assert_eq!(back.ok(), Some(PdbDecision::Present { max_unavailable: 2 }));
     }
 }
