@@ -25,9 +25,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Plan(args) => cmd::plan::run_plan(&args),
-        Command::Schema(args) => cmd::plan::run_schema(&args),
+    // Each subcommand has its own typed error; here they only need printing.
+    let result: Result<ExitCode, Box<dyn std::error::Error>> = match cli.command {
+        Command::Plan(args) => cmd::plan::run_plan(&args).map_err(Into::into),
+        Command::Schema(args) => cmd::plan::run_schema(&args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,
