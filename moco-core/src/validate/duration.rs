@@ -1,0 +1,145 @@
+//! Go `time.ParseDuration` semantics, needed by the `@every <duration>` cron descriptor.
+
+use thiserror::Error;
+
+/// Why a duration string was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DurationError {
+    /// The string is empty or has no number where one is required.
+    #[error("invalid duration {0:?}")]
+    Invalid(String),
+    /// A number is not followed by a unit.
+    #[error("missing unit in duration {0:?}")]
+    MissingUnit(String),
+    /// The unit is not one of `ns`, `us`, `µs`, `ms`, `s`, `m`, `h`.
+    #[error("unknown unit {unit:?} in duration {input:?}")]
+    UnknownUnit {
+        /// The unit as written.
+        unit: String,
+        /// The whole input.
+        input: String,
+    },
+    /// The value does not fit in a signed 64-bit count of nanoseconds.
+    #[error("invalid duration {0:?}: out of range")]
+    Overflow(String),
+}
+
+const NANOS_PER_UNIT: [(&str, u128); 8] = [
+    ("ns", 1),
+    ("us", 1_000),
+    ("\u{b5}s", 1_000),  // micro sign
+    ("\u{3bc}s", 1_000), // Greek small letter mu
+    ("ms", 1_000_000),
+    ("s", 1_000_000_000),
+    ("m", 60_000_000_000),
+    ("h", 3_600_000_000_000),
+];
+
+/// Parses a Go duration such as `300ms`, `-1.5h` or `2h45m` into nanoseconds.
+///
+/// Accepts exactly what Go's `time.ParseDuration` accepts: an optional sign, then one or more
+/// `<decimal number><unit>` pairs; the bare string `0` is also valid.
+pub fn parse_go_duration(input: &str) -> Result<i64, DurationError> {
+    let invalid = || DurationError::Invalid(input.to_owned());
+    let mut rest = input;
+    let mut negative = false;
+    if let Some(r) = rest.strip_prefix('-') {
+        negative = true;
+        rest = r;
+    } else if let Some(r) = rest.strip_prefix('+') {
+        rest = r;
+    }
+    if rest == "0" {
+        return Ok(0);
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    // Like Go: integer nanoseconds per component, the fraction scaled by the unit and truncated.
+    let mut total: u128 = 0;
+    while !rest.is_empty() {
+        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let int_part = &rest[..int_len];
+        rest = &rest[int_len..];
+        let mut frac_part = "";
+        if let Some(r) = rest.strip_prefix('.') {
+            let frac_len = r.bytes().take_while(u8::is_ascii_digit).count();
+            frac_part = &r[..frac_len];
+            rest = &r[frac_len..];
+        }
+        if int_part.is_empty() && frac_part.is_empty() {
+            return Err(invalid());
+        }
+        let unit_len = rest
+            .char_indices()
+            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
+            .map_or(rest.len(), |(i, _)| i);
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        if unit.is_empty() {
+            return Err(DurationError::MissingUnit(input.to_owned()));
+        }
+        let Some(&(_, scale)) = NANOS_PER_UNIT.iter().find(|(name, _)| *name == unit) else {
+            return Err(DurationError::UnknownUnit {
+                unit: unit.to_owned(),
+                input: input.to_owned(),
+            });
+        };
+        let overflow = || DurationError::Overflow(input.to_owned());
+        let int_value: u128 = if int_part.is_empty() {
+            0
+        } else {
+            int_part.parse::<u128>().map_err(|_| overflow())?
+        };
+        let mut component = int_value.checked_mul(scale).ok_or_else(overflow)?;
+        // Fractional part: value * scale / 10^digits, truncated like Go.
+        if !frac_part.is_empty() {
+            let mut frac_value: u128 = 0;
+            let mut denom: u128 = 1;
+            for b in frac_part.bytes() {
+                // Go stops accumulating digits once more precision cannot matter.
+                if denom > 1_000_000_000_000_000_000 {
+                    break;
+                }
+                frac_value = frac_value * 10 + u128::from(b - b'0');
+                denom *= 10;
+            }
+            component = component
+                .checked_add(frac_value * scale / denom)
+                .ok_or_else(overflow)?;
+        }
+        total = total.checked_add(component).ok_or_else(overflow)?;
+        if total > i64::MAX as u128 + u128::from(negative) {
+            return Err(overflow());
+        }
+    }
+    if negative {
+        let value = i128::try_from(total).map_err(|_| DurationError::Overflow(input.to_owned()))?;
+        i64::try_from(-value).map_err(|_| DurationError::Overflow(input.to_owned()))
+    } else {
+        i64::try_from(total).map_err(|_| DurationError::Overflow(input.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_examples() {
+        assert_eq!(parse_go_duration("0"), Ok(0));
+        assert_eq!(parse_go_duration("10s"), Ok(10_000_000_000));
+        assert_eq!(parse_go_duration("1.5h"), Ok(5_400_000_000_000));
+        assert_eq!(parse_go_duration("2h45m"), Ok(9_900_000_000_000));
+        assert_eq!(parse_go_duration("-300ms"), Ok(-300_000_000));
+        assert_eq!(parse_go_duration("1\u{b5}s"), Ok(1_000));
+        assert_eq!(parse_go_duration(".5s"), Ok(500_000_000));
+        assert_eq!(parse_go_duration("1.s"), Ok(1_000_000_000));
+        assert!(parse_go_duration("").is_err());
+        assert!(parse_go_duration("10").is_err());
+        assert!(parse_go_duration("10x").is_err());
+        assert!(parse_go_duration(".s").is_err());
+        assert!(parse_go_duration("1s ").is_err());
+        assert!(parse_go_duration("9999999999h").is_err());
+    }
+}
