@@ -159,6 +159,19 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
     let semi_sync = intermediate.is_none();
     for inst in v.non_primaries() {
         let index = inst.index;
+        // Every reachable non-primary is made read-only, errant and hung ones included (MOCO
+        // leaves those alone; nothing routes to them, but a direct client could still write).
+        let Some(raw) = inst.mysqld.as_ref() else {
+            continue;
+        };
+        if !raw.super_read_only {
+            p.steps.push(Step::new(Operation::SetSuperReadOnly {
+                index,
+                timeout_seconds: READ_ONLY_TIMEOUT_SECONDS,
+            }));
+            p.steps
+                .push(Step::new(Operation::KillConnections { index }));
+        }
         let Some(s) = v.mysqld(index) else { continue };
         if v.assessment.is_errant(index) {
             if s.io_running() {
@@ -166,14 +179,6 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
                     .push(Step::new(Operation::StopReplicaIoThread { index }));
             }
             continue;
-        }
-        if !s.super_read_only {
-            p.steps.push(Step::new(Operation::SetSuperReadOnly {
-                index,
-                timeout_seconds: READ_ONLY_TIMEOUT_SECONDS,
-            }));
-            p.steps
-                .push(Step::new(Operation::KillConnections { index }));
         }
         let empty = s.gtid_executed.is_empty();
         let broken_empty = empty
