@@ -1,1 +1,918 @@
-//! MySQL and MariaDB over `mysql_async`: the [`crate::ports::MysqlPort`] implementation and instance initialisation.
+//! MySQL and MariaDB over `mysql_async`: the [`crate::ports::MysqlPort`] implementation and
+//! instance initialisation.
+//!
+//! [`MysqlInstance`] is one server behind a small connection pool. It learns its [`Dialect`]
+//! from `@@version` on first use (MariaDB 10.11+, MySQL 8.0, MySQL 8.4) and sends the
+//! statements of [`sql`], which holds every flavour-specific statement as a pure function.
+//! Every call is bounded: connecting by [`ConnectOptions::connect_timeout`], each port call by
+//! [`ConnectOptions::call_timeout`] (plus the wait itself for waits).
+//!
+//! Public API:
+//! * [`ConnectOptions::new`]`(host, port, &Credentials)` (+ `with_name`, `with_socket`,
+//!   `with_timeouts`, `with_max_connections`); [`MysqlInstance::new`]`(ConnectOptions)`;
+//!   `impl MysqlPort for MysqlInstance`; [`MysqlInstance::server_info`],
+//!   [`MysqlInstance::conn`] (a pooled connection for ad-hoc SQL),
+//!   [`MysqlInstance::read_only_bypass_accounts`], [`MysqlInstance::disconnect`].
+//! * [`initialize`]`(&bootstrap, &MocoPasswords, &InitOptions)`: MOCO's eight accounts,
+//!   binlog/GTID reset, read-only; [`ensure_users`] for copies of another instance;
+//!   [`admin_options`]; [`MocoPasswords::generate`]; [`Account`].
+//! * MariaDB clone seeding: [`seed_mariadb_clone`], [`clone_binlog_state`],
+//!   [`parse_xtrabackup_binlog_info`], [`parse_xtrabackup_slave_info`].
+
+mod clone;
+mod init;
+pub mod sql;
+mod users;
+
+use std::fmt;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use moco_core::facts::{
+    CloneState, MysqldStatus, ReplicaHost, ReplicaStatus, SemiSyncFacts, ThreadState,
+};
+use moco_core::gtid::GtidSet;
+use moco_core::operation::ReplicationSource;
+use mysql_async::prelude::{FromValue, Queryable};
+use mysql_async::{Conn, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row};
+
+use crate::ports::{Credentials, MysqlPort, PortError};
+
+pub use clone::{
+    BackupInfoError, clone_binlog_state, parse_xtrabackup_binlog_info, parse_xtrabackup_slave_info,
+    seed_mariadb_clone,
+};
+pub use init::{InitOptions, admin_options, ensure_users, initialize};
+pub use sql::Dialect;
+pub use users::{
+    Account, DEFAULT_ACCOUNT_HOST, MocoPasswords, READ_ONLY_ADMIN_ROLE, random_password,
+};
+
+/// How often [`MysqlInstance::wait_for_gtid`] re-reads a MariaDB primary's binlog state.
+const GTID_POLL: Duration = Duration::from_millis(20);
+
+/// "Table doesn't exist": `performance_schema.clone_status` without the clone plugin.
+const ER_NO_SUCH_TABLE: u16 = 1146;
+
+/// Where a server is and how to log in.
+#[derive(Clone)]
+pub struct ConnectOptions {
+    /// How errors name the server, e.g. `instance 1 (127.0.0.1:3307)`.
+    pub name: String,
+    /// TCP host.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// UNIX socket; when set it is used instead of TCP (root's bootstrap login).
+    pub socket: Option<PathBuf>,
+    /// User.
+    pub user: String,
+    /// Password.
+    pub password: String,
+    /// Limit for establishing a connection.
+    pub connect_timeout: Duration,
+    /// Limit for one port call (waits add their own timeout on top).
+    pub call_timeout: Duration,
+    /// Pool size.
+    pub max_connections: usize,
+}
+
+impl fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("name", &self.name)
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("socket", &self.socket)
+            .field("user", &self.user)
+            .field("password", &"<redacted>")
+            .field("connect_timeout", &self.connect_timeout)
+            .field("call_timeout", &self.call_timeout)
+            .field("max_connections", &self.max_connections)
+            .finish()
+    }
+}
+
+impl ConnectOptions {
+    /// TCP to `host:port` as `credentials`; MOCO's limits (connect 5 s, calls 60 s), a pool of 4.
+    pub fn new(host: impl Into<String>, port: u16, credentials: &Credentials) -> Self {
+        let host = host.into();
+        ConnectOptions {
+            name: format!("{host}:{port}"),
+            host,
+            port,
+            socket: None,
+            user: credentials.user.clone(),
+            password: credentials.password.clone(),
+            connect_timeout: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(60),
+            max_connections: 4,
+        }
+    }
+
+    /// Sets the name used in errors.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Connects over this UNIX socket instead of TCP.
+    pub fn with_socket(mut self, socket: impl Into<PathBuf>) -> Self {
+        self.socket = Some(socket.into());
+        self
+    }
+
+    /// Sets the connect and per-call limits.
+    pub fn with_timeouts(mut self, connect: Duration, call: Duration) -> Self {
+        self.connect_timeout = connect;
+        self.call_timeout = call;
+        self
+    }
+
+    /// Sets the pool size (at least 1).
+    pub fn with_max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max.max(1);
+        self
+    }
+}
+
+/// What the server said about itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// The statement dialect.
+    pub dialect: Dialect,
+    /// `@@version`.
+    pub version: String,
+}
+
+/// One MySQL or MariaDB server behind a small connection pool.
+pub struct MysqlInstance {
+    opts: ConnectOptions,
+    pool: Pool,
+    server: tokio::sync::OnceCell<ServerInfo>,
+}
+
+impl fmt::Debug for MysqlInstance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MysqlInstance")
+            .field("opts", &self.opts)
+            .field("server", &self.server.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MysqlInstance {
+    /// A pool for `opts`; nothing is connected until the first call.
+    pub fn new(opts: ConnectOptions) -> Self {
+        let constraints = PoolConstraints::new(0, opts.max_connections.max(1)).unwrap_or_default();
+        let pool_opts = PoolOpts::default()
+            .with_constraints(constraints)
+            .with_inactive_connection_ttl(Duration::from_secs(30));
+        let builder = OptsBuilder::default()
+            .ip_or_hostname(opts.host.clone())
+            .tcp_port(opts.port)
+            .user(Some(opts.user.clone()))
+            .pass(Some(opts.password.clone()))
+            // Stay on TCP: with a loopback host mysql_async would otherwise switch to the
+            // socket, and socket sessions are exempt from KillConnections.
+            .prefer_socket(false)
+            .socket(opts.socket.as_ref().map(|p| p.display().to_string()))
+            // `setup` (unlike `init`) is re-run after the pool resets a connection.
+            .setup(vec![sql::SESSION_INIT])
+            .pool_opts(pool_opts);
+        MysqlInstance {
+            pool: Pool::new(builder),
+            opts,
+            server: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The options this instance was built with.
+    pub fn options(&self) -> &ConnectOptions {
+        &self.opts
+    }
+
+    /// The name used in errors.
+    pub fn target(&self) -> &str {
+        &self.opts.name
+    }
+
+    /// Flavour and version, read once from `@@version`.
+    pub async fn server_info(&self) -> Result<ServerInfo, PortError> {
+        self.server
+            .get_or_try_init(|| async {
+                let mut conn = self.conn().await?;
+                let version: String = self.value(&mut conn, sql::VERSION).await?;
+                let dialect =
+                    Dialect::from_version(&version).map_err(|e| self.failed(e.to_string()))?;
+                Ok(ServerInfo { dialect, version })
+            })
+            .await
+            .cloned()
+    }
+
+    /// A pooled connection (returned to the pool, session reset, when dropped).
+    pub async fn conn(&self) -> Result<Conn, PortError> {
+        match tokio::time::timeout(self.opts.connect_timeout, self.pool.get_conn()).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(mysql_async::Error::Server(e))) => Err(PortError::Sql {
+                target: self.opts.name.clone(),
+                what: format!("connect as {}", self.opts.user),
+                code: e.code,
+                message: e.message,
+            }),
+            Ok(Err(e)) => Err(PortError::Unreachable {
+                target: self.opts.name.clone(),
+                message: e.to_string(),
+            }),
+            Err(_) => Err(PortError::Timeout {
+                target: self.opts.name.clone(),
+                what: format!("connect as {}", self.opts.user),
+                seconds: self.opts.connect_timeout.as_secs(),
+            }),
+        }
+    }
+
+    /// MariaDB: the accounts whose sessions may write through `read_only`: holders of
+    /// `READ_ONLY ADMIN`, directly or through a default role (nested roles are not followed).
+    /// After [`initialize`] there are none. MySQL has no such privilege: always none.
+    pub async fn read_only_bypass_accounts(&self) -> Result<Vec<String>, PortError> {
+        let info = self.server_info().await?;
+        if info.dialect != Dialect::Mariadb {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn().await?;
+        let q = sql::READ_ONLY_BYPASS_ACCOUNTS;
+        let mut out = self
+            .rows(&mut conn, q)
+            .await?
+            .iter()
+            .map(|r| self.cell::<String>(r, 0usize, q))
+            .collect::<Result<Vec<_>, _>>()?;
+        for row in self.rows(&mut conn, sql::DEFAULT_ROLES).await? {
+            let user: String = self.cell(&row, 0usize, sql::DEFAULT_ROLES)?;
+            let host: String = self.cell(&row, 1usize, sql::DEFAULT_ROLES)?;
+            let role: String = self.cell(&row, 2usize, sql::DEFAULT_ROLES)?;
+            let q = sql::show_grants(&role, None);
+            let grants = self.rows(&mut conn, &q).await?;
+            for g in grants {
+                let text: String = self.cell(&g, 0usize, &q)?;
+                if text.contains("READ_ONLY ADMIN") || text.contains("ALL PRIVILEGES ON *.*") {
+                    out.push(format!(
+                        "{} (default role {role})",
+                        sql::account(&user, &host)
+                    ));
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Closes the pool's connections.
+    pub async fn disconnect(self) -> Result<(), PortError> {
+        let name = self.opts.name.clone();
+        self.pool
+            .disconnect()
+            .await
+            .map_err(|e| PortError::Unreachable {
+                target: name,
+                message: format!("disconnect: {e}"),
+            })
+    }
+
+    // ----- helpers -------------------------------------------------------------------------
+
+    fn failed(&self, message: impl Into<String>) -> PortError {
+        PortError::Failed {
+            target: self.opts.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    fn sql_error(&self, statement: &str, e: mysql_async::Error) -> PortError {
+        let what = redact(statement);
+        match e {
+            mysql_async::Error::Server(s) => PortError::Sql {
+                target: self.opts.name.clone(),
+                what,
+                code: s.code,
+                message: s.message,
+            },
+            mysql_async::Error::Io(io) => PortError::Unreachable {
+                target: self.opts.name.clone(),
+                message: format!("{what}: {io}"),
+            },
+            other => self.failed(format!("{what}: {other}")),
+        }
+    }
+
+    /// Runs `fut` within `limit` (`None`: no limit), reporting a timeout of `what`.
+    async fn timed<T>(
+        &self,
+        what: &str,
+        limit: Option<Duration>,
+        fut: impl Future<Output = Result<T, PortError>>,
+    ) -> Result<T, PortError> {
+        match limit {
+            None => fut.await,
+            Some(limit) => tokio::time::timeout(limit, fut).await.unwrap_or_else(|_| {
+                Err(PortError::Timeout {
+                    target: self.opts.name.clone(),
+                    what: what.to_owned(),
+                    seconds: limit.as_secs(),
+                })
+            }),
+        }
+    }
+
+    async fn exec(&self, conn: &mut Conn, statement: &str) -> Result<(), PortError> {
+        tracing::debug!(target: "moco::sql", instance = %self.opts.name, sql = %redact(statement));
+        conn.query_drop(statement)
+            .await
+            .map_err(|e| self.sql_error(statement, e))
+    }
+
+    async fn exec_all(&self, conn: &mut Conn, statements: &[String]) -> Result<(), PortError> {
+        for s in statements {
+            if let Err(e) = self.exec(conn, s).await {
+                if statements.iter().any(|s| s.starts_with("SET ROLE")) {
+                    // Do not hand a session with READ_ONLY ADMIN enabled back to the pool.
+                    let _ = conn.query_drop(sql::SET_ROLE_NONE).await;
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    async fn rows(&self, conn: &mut Conn, statement: &str) -> Result<Vec<Row>, PortError> {
+        conn.query::<Row, _>(statement)
+            .await
+            .map_err(|e| self.sql_error(statement, e))
+    }
+
+    async fn first_row(&self, conn: &mut Conn, statement: &str) -> Result<Option<Row>, PortError> {
+        Ok(self.rows(conn, statement).await?.into_iter().next())
+    }
+
+    /// The first column of the first row (NULL is an error unless `T` is an `Option`).
+    async fn value<T: FromValue>(&self, conn: &mut Conn, statement: &str) -> Result<T, PortError> {
+        let row = self
+            .first_row(conn, statement)
+            .await?
+            .ok_or_else(|| self.failed(format!("{}: no row", redact(statement))))?;
+        self.cell(&row, 0usize, statement)
+    }
+
+    fn cell<T: FromValue>(
+        &self,
+        row: &Row,
+        index: impl mysql_async::prelude::ColumnIndex + fmt::Display + Copy,
+        what: &str,
+    ) -> Result<T, PortError> {
+        match row.get_opt::<T, _>(index) {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(e)) => Err(self.failed(format!(
+                "{}: column {index}: unexpected value {:?}",
+                redact(what),
+                e.0
+            ))),
+            None => Err(self.failed(format!("{}: no column {index}", redact(what)))),
+        }
+    }
+
+    fn gtid(&self, text: &str, what: &str) -> Result<GtidSet, PortError> {
+        GtidSet::parse(text).map_err(|e| self.failed(format!("{what} {text:?}: {e}")))
+    }
+
+    async fn executed_gtid_on(&self, conn: &mut Conn, d: Dialect) -> Result<GtidSet, PortError> {
+        let text: String = self.value(conn, sql::executed_gtid(d)).await?;
+        self.gtid(&text, sql::executed_gtid(d))
+    }
+
+    async fn dialect(&self) -> Result<Dialect, PortError> {
+        Ok(self.server_info().await?.dialect)
+    }
+
+    async fn probe(&self) -> Result<MysqldStatus, PortError> {
+        let info = self.server_info().await?;
+        let d = info.dialect;
+        let mut conn = self.conn().await?;
+
+        let q = sql::global_variables(d);
+        let vars = self
+            .first_row(&mut conn, q)
+            .await?
+            .ok_or_else(|| self.failed(format!("{q}: no row")))?;
+        let server_id: u32 = self.cell(&vars, 0usize, q)?;
+        let (server_uuid, gtid_executed, mut gtid_purged, read_only, super_read_only, log_bin) =
+            if d == Dialect::Mariadb {
+                let state: String = self.cell(&vars, 1usize, q)?;
+                let read_only = self.cell::<i64>(&vars, 2usize, q)? != 0;
+                let log_bin = self.cell::<i64>(&vars, 3usize, q)? != 0;
+                let executed = self.gtid(&state, "@@gtid_binlog_state")?;
+                // read_only stands for super_read_only: no account holds READ_ONLY ADMIN.
+                (
+                    None,
+                    executed,
+                    GtidSet::new(),
+                    read_only,
+                    read_only,
+                    log_bin,
+                )
+            } else {
+                let uuid: String = self.cell(&vars, 1usize, q)?;
+                let executed: String = self.cell(&vars, 2usize, q)?;
+                let purged: String = self.cell(&vars, 3usize, q)?;
+                (
+                    Some(uuid),
+                    self.gtid(&executed, "@@gtid_executed")?,
+                    self.gtid(&purged, "@@gtid_purged")?,
+                    self.cell::<i64>(&vars, 4usize, q)? != 0,
+                    self.cell::<i64>(&vars, 5usize, q)? != 0,
+                    false,
+                )
+            };
+        if d == Dialect::Mariadb && log_bin {
+            gtid_purged = self.mariadb_purged(&mut conn).await?;
+        }
+
+        let semi_sync = self.semi_sync(&mut conn).await?;
+        let replica_status = self.replica_status(&mut conn, d).await?;
+
+        let q = sql::replica_hosts(d);
+        let mut replica_hosts = Vec::new();
+        for row in self.rows(&mut conn, q).await? {
+            replica_hosts.push(ReplicaHost {
+                server_id: self.cell(&row, 0usize, q)?,
+                host: self
+                    .cell::<Option<String>>(&row, 1usize, q)?
+                    .unwrap_or_default(),
+                port: self
+                    .cell::<Option<u16>>(&row, 2usize, q)?
+                    .unwrap_or_default(),
+            });
+        }
+
+        let clone_state = match sql::clone_status(d) {
+            None => None,
+            Some(q) => match conn.query::<Row, _>(q).await {
+                Ok(rows) => match rows.first() {
+                    Some(row) => parse_clone_state(&self.cell::<String>(row, 0usize, q)?),
+                    None => None,
+                },
+                Err(mysql_async::Error::Server(e)) if e.code == ER_NO_SUCH_TABLE => None,
+                Err(e) => return Err(self.sql_error(q, e)),
+            },
+        };
+
+        Ok(MysqldStatus {
+            flavor: d.flavor(),
+            version: info.version,
+            server_id,
+            server_uuid,
+            gtid_executed,
+            gtid_purged,
+            read_only,
+            super_read_only,
+            semi_sync,
+            replica_status,
+            replica_hosts,
+            clone_state,
+        })
+    }
+
+    /// MariaDB has no `gtid_purged`: the `Gtid_list` event at the head of the oldest binlog
+    /// is the state of everything no longer in the binlogs.
+    async fn mariadb_purged(&self, conn: &mut Conn) -> Result<GtidSet, PortError> {
+        let Some(first) = self.first_row(conn, sql::BINARY_LOGS).await? else {
+            return Ok(GtidSet::new());
+        };
+        let log: String = self.cell(&first, 0usize, sql::BINARY_LOGS)?;
+        let q = sql::binlog_head_events(&log);
+        for row in self.rows(conn, &q).await? {
+            let kind: String = self.cell(&row, "Event_type", &q)?;
+            if kind == "Gtid_list" {
+                let info: String = self.cell(&row, "Info", &q)?;
+                return sql::parse_gtid_list_info(&info)
+                    .ok_or_else(|| self.failed(format!("{q}: Gtid_list info {info:?}")));
+            }
+        }
+        Ok(GtidSet::new())
+    }
+
+    async fn semi_sync(&self, conn: &mut Conn) -> Result<SemiSyncFacts, PortError> {
+        let mut facts = SemiSyncFacts::default();
+        let name_value = |row: &Row, q: &str| -> Result<(String, String), PortError> {
+            Ok((
+                self.cell::<String>(row, 0usize, q)?
+                    .to_ascii_lowercase()
+                    // MySQL 8.4's new plugins use source/replica names for the same settings.
+                    .replace("_source_", "_master_")
+                    .replace("_replica_", "_slave_"),
+                self.cell::<Option<String>>(row, 1usize, q)?
+                    .unwrap_or_default(),
+            ))
+        };
+        for row in self.rows(conn, sql::SEMI_SYNC_VARIABLES).await? {
+            let (name, value) = name_value(&row, sql::SEMI_SYNC_VARIABLES)?;
+            let on = value.eq_ignore_ascii_case("ON") || value == "1";
+            match name.as_str() {
+                "rpl_semi_sync_master_enabled" => facts.master_enabled = on,
+                "rpl_semi_sync_slave_enabled" => facts.slave_enabled = on,
+                "rpl_semi_sync_master_wait_for_slave_count" => {
+                    facts.wait_for_slave_count = value.parse().ok()
+                }
+                "rpl_semi_sync_master_timeout" => facts.master_timeout_ms = value.parse().ok(),
+                _ => {}
+            }
+        }
+        for row in self.rows(conn, sql::SEMI_SYNC_STATUS).await? {
+            let (name, value) = name_value(&row, sql::SEMI_SYNC_STATUS)?;
+            match name.as_str() {
+                "rpl_semi_sync_master_wait_sessions" => {
+                    facts.wait_sessions = value.parse().unwrap_or_default()
+                }
+                "rpl_semi_sync_master_clients" => facts.master_clients = value.parse().ok(),
+                _ => {}
+            }
+        }
+        Ok(facts)
+    }
+
+    async fn replica_status(
+        &self,
+        conn: &mut Conn,
+        d: Dialect,
+    ) -> Result<Option<ReplicaStatus>, PortError> {
+        let q = sql::replica_status(d);
+        let Some(row) = self.first_row(conn, q).await? else {
+            return Ok(None);
+        };
+        let c = sql::replica_columns(d);
+        let text = |col: &str| -> Result<String, PortError> {
+            Ok(self
+                .cell::<Option<String>>(&row, col, q)?
+                .unwrap_or_default())
+        };
+        let retrieved = text(c.retrieved)?;
+        Ok(Some(ReplicaStatus {
+            source_host: text(c.source_host)?,
+            source_port: self
+                .cell::<Option<u16>>(&row, c.source_port, q)?
+                .unwrap_or_default(),
+            io_running: parse_thread_state(&text(c.io_running)?),
+            sql_running: text(c.sql_running)? == "Yes",
+            last_io_errno: self
+                .cell::<Option<u32>>(&row, sql::LAST_IO_ERRNO, q)?
+                .unwrap_or_default(),
+            last_io_error: text(sql::LAST_IO_ERROR)?,
+            last_sql_errno: self
+                .cell::<Option<u32>>(&row, sql::LAST_SQL_ERRNO, q)?
+                .unwrap_or_default(),
+            last_sql_error: text(sql::LAST_SQL_ERROR)?,
+            retrieved_gtid_set: self.gtid(&retrieved, c.retrieved)?,
+            seconds_behind_source: self.cell::<Option<u64>>(&row, c.lag, q)?,
+        }))
+    }
+
+    /// MariaDB without replication configured: `MASTER_GTID_WAIT` would return -1 at once
+    /// (it tracks `gtid_slave_pos` only), so watch the server's own binlog state instead.
+    async fn poll_binlog_state(
+        &self,
+        conn: &mut Conn,
+        gtid: &GtidSet,
+        timeout: Option<Duration>,
+    ) -> Result<(), PortError> {
+        let started = Instant::now();
+        loop {
+            if gtid.is_subset(&self.executed_gtid_on(conn, Dialect::Mariadb).await?) {
+                return Ok(());
+            }
+            if timeout.is_some_and(|t| started.elapsed() >= t) {
+                return Err(self.wait_timeout(gtid, timeout));
+            }
+            tokio::time::sleep(GTID_POLL).await;
+        }
+    }
+
+    fn wait_timeout(&self, gtid: &GtidSet, timeout: Option<Duration>) -> PortError {
+        PortError::Timeout {
+            target: self.opts.name.clone(),
+            what: format!("wait for GTID {gtid}"),
+            seconds: timeout.map(|t| t.as_secs()).unwrap_or_default(),
+        }
+    }
+}
+
+fn parse_thread_state(text: &str) -> ThreadState {
+    match text {
+        "Yes" => ThreadState::Yes,
+        "Connecting" | "Preparing" => ThreadState::Connecting,
+        _ => ThreadState::No,
+    }
+}
+
+fn parse_clone_state(text: &str) -> Option<CloneState> {
+    match text {
+        "Not Started" => Some(CloneState::NotStarted),
+        "In Progress" => Some(CloneState::InProgress),
+        "Completed" => Some(CloneState::Completed),
+        "Failed" => Some(CloneState::Failed),
+        _ => None,
+    }
+}
+
+/// A statement fit for logs and errors: string literals after `PASSWORD` or `IDENTIFIED BY`
+/// become `'<redacted>'`.
+pub fn redact(statement: &str) -> String {
+    let upper = statement.to_ascii_uppercase();
+    let mut out = String::with_capacity(statement.len());
+    let mut rest = 0;
+    let mut search = 0;
+    while let Some(found) = ["PASSWORD", "IDENTIFIED BY"]
+        .iter()
+        .filter_map(|k| upper[search..].find(k).map(|i| (search + i, k.len())))
+        .min()
+    {
+        let (at, len) = found;
+        let after = at + len;
+        // Skip `=`/spaces, then a quoted literal.
+        let literal_start = statement[after..]
+            .char_indices()
+            .find(|(_, c)| *c != '=' && !c.is_whitespace())
+            .map(|(i, _)| after + i);
+        search = after;
+        let Some(start) = literal_start.filter(|&i| statement[i..].starts_with('\'')) else {
+            continue;
+        };
+        let mut end = None;
+        let mut chars = statement[start + 1..].char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => {
+                    chars.next();
+                }
+                '\'' if chars.peek().is_some_and(|(_, n)| *n == '\'') => {
+                    chars.next();
+                }
+                '\'' => {
+                    end = Some(start + 1 + i + 1);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let end = end.unwrap_or(statement.len());
+        out.push_str(&statement[rest..start]);
+        out.push_str("'<redacted>'");
+        rest = end;
+        search = end;
+    }
+    out.push_str(&statement[rest..]);
+    out
+}
+
+#[async_trait]
+impl MysqlPort for MysqlInstance {
+    async fn status(&self) -> Result<MysqldStatus, PortError> {
+        self.timed("status", Some(self.opts.call_timeout), self.probe())
+            .await
+    }
+
+    async fn executed_gtid(&self) -> Result<GtidSet, PortError> {
+        self.timed("executed GTID", Some(self.opts.call_timeout), async {
+            let d = self.dialect().await?;
+            let mut conn = self.conn().await?;
+            self.executed_gtid_on(&mut conn, d).await
+        })
+        .await
+    }
+
+    async fn set_super_read_only(&self, kill_after: Duration) -> Result<(), PortError> {
+        let d = self.dialect().await?;
+        let statements = sql::set_super_read_only(d);
+        let mut conn = self.conn().await?;
+        let started = Instant::now();
+        let result = {
+            let fut = self.exec_all(&mut conn, &statements);
+            tokio::pin!(fut);
+            match tokio::time::timeout(kill_after, &mut fut).await {
+                Ok(result) => result,
+                Err(_) => {
+                    // A long global read lock or open transaction holds it up: kill clients,
+                    // as MOCO does, then keep waiting.
+                    tracing::warn!(instance = %self.opts.name, ?kill_after,
+                        "read-only not set in time; killing client connections");
+                    self.kill_connections().await?;
+                    self.timed("set read-only", Some(self.opts.call_timeout), fut)
+                        .await
+                }
+            }
+        };
+        tracing::debug!(instance = %self.opts.name, elapsed = ?started.elapsed(), "read-only set");
+        result
+    }
+
+    async fn kill_connections(&self) -> Result<(), PortError> {
+        self.timed("kill connections", Some(self.opts.call_timeout), async {
+            let mut conn = self.conn().await?;
+            let q = sql::kill_candidates(&Account::system_user_names());
+            let ids = self
+                .rows(&mut conn, &q)
+                .await?
+                .iter()
+                .map(|r| self.cell::<u64>(r, 0usize, &q))
+                .collect::<Result<Vec<_>, _>>()?;
+            for id in ids {
+                let kill = sql::kill_connection(id);
+                match conn.query_drop(&kill).await {
+                    Ok(()) => {}
+                    Err(mysql_async::Error::Server(e)) if e.code == sql::ER_NO_SUCH_THREAD => {}
+                    Err(e) => return Err(self.sql_error(&kill, e)),
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn wait_for_gtid(
+        &self,
+        gtid: &GtidSet,
+        timeout: Option<Duration>,
+    ) -> Result<(), PortError> {
+        if gtid.is_empty() {
+            return Ok(());
+        }
+        let limit = timeout.map(|t| t + self.opts.call_timeout);
+        self.timed(&format!("wait for GTID {gtid}"), limit, async {
+            let d = self.dialect().await?;
+            let mut conn = self.conn().await?;
+            if d == Dialect::Mariadb {
+                if gtid.is_subset(&self.executed_gtid_on(&mut conn, d).await?) {
+                    return Ok(());
+                }
+                if self
+                    .first_row(&mut conn, sql::replica_status(d))
+                    .await?
+                    .is_none()
+                {
+                    return self.poll_binlog_state(&mut conn, gtid, timeout).await;
+                }
+            }
+            let q = sql::wait_for_gtid(d, gtid, timeout);
+            let result: Option<i64> = self.value(&mut conn, &q).await?;
+            match result {
+                Some(r) if sql::wait_reached(r) => {}
+                Some(_) => return Err(self.wait_timeout(gtid, timeout)),
+                None => return Err(self.failed(format!("{q}: returned NULL"))),
+            }
+            if d == Dialect::Mariadb {
+                // MASTER_GTID_WAIT compares sequence numbers per domain; make sure the very
+                // transactions arrived (a diverged replica can pass the number).
+                let executed = self.executed_gtid_on(&mut conn, d).await?;
+                if !gtid.is_subset(&executed) {
+                    return Err(self.failed(format!(
+                        "reached position {} but lacks {} (executed {executed}): diverged",
+                        gtid.mariadb_position(),
+                        gtid.subtract(&executed)
+                    )));
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn stop_replica_io(&self) -> Result<(), PortError> {
+        self.timed(
+            "stop replica IO thread",
+            Some(self.opts.call_timeout),
+            async {
+                let d = self.dialect().await?;
+                let mut conn = self.conn().await?;
+                self.exec(&mut conn, sql::stop_replica_io(d)).await
+            },
+        )
+        .await
+    }
+
+    async fn configure_replication(
+        &self,
+        source: &ReplicationSource,
+        credentials: &Credentials,
+        semi_sync: bool,
+    ) -> Result<(), PortError> {
+        self.timed(
+            "configure replication",
+            Some(self.opts.call_timeout),
+            async {
+                let d = self.dialect().await?;
+                let (host, port) = source.address();
+                let spec = sql::SourceSpec {
+                    host,
+                    port,
+                    user: &credentials.user,
+                    password: &credentials.password,
+                };
+                let mut conn = self.conn().await?;
+                self.exec_all(&mut conn, &sql::configure_replication(d, &spec, semi_sync))
+                    .await
+            },
+        )
+        .await
+    }
+
+    async fn configure_primary_semi_sync(
+        &self,
+        wait_for_replica_count: u32,
+        timeout_ms: u64,
+    ) -> Result<(), PortError> {
+        self.timed(
+            "configure primary semi-sync",
+            Some(self.opts.call_timeout),
+            async {
+                let d = self.dialect().await?;
+                let mut conn = self.conn().await?;
+                let statements =
+                    sql::configure_primary_semi_sync(d, wait_for_replica_count, timeout_ms);
+                self.exec_all(&mut conn, &statements).await
+            },
+        )
+        .await
+    }
+
+    async fn set_writable(&self) -> Result<(), PortError> {
+        self.timed("set writable", Some(self.opts.call_timeout), async {
+            let d = self.dialect().await?;
+            let mut conn = self.conn().await?;
+            self.exec_all(&mut conn, &sql::set_writable(d)).await
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_hides_passwords_only() {
+        assert_eq!(
+            redact(
+                "CHANGE MASTER TO MASTER_HOST='h', MASTER_PASSWORD='s''e\\'cret', MASTER_PORT=1"
+            ),
+            "CHANGE MASTER TO MASTER_HOST='h', MASTER_PASSWORD='<redacted>', MASTER_PORT=1"
+        );
+        assert_eq!(
+            redact("ALTER USER 'a'@'%' IDENTIFIED BY 'pw'"),
+            "ALTER USER 'a'@'%' IDENTIFIED BY '<redacted>'"
+        );
+        assert_eq!(
+            redact(
+                "CHANGE REPLICATION SOURCE TO SOURCE_USER='u', SOURCE_PASSWORD = 'x', GET_SOURCE_PUBLIC_KEY=1"
+            ),
+            "CHANGE REPLICATION SOURCE TO SOURCE_USER='u', SOURCE_PASSWORD = '<redacted>', GET_SOURCE_PUBLIC_KEY=1"
+        );
+        assert_eq!(redact("SELECT 1"), "SELECT 1");
+        assert_eq!(redact("SET PASSWORD"), "SET PASSWORD");
+    }
+
+    #[test]
+    fn thread_and_clone_states() {
+        assert_eq!(parse_thread_state("Yes"), ThreadState::Yes);
+        assert_eq!(parse_thread_state("Connecting"), ThreadState::Connecting);
+        assert_eq!(parse_thread_state("Preparing"), ThreadState::Connecting);
+        assert_eq!(parse_thread_state("No"), ThreadState::No);
+        assert_eq!(parse_thread_state(""), ThreadState::No);
+        assert_eq!(
+            parse_clone_state("In Progress"),
+            Some(CloneState::InProgress)
+        );
+        assert_eq!(parse_clone_state("Completed"), Some(CloneState::Completed));
+        assert_eq!(parse_clone_state("Failed"), Some(CloneState::Failed));
+        assert_eq!(
+            parse_clone_state("Not Started"),
+            Some(CloneState::NotStarted)
+        );
+        assert_eq!(parse_clone_state("?"), None);
+    }
+
+    #[test]
+    fn options_debug_hides_the_password() {
+        let creds = Credentials {
+            user: "moco-admin".into(),
+            password: "s3cret".into(),
+        };
+        let o = ConnectOptions::new("127.0.0.1", 3306, &creds).with_max_connections(0);
+        assert_eq!(o.max_connections, 1);
+        assert_eq!(o.name, "127.0.0.1:3306");
+        assert!(!format!("{o:?}").contains("s3cret"));
+        let inst = MysqlInstance::new(o);
+        assert!(!format!("{inst:?}").contains("s3cret"));
+    }
+}

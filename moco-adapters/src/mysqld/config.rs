@@ -28,6 +28,8 @@ pub struct MycnfSettings {
     pub log_error: Option<PathBuf>,
     /// `user`, if set (a server started as root needs one).
     pub user: Option<String>,
+    /// `tmpdir`, if set (the first entry of a `:`-separated list).
+    pub tmpdir: Option<PathBuf>,
 }
 
 /// Values collected while reading a my.cnf and the files it includes (later lines win).
@@ -40,6 +42,7 @@ struct Collected {
     socket: Option<PathBuf>,
     log_error: Option<PathBuf>,
     user: Option<String>,
+    tmpdir: Option<PathBuf>,
 }
 
 /// How deep `!include` may nest (the servers stop at 10 as well).
@@ -75,6 +78,7 @@ impl MycnfSettings {
             socket: c.socket.map(resolve),
             log_error: c.log_error.map(resolve),
             user: c.user,
+            tmpdir: c.tmpdir,
             datadir,
         })
     }
@@ -127,6 +131,9 @@ fn collect(text: &str, source: &Path, c: &mut Collected, depth: usize) -> Result
             "socket" => c.socket = Some(PathBuf::from(value)),
             "log_error" if !value.is_empty() => c.log_error = Some(PathBuf::from(value)),
             "user" => c.user = Some(value),
+            "tmpdir" if !value.is_empty() => {
+                c.tmpdir = Some(PathBuf::from(value.split(':').next().unwrap_or(&value)))
+            }
             _ => {}
         }
     }
@@ -209,6 +216,7 @@ loose-port=13306   # comment
 socket=\"/d/mysqld.sock\"
 log_error=error.log
 bind_address=127.0.0.2
+tmpdir=/d/tmp:/e/tmp
 !includedir /nonexistent/moco/conf.d
 [mysqldump]
 port=2
@@ -221,6 +229,7 @@ port=2
         assert_eq!(s.log_error, Some(PathBuf::from("/d/data/error.log")));
         assert_eq!(s.user.as_deref(), Some("root"));
         assert_eq!(s.probe_host(), "127.0.0.2");
+        assert_eq!(s.tmpdir, Some(PathBuf::from("/d/tmp")));
     }
 
     #[test]

@@ -27,6 +27,8 @@
 //! * [`LocalMysqld::stop`]`(grace) -> Result<StopOutcome>` (SIGTERM, SIGKILL after `grace`),
 //!   [`LocalMysqld::kill`]`()` (SIGKILL, a simulated crash), [`LocalMysqld::running_pid`].
 //! * [`LocalMysqld::log_tail`]`(lines)`: error log and console output, for error messages.
+//! * [`LocalMysqld::tmpdir`]: `tmpdir` from my.cnf, else a private `<dir>/tmp` (servers
+//!   sharing `/tmp` delete each other's temporary tables while starting).
 //! * [`free_port`]`()` / [`free_ports`]`(n)`: unused 127.0.0.1 ports for tests.
 //! * [`process_alive`]`(pid)`, [`is_server_process`]`(pid, defaults_file)`.
 
@@ -265,6 +267,7 @@ impl LocalMysqld {
                 source,
             })?;
         }
+        let tmpdir = self.prepare_tmpdir()?;
         let defaults = format!("--defaults-file={}", self.defaults_file.display());
         let (program, mut args) = match self.binary.kind() {
             ServerKind::Mariadb => {
@@ -297,6 +300,7 @@ impl LocalMysqld {
         let command = format!("{} {}", program.display(), args.join(" "));
         let child = tokio::process::Command::new(&program)
             .args(&args)
+            .env("TMPDIR", &tmpdir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -351,6 +355,7 @@ impl LocalMysqld {
                 datadir: self.settings.datadir.clone(),
             });
         }
+        let tmpdir = self.prepare_tmpdir()?;
         for path in [Some(&self.settings.pid_file), self.settings.socket.as_ref()]
             .into_iter()
             .flatten()
@@ -387,6 +392,7 @@ impl LocalMysqld {
         let child = command
             .args(extra_args)
             .current_dir(&self.dir)
+            .env("TMPDIR", &tmpdir)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -527,6 +533,27 @@ impl LocalMysqld {
             }
         }
         out
+    }
+
+    /// The server's temporary directory: `tmpdir` from my.cnf, else `<dir>/tmp` (passed as
+    /// `TMPDIR`, which the server uses when `tmpdir` is unset). Never a shared `/tmp`: a
+    /// starting server deletes every `#sql*` file in its tmpdir, including the temporary
+    /// tables of another server that is bootstrapping next to it.
+    pub fn tmpdir(&self) -> PathBuf {
+        self.settings
+            .tmpdir
+            .clone()
+            .unwrap_or_else(|| self.dir.join("tmp"))
+    }
+
+    fn prepare_tmpdir(&self) -> Result<PathBuf, MysqldError> {
+        let tmpdir = self.tmpdir();
+        std::fs::create_dir_all(&tmpdir).map_err(|source| MysqldError::Io {
+            path: tmpdir.clone(),
+            what: "create tmpdir",
+            source,
+        })?;
+        Ok(tmpdir)
     }
 
     fn console_log(&self) -> PathBuf {

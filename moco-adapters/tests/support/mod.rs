@@ -181,3 +181,66 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// Root without a password on the instance's socket: the bootstrap login of a fresh datadir.
+pub fn bootstrap_options(m: &LocalMysqld, name: &str) -> moco_adapters::mysql::ConnectOptions {
+    let root = moco_adapters::ports::Credentials {
+        user: "root".into(),
+        password: String::new(),
+    };
+    moco_adapters::mysql::ConnectOptions::new(m.host(), m.port(), &root)
+        .with_name(name.to_owned())
+        .with_socket(
+            m.settings()
+                .socket
+                .clone()
+                .expect("test my.cnf sets socket"),
+        )
+        .with_timeouts(Duration::from_secs(20), Duration::from_secs(60))
+}
+
+/// `user` over TCP, the way the manager and applications connect.
+pub fn tcp_options(
+    m: &LocalMysqld,
+    name: &str,
+    user: &str,
+    password: &str,
+) -> moco_adapters::mysql::ConnectOptions {
+    let creds = moco_adapters::ports::Credentials {
+        user: user.into(),
+        password: password.into(),
+    };
+    moco_adapters::mysql::ConnectOptions::new(m.host(), m.port(), &creds)
+        .with_name(name.to_owned())
+        .with_timeouts(Duration::from_secs(20), Duration::from_secs(60))
+}
+
+/// A plain client connection (not pooled) over TCP.
+pub async fn client(m: &LocalMysqld, user: &str, password: &str) -> mysql_async::Conn {
+    try_client(m, user, password).await.unwrap()
+}
+
+/// Like [`client`], returning the error.
+pub async fn try_client(
+    m: &LocalMysqld,
+    user: &str,
+    password: &str,
+) -> Result<mysql_async::Conn, mysql_async::Error> {
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname(m.host())
+        .tcp_port(m.port())
+        .user(Some(user))
+        .pass(Some(password))
+        .prefer_socket(false);
+    tokio::time::timeout(Duration::from_secs(20), mysql_async::Conn::new(opts))
+        .await
+        .expect("connect within 20 s")
+}
+
+/// The server error code of a failed statement, if it was a server error.
+pub fn server_code(e: &mysql_async::Error) -> Option<u16> {
+    match e {
+        mysql_async::Error::Server(s) => Some(s.code),
+        _ => None,
+    }
+}

@@ -1,0 +1,470 @@
+//! MOCO's accounts, their passwords and their grants per flavour.
+//!
+//! MySQL grants are MOCO's (moco-agent `InitializeOnce`). MariaDB 10.11 has other privilege
+//! names (`BINLOG MONITOR`, `SLAVE MONITOR`, `REPLICATION SLAVE ADMIN`, `CONNECTION ADMIN`)
+//! and, crucially, `READ_ONLY ADMIN`: whoever holds it writes through `read_only`, so no
+//! account may hold it for `read_only` to fence like MySQL's `super_read_only`. The admin gets
+//! `ALL` minus `READ_ONLY ADMIN`; the writable account never gets it.
+//!
+//! But 10.11 also requires `READ_ONLY ADMIN` to *set* `read_only` (and to write
+//! `gtid_slave_pos` while read-only; measured: error 1227 / 1290 without it). So the admin is
+//! granted the role [`READ_ONLY_ADMIN_ROLE`], which holds only that privilege and is never a
+//! default role: sessions run without it and the adapter enables it (`SET ROLE`) for exactly
+//! those statements ([`super::sql::privileged`]).
+//!
+//! MariaDB has no partial revokes, so the writable account's grant cannot exclude the `mysql`
+//! schema as MOCO's does.
+
+use serde::{Deserialize, Serialize};
+
+use super::sql::{Dialect, account, quote};
+
+/// MariaDB: the role holding `READ_ONLY ADMIN`, granted to the admin but never enabled by
+/// default.
+pub const READ_ONLY_ADMIN_ROLE: &str = "moco-read-only-admin";
+
+/// The host part of MOCO's accounts: any host, which covers loopback TCP in local mode.
+pub const DEFAULT_ACCOUNT_HOST: &str = "%";
+
+/// One of MOCO's eight accounts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Account {
+    /// `moco-admin`: the manager's connections.
+    Admin,
+    /// `moco-agent`: probes, log rotation, clone.
+    Agent,
+    /// `moco-repl`: replication.
+    Repl,
+    /// `moco-clone-donor`: clone donor.
+    CloneDonor,
+    /// `moco-exporter`: metrics.
+    Exporter,
+    /// `moco-backup`: backups.
+    Backup,
+    /// `moco-readonly`: end users, read access.
+    ReadOnly,
+    /// `moco-writable`: end users, write access (never through read-only).
+    Writable,
+}
+
+impl Account {
+    /// All eight, in MOCO's order.
+    pub const ALL: [Account; 8] = [
+        Account::Admin,
+        Account::Agent,
+        Account::Repl,
+        Account::CloneDonor,
+        Account::Exporter,
+        Account::Backup,
+        Account::ReadOnly,
+        Account::Writable,
+    ];
+
+    /// The user name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Account::Admin => "moco-admin",
+            Account::Agent => "moco-agent",
+            Account::Repl => "moco-repl",
+            Account::CloneDonor => "moco-clone-donor",
+            Account::Exporter => "moco-exporter",
+            Account::Backup => "moco-backup",
+            Account::ReadOnly => "moco-readonly",
+            Account::Writable => "moco-writable",
+        }
+    }
+
+    /// MOCO's "system users": never killed by `KillConnections`.
+    pub fn is_system(self) -> bool {
+        !matches!(self, Account::ReadOnly | Account::Writable)
+    }
+
+    /// The names of the system users.
+    pub fn system_user_names() -> Vec<&'static str> {
+        Account::ALL
+            .iter()
+            .filter(|a| a.is_system())
+            .map(|a| a.name())
+            .collect()
+    }
+}
+
+/// Passwords of the eight accounts: 16 random bytes from the OS, hex-encoded (32 chars).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MocoPasswords {
+    /// `moco-admin`.
+    pub admin: String,
+    /// `moco-agent`.
+    pub agent: String,
+    /// `moco-repl`.
+    pub repl: String,
+    /// `moco-clone-donor`.
+    pub clone_donor: String,
+    /// `moco-exporter`.
+    pub exporter: String,
+    /// `moco-backup`.
+    pub backup: String,
+    /// `moco-readonly`.
+    pub readonly: String,
+    /// `moco-writable`.
+    pub writable: String,
+}
+
+impl std::fmt::Debug for MocoPasswords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MocoPasswords(<redacted>)")
+    }
+}
+
+impl MocoPasswords {
+    /// Fresh passwords from the OS CSPRNG.
+    pub fn generate() -> Result<Self, getrandom::Error> {
+        Ok(MocoPasswords {
+            admin: random_password()?,
+            agent: random_password()?,
+            repl: random_password()?,
+            clone_donor: random_password()?,
+            exporter: random_password()?,
+            backup: random_password()?,
+            readonly: random_password()?,
+            writable: random_password()?,
+        })
+    }
+
+    /// The password of `account`.
+    pub fn get(&self, account: Account) -> &str {
+        match account {
+            Account::Admin => &self.admin,
+            Account::Agent => &self.agent,
+            Account::Repl => &self.repl,
+            Account::CloneDonor => &self.clone_donor,
+            Account::Exporter => &self.exporter,
+            Account::Backup => &self.backup,
+            Account::ReadOnly => &self.readonly,
+            Account::Writable => &self.writable,
+        }
+    }
+}
+
+/// 16 bytes from the OS CSPRNG as 32 lower-case hex characters.
+pub fn random_password() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Global privileges of `account` (before any revoke).
+pub fn privileges(d: Dialect, account: Account) -> &'static [&'static str] {
+    let mariadb = d == Dialect::Mariadb;
+    match account {
+        Account::Admin => &["ALL PRIVILEGES"],
+        Account::Agent if mariadb => &[
+            "BINLOG ADMIN",
+            "BINLOG MONITOR",
+            "CONNECTION ADMIN",
+            "RELOAD",
+            "REPLICATION SLAVE ADMIN",
+            "SELECT",
+            "SLAVE MONITOR",
+        ],
+        Account::Agent => &[
+            "BINLOG_ADMIN",
+            "CLONE_ADMIN",
+            "RELOAD",
+            "REPLICATION CLIENT",
+            "SELECT",
+            "SERVICE_CONNECTION_ADMIN",
+            "SYSTEM_VARIABLES_ADMIN",
+        ],
+        Account::Repl if mariadb => &["BINLOG MONITOR", "REPLICATION SLAVE", "SLAVE MONITOR"],
+        Account::Repl => &["REPLICATION CLIENT", "REPLICATION SLAVE"],
+        // What mariadb-backup needs on the donor (with --slave-info --safe-slave-backup).
+        Account::CloneDonor if mariadb => &[
+            "BINLOG MONITOR",
+            "CONNECTION ADMIN",
+            "LOCK TABLES",
+            "PROCESS",
+            "RELOAD",
+            "REPLICATION SLAVE ADMIN",
+            "SELECT",
+            "SLAVE MONITOR",
+        ],
+        Account::CloneDonor => &["BACKUP_ADMIN", "SERVICE_CONNECTION_ADMIN"],
+        Account::Exporter if mariadb => &["BINLOG MONITOR", "PROCESS", "SELECT", "SLAVE MONITOR"],
+        Account::Exporter => &["PROCESS", "REPLICATION CLIENT", "SELECT"],
+        Account::Backup if mariadb => &[
+            "BINLOG MONITOR",
+            "CONNECTION ADMIN",
+            "EVENT",
+            "LOCK TABLES",
+            "PROCESS",
+            "RELOAD",
+            "REPLICATION SLAVE",
+            "REPLICATION SLAVE ADMIN",
+            "SELECT",
+            "SHOW VIEW",
+            "SLAVE MONITOR",
+            "TRIGGER",
+        ],
+        Account::Backup => &[
+            "BACKUP_ADMIN",
+            "EVENT",
+            "RELOAD",
+            "SELECT",
+            "SHOW VIEW",
+            "TRIGGER",
+            "REPLICATION CLIENT",
+            "REPLICATION SLAVE",
+            "SERVICE_CONNECTION_ADMIN",
+        ],
+        Account::ReadOnly if mariadb => &[
+            "BINLOG MONITOR",
+            "PROCESS",
+            "REPLICATION SLAVE",
+            "SELECT",
+            "SHOW DATABASES",
+            "SHOW VIEW",
+            "SLAVE MONITOR",
+        ],
+        Account::ReadOnly => &[
+            "PROCESS",
+            "REPLICATION CLIENT",
+            "REPLICATION SLAVE",
+            "SELECT",
+            "SHOW DATABASES",
+            "SHOW VIEW",
+        ],
+        // MariaDB has no CREATE ROLE / DROP ROLE privileges (CREATE USER covers roles).
+        Account::Writable if mariadb => &[
+            "ALTER",
+            "ALTER ROUTINE",
+            "BINLOG MONITOR",
+            "CREATE",
+            "CREATE ROUTINE",
+            "CREATE TEMPORARY TABLES",
+            "CREATE USER",
+            "CREATE VIEW",
+            "DELETE",
+            "DROP",
+            "EVENT",
+            "EXECUTE",
+            "INDEX",
+            "INSERT",
+            "LOCK TABLES",
+            "PROCESS",
+            "REFERENCES",
+            "REPLICATION SLAVE",
+            "SELECT",
+            "SHOW DATABASES",
+            "SHOW VIEW",
+            "SLAVE MONITOR",
+            "TRIGGER",
+            "UPDATE",
+        ],
+        Account::Writable => &[
+            "ALTER",
+            "ALTER ROUTINE",
+            "CREATE",
+            "CREATE ROLE",
+            "CREATE ROUTINE",
+            "CREATE TEMPORARY TABLES",
+            "CREATE USER",
+            "CREATE VIEW",
+            "DELETE",
+            "DROP",
+            "DROP ROLE",
+            "EVENT",
+            "EXECUTE",
+            "INDEX",
+            "INSERT",
+            "LOCK TABLES",
+            "PROCESS",
+            "REFERENCES",
+            "REPLICATION CLIENT",
+            "REPLICATION SLAVE",
+            "SELECT",
+            "SHOW DATABASES",
+            "SHOW VIEW",
+            "TRIGGER",
+            "UPDATE",
+        ],
+    }
+}
+
+/// Privileges MOCO revokes from the writable account on `mysql.*` (MySQL with
+/// `partial_revokes`).
+const WRITABLE_MYSQL_SCHEMA_REVOKES: &str = "CREATE, CREATE ROUTINE, CREATE TEMPORARY TABLES, CREATE VIEW, DELETE, DROP, EVENT, EXECUTE, INDEX, INSERT, LOCK TABLES, REFERENCES, TRIGGER, UPDATE";
+
+/// Creates (or re-keys) `account` at `host` with its grants. Idempotent: `CREATE USER IF NOT
+/// EXISTS`, then `ALTER USER … IDENTIFIED BY` (so a cloned copy of another instance's users
+/// gets this cluster's passwords), then the grants.
+pub fn account_statements(d: Dialect, acct: Account, password: &str, host: &str) -> Vec<String> {
+    let who = account(acct.name(), host);
+    let pw = quote(password);
+    let mut out = vec![
+        format!("CREATE USER IF NOT EXISTS {who} IDENTIFIED BY {pw}"),
+        format!("ALTER USER {who} IDENTIFIED BY {pw}"),
+    ];
+    let grant_option = matches!(acct, Account::Admin | Account::Writable);
+    out.push(format!(
+        "GRANT {} ON *.* TO {who}{}",
+        privileges(d, acct).join(", "),
+        if grant_option {
+            " WITH GRANT OPTION"
+        } else {
+            ""
+        }
+    ));
+    match (d, acct) {
+        (Dialect::Mariadb, Account::Admin) => {
+            let role = quote(READ_ONLY_ADMIN_ROLE);
+            out.push(format!("REVOKE READ_ONLY ADMIN ON *.* FROM {who}"));
+            out.push(format!("CREATE ROLE IF NOT EXISTS {role}"));
+            out.push(format!("GRANT READ_ONLY ADMIN ON *.* TO {role}"));
+            out.push(format!("GRANT {role} TO {who}"));
+            out.push(format!("SET DEFAULT ROLE NONE FOR {who}"));
+        }
+        (Dialect::Mysql80 | Dialect::Mysql84, Account::Admin) => {
+            out.push(format!("GRANT PROXY ON ''@'' TO {who} WITH GRANT OPTION"));
+        }
+        (Dialect::Mysql80 | Dialect::Mysql84, Account::Writable) => {
+            out.push(format!(
+                "REVOKE {WRITABLE_MYSQL_SCHEMA_REVOKES} ON mysql.* FROM {who}"
+            ));
+        }
+        _ => {}
+    }
+    out
+}
+
+/// MySQL plugins MOCO installs (name, library); MariaDB has semi-sync built in and no clone.
+pub fn required_plugins(d: Dialect) -> &'static [(&'static str, &'static str)] {
+    match d {
+        Dialect::Mariadb => &[],
+        Dialect::Mysql80 | Dialect::Mysql84 => &[
+            ("rpl_semi_sync_master", "semisync_master.so"),
+            ("rpl_semi_sync_slave", "semisync_slave.so"),
+            ("clone", "mysql_clone.so"),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_32_hex_chars_and_distinct() {
+        let p = MocoPasswords::generate().unwrap();
+        let all: Vec<&str> = Account::ALL.iter().map(|a| p.get(*a)).collect();
+        for pw in &all {
+            assert_eq!(pw.len(), 32);
+            assert!(
+                pw.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            );
+        }
+        let mut unique = all.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), 8);
+        assert_eq!(format!("{p:?}"), "MocoPasswords(<redacted>)");
+    }
+
+    #[test]
+    fn names_and_system_users() {
+        assert_eq!(
+            Account::system_user_names(),
+            vec![
+                "moco-admin",
+                "moco-agent",
+                "moco-repl",
+                "moco-clone-donor",
+                "moco-exporter",
+                "moco-backup"
+            ]
+        );
+    }
+
+    #[test]
+    fn mariadb_admin_loses_read_only_admin_and_nobody_else_gets_it() {
+        let s = account_statements(Dialect::Mariadb, Account::Admin, "pw", "%");
+        assert_eq!(
+            s,
+            vec![
+                "CREATE USER IF NOT EXISTS 'moco-admin'@'%' IDENTIFIED BY 'pw'",
+                "ALTER USER 'moco-admin'@'%' IDENTIFIED BY 'pw'",
+                "GRANT ALL PRIVILEGES ON *.* TO 'moco-admin'@'%' WITH GRANT OPTION",
+                "REVOKE READ_ONLY ADMIN ON *.* FROM 'moco-admin'@'%'",
+                "CREATE ROLE IF NOT EXISTS 'moco-read-only-admin'",
+                "GRANT READ_ONLY ADMIN ON *.* TO 'moco-read-only-admin'",
+                "GRANT 'moco-read-only-admin' TO 'moco-admin'@'%'",
+                "SET DEFAULT ROLE NONE FOR 'moco-admin'@'%'",
+            ]
+        );
+        for acct in Account::ALL.into_iter().filter(|a| *a != Account::Admin) {
+            let s = account_statements(Dialect::Mariadb, acct, "pw", "%").join(";");
+            assert!(
+                !s.contains("READ_ONLY") && !s.contains("ROLE"),
+                "{acct:?}: {s}"
+            );
+        }
+        for acct in Account::ALL {
+            for d in [Dialect::Mariadb, Dialect::Mysql80, Dialect::Mysql84] {
+                let privs = privileges(d, acct);
+                assert!(!privs.iter().any(|p| p.contains("READ_ONLY")), "{acct:?}");
+                if acct != Account::Admin {
+                    assert!(!privs.contains(&"ALL PRIVILEGES"), "{acct:?}");
+                    assert!(!privs.contains(&"SUPER"), "{acct:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mariadb_uses_its_own_privilege_names() {
+        for acct in Account::ALL {
+            let privs = privileges(Dialect::Mariadb, acct);
+            for mysql_only in [
+                "REPLICATION CLIENT",
+                "BACKUP_ADMIN",
+                "CLONE_ADMIN",
+                "SERVICE_CONNECTION_ADMIN",
+                "SYSTEM_VARIABLES_ADMIN",
+                "BINLOG_ADMIN",
+                "CREATE ROLE",
+                "DROP ROLE",
+            ] {
+                assert!(!privs.contains(&mysql_only), "{acct:?} has {mysql_only}");
+            }
+        }
+        assert!(privileges(Dialect::Mariadb, Account::Repl).contains(&"SLAVE MONITOR"));
+        assert!(privileges(Dialect::Mariadb, Account::CloneDonor).contains(&"BINLOG MONITOR"));
+    }
+
+    #[test]
+    fn mysql_grants_are_mocos() {
+        let admin = account_statements(Dialect::Mysql84, Account::Admin, "pw", "%");
+        assert_eq!(
+            admin[2],
+            "GRANT ALL PRIVILEGES ON *.* TO 'moco-admin'@'%' WITH GRANT OPTION"
+        );
+        assert_eq!(
+            admin[3],
+            "GRANT PROXY ON ''@'' TO 'moco-admin'@'%' WITH GRANT OPTION"
+        );
+        let writable = account_statements(Dialect::Mysql80, Account::Writable, "pw", "%");
+        assert!(writable[2].ends_with("ON *.* TO 'moco-writable'@'%' WITH GRANT OPTION"));
+        assert!(writable[2].contains("CREATE ROLE"));
+        assert!(writable[3].starts_with("REVOKE CREATE, CREATE ROUTINE"));
+        assert!(writable[3].ends_with("ON mysql.* FROM 'moco-writable'@'%'"));
+        let repl = account_statements(Dialect::Mysql80, Account::Repl, "pw", "%");
+        assert_eq!(
+            repl[2],
+            "GRANT REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO 'moco-repl'@'%'"
+        );
+        assert_eq!(required_plugins(Dialect::Mysql84).len(), 3);
+        assert!(required_plugins(Dialect::Mariadb).is_empty());
+    }
+}

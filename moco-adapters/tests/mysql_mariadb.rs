@@ -1,0 +1,639 @@
+//! `MysqlInstance` (the `MysqlPort` over mysql_async) and instance initialisation against real
+//! servers: `mariadbd` from PATH or /usr/sbin, or the MySQL 8 `mysqld` named by
+//! `MOCO_TEST_MYSQLD`. Servers run on free 127.0.0.1 ports in temporary directories and are
+//! stopped by pid. Without a server binary the tests print why and pass.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use moco_adapters::mysql::{
+    Account, InitOptions, MocoPasswords, MysqlInstance, initialize, seed_mariadb_clone, sql,
+};
+use moco_adapters::mysqld::{LocalMysqld, ServerKind};
+use moco_adapters::ports::{Credentials, MysqlPort, PortError};
+use moco_core::facts::{Flavor, MysqldStatus, ThreadState};
+use moco_core::gtid::GtidSet;
+use moco_core::operation::ReplicationSource;
+use mysql_async::prelude::Queryable;
+use support::{
+    Fleet, bootstrap_options, client, eventually, server_binary, server_code, tcp_options,
+    try_client,
+};
+
+/// MOCO's semi-sync timeout: effectively never falls back to asynchronous replication.
+const SEMI_SYNC_TIMEOUT_MS: u64 = 86_400_000;
+/// Limit for conditions that should hold within a second on an idle machine.
+const WAIT: Duration = Duration::from_secs(60);
+/// `ER_OPTION_PREVENTS_STATEMENT`: the server is read-only.
+const ER_READ_ONLY: u16 = 1290;
+
+fn admin(m: &LocalMysqld, i: usize, pw: &MocoPasswords) -> MysqlInstance {
+    MysqlInstance::new(tcp_options(
+        m,
+        &format!("instance {i} (127.0.0.1:{})", m.port()),
+        Account::Admin.name(),
+        &pw.admin,
+    ))
+}
+
+fn repl_credentials(pw: &MocoPasswords) -> Credentials {
+    Credentials {
+        user: Account::Repl.name().into(),
+        password: pw.repl.clone(),
+    }
+}
+
+fn source(i: u32, m: &LocalMysqld) -> ReplicationSource {
+    ReplicationSource::Instance {
+        index: i,
+        host: m.host(),
+        port: m.port(),
+    }
+}
+
+async fn initialise_all(fleet: &Fleet, pw: &MocoPasswords) {
+    let t = Instant::now();
+    for (i, m) in fleet.nodes.iter().enumerate() {
+        initialize(
+            &bootstrap_options(m, &format!("instance {i}")),
+            pw,
+            &InitOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    eprintln!("initialize() x{}: {:?}", fleet.nodes.len(), t.elapsed());
+}
+
+/// Rows of `moco_test.t`, read as the writable user.
+async fn row_count(m: &LocalMysqld, pw: &MocoPasswords) -> u64 {
+    let mut c = client(m, Account::Writable.name(), &pw.writable).await;
+    let n: Option<u64> = c
+        .query_first("SELECT COUNT(*) FROM moco_test.t")
+        .await
+        .unwrap();
+    c.disconnect().await.unwrap();
+    n.unwrap()
+}
+
+async fn checksum(m: &LocalMysqld, pw: &MocoPasswords) -> String {
+    let mut c = client(m, Account::Writable.name(), &pw.writable).await;
+    let row: Option<(String, Option<u64>)> =
+        c.query_first("CHECKSUM TABLE moco_test.t").await.unwrap();
+    c.disconnect().await.unwrap();
+    format!("{:?}", row.unwrap().1)
+}
+
+/// Inserts ids `from..to`, each acknowledged (autocommit) before the next.
+async fn insert_rows(m: &LocalMysqld, pw: &MocoPasswords, from: u32, to: u32) {
+    let mut c = client(m, Account::Writable.name(), &pw.writable).await;
+    for id in from..to {
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            c.exec_drop(
+                "INSERT INTO moco_test.t (id, v) VALUES (?, ?)",
+                (id, format!("row {id}")),
+            ),
+        )
+        .await
+        .expect("semi-sync commit acknowledged within 30 s")
+        .unwrap();
+    }
+    c.disconnect().await.unwrap();
+}
+
+async fn wait_semi_sync_clients(primary: &MysqlInstance, flavor: Flavor, n: u32) -> MysqldStatus {
+    let s = eventually("semi-sync replicas connected", WAIT, || async {
+        let s = primary.status().await.unwrap();
+        let clients_ok = s.semi_sync.master_clients == Some(n);
+        (clients_ok && s.replica_hosts.len() == n as usize).then_some(s)
+    })
+    .await;
+    assert_eq!(s.flavor, flavor);
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fresh_instance_initialisation_and_clone_seeding() {
+    let Some(binary) = server_binary("fresh_instance_initialisation_and_clone_seeding") else {
+        return;
+    };
+    let kind = binary.kind();
+    let fleet = Fleet::start(binary, 1).await;
+    let m = &fleet.nodes[0];
+    let started = Instant::now();
+
+    // Unreachable and wrong-password servers fail fast with context.
+    let closed = moco_adapters::mysqld::free_port().unwrap();
+    let mut opts = tcp_options(m, "closed port", "moco-admin", "x");
+    opts.port = closed;
+    let err = MysqlInstance::new(opts).status().await.unwrap_err();
+    assert!(matches!(err, PortError::Unreachable { .. }), "{err}");
+    assert!(
+        err.to_string().starts_with("closed port: unreachable"),
+        "{err}"
+    );
+
+    // A fresh server, probed as root on the socket.
+    let boot = MysqlInstance::new(bootstrap_options(m, "instance 0"));
+    let s = boot.status().await.unwrap();
+    let version = s.version.clone();
+    assert_eq!(s.server_id, 1);
+    assert!(
+        s.gtid_executed.is_empty() && s.gtid_purged.is_empty(),
+        "{s:?}"
+    );
+    assert!(
+        s.replica_status.is_none() && s.replica_hosts.is_empty(),
+        "{s:?}"
+    );
+    assert!(!s.semi_sync.master_enabled, "{s:?}");
+    assert_eq!(s.clone_state, None);
+    match kind {
+        ServerKind::Mariadb => {
+            assert_eq!(s.flavor, Flavor::Mariadb);
+            assert!(s.server_uuid.is_none());
+            // The test my.cnf starts MariaDB read-only; read_only stands for super_read_only.
+            assert!(s.read_only && s.super_read_only);
+            assert_eq!(s.semi_sync.wait_for_slave_count, None);
+            assert_eq!(s.semi_sync.master_timeout_ms, Some(10_000));
+            assert_eq!(s.semi_sync.master_clients, Some(0));
+        }
+        ServerKind::Mysql => {
+            assert_eq!(s.flavor, Flavor::Mysql);
+            assert!(s.server_uuid.is_some());
+        }
+    }
+    assert!(s.identity().is_some());
+    boot.disconnect().await.unwrap();
+
+    // Initialise: accounts, reset, read-only; root is gone afterwards.
+    let pw = MocoPasswords::generate().unwrap();
+    let t = Instant::now();
+    let info = initialize(
+        &bootstrap_options(m, "instance 0"),
+        &pw,
+        &InitOptions::default(),
+    )
+    .await
+    .unwrap();
+    eprintln!("initialize(): {:?}", t.elapsed());
+    assert_eq!(info.version, version);
+    let again = initialize(
+        &bootstrap_options(m, "instance 0"),
+        &pw,
+        &InitOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    match &again {
+        PortError::Sql { code, .. } => assert!(*code == 1045 || *code == 1698, "{again}"),
+        other => panic!("root must be gone after initialisation: {other}"),
+    }
+    let e = try_client(m, "root", "").await.unwrap_err();
+    assert_eq!(server_code(&e), Some(1045), "{e}");
+
+    let a = admin(m, 0, &pw);
+    let s = a.status().await.unwrap();
+    assert!(
+        s.read_only && s.super_read_only,
+        "initialised instances are read-only: {s:?}"
+    );
+    assert!(
+        s.gtid_executed.is_empty(),
+        "accounts were created without GTIDs: {s:?}"
+    );
+    assert!(s.gtid_purged.is_empty(), "{s:?}");
+    assert_eq!(
+        a.read_only_bypass_accounts().await.unwrap(),
+        Vec::<String>::new()
+    );
+    // Not even the admin's own sessions write through read-only.
+    let mut c = a.conn().await.unwrap();
+    let e = c
+        .query_drop("CREATE DATABASE admin_write")
+        .await
+        .unwrap_err();
+    assert_eq!(server_code(&e), Some(ER_READ_ONLY), "{e}");
+    drop(c);
+
+    // All eight accounts log in over TCP with their generated passwords.
+    for acct in Account::ALL {
+        let mut c = client(m, acct.name(), pw.get(acct)).await;
+        let me: Option<String> = c.query_first("SELECT CURRENT_USER()").await.unwrap();
+        assert_eq!(me.unwrap(), format!("{}@%", acct.name()));
+        c.disconnect().await.unwrap();
+    }
+    let e = try_client(m, Account::Writable.name(), "wrong")
+        .await
+        .unwrap_err();
+    assert_eq!(server_code(&e), Some(1045));
+
+    // The writable account cannot write while read-only, and can once writable.
+    let mut w = client(m, Account::Writable.name(), &pw.writable).await;
+    let e = w.query_drop("CREATE DATABASE moco_test").await.unwrap_err();
+    assert_eq!(server_code(&e), Some(ER_READ_ONLY), "{e}");
+    a.set_writable().await.unwrap();
+    w.query_drop("CREATE DATABASE moco_test").await.unwrap();
+    w.query_drop("CREATE TABLE moco_test.t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    a.set_super_read_only(Duration::from_secs(10))
+        .await
+        .unwrap();
+    let e = w
+        .query_drop("INSERT INTO moco_test.t VALUES (1)")
+        .await
+        .unwrap_err();
+    assert_eq!(server_code(&e), Some(ER_READ_ONLY), "{e}");
+    w.disconnect().await.unwrap();
+    let executed = a.executed_gtid().await.unwrap();
+    assert_eq!(executed.transaction_count(), 2, "{executed}");
+    assert!(
+        executed
+            .sources()
+            .all(|src| src.is_server(&s.identity().unwrap()))
+    );
+
+    if kind == ServerKind::Mariadb {
+        // Clone seeding: the history of the donor becomes this server's binlog state, with
+        // the position (highest sequence number) last, and doubles as its purged set.
+        let state = GtidSet::parse("0-1-40,0-7-90,0-3-120").unwrap();
+        let pos = GtidSet::parse("0-3-120").unwrap();
+        seed_mariadb_clone(&a, &state, &pos).await.unwrap();
+        let s = a.status().await.unwrap();
+        assert_eq!(s.gtid_executed, state);
+        assert_eq!(
+            s.gtid_purged, state,
+            "the first binlog's Gtid_list is the purged state"
+        );
+        let mut c = a.conn().await.unwrap();
+        let (bpos, spos): (String, String) = c
+            .query_first("SELECT @@gtid_binlog_pos, @@gtid_slave_pos")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((bpos.as_str(), spos.as_str()), ("0-3-120", "0-3-120"));
+        drop(c);
+        // A local write continues the domain's sequence under this server's id.
+        a.set_writable().await.unwrap();
+        let mut w = client(m, Account::Writable.name(), &pw.writable).await;
+        w.query_drop("INSERT INTO moco_test.t VALUES (2)")
+            .await
+            .unwrap();
+        w.disconnect().await.unwrap();
+        let executed = a.executed_gtid().await.unwrap();
+        assert_eq!(
+            executed,
+            GtidSet::parse("0-1-40,0-7-90,0-3-120,0-1-121").unwrap()
+        );
+    }
+    a.disconnect().await.unwrap();
+    fleet.stop().await;
+    eprintln!(
+        "fresh instance checks: {:?}; verified against {} {}",
+        started.elapsed(),
+        flavor_name(kind),
+        version
+    );
+}
+
+fn flavor_name(kind: ServerKind) -> &'static str {
+    match kind {
+        ServerKind::Mariadb => "MariaDB",
+        ServerKind::Mysql => "MySQL",
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_switchover_and_errant_detection() {
+    let Some(binary) = server_binary("replication_switchover_and_errant_detection") else {
+        return;
+    };
+    let kind = binary.kind();
+    let flavor = match kind {
+        ServerKind::Mariadb => Flavor::Mariadb,
+        ServerKind::Mysql => Flavor::Mysql,
+    };
+    let fleet = Fleet::start(binary, 3).await;
+    let started = Instant::now();
+    let pw = MocoPasswords::generate().unwrap();
+    initialise_all(&fleet, &pw).await;
+    let n = &fleet.nodes;
+    let inst: Vec<MysqlInstance> = n
+        .iter()
+        .enumerate()
+        .map(|(i, m)| admin(m, i, &pw))
+        .collect();
+    let repl = repl_credentials(&pw);
+
+    // --- 1 primary (0) + 2 semi-sync replicas -------------------------------------------
+    let t = Instant::now();
+    for i in [1, 2] {
+        inst[i]
+            .configure_replication(&source(0, &n[0]), &repl, true)
+            .await
+            .unwrap();
+    }
+    inst[0]
+        .configure_primary_semi_sync(1, SEMI_SYNC_TIMEOUT_MS)
+        .await
+        .unwrap();
+    inst[0].set_writable().await.unwrap();
+    let ps = wait_semi_sync_clients(&inst[0], flavor, 2).await;
+    eprintln!(
+        "configure 1 primary + 2 replicas to semi-sync connected: {:?}",
+        t.elapsed()
+    );
+    assert!(!ps.read_only && !ps.super_read_only, "{ps:?}");
+    assert!(
+        ps.semi_sync.master_enabled && !ps.semi_sync.slave_enabled,
+        "{ps:?}"
+    );
+    assert_eq!(ps.semi_sync.master_timeout_ms, Some(SEMI_SYNC_TIMEOUT_MS));
+    assert_eq!(ps.semi_sync.wait_sessions, 0);
+    assert!(
+        ps.replica_status.is_none(),
+        "a primary has no source: {ps:?}"
+    );
+    let mut hosts: Vec<(u32, String, u16)> = ps
+        .replica_hosts
+        .iter()
+        .map(|h| (h.server_id, h.host.clone(), h.port))
+        .collect();
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        vec![
+            (2, "127.0.0.1".into(), n[1].port()),
+            (3, "127.0.0.1".into(), n[2].port())
+        ]
+    );
+
+    // --- writes on the primary reach both replicas ---------------------------------------
+    let mut w = client(&n[0], Account::Writable.name(), &pw.writable).await;
+    w.query_drop("CREATE DATABASE moco_test").await.unwrap();
+    w.query_drop("CREATE TABLE moco_test.t (id INT PRIMARY KEY, v VARCHAR(32))")
+        .await
+        .unwrap();
+    w.disconnect().await.unwrap();
+    let t = Instant::now();
+    insert_rows(&n[0], &pw, 0, 50).await;
+    eprintln!("50 semi-sync autocommit inserts: {:?}", t.elapsed());
+    let gtid = inst[0].executed_gtid().await.unwrap();
+    assert_eq!(gtid.transaction_count(), 52, "{gtid}");
+    for i in [1, 2] {
+        let t = Instant::now();
+        inst[i].wait_for_gtid(&gtid, Some(WAIT)).await.unwrap();
+        eprintln!("wait_for_gtid on replica {i}: {:?}", t.elapsed());
+        let s = inst[i].status().await.unwrap();
+        assert!(gtid.is_subset(&s.gtid_executed), "{s:?}");
+        assert!(s.read_only && s.super_read_only, "{s:?}");
+        assert!(
+            s.semi_sync.slave_enabled && !s.semi_sync.master_enabled,
+            "{s:?}"
+        );
+        let r = s.replica_status.clone().unwrap();
+        assert_eq!(
+            (r.source_host.as_str(), r.source_port),
+            ("127.0.0.1", n[0].port())
+        );
+        assert_eq!(r.io_running, ThreadState::Yes, "{r:?}");
+        assert!(r.sql_running, "{r:?}");
+        assert_eq!((r.last_io_errno, r.last_sql_errno), (0, 0), "{r:?}");
+        assert!(
+            gtid.is_subset(&r.retrieved_gtid_set),
+            "retrieved {r:?} vs {gtid}"
+        );
+        assert_eq!(r.seconds_behind_source, Some(0), "{r:?}");
+        assert_eq!(row_count(&n[i], &pw).await, 50);
+    }
+    // The primary waits on its own binlog (MASTER_GTID_WAIT would say -1 there); a GTID
+    // nobody has times out, on the primary and on a replica.
+    inst[0]
+        .wait_for_gtid(&gtid, Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    let future = match kind {
+        ServerKind::Mariadb => GtidSet::parse("0-1-100000").unwrap(),
+        ServerKind::Mysql => {
+            GtidSet::parse(&format!("{}:1-100000", ps.server_uuid.clone().unwrap())).unwrap()
+        }
+    };
+    for i in [0, 1] {
+        let t = Instant::now();
+        let err = inst[i]
+            .wait_for_gtid(&future, Some(Duration::from_millis(1500)))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, PortError::Timeout { .. }), "{err}");
+        assert!(
+            t.elapsed() >= Duration::from_millis(900),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+
+    // --- stop the IO thread of replica 2, write, resume ----------------------------------
+    inst[2].stop_replica_io().await.unwrap();
+    let r = inst[2].status().await.unwrap().replica_status.unwrap();
+    assert_eq!(r.io_running, ThreadState::No, "{r:?}");
+    assert!(r.sql_running, "{r:?}");
+    insert_rows(&n[0], &pw, 50, 60).await; // replica 1 still acknowledges
+    let gtid = inst[0].executed_gtid().await.unwrap();
+    assert!(!gtid.is_subset(&inst[2].executed_gtid().await.unwrap()));
+    inst[2]
+        .configure_replication(&source(0, &n[0]), &repl, true)
+        .await
+        .unwrap();
+    inst[2].wait_for_gtid(&gtid, Some(WAIT)).await.unwrap();
+    inst[1].wait_for_gtid(&gtid, Some(WAIT)).await.unwrap();
+    wait_semi_sync_clients(&inst[0], flavor, 2).await;
+
+    // --- fence the primary: read-only, then kill client connections ----------------------
+    // A client holding a table write lock blocks read-only; it is killed after `kill_after`.
+    let mut locker = client(&n[0], Account::Writable.name(), &pw.writable).await;
+    locker
+        .query_drop("LOCK TABLES moco_test.t WRITE")
+        .await
+        .unwrap();
+    let t = Instant::now();
+    inst[0]
+        .set_super_read_only(Duration::from_millis(500))
+        .await
+        .unwrap();
+    let fence = t.elapsed();
+    eprintln!("set_super_read_only behind a table lock (kill after 500 ms): {fence:?}");
+    assert!(
+        fence >= Duration::from_millis(450),
+        "the lock must have held it up: {fence:?}"
+    );
+    assert!(
+        locker.query_drop("SELECT 1").await.is_err(),
+        "lock holder killed"
+    );
+    // Clients that connect to the read-only primary cannot write, and are killed.
+    let mut idle = client(&n[0], Account::Writable.name(), &pw.writable).await;
+    let mut reader = client(&n[0], Account::ReadOnly.name(), &pw.readonly).await;
+    let e = idle
+        .query_drop("INSERT INTO moco_test.t VALUES (1000, 'x')")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        server_code(&e),
+        Some(ER_READ_ONLY),
+        "writes fail while read-only: {e}"
+    );
+    let t = Instant::now();
+    inst[0].kill_connections().await.unwrap();
+    eprintln!("kill_connections: {:?}", t.elapsed());
+    assert!(
+        idle.query_drop("SELECT 1").await.is_err(),
+        "writable client killed"
+    );
+    assert!(
+        reader.query_drop("SELECT 1").await.is_err(),
+        "read-only client killed"
+    );
+    drop((locker, idle, reader));
+    let s = inst[0].status().await.unwrap();
+    assert!(s.read_only && s.super_read_only, "{s:?}");
+    // Replication threads and the admin's own connections survive.
+    for i in [1, 2] {
+        let r = inst[i].status().await.unwrap().replica_status.unwrap();
+        assert_eq!(
+            r.io_running,
+            ThreadState::Yes,
+            "replica {i} lost its source: {r:?}"
+        );
+    }
+    assert_eq!(s.replica_hosts.len(), 2, "{s:?}");
+
+    // --- switch roles: 1 becomes primary, 0 is demoted -----------------------------------
+    let t = Instant::now();
+    let before = row_count(&n[0], &pw).await;
+    let final_gtid = inst[0].executed_gtid().await.unwrap();
+    inst[1]
+        .wait_for_gtid(&final_gtid, Some(WAIT))
+        .await
+        .unwrap();
+    inst[1]
+        .configure_primary_semi_sync(1, SEMI_SYNC_TIMEOUT_MS)
+        .await
+        .unwrap();
+    for i in [0, 2] {
+        inst[i]
+            .configure_replication(&source(1, &n[1]), &repl, true)
+            .await
+            .unwrap();
+    }
+    inst[1].set_writable().await.unwrap();
+    let ps = wait_semi_sync_clients(&inst[1], flavor, 2).await;
+    eprintln!(
+        "switchover (wait, promote, demote, repoint, writable): {:?}",
+        t.elapsed()
+    );
+    assert!(!ps.read_only && ps.replica_status.is_none(), "{ps:?}");
+    if kind == ServerKind::Mariadb {
+        let mut c = inst[0].conn().await.unwrap();
+        let (slave_pos, binlog_pos): (String, String) = c
+            .query_first("SELECT @@gtid_slave_pos, @@gtid_binlog_pos")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            slave_pos, binlog_pos,
+            "demoted primary's gtid_slave_pos was reset"
+        );
+    }
+    insert_rows(&n[1], &pw, 60, 80).await;
+    let gtid = inst[1].executed_gtid().await.unwrap();
+    for i in [0, 2] {
+        inst[i].wait_for_gtid(&gtid, Some(WAIT)).await.unwrap();
+        let s = inst[i].status().await.unwrap();
+        let r = s.replica_status.clone().unwrap();
+        assert_eq!(r.source_port, n[1].port(), "{r:?}");
+        assert!(r.io_running == ThreadState::Yes && r.sql_running, "{r:?}");
+        assert!(s.super_read_only && s.semi_sync.slave_enabled && !s.semi_sync.master_enabled);
+    }
+    let expected = before + 20;
+    let mut sums = Vec::new();
+    for m in n {
+        assert_eq!(
+            row_count(m, &pw).await,
+            expected,
+            "no acknowledged row lost"
+        );
+        sums.push(checksum(m, &pw).await);
+    }
+    assert!(sums.windows(2).all(|w| w[0] == w[1]), "{sums:?}");
+
+    // --- an errant write on replica 2 is a GTID the primary lacks ------------------------
+    let primary_status = inst[1].status().await.unwrap();
+    let errant_before = inst[2]
+        .status()
+        .await
+        .unwrap()
+        .gtid_executed
+        .subtract(&primary_status.gtid_executed);
+    assert!(errant_before.is_empty(), "{errant_before}");
+    {
+        // Open writes on the replica by hand (MariaDB: through the admin's role).
+        let d = inst[2].server_info().await.unwrap().dialect;
+        let mut c = inst[2].conn().await.unwrap();
+        for s in sql::privileged(d, vec!["SET GLOBAL read_only=0".to_owned()]) {
+            c.query_drop(s).await.unwrap();
+        }
+        drop(c);
+        let mut w = client(&n[2], Account::Writable.name(), &pw.writable).await;
+        w.query_drop("INSERT INTO moco_test.t VALUES (5000, 'errant')")
+            .await
+            .unwrap();
+        w.disconnect().await.unwrap();
+        inst[2]
+            .set_super_read_only(Duration::from_secs(10))
+            .await
+            .unwrap();
+    }
+    let rs = inst[2].status().await.unwrap();
+    let ps = inst[1].status().await.unwrap();
+    let errant = rs
+        .gtid_executed
+        .subtract(&ps.gtid_executed)
+        .without_server(&ps.identity().unwrap());
+    // One source: the replica itself (MariaDB sets count a server's GTIDs from 1 in a
+    // domain, so `0-3-83` stands for the replica's single transaction with seq 83).
+    assert_eq!(errant.sources().count(), 1, "errant set {errant}");
+    if kind == ServerKind::Mysql {
+        assert_eq!(errant.transaction_count(), 1, "errant set {errant}");
+    }
+    let replica_identity = rs.identity().unwrap();
+    assert!(
+        errant.sources().all(|s| s.is_server(&replica_identity)),
+        "{errant}"
+    );
+    eprintln!("errant transaction on replica 2: {errant}");
+    let healthy = inst[0]
+        .status()
+        .await
+        .unwrap()
+        .gtid_executed
+        .subtract(&ps.gtid_executed)
+        .without_server(&ps.identity().unwrap());
+    assert!(healthy.is_empty(), "replica 0 is not errant: {healthy}");
+
+    for i in inst {
+        i.disconnect().await.unwrap();
+    }
+    let t = Instant::now();
+    fleet.stop().await;
+    eprintln!("stop 3 servers: {:?}", t.elapsed());
+    eprintln!(
+        "replication scenario: {:?}; verified against {} {}",
+        started.elapsed(),
+        flavor_name(kind),
+        ps.version
+    );
+}
