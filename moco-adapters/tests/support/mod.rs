@@ -53,14 +53,14 @@ log_bin=binlog
 relay_log=relay-bin
 binlog_format=ROW
 innodb_buffer_pool_size=32M
-innodb_log_file_size=16M
 max_connections=60
 "
     );
     match kind {
         ServerKind::Mariadb => format!(
             "[mariadbd]
-{common}log_slave_updates=ON
+{common}innodb_log_file_size=16M
+log_slave_updates=ON
 gtid_strict_mode=ON
 read_only=ON
 skip_slave_start=ON
