@@ -21,6 +21,10 @@ enum Command {
     Plan(cmd::plan::PlanArgs),
     /// Print the JSON Schema of the facts or of the decision.
     Schema(cmd::plan::SchemaArgs),
+    /// Print the MySQLCluster and BackupPolicy CRDs as YAML.
+    Crd(cmd::crd::Args),
+    /// Check MySQLCluster/BackupPolicy manifests offline (schema, CEL and admission rules).
+    Validate(cmd::validate::Args),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +33,8 @@ fn main() -> ExitCode {
     let result: Result<ExitCode, Box<dyn std::error::Error>> = match cli.command {
         Command::Plan(args) => cmd::plan::run_plan(&args).map_err(Into::into),
         Command::Schema(args) => cmd::plan::run_schema(&args).map_err(Into::into),
+        Command::Crd(args) => cmd::crd::run(&args).map_err(Into::into),
+        Command::Validate(args) => cmd::validate::run(&args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,

@@ -1,3 +1,5 @@
 //! One module per subcommand.
 
 pub mod plan;
+pub mod crd;
+pub mod validate;

@@ -1,0 +1,452 @@
+//! Offline validation of manifests, as `moco validate` runs it: what the API server and MOCO's
+//! admission webhooks would say about applying the given objects, without a cluster.
+//!
+//! For each `MySQLCluster` or `BackupPolicy` document:
+//! 1. the raw object is checked against the CRD's structural schema ([`crate::schema_check`]);
+//! 2. it is decoded into the Rust type, which applies the CRD defaults;
+//! 3. the mutating webhook is emulated (a `serverIDBase` of 0 gets a value: the old object's on
+//!    update, else one from the mutation rule), as the API server runs mutation first;
+//! 4. the CRD's CEL rules are evaluated client-side (transition rules only on update);
+//! 5. if all of that passed (as on the API server), the admission rules of `moco_core::validate`
+//!    run: create rules, or update rules when an object of the same kind, namespace and name is
+//!    among the old documents.
+//!
+//! A `BackupPolicy` present in the old documents and absent from the new ones is treated as
+//! deleted, and the delete rule runs against the new `MySQLCluster`s of its namespace.
+//! `StorageClass` documents in either set provide the facts for the volume expansion rule;
+//! without any, storage growth is reported as unchecked (a warning, not a violation).
+//! Other kinds are ignored.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::core::cel::{CompiledSchema, Validator, compile_schema};
+use moco_core::validate::{
+    BackupPolicyView, ClusterReference, ClusterView, MutationInput, StorageFacts,
+    mutate_cluster_create, storage_growth, validate_backup_policy, validate_backup_policy_delete,
+    validate_cluster_create, validate_cluster_update,
+};
+use serde_json::Value;
+
+use crate::backuppolicy::BackupPolicy;
+use crate::convert::storage_class_facts;
+use crate::crd::{CrdError, backuppolicy_crd, mysqlcluster_crd, schema_of};
+use crate::mysqlcluster::MySQLCluster;
+use crate::schema_check;
+
+/// API version of both kinds.
+pub const API_VERSION: &str = "moco.cybozu.com/v1beta2";
+
+/// Errors that stop offline validation altogether.
+#[derive(Debug, thiserror::Error)]
+pub enum OfflineError {
+    /// A file is not valid YAML.
+    #[error("{file}: not valid YAML: {message}")]
+    Yaml {
+        /// File name as given.
+        file: String,
+        /// Parser message.
+        message: String,
+    },
+    /// The CRDs could not be generated.
+    #[error(transparent)]
+    Crd(#[from] CrdError),
+    /// A CEL rule of the CRD does not compile (a bug in moco-rs).
+    #[error("CEL rules of the {kind} CRD do not compile: {message}")]
+    Cel {
+        /// Kind.
+        kind: &'static str,
+        /// Compilation errors.
+        message: String,
+    },
+}
+
+/// One YAML document of an input file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    /// File name as given (`-` for standard input).
+    pub file: String,
+    /// 1-based position of the document in its file.
+    pub index: usize,
+    /// The document.
+    pub value: Value,
+}
+
+/// Splits a multi-document YAML text into documents; empty documents are dropped.
+pub fn parse_documents(file: &str, text: &str) -> Result<Vec<Document>, OfflineError> {
+    let values: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| OfflineError::Yaml {
+        file: file.to_owned(),
+        message: e.to_string(),
+    })?;
+    Ok(values
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(i, value)| Document {
+            file: file.to_owned(),
+            index: i + 1,
+            value,
+        })
+        .collect())
+}
+
+/// One problem with one document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// File of the document.
+    pub file: String,
+    /// Position of the document in the file.
+    pub index: usize,
+    /// `kind` of the object.
+    pub kind: String,
+    /// `metadata.name` of the object.
+    pub name: String,
+    /// Offending field path (e.g. `spec.replicas`).
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let field = if self.field.is_empty() {
+            "<root>"
+        } else {
+            &self.field
+        };
+        write!(
+            f,
+            "{}:{}: {}/{}: {}: {}",
+            self.file, self.index, self.kind, self.name, field, self.message
+        )
+    }
+}
+
+/// Result of offline validation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Violations; non-empty means the objects would be rejected.
+    pub findings: Vec<Finding>,
+    /// Checks that could not be made offline.
+    pub warnings: Vec<String>,
+    /// Number of MySQLCluster and BackupPolicy documents checked.
+    pub checked: usize,
+}
+
+/// The compiled schemas of both CRDs, reusable across calls.
+#[derive(Debug)]
+pub struct OfflineValidator {
+    cluster_schema: Value,
+    policy_schema: Value,
+    cluster_cel: CompiledSchema,
+    policy_cel: CompiledSchema,
+    cel: Validator,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Kind {
+    Cluster,
+    Policy,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Cluster => "MySQLCluster",
+            Kind::Policy => "BackupPolicy",
+        }
+    }
+}
+
+type Key = (Kind, String, String);
+
+fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn namespace_of(v: &Value) -> String {
+    let ns = text(v, "/metadata/namespace");
+    if ns.is_empty() {
+        "default".to_owned()
+    } else {
+        ns.to_owned()
+    }
+}
+
+fn kind_of(v: &Value) -> Option<Kind> {
+    match text(v, "/kind") {
+        "MySQLCluster" => Some(Kind::Cluster),
+        "BackupPolicy" => Some(Kind::Policy),
+        _ => None,
+    }
+}
+
+fn is_moco_group(v: &Value) -> bool {
+    text(v, "/apiVersion").starts_with("moco.cybozu.com/")
+}
+
+impl OfflineValidator {
+    /// Generates the CRDs and compiles their CEL rules.
+    pub fn new() -> Result<Self, OfflineError> {
+        let cluster_schema = schema_of(&mysqlcluster_crd()?)?;
+        let policy_schema = schema_of(&backuppolicy_crd()?)?;
+        let compile = |kind: &'static str, schema: &Value| {
+            let compiled = compile_schema(schema);
+            if compiled.has_errors() {
+                let message: Vec<String> = compiled
+                    .compilation_errors()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                return Err(OfflineError::Cel {
+                    kind,
+                    message: message.join("; "),
+                });
+            }
+            Ok(compiled)
+        };
+        Ok(OfflineValidator {
+            cluster_cel: compile("MySQLCluster", &cluster_schema)?,
+            policy_cel: compile("BackupPolicy", &policy_schema)?,
+            cluster_schema,
+            policy_schema,
+            cel: Validator::new(),
+        })
+    }
+
+    /// Validates `new` documents, treating `old` documents as the objects they replace.
+    pub fn validate(&self, new: &[Document], old: &[Document]) -> Report {
+        let mut report = Report::default();
+        let storage = storage_facts(new.iter().chain(old));
+        let mut old_objects: BTreeMap<Key, (&Document, Option<Decoded>)> = BTreeMap::new();
+        for doc in old {
+            let Some(kind) = kind_of(&doc.value).filter(|_| is_moco_group(&doc.value)) else {
+                continue;
+            };
+            let key = (
+                kind,
+                namespace_of(&doc.value),
+                text(&doc.value, "/metadata/name").to_owned(),
+            );
+            let decoded = decode(kind, &doc.value).ok().map(|mut d| {
+                d.mutate(None);
+                d
+            });
+            old_objects.insert(key, (doc, decoded));
+        }
+        let mut new_clusters: Vec<(String, ClusterReference)> = Vec::new();
+        let mut new_keys = Vec::new();
+        for doc in new {
+            let Some(kind) = kind_of(&doc.value).filter(|_| is_moco_group(&doc.value)) else {
+                continue;
+            };
+            report.checked += 1;
+            let key = (
+                kind,
+                namespace_of(&doc.value),
+                text(&doc.value, "/metadata/name").to_owned(),
+            );
+            new_keys.push(key.clone());
+            let old_decoded = old_objects.get(&key).and_then(|(_, d)| d.as_ref());
+            let mut finding = |field: &str, message: String| {
+                report.findings.push(Finding {
+                    file: doc.file.clone(),
+                    index: doc.index,
+                    kind: kind.name().to_owned(),
+                    name: key.2.clone(),
+                    field: field.to_owned(),
+                    message,
+                });
+            };
+            if text(&doc.value, "/apiVersion") != API_VERSION {
+                finding(
+                    "apiVersion",
+                    format!(
+                        "apiVersion {:?} is not served: use {API_VERSION}",
+                        text(&doc.value, "/apiVersion")
+                    ),
+                );
+                continue;
+            }
+            if key.2.is_empty() {
+                finding("metadata.name", "name is required".to_owned());
+            }
+            let schema = match kind {
+                Kind::Cluster => &self.cluster_schema,
+                Kind::Policy => &self.policy_schema,
+            };
+            let schema_errors = schema_check::check(schema, &doc.value);
+            for e in &schema_errors {
+                finding(&e.path, e.message.clone());
+            }
+            if !schema_errors.is_empty() {
+                continue;
+            }
+            let mut decoded = match decode(kind, &doc.value) {
+                Ok(d) => d,
+                Err(e) => {
+                    finding("", format!("cannot decode the object: {e}"));
+                    continue;
+                }
+            };
+            decoded.mutate(old_decoded);
+            if let Decoded::Cluster(c) = &decoded {
+                new_clusters.push((key.1.clone(), ClusterReference::from(c.as_ref())));
+            }
+            // Like the API server: CEL rules are part of schema validation, and a request that
+            // fails it never reaches the validating webhooks.
+            let cel = self.cel_findings(&decoded, old_decoded);
+            let cel_failed = !cel.is_empty();
+            for (field, message) in cel {
+                finding(&field, message);
+            }
+            if cel_failed {
+                continue;
+            }
+            for v in admission(&decoded, old_decoded, &storage) {
+                finding(v.field.as_str(), v.message);
+            }
+            if let (Decoded::Cluster(c), Some(Decoded::Cluster(o)), StorageFacts::Unknown) =
+                (&decoded, old_decoded, &storage)
+            {
+                for g in storage_growth(
+                    &ClusterView::from(c.as_ref()),
+                    &ClusterView::from(o.as_ref()),
+                ) {
+                    report.warnings.push(format!(
+                        "{}:{}: MySQLCluster/{}: spec.volumeClaimTemplates[{}]: storage request \
+                         of {:?} grows from {} to {}; volume expansion support not checked \
+                         (give the StorageClass objects as input to check it)",
+                        doc.file, doc.index, key.2, g.index, g.name, g.from, g.to
+                    ));
+                }
+            }
+        }
+        // BackupPolicies that disappear are deletions.
+        for (key, (doc, _)) in &old_objects {
+            if key.0 != Kind::Policy || new_keys.contains(key) {
+                continue;
+            }
+            let clusters: Vec<ClusterReference> = new_clusters
+                .iter()
+                .filter(|(ns, _)| *ns == key.1)
+                .map(|(_, c)| c.clone())
+                .collect();
+            for v in validate_backup_policy_delete(&key.2, &clusters) {
+                report.findings.push(Finding {
+                    file: doc.file.clone(),
+                    index: doc.index,
+                    kind: Kind::Policy.name().to_owned(),
+                    name: key.2.clone(),
+                    field: v.field.to_string(),
+                    message: format!("DELETE refused: {}", v.message),
+                });
+            }
+        }
+        report
+    }
+
+    fn cel_findings(&self, new: &Decoded, old: Option<&Decoded>) -> Vec<(String, String)> {
+        let (compiled, value, old_value) = match new {
+            Decoded::Cluster(c) => (
+                &self.cluster_cel,
+                serde_json::to_value(c),
+                old.map(Decoded::to_value),
+            ),
+            Decoded::Policy(p) => (
+                &self.policy_cel,
+                serde_json::to_value(p),
+                old.map(Decoded::to_value),
+            ),
+        };
+        let value = match value {
+            Ok(v) => v,
+            Err(e) => return vec![(String::new(), format!("cannot encode the object: {e}"))],
+        };
+        let old_value = old_value.and_then(Result::ok);
+        match self
+            .cel
+            .validate_compiled(compiled, &value, old_value.as_ref())
+        {
+            Ok(()) => Vec::new(),
+            Err(errors) => errors
+                .iter()
+                .map(|e| (e.field_path.clone(), e.message.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// A decoded object of one of the two kinds.
+#[derive(Debug, Clone)]
+enum Decoded {
+    Cluster(Box<MySQLCluster>),
+    Policy(Box<BackupPolicy>),
+}
+
+impl Decoded {
+    fn to_value(&self) -> Result<Value, serde_json::Error> {
+        match self {
+            Decoded::Cluster(c) => serde_json::to_value(c),
+            Decoded::Policy(p) => serde_json::to_value(p),
+        }
+    }
+
+    /// Emulates the mutating webhook: on update the live `serverIDBase` is kept when the
+    /// manifest omits it (as `kubectl apply` would), on create the mutation rule picks one.
+    fn mutate(&mut self, old: Option<&Decoded>) {
+        let Decoded::Cluster(c) = self else {
+            return;
+        };
+        if c.spec.server_id_base != 0 {
+            return;
+        }
+        if let Some(Decoded::Cluster(o)) = old {
+            c.spec.server_id_base = o.spec.server_id_base;
+            return;
+        }
+        let mutation = mutate_cluster_create(&MutationInput::from(c.as_ref()), 0);
+        if let Some(base) = mutation.server_id_base {
+            c.spec.server_id_base = base;
+        }
+    }
+}
+
+fn decode(kind: Kind, value: &Value) -> Result<Decoded, serde_json::Error> {
+    Ok(match kind {
+        Kind::Cluster => Decoded::Cluster(Box::new(serde_json::from_value(value.clone())?)),
+        Kind::Policy => Decoded::Policy(Box::new(serde_json::from_value(value.clone())?)),
+    })
+}
+
+fn admission(
+    new: &Decoded,
+    old: Option<&Decoded>,
+    storage: &StorageFacts,
+) -> Vec<moco_core::validate::Violation> {
+    match (new, old) {
+        (Decoded::Cluster(c), Some(Decoded::Cluster(o))) => validate_cluster_update(
+            &ClusterView::from(c.as_ref()),
+            &ClusterView::from(o.as_ref()),
+            storage,
+        ),
+        (Decoded::Cluster(c), _) => validate_cluster_create(&ClusterView::from(c.as_ref())),
+        (Decoded::Policy(p), _) => validate_backup_policy(&BackupPolicyView::from(p.as_ref())),
+    }
+}
+
+fn storage_facts<'a>(docs: impl Iterator<Item = &'a Document>) -> StorageFacts {
+    let classes: Vec<_> = docs
+        .filter(|d| text(&d.value, "/kind") == "StorageClass")
+        .filter_map(|d| serde_json::from_value::<StorageClass>(d.value.clone()).ok())
+        .map(|sc| storage_class_facts(&sc))
+        .collect();
+    if classes.is_empty() {
+        StorageFacts::Unknown
+    } else {
+        StorageFacts::Known(classes)
+    }
+}
