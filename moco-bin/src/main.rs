@@ -25,6 +25,8 @@ enum Command {
     Crd(cmd::crd::Args),
     /// Check MySQLCluster/BackupPolicy manifests offline (schema, CEL and admission rules).
     Validate(cmd::validate::Args),
+    /// A replicated cluster as local processes (`up`, `status`, `switchover`, `kill`, `down`).
+    Local(cmd::local::LocalArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
         Command::Schema(args) => cmd::plan::run_schema(&args).map_err(Into::into),
         Command::Crd(args) => cmd::crd::run(&args).map_err(Into::into),
         Command::Validate(args) => cmd::validate::run(&args).map_err(Into::into),
+        Command::Local(args) => cmd::local::run(args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,

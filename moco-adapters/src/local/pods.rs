@@ -58,6 +58,9 @@ pub struct PodsFile {
     /// Per ordinal.
     #[serde(default)]
     pub instances: BTreeMap<u32, PodMeta>,
+    /// A pending `moco local switchover --to N` request; cleared once N is the primary.
+    #[serde(default)]
+    pub switchover_to: Option<u32>,
 }
 
 impl PodsFile {

@@ -3,3 +3,4 @@
 pub mod plan;
 pub mod crd;
 pub mod validate;
+pub mod local;

@@ -1,0 +1,465 @@
+//! Creating a local cluster (`moco local up`): checks that touch nothing, then the
+//! directory, my.cnf files, datadirs and MOCO's accounts.
+//!
+//! Every check runs before the first write, so bad input never changes an existing directory.
+//! If creation fails half way, everything it made is removed again.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use moco_core::facts::Flavor;
+use moco_core::resources::mycnf::{
+    InstanceConfig, MycnfInput, MycnfPaths, generate_mycnf, instance_mycnf,
+};
+
+use super::error::LocalError;
+use super::layout::Layout;
+use super::manifest::{FORMAT_VERSION, MANIFEST_KIND, Manifest, Phase, random_hex};
+use super::pods::now_ms;
+use super::secret::Secret;
+use super::sql;
+use crate::mysqld::{LocalMysqld, ServerBinary, ServerKind};
+
+/// The first port tried when `--base-port` is not given.
+pub const DEFAULT_BASE_PORT: u16 = 13306;
+/// The largest cluster `moco local` creates.
+pub const MAX_REPLICAS: u32 = 9;
+/// UNIX socket paths longer than this do not fit into `sockaddr_un`.
+const MAX_SOCKET_PATH: usize = 107;
+
+/// What `moco local up` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// The cluster directory (must not exist, or be empty).
+    pub dir: PathBuf,
+    /// Number of instances (odd).
+    pub replicas: u32,
+    /// First port of the block; `None` searches from [`DEFAULT_BASE_PORT`].
+    pub base_port: Option<u16>,
+    /// Required server family; `None` takes the binary's.
+    pub flavor: Option<Flavor>,
+    /// The server binary; `None` searches (`$MOCO_TEST_MYSQLD`, `PATH`, `/usr/sbin`).
+    pub server: Option<PathBuf>,
+    /// `server_id` of instance 0.
+    pub server_id_base: u32,
+    /// Limit of `mariadb-install-db` / `mysqld --initialize-insecure` per instance.
+    pub init_timeout: Duration,
+    /// Limit of a server's start.
+    pub boot_timeout: Duration,
+}
+
+impl CreateOptions {
+    /// Defaults for `replicas` instances in `dir`.
+    pub fn new(dir: &Path, replicas: u32) -> Self {
+        CreateOptions {
+            dir: dir.to_path_buf(),
+            replicas,
+            base_port: None,
+            flavor: None,
+            server: None,
+            server_id_base: 1,
+            init_timeout: Duration::from_secs(300),
+            boot_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A checked plan for a new cluster; nothing was written yet.
+#[derive(Debug)]
+pub struct Prepared {
+    layout: Layout,
+    manifest: Manifest,
+    binary: ServerBinary,
+    options: CreateOptions,
+}
+
+impl Prepared {
+    /// The manifest that will be written.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+}
+
+fn flavor_of(kind: ServerKind) -> Flavor {
+    match kind {
+        ServerKind::Mariadb => Flavor::Mariadb,
+        ServerKind::Mysql => Flavor::Mysql,
+    }
+}
+
+/// Fails unless `replicas` is an odd number in `1..=MAX_REPLICAS`.
+pub fn check_replicas(replicas: u32) -> Result<(), LocalError> {
+    if replicas == 0 || replicas.is_multiple_of(2) || replicas > MAX_REPLICAS {
+        return Err(LocalError::other(
+            format!("--replicas {replicas}"),
+            format!(
+                "must be an odd number from 1 to {MAX_REPLICAS} (a majority must survive a failure)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Number of ports a cluster needs: two endpoints, one SQL port per instance, and for MySQL
+/// also an X protocol and an admin port per instance.
+pub fn port_count(replicas: u32, flavor: Flavor) -> u32 {
+    match flavor {
+        Flavor::Mariadb => Manifest::port_count(replicas),
+        Flavor::Mysql => Manifest::port_count(replicas) + 2 * replicas,
+    }
+}
+
+fn port_free(port: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+fn check_ports(base: u16, count: u32) -> Result<(), LocalError> {
+    for offset in 0..count {
+        let port = u16::try_from(u32::from(base) + offset)
+            .map_err(|_| LocalError::PortRange { base, count })?;
+        if !port_free(port) {
+            return Err(LocalError::PortInUse {
+                port,
+                what: format!(
+                    "--base-port {base}: the cluster needs ports {base}-{}",
+                    u32::from(base) + count - 1
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn find_base_port(count: u32) -> Result<u16, LocalError> {
+    let mut base = u32::from(DEFAULT_BASE_PORT);
+    while base + count <= u32::from(u16::MAX) {
+        let all_free = (0..count).all(|o| u16::try_from(base + o).is_ok_and(port_free));
+        if all_free {
+            return u16::try_from(base).map_err(|_| LocalError::PortRange {
+                base: DEFAULT_BASE_PORT,
+                count,
+            });
+        }
+        base += count.max(10);
+    }
+    Err(LocalError::other(
+        "--base-port",
+        format!(
+            "no {count} consecutive free ports found from {DEFAULT_BASE_PORT} on; pass --base-port"
+        ),
+    ))
+}
+
+/// Runs every check of `up`; writes nothing.
+pub fn prepare(options: CreateOptions) -> Result<Prepared, LocalError> {
+    check_replicas(options.replicas)?;
+    if options.server_id_base == 0 {
+        return Err(LocalError::other(
+            "--server-id-base 0",
+            "server_id 0 disables replication; use 1 or more",
+        ));
+    }
+    Manifest::check_new_dir(&options.dir)?;
+    let layout = Layout::new(&options.dir);
+    let socket = layout.socket(options.replicas.saturating_sub(1));
+    if socket.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(LocalError::other(
+            format!("--dir {}", options.dir.display()),
+            format!(
+                "path too long: the server socket {} would exceed {MAX_SOCKET_PATH} bytes; use a shorter directory",
+                socket.display()
+            ),
+        ));
+    }
+    let binary = ServerBinary::find(options.server.as_deref()).map_err(|e| {
+        let flag = match &options.server {
+            Some(p) => format!("--server {}", p.display()),
+            None => "--server".to_owned(),
+        };
+        LocalError::other(flag, e.to_string())
+    })?;
+    let flavor = flavor_of(binary.kind());
+    if let Some(wanted) = options.flavor
+        && wanted != flavor
+    {
+        let name = |f: Flavor| match f {
+            Flavor::Mariadb => "mariadb",
+            Flavor::Mysql => "mysql",
+        };
+        return Err(LocalError::other(
+            format!("--flavor {}", name(wanted)),
+            format!(
+                "the server binary {} is {} {}; pass --server with a {} server",
+                binary.path().display(),
+                name(flavor),
+                binary.version(),
+                name(wanted)
+            ),
+        ));
+    }
+    let count = port_count(options.replicas, flavor);
+    let base_port = match options.base_port {
+        Some(base) => {
+            Manifest::check_port_range(base, count.saturating_sub(2))
+                .map_err(|e| LocalError::other(format!("--base-port {base}"), e.to_string()))?;
+            check_ports(base, count)?;
+            base
+        }
+        None => find_base_port(count)?,
+    };
+    let name = layout
+        .root()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "moco-local".to_owned());
+    let manifest = Manifest {
+        kind: MANIFEST_KIND.to_owned(),
+        format_version: FORMAT_VERSION,
+        cluster_id: random_hex(8)?,
+        name,
+        created_at: moco_core::time::Timestamp(i64::try_from(now_ms() / 1000).unwrap_or(0))
+            .to_string(),
+        created_by: format!("moco {}", env!("CARGO_PKG_VERSION")),
+        phase: Phase::Initializing,
+        flavor,
+        server_version: binary.version().to_owned(),
+        replicas: options.replicas,
+        base_port,
+        server: binary.path().to_path_buf(),
+        server_id_base: options.server_id_base,
+    };
+    Ok(Prepared {
+        layout,
+        manifest,
+        binary,
+        options,
+    })
+}
+
+/// The my.cnf text and the per-instance snippet of instance `index`.
+pub fn instance_config(
+    layout: &Layout,
+    manifest: &Manifest,
+    index: u32,
+) -> Result<(String, String), LocalError> {
+    let dir = layout.instance_dir(index).display().to_string();
+    let port = manifest.instance_port(index);
+    let extra = |n: u32| {
+        let offset = Manifest::port_count(manifest.replicas) + n * manifest.replicas + index;
+        manifest
+            .base_port
+            .saturating_add(u16::try_from(offset).unwrap_or(u16::MAX))
+    };
+    let paths = MycnfPaths::local(&dir, port, extra(0), extra(1));
+    let mut user_config = std::collections::BTreeMap::new();
+    // Laptop-sized: small redo log and buffer pool, every instance on one machine.
+    user_config.insert("innodb_log_file_size".to_owned(), "16M".to_owned());
+    user_config.insert("innodb_buffer_pool_size".to_owned(), "64M".to_owned());
+    user_config.insert("max_connections".to_owned(), "1000".to_owned());
+    user_config.insert("performance_schema".to_owned(), "OFF".to_owned());
+    let input = MycnfInput {
+        flavor: manifest.flavor,
+        user_config,
+        memory: Default::default(),
+        paths,
+    };
+    let context = format!("instance {index}: my.cnf");
+    let main = generate_mycnf(&input).map_err(|e| LocalError::other(&context, e.to_string()))?;
+    let snippet = instance_mycnf(
+        manifest.flavor,
+        &InstanceConfig::local(
+            manifest.server_id_base,
+            index,
+            port,
+            rustix::process::geteuid().is_root(),
+        ),
+    )
+    .map_err(|e| LocalError::other(&context, e.to_string()))?;
+    Ok((main, snippet))
+}
+
+/// Writes instance `index`'s my.cnf, its `conf.d/instance.cnf` and working directories, and
+/// returns its launcher handle.
+pub fn write_instance(
+    layout: &Layout,
+    manifest: &Manifest,
+    binary: &ServerBinary,
+    index: u32,
+) -> Result<LocalMysqld, LocalError> {
+    let (main, snippet) = instance_config(layout, manifest, index)?;
+    let dir = layout.instance_dir(index);
+    for sub in ["conf.d", "tmp"] {
+        let path = dir.join(sub);
+        std::fs::create_dir_all(&path).map_err(|e| LocalError::io(&path, "create", e))?;
+    }
+    let snippet_path = dir.join("conf.d").join("instance.cnf");
+    super::files::write_atomic(&snippet_path, snippet.as_bytes(), 0o644)?;
+    LocalMysqld::create(binary.clone(), &dir, &main)
+        .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))
+}
+
+/// Initialises an instance's datadir, starts it and creates MOCO's accounts (with the binary
+/// log off, so no instance owns a GTID before replication is set up). Leaves it running,
+/// read-only.
+pub async fn initialize_instance(
+    layout: &Layout,
+    manifest: &Manifest,
+    secret: &Secret,
+    server: &LocalMysqld,
+) -> Result<(), LocalError> {
+    let index = instance_index(layout, server)?;
+    let context = |what: &str| format!("instance {index}: {what}");
+    server
+        .initialize(Duration::from_secs(300))
+        .await
+        .map_err(|e| LocalError::other(context("initialise datadir"), e.to_string()))?;
+    server
+        .start_and_wait(&[], Duration::from_secs(120))
+        .await
+        .map_err(|e| LocalError::other(context("first start"), e.to_string()))?;
+    sql::create_users(manifest, layout, index, secret).await
+}
+
+fn instance_index(layout: &Layout, server: &LocalMysqld) -> Result<u32, LocalError> {
+    let dir = server.dir();
+    dir.strip_prefix(layout.instances_dir())
+        .ok()
+        .and_then(|rest| rest.to_str())
+        .and_then(|s| s.parse::<u32>().ok())
+        .ok_or_else(|| {
+            LocalError::other(
+                dir.display().to_string(),
+                "not an instance directory of this cluster",
+            )
+        })
+}
+
+/// Creates the cluster: directory, manifest (phase `Initializing`), secret, client option
+/// files, then every instance (concurrently). Returns the manifest (phase `Ready`) with every
+/// instance running, read-only and without replication: the manager's first rounds configure
+/// the rest. On failure everything created is stopped and removed.
+pub async fn create(prepared: Prepared) -> Result<Manifest, LocalError> {
+    let Prepared {
+        layout,
+        mut manifest,
+        binary,
+        options,
+    } = prepared;
+    let root = layout.root().to_path_buf();
+    let existed = root.exists();
+    let mut servers: Vec<Arc<LocalMysqld>> = Vec::new();
+    let result = async {
+        std::fs::create_dir_all(&root).map_err(|e| LocalError::io(&root, "create", e))?;
+        manifest.save(&layout)?;
+        let secret = Secret::generate()?;
+        secret.save(&layout)?;
+        secret.write_client_files(&layout, &manifest)?;
+        for index in 0..manifest.replicas {
+            servers.push(Arc::new(write_instance(
+                &layout, &manifest, &binary, index,
+            )?));
+        }
+        let inits = servers
+            .iter()
+            .map(|s| initialize_instance(&layout, &manifest, &secret, s));
+        for r in futures::future::join_all(inits).await {
+            r?;
+        }
+        manifest.phase = Phase::Ready;
+        manifest.save(&layout)?;
+        Ok::<(), LocalError>(())
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::warn!(error = %e, dir = %root.display(), "creation failed; removing what was made");
+        let _ = super::platform::stop_servers(&servers, 0, options.boot_timeout).await;
+        let cleanup = if existed {
+            empty_dir(&root)
+        } else {
+            std::fs::remove_dir_all(&root).map_err(|e| LocalError::io(&root, "remove", e))
+        };
+        if let Err(c) = cleanup {
+            tracing::warn!(error = %c, "cleanup failed");
+        }
+        return Err(e);
+    }
+    Ok(manifest)
+}
+
+fn empty_dir(dir: &Path) -> Result<(), LocalError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| LocalError::io(dir, "list", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| LocalError::io(dir, "list", e))?;
+        let path = entry.path();
+        let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(|e| LocalError::io(&path, "remove", e))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replica_counts() {
+        assert!(check_replicas(0).is_err());
+        assert!(check_replicas(2).is_err());
+        assert!(check_replicas(1).is_ok());
+        assert!(check_replicas(5).is_ok());
+        assert!(check_replicas(11).is_err());
+        let e = check_replicas(4).unwrap_err().to_string();
+        assert!(e.contains("--replicas 4"), "{e}");
+    }
+
+    #[test]
+    fn occupied_port_is_named() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let e = check_ports(port, 1).unwrap_err();
+        assert!(
+            matches!(e, LocalError::PortInUse { port: p, .. } if p == port),
+            "{e}"
+        );
+        assert!(e.to_string().contains("--base-port"), "{e}");
+    }
+
+    #[test]
+    fn mycnf_per_instance() {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = Layout::new(tmp.path());
+        let manifest = Manifest {
+            kind: MANIFEST_KIND.into(),
+            format_version: FORMAT_VERSION,
+            cluster_id: "x".into(),
+            name: "c".into(),
+            created_at: String::new(),
+            created_by: String::new(),
+            phase: Phase::Initializing,
+            flavor: Flavor::Mariadb,
+            server_version: String::new(),
+            replicas: 3,
+            base_port: 20000,
+            server: "/usr/sbin/mariadbd".into(),
+            server_id_base: 10,
+        };
+        let (main, snippet) = instance_config(&layout, &manifest, 2).unwrap();
+        assert!(main.contains("port = 20004\n"), "{main}");
+        assert!(main.contains("[mariadbd]"));
+        let datadir = format!("datadir = {}\n", layout.datadir(2).display());
+        assert!(main.contains(&datadir), "{main}");
+        assert!(snippet.contains("server_id = 12\n"), "{snippet}");
+        assert!(snippet.contains("report_port = 20004\n"), "{snippet}");
+    }
+}

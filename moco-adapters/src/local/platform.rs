@@ -1,0 +1,815 @@
+//! [`LocalPlatform`]: the [`Platform`] port for a cluster of local processes.
+//!
+//! | Kubernetes                     | here                                                      |
+//! |--------------------------------|-----------------------------------------------------------|
+//! | MySQLCluster spec              | `cluster.json` ([`Manifest`])                             |
+//! | MySQLCluster status            | `status.json`, replaced atomically                        |
+//! | Pod exists                     | the instance slot (`instances/<i>/my.cnf`) exists          |
+//! | Pod ready                      | mysqld runs and sends its greeting on its UNIX socket     |
+//! | labels / annotations           | `pods.json` (under `pods.lock`)                           |
+//! | Events                         | `events.jsonl`                                            |
+//! | Secret                         | `secret.json` (0600) and `client/<user>.cnf`              |
+//! | Services                       | the [`Endpoints`] proxy, fed from the role labels         |
+//! | kubelet restarts               | [`LocalPlatform::supervise_once`] (see its rules)         |
+//! | moco-agent clone               | [`LocalPlatform::clone_instance`]: mariadb-backup / CLONE |
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use moco_core::Decision;
+use moco_core::facts::{ClusterFacts, Flavor, PodFacts, Role, SpecFacts};
+use moco_core::operation::{Event, EventType, ReplicationSource};
+use moco_core::status::ClusterStatus;
+use moco_core::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+use tokio::sync::Notify;
+
+use super::clone;
+use super::error::LocalError;
+use super::files;
+use super::layout::Layout;
+use super::manifest::Manifest;
+use super::pods::{PodsFile, now_ms};
+use super::proxy::{Backend, Endpoints, Routes};
+use super::secret::Secret;
+use super::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot};
+use super::sql;
+use crate::mysqld::{LocalMysqld, ServerBinary};
+use crate::ports::{
+    ClusterView, Credentials, InstanceSlot, MocoUser, MysqlPort, Platform, PortError,
+};
+
+/// Timing of the platform's own work (not of the manager's rounds).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalConfig {
+    /// Limit of the readiness probe (greeting on the UNIX socket).
+    pub ready_probe_timeout: Duration,
+    /// How long a (re)started server may take to answer.
+    pub boot_timeout: Duration,
+    /// SIGTERM grace before SIGKILL when stopping a server.
+    pub stop_grace: Duration,
+    /// How long a crashed *primary* stays down waiting for the manager to fail over before
+    /// the supervisor restarts it as primary anyway (failover may be impossible: one
+    /// instance, too few replicas).
+    pub primary_restart_grace: Duration,
+    /// Upper bound of the pause between failed restarts (doubles from 1 s).
+    pub restart_backoff_max: Duration,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        LocalConfig {
+            ready_probe_timeout: Duration::from_millis(500),
+            boot_timeout: Duration::from_secs(120),
+            stop_grace: Duration::from_secs(60),
+            primary_restart_grace: Duration::from_secs(20),
+            restart_backoff_max: Duration::from_secs(30),
+        }
+    }
+}
+
+/// One line of `events.jsonl`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRecord {
+    /// When (RFC 3339).
+    pub time: String,
+    /// `Normal` / `Warning`.
+    #[serde(rename = "type")]
+    pub type_: EventType,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+/// Supervisor bookkeeping of one instance.
+#[derive(Debug, Default)]
+struct Supervision {
+    /// When the process was first seen down (or its kill hold ended).
+    down_since: Option<Instant>,
+    /// Failed restarts in a row.
+    failures: u32,
+    /// No restart before this instant.
+    not_before: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct Observed {
+    /// Readiness per instance from the last observation.
+    ready: Vec<bool>,
+    /// The last round's facts and decision.
+    round: Option<(ClusterFacts, Decision)>,
+}
+
+/// The [`Platform`] of a local cluster directory.
+#[derive(Debug)]
+pub struct LocalPlatform {
+    layout: Layout,
+    manifest: Manifest,
+    secret: Secret,
+    binary: ServerBinary,
+    config: LocalConfig,
+    servers: Vec<Arc<LocalMysqld>>,
+    ports: Vec<Arc<dyn MysqlPort>>,
+    /// Set while the platform itself stops or re-creates an instance (clone, re-init,
+    /// restart), so the supervisor leaves it alone.
+    busy: Vec<Arc<AtomicBool>>,
+    supervision: Mutex<Vec<Supervision>>,
+    observed: Mutex<Observed>,
+    status: Mutex<ClusterStatus>,
+    endpoints: Mutex<Option<Arc<Endpoints>>>,
+    waker: Mutex<Option<Arc<Notify>>>,
+    manager_pid: u32,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn port_err(target: String, e: LocalError) -> PortError {
+    PortError::Failed {
+        target,
+        message: e.to_string(),
+    }
+}
+
+/// True when a server answers with a protocol greeting on its UNIX socket. (The socket keeps
+/// these probes out of the server's per-host connection-error counters, which a TCP probe
+/// that hangs up after the greeting would raise.)
+pub async fn socket_greets(socket: &Path, limit: Duration) -> bool {
+    let attempt = async {
+        let mut stream = tokio::net::UnixStream::connect(socket).await.ok()?;
+        let mut header = [0u8; 4];
+        stream.read_exact(&mut header).await.ok()?;
+        let mut first = [0u8; 1];
+        stream.read_exact(&mut first).await.ok()?;
+        Some(first[0] == 10)
+    };
+    matches!(tokio::time::timeout(limit, attempt).await, Ok(Some(true)))
+}
+
+impl LocalPlatform {
+    /// Opens the cluster in `layout` (its manifest must be in the `Ready` phase).
+    pub fn open(layout: &Layout, config: LocalConfig) -> Result<LocalPlatform, LocalError> {
+        let manifest = Manifest::load(layout)?;
+        if manifest.phase != super::manifest::Phase::Ready {
+            return Err(LocalError::other(
+                layout.root().display().to_string(),
+                "the cluster was never fully created (`up` failed); remove it with `moco local down --wipe`",
+            ));
+        }
+        let secret = Secret::load(layout)?;
+        let binary = ServerBinary::from_path(&manifest.server).map_err(|e| {
+            LocalError::other(
+                format!("server binary {}", manifest.server.display()),
+                e.to_string(),
+            )
+        })?;
+        let mut servers = Vec::new();
+        let mut ports = Vec::new();
+        let mut busy = Vec::new();
+        for index in 0..manifest.replicas {
+            let server = LocalMysqld::open(binary.clone(), &layout.instance_dir(index))
+                .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))?;
+            servers.push(Arc::new(server));
+            ports.push(sql::port(&manifest, layout, index, &secret));
+            busy.push(Arc::new(AtomicBool::new(false)));
+        }
+        let status: ClusterStatus = files::read_json_opt(&layout.status())?.unwrap_or_default();
+        let supervision = (0..manifest.replicas)
+            .map(|_| Supervision::default())
+            .collect();
+        Ok(LocalPlatform {
+            layout: layout.clone(),
+            manifest,
+            secret,
+            binary,
+            config,
+            servers,
+            ports,
+            busy,
+            supervision: Mutex::new(supervision),
+            observed: Mutex::new(Observed::default()),
+            status: Mutex::new(status),
+            endpoints: Mutex::new(None),
+            waker: Mutex::new(None),
+            manager_pid: std::process::id(),
+        })
+    }
+
+    /// The cluster directory layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The server binary.
+    pub fn binary(&self) -> &ServerBinary {
+        &self.binary
+    }
+
+    /// The launcher handle of instance `index`.
+    pub fn server(&self, index: u32) -> Option<&Arc<LocalMysqld>> {
+        self.servers.get(index as usize)
+    }
+
+    /// The secret.
+    pub fn secret(&self) -> &Secret {
+        &self.secret
+    }
+
+    /// Routes the endpoints from the role labels from now on.
+    pub fn attach_endpoints(&self, endpoints: Arc<Endpoints>) {
+        *lock(&self.endpoints) = Some(endpoints);
+        self.refresh_routes();
+    }
+
+    /// Lets the platform start a manager round at once (after a restart or a request).
+    pub fn set_waker(&self, waker: Arc<Notify>) {
+        *lock(&self.waker) = Some(waker);
+    }
+
+    fn wake(&self) {
+        if let Some(w) = lock(&self.waker).as_ref() {
+            w.notify_one();
+        }
+    }
+
+    fn instance_addr(&self, index: u32) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.manifest.instance_port(index)))
+    }
+
+    /// Recomputes the endpoints' routes: labelled and ready instances only, as a Service
+    /// selects Ready Pods by label.
+    fn refresh_routes(&self) {
+        let Some(endpoints) = lock(&self.endpoints).clone() else {
+            return;
+        };
+        let pods = match PodsFile::load(&self.layout) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading pods.json for routing failed");
+                return;
+            }
+        };
+        let ready = lock(&self.observed).ready.clone();
+        let mut routes = Routes::default();
+        for index in 0..self.manifest.replicas {
+            if !ready.get(index as usize).copied().unwrap_or(false) {
+                continue;
+            }
+            let backend = Backend {
+                index,
+                addr: self.instance_addr(index),
+            };
+            match pods.get(index).role {
+                Some(Role::Primary) if routes.primary.is_none() => routes.primary = Some(backend),
+                Some(Role::Replica) => routes.replicas.push(backend),
+                _ => {}
+            }
+        }
+        endpoints.set_routes(routes);
+    }
+
+    /// The pid of instance `index`'s server, if it runs.
+    pub fn pid(&self, index: u32) -> Option<u32> {
+        self.server(index).and_then(|s| s.running_pid())
+    }
+
+    /// True when instance `index` runs and answers.
+    pub async fn is_ready(&self, index: u32) -> bool {
+        if self.pid(index).is_none() {
+            return false;
+        }
+        socket_greets(&self.layout.socket(index), self.config.ready_probe_timeout).await
+    }
+
+    fn record_local(&self, event: &Event) {
+        let record = EventRecord {
+            time: Timestamp(i64::try_from(now_ms() / 1000).unwrap_or(0)).to_string(),
+            type_: event.type_,
+            reason: event.reason.clone(),
+            message: event.message.clone(),
+        };
+        match event.type_ {
+            EventType::Normal => {
+                tracing::info!(reason = %event.reason, message = %event.message, "event")
+            }
+            EventType::Warning => {
+                tracing::warn!(reason = %event.reason, message = %event.message, "event")
+            }
+        }
+        if let Err(e) = files::append_json_line(&self.layout.events(), &record) {
+            tracing::warn!(error = %e, "recording an event failed");
+        }
+    }
+
+    /// Starts every instance that does not run (initialising a wiped datadir first) and waits
+    /// until all answer. Used when the manager starts; crashed instances later are the
+    /// supervisor's job.
+    pub async fn start_all(&self) -> Result<(), LocalError> {
+        let starts = (0..self.manifest.replicas).map(|index| async move {
+            if self.pid(index).is_some() {
+                return Ok(());
+            }
+            self.start_instance(index, &[]).await
+        });
+        for result in futures::future::join_all(starts).await {
+            result?;
+        }
+        Ok(())
+    }
+
+    /// Starts instance `index` with `args`, re-creating its datadir and users first when it
+    /// was wiped, and waits until it answers.
+    async fn start_instance(&self, index: u32, args: &[String]) -> Result<(), LocalError> {
+        let server = self
+            .servers
+            .get(index as usize)
+            .ok_or(LocalError::NoSuchInstance {
+                index,
+                replicas: self.manifest.replicas,
+            })?;
+        if !server.is_initialized() {
+            tracing::info!(index, "datadir is empty: initialising it");
+            super::create::initialize_instance(&self.layout, &self.manifest, &self.secret, server)
+                .await?;
+            return Ok(());
+        }
+        server
+            .start_and_wait(args, self.config.boot_timeout)
+            .await
+            .map_err(|e| LocalError::other(format!("instance {index}: start"), e.to_string()))?;
+        Ok(())
+    }
+
+    /// Stops every instance (replicas first, the primary last), SIGTERM then SIGKILL after
+    /// the grace period.
+    pub async fn stop_all(&self) -> Result<(), LocalError> {
+        let primary = lock(&self.status).current_primary_index;
+        stop_servers(&self.servers, primary, self.config.stop_grace).await
+    }
+
+    /// One pass of the restart rules (call it every few hundred milliseconds):
+    ///
+    /// 1. An instance that runs, or that the platform is working on (clone), is left alone.
+    /// 2. An instance under a `moco local kill` hold stays down until the hold ends
+    ///    (`--down-for`) or is lifted (`moco local start N`).
+    /// 3. A crashed *replica* is restarted at once; MariaDB gets `--init-rpl-role=SLAVE`, which
+    ///    rolls back transactions at the binlog tail that were never acknowledged.
+    /// 4. A crashed *primary* (per `status.currentPrimaryIndex`) of a multi-instance cluster
+    ///    is left down while the manager fails over; once the primary index moved it is a
+    ///    replica (rule 3). If the index has not moved after
+    ///    [`LocalConfig::primary_restart_grace`] (no failover possible) it is restarted as it
+    ///    was. A single-instance cluster's primary is restarted at once.
+    /// 5. A failed restart is retried with a doubling pause (1 s up to
+    ///    [`LocalConfig::restart_backoff_max`]); a wiped datadir is re-initialised first.
+    pub fn supervise_once(self: &Arc<Self>) {
+        let pods = PodsFile::load(&self.layout).unwrap_or_default();
+        let primary = lock(&self.status).current_primary_index;
+        let now = Instant::now();
+        let mut sup = lock(&self.supervision);
+        for index in 0..self.manifest.replicas {
+            let i = index as usize;
+            let (Some(busy), Some(state)) = (self.busy.get(i), sup.get_mut(i)) else {
+                continue;
+            };
+            if busy.load(Ordering::SeqCst) {
+                continue;
+            }
+            if self.pid(index).is_some() {
+                *state = Supervision::default();
+                continue;
+            }
+            let hold = pods.get(index).kill_hold;
+            if hold.as_ref().is_some_and(|h| h.active(now_ms())) {
+                state.down_since = None;
+                continue;
+            }
+            let down_since = *state.down_since.get_or_insert(now);
+            if state.not_before.is_some_and(|t| now < t) {
+                continue;
+            }
+            let is_primary = index == primary;
+            if is_primary
+                && self.manifest.replicas > 1
+                && now.duration_since(down_since) < self.config.primary_restart_grace
+            {
+                continue;
+            }
+            let mut args = Vec::new();
+            if !is_primary && self.manifest.flavor == Flavor::Mariadb {
+                args.push("--init-rpl-role=SLAVE".to_owned());
+            }
+            busy.store(true, Ordering::SeqCst);
+            let this = Arc::clone(self);
+            let had_hold = hold.is_some();
+            tokio::spawn(async move {
+                this.restart_crashed(index, args, is_primary, had_hold)
+                    .await;
+            });
+        }
+    }
+
+    async fn restart_crashed(
+        &self,
+        index: u32,
+        args: Vec<String>,
+        as_primary: bool,
+        had_hold: bool,
+    ) {
+        let started = Instant::now();
+        let result = self.start_instance(index, &args).await;
+        let i = index as usize;
+        match result {
+            Ok(()) => {
+                if had_hold {
+                    let _ = PodsFile::update(&self.layout, |p| {
+                        if let Some(meta) = p.instances.get_mut(&index) {
+                            meta.kill_hold = None;
+                        }
+                    });
+                }
+                let how = if args.is_empty() {
+                    String::new()
+                } else {
+                    format!(" with {}", args.join(" "))
+                };
+                let role = if as_primary { "primary" } else { "replica" };
+                self.record_local(&Event::normal(
+                    "InstanceRestarted",
+                    format!(
+                        "instance {index} ({role}) restarted{how} in {} ms",
+                        started.elapsed().as_millis()
+                    ),
+                ));
+                if let Some(s) = lock(&self.supervision).get_mut(i) {
+                    *s = Supervision::default();
+                }
+                self.wake();
+            }
+            Err(e) => {
+                let failures = {
+                    let mut sup = lock(&self.supervision);
+                    let Some(s) = sup.get_mut(i) else {
+                        return;
+                    };
+                    s.failures += 1;
+                    let pause = Duration::from_secs(1u64 << s.failures.min(6).saturating_sub(1))
+                        .min(self.config.restart_backoff_max);
+                    s.not_before = Some(Instant::now() + pause);
+                    s.failures
+                };
+                self.record_local(&Event::warning(
+                    "InstanceRestartFailed",
+                    format!("instance {index}: restart failed ({failures} in a row): {e}"),
+                ));
+            }
+        }
+        if let Some(b) = self.busy.get(i) {
+            b.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Writes `state.json` from the last round (or only `last_error` when the round failed
+    /// before deciding).
+    pub fn write_snapshot(&self, last_error: Option<String>) -> Result<(), LocalError> {
+        let observed = lock(&self.observed);
+        let pods = PodsFile::load(&self.layout).unwrap_or_default();
+        let status = lock(&self.status).clone();
+        let now = now_ms();
+        let (state, action, candidates, errant, facts) = match &observed.round {
+            Some((facts, decision)) => (
+                decision.state.as_str().to_owned(),
+                serde_json::to_value(decision.action)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                decision.assessment.candidates.clone(),
+                decision.assessment.errant.clone(),
+                Some(facts),
+            ),
+            None => (
+                "Unknown".to_owned(),
+                "none".to_owned(),
+                vec![],
+                vec![],
+                None,
+            ),
+        };
+        let instances = (0..self.manifest.replicas)
+            .map(|index| {
+                let mysqld = facts
+                    .and_then(|f| f.instances.iter().find(|i| i.index == index))
+                    .and_then(|i| i.mysqld.as_ref());
+                let meta = pods.get(index);
+                let replica = mysqld.and_then(|m| m.replica_status.as_ref());
+                let error = replica.and_then(|r| {
+                    if r.last_io_errno != 0 {
+                        Some(format!("IO {}: {}", r.last_io_errno, r.last_io_error))
+                    } else if r.last_sql_errno != 0 {
+                        Some(format!("SQL {}: {}", r.last_sql_errno, r.last_sql_error))
+                    } else {
+                        None
+                    }
+                });
+                InstanceSnapshot {
+                    index,
+                    role: meta.role.map_or("none", Role::as_str).to_owned(),
+                    port: self.manifest.instance_port(index),
+                    pid: self.pid(index),
+                    reachable: mysqld.is_some(),
+                    ready: observed.ready.get(index as usize).copied().unwrap_or(false),
+                    executed_gtids: mysqld
+                        .map(|m| m.gtid_executed.to_string())
+                        .unwrap_or_default(),
+                    lag: if index == status.current_primary_index {
+                        None
+                    } else {
+                        replica.and_then(|r| r.seconds_behind_source)
+                    },
+                    errant: errant.contains(&index),
+                    read_only: mysqld.map(|m| m.read_only),
+                    source: replica.map(|r| format!("{}:{}", r.source_host, r.source_port)),
+                    replication_error: error,
+                    held_down: meta.kill_hold.as_ref().is_some_and(|h| h.active(now)),
+                }
+            })
+            .collect();
+        let snapshot = ClusterSnapshot {
+            updated_at: Timestamp(i64::try_from(now / 1000).unwrap_or(0)).to_string(),
+            updated_at_ms: now,
+            manager_pid: self.manager_pid,
+            state,
+            action,
+            current_primary_index: status.current_primary_index,
+            candidates,
+            endpoints: EndpointAddrs {
+                primary: format!("127.0.0.1:{}", self.manifest.primary_port()),
+                replica: format!("127.0.0.1:{}", self.manifest.replica_port()),
+            },
+            conditions: status.conditions.clone(),
+            flavor: match self.manifest.flavor {
+                Flavor::Mariadb => "mariadb".to_owned(),
+                Flavor::Mysql => "mysql".to_owned(),
+            },
+            instances,
+            last_error,
+        };
+        drop(observed);
+        snapshot.save(&self.layout)
+    }
+
+    fn mark_busy(&self, index: u32) -> Result<BusyGuard, PortError> {
+        let flag = self
+            .busy
+            .get(index as usize)
+            .ok_or_else(|| PortError::Failed {
+                target: format!("instance {index}"),
+                message: "no such instance".to_owned(),
+            })?;
+        flag.store(true, Ordering::SeqCst);
+        Ok(BusyGuard(Arc::clone(flag)))
+    }
+
+    /// A healthy replica to copy from instead of `donor` (a backup on a primary blocks its
+    /// commits for a while): a switchover candidate other than `target`.
+    fn preferred_donor(&self, target: u32, donor: &ReplicationSource) -> u32 {
+        let fallback = match donor {
+            ReplicationSource::Instance { index, .. } => *index,
+            ReplicationSource::External { .. } => lock(&self.status).current_primary_index,
+        };
+        let observed = lock(&self.observed);
+        observed
+            .round
+            .as_ref()
+            .and_then(|(_, d)| {
+                d.assessment
+                    .candidates
+                    .iter()
+                    .copied()
+                    .find(|&c| c != target && self.pid(c).is_some())
+            })
+            .unwrap_or(fallback)
+    }
+}
+
+/// Clears a busy flag when the work ends, however it ends.
+struct BusyGuard(Arc<AtomicBool>);
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Stops `servers`, all but `primary` first (concurrently), then `primary`.
+pub async fn stop_servers(
+    servers: &[Arc<LocalMysqld>],
+    primary: u32,
+    grace: Duration,
+) -> Result<(), LocalError> {
+    let stop =
+        |index: usize, server: &Arc<LocalMysqld>| {
+            let server = Arc::clone(server);
+            async move {
+                server.stop(grace).await.map(|_| ()).map_err(|e| {
+                    LocalError::other(format!("instance {index}: stop"), e.to_string())
+                })
+            }
+        };
+    let replicas = servers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != primary as usize)
+        .map(|(i, s)| stop(i, s));
+    let mut first_error = None;
+    for r in futures::future::join_all(replicas).await {
+        if let Err(e) = r {
+            first_error.get_or_insert(e);
+        }
+    }
+    if let Some(server) = servers.get(primary as usize)
+        && let Err(e) = stop(primary as usize, server).await
+    {
+        first_error.get_or_insert(e);
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+#[async_trait]
+impl Platform for LocalPlatform {
+    async fn observe(&self) -> Result<ClusterView, PortError> {
+        let root = self.layout.root().display().to_string();
+        let status: ClusterStatus = files::read_json_opt(&self.layout.status())
+            .map_err(|e| port_err(root.clone(), e))?
+            .unwrap_or_default();
+        *lock(&self.status) = status.clone();
+        let pods = PodsFile::load(&self.layout).map_err(|e| port_err(root.clone(), e))?;
+        let readiness =
+            futures::future::join_all((0..self.manifest.replicas).map(|i| self.is_ready(i))).await;
+        lock(&self.observed).ready = readiness.clone();
+        self.refresh_routes();
+        let instances = (0..self.manifest.replicas)
+            .zip(readiness)
+            .map(|(index, ready)| {
+                let meta = pods.get(index);
+                InstanceSlot {
+                    index,
+                    host: "127.0.0.1".to_owned(),
+                    port: self.manifest.instance_port(index),
+                    pod: PodFacts {
+                        exists: self.layout.mycnf(index).is_file(),
+                        ready,
+                        deleting: false,
+                        demote: meta.demote,
+                        prevent_delete: meta.prevent_delete,
+                        role_label: meta.role,
+                    },
+                }
+            })
+            .collect();
+        Ok(ClusterView {
+            spec: SpecFacts {
+                replicas: self.manifest.replicas,
+                external_source: None,
+                restore: false,
+                offline: false,
+                server_id_base: self.manifest.server_id_base,
+                max_delay_seconds_for_pod_deletion: 0,
+                flavor: self.manifest.flavor,
+                startup_wait_seconds: 3600,
+            },
+            status,
+            instances,
+            switchover_to: pods.switchover_to,
+        })
+    }
+
+    fn mysql(&self, slot: &InstanceSlot) -> Arc<dyn MysqlPort> {
+        match self.ports.get(slot.index as usize) {
+            Some(p) => Arc::clone(p),
+            None => sql::port(&self.manifest, &self.layout, slot.index, &self.secret),
+        }
+    }
+
+    fn credentials(&self, user: MocoUser) -> Credentials {
+        self.secret.credentials(user)
+    }
+
+    async fn external_credentials(&self) -> Result<Credentials, PortError> {
+        Err(PortError::Failed {
+            target: self.layout.root().display().to_string(),
+            message: "a local cluster has no external replication source".to_owned(),
+        })
+    }
+
+    async fn set_role_label(&self, index: u32, role: Option<Role>) -> Result<(), PortError> {
+        PodsFile::update(&self.layout, |p| {
+            p.instances.entry(index).or_default().role = role;
+        })
+        .map_err(|e| port_err(format!("instance {index}"), e))?;
+        self.refresh_routes();
+        Ok(())
+    }
+
+    async fn set_prevent_delete(&self, index: u32, enabled: bool) -> Result<(), PortError> {
+        PodsFile::update(&self.layout, |p| {
+            p.instances.entry(index).or_default().prevent_delete = enabled;
+        })
+        .map(|_| ())
+        .map_err(|e| port_err(format!("instance {index}"), e))
+    }
+
+    async fn remove_demote(&self, index: u32) -> Result<(), PortError> {
+        PodsFile::update(&self.layout, |p| {
+            if let Some(meta) = p.instances.get_mut(&index) {
+                meta.demote = false;
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| port_err(format!("instance {index}"), e))
+    }
+
+    async fn write_status(&self, status: &ClusterStatus) -> Result<(), PortError> {
+        files::write_json(&self.layout.status(), status, 0o644)
+            .map_err(|e| port_err(self.layout.status().display().to_string(), e))?;
+        *lock(&self.status) = status.clone();
+        // A `switchover --to N` request is done once N is the primary.
+        let primary = status.current_primary_index;
+        PodsFile::update(&self.layout, |p| {
+            if p.switchover_to == Some(primary) {
+                p.switchover_to = None;
+            }
+        })
+        .map_err(|e| port_err(self.layout.pods().display().to_string(), e))?;
+        Ok(())
+    }
+
+    async fn record_event(&self, event: &Event) -> Result<(), PortError> {
+        self.record_local(event);
+        Ok(())
+    }
+
+    async fn clone_instance(
+        &self,
+        index: u32,
+        donor: &ReplicationSource,
+        boot_timeout: Duration,
+    ) -> Result<(), PortError> {
+        let target = format!("instance {index}");
+        let _busy = self.mark_busy(index)?;
+        let server = self
+            .server(index)
+            .cloned()
+            .ok_or_else(|| PortError::Failed {
+                target: target.clone(),
+                message: "no such instance".to_owned(),
+            })?;
+        let donor_index = self.preferred_donor(index, donor);
+        let donor_server = self
+            .server(donor_index)
+            .cloned()
+            .ok_or_else(|| PortError::Failed {
+                target: target.clone(),
+                message: format!("donor instance {donor_index} does not exist"),
+            })?;
+        let started = Instant::now();
+        let job = clone::CloneJob {
+            layout: &self.layout,
+            manifest: &self.manifest,
+            secret: &self.secret,
+            binary: &self.binary,
+            target_index: index,
+            target: &server,
+            donor_index,
+            donor: &donor_server,
+            donor_port: self.ports.get(donor_index as usize).cloned(),
+            stop_grace: self.config.stop_grace,
+            boot_timeout: boot_timeout.max(self.config.boot_timeout),
+        };
+        clone::run(job).await.map_err(|e| port_err(target, e))?;
+        self.record_local(&Event::normal(
+            "CloneCompleted",
+            format!(
+                "instance {index} was copied from instance {donor_index} in {} ms",
+                started.elapsed().as_millis()
+            ),
+        ));
+        Ok(())
+    }
+
+    async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {
+        lock(&self.observed).round = Some((facts.clone(), decision.clone()));
+    }
+}

@@ -1,0 +1,321 @@
+//! The `moco local` manager process: the cluster manager, the role-following endpoints, the
+//! restart supervisor and the `state.json` snapshot, until shutdown; then every instance is
+//! stopped.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::error::LocalError;
+use super::files::{self, FileLock};
+use super::layout::Layout;
+use super::manifest::Manifest;
+use super::platform::{LocalConfig, LocalPlatform, stop_servers};
+use super::proxy::{Endpoints, ProxyConfig};
+use crate::manager::{Manager, ManagerConfig};
+use crate::mysqld::{LocalMysqld, ServerBinary, process_alive};
+use crate::ports::Platform;
+
+/// Options of the manager process.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Pause between rounds when nothing changes.
+    pub check_interval: Duration,
+    /// Platform timing.
+    pub local: LocalConfig,
+    /// Endpoint tuning.
+    pub proxy: ProxyConfig,
+    /// How often the restart rules run.
+    pub supervise_interval: Duration,
+    /// Stop every instance when the manager stops.
+    pub stop_instances_on_exit: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            check_interval: Duration::from_secs(1),
+            local: LocalConfig::default(),
+            proxy: ProxyConfig::default(),
+            supervise_interval: Duration::from_millis(200),
+            stop_instances_on_exit: true,
+        }
+    }
+}
+
+/// A started manager: the platform, the endpoints and the background tasks.
+#[derive(Debug)]
+pub struct RunningCluster {
+    platform: Arc<LocalPlatform>,
+    endpoints: Arc<Endpoints>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    stop_instances_on_exit: bool,
+    _lock: FileLock,
+}
+
+/// The pid in `manager.pid` when that manager still runs (it holds `manager.lock`).
+pub fn running_manager(layout: &Layout) -> Result<Option<u32>, LocalError> {
+    let lock = FileLock::try_acquire(&layout.manager_lock())?;
+    if lock.is_some() {
+        return Ok(None);
+    }
+    let pid = std::fs::read_to_string(layout.manager_pid())
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok());
+    Ok(pid.filter(|p| process_alive(*p)).or(Some(0)))
+}
+
+impl RunningCluster {
+    /// Takes the manager lock, starts every instance that does not run, binds the endpoints
+    /// and starts the manager loop, the supervisor and the snapshot writer.
+    pub async fn start(layout: &Layout, options: RunOptions) -> Result<RunningCluster, LocalError> {
+        let manifest = Manifest::load(layout)?;
+        let Some(lock) = FileLock::try_acquire(&layout.manager_lock())? else {
+            let pid = std::fs::read_to_string(layout.manager_pid()).unwrap_or_default();
+            return Err(LocalError::other(
+                layout.root().display().to_string(),
+                format!("a manager is already running (pid {})", pid.trim()),
+            ));
+        };
+        files::write_atomic(
+            &layout.manager_pid(),
+            format!("{}\n", std::process::id()).as_bytes(),
+            0o644,
+        )?;
+        let platform = Arc::new(LocalPlatform::open(layout, options.local.clone())?);
+        // Bind first: a taken endpoint port must fail before any server is started.
+        let loopback = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let endpoints = Arc::new(
+            Endpoints::bind(
+                loopback(manifest.primary_port()),
+                loopback(manifest.replica_port()),
+                options.proxy,
+            )
+            .await?,
+        );
+        platform.start_all().await?;
+        platform.attach_endpoints(Arc::clone(&endpoints));
+        let manager = Arc::new(Manager::new(
+            Arc::clone(&platform) as Arc<dyn Platform>,
+            ManagerConfig {
+                check_interval: options.check_interval,
+                ..ManagerConfig::default()
+            },
+        ));
+        platform.set_waker(manager.waker());
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let tasks = vec![
+            tokio::spawn(manager_loop(
+                Arc::clone(&manager),
+                Arc::clone(&platform),
+                options.check_interval,
+                shutdown_rx.clone(),
+            )),
+            tokio::spawn(supervisor_loop(
+                Arc::clone(&platform),
+                options.supervise_interval,
+                shutdown_rx,
+            )),
+        ];
+        Ok(RunningCluster {
+            platform,
+            endpoints,
+            shutdown,
+            tasks,
+            stop_instances_on_exit: options.stop_instances_on_exit,
+            _lock: lock,
+        })
+    }
+
+    /// The platform.
+    pub fn platform(&self) -> &Arc<LocalPlatform> {
+        &self.platform
+    }
+
+    /// The endpoints.
+    pub fn endpoints(&self) -> &Arc<Endpoints> {
+        &self.endpoints
+    }
+
+    /// Stops the loops and the endpoints, then (if configured) every instance.
+    pub async fn stop(self) -> Result<(), LocalError> {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        if let Ok(endpoints) = Arc::try_unwrap(self.endpoints) {
+            endpoints.shutdown().await;
+        }
+        let result = if self.stop_instances_on_exit {
+            self.platform.stop_all().await
+        } else {
+            Ok(())
+        };
+        let _ = std::fs::remove_file(self.platform.layout().manager_pid());
+        result
+    }
+}
+
+async fn manager_loop(
+    manager: Arc<Manager>,
+    platform: Arc<LocalPlatform>,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let waker = manager.waker();
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let round = tokio::select! {
+            r = manager.run_once() => r,
+            _ = shutdown.changed() => return,
+        };
+        let (again, error) = match round {
+            Ok(report) => (report.redo(), None),
+            Err(err) => {
+                tracing::warn!(%err, "round failed");
+                (false, Some(err.to_string()))
+            }
+        };
+        if let Err(e) = platform.write_snapshot(error) {
+            tracing::warn!(error = %e, "writing state.json failed");
+        }
+        if again {
+            continue;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = waker.notified() => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+async fn supervisor_loop(
+    platform: Arc<LocalPlatform>,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        platform.supervise_once();
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Stops every instance of a cluster whose manager does not run (by pid, as recorded in
+/// each instance's pid file).
+pub async fn stop_instances(layout: &Layout, grace: Duration) -> Result<(), LocalError> {
+    let manifest = Manifest::load(layout)?;
+    let binary = ServerBinary::from_path(&manifest.server).map_err(|e| {
+        LocalError::other(
+            format!("server binary {}", manifest.server.display()),
+            e.to_string(),
+        )
+    })?;
+    let mut servers = Vec::new();
+    for index in 0..manifest.replicas {
+        if !layout.mycnf(index).is_file() {
+            continue;
+        }
+        let server = LocalMysqld::open(binary.clone(), &layout.instance_dir(index))
+            .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))?;
+        servers.push(Arc::new(server));
+    }
+    let status: moco_core::status::ClusterStatus =
+        files::read_json_opt(&layout.status())?.unwrap_or_default();
+    stop_servers(&servers, status.current_primary_index, grace).await
+}
+
+/// SIGKILLs instance `index`'s server (a simulated crash) and waits until it is gone.
+/// Returns `false` when it was not running.
+pub async fn kill_instance(
+    layout: &Layout,
+    manifest: &Manifest,
+    index: u32,
+) -> Result<bool, LocalError> {
+    manifest.check_index(index)?;
+    let binary = ServerBinary::from_path(&manifest.server).map_err(|e| {
+        LocalError::other(
+            format!("server binary {}", manifest.server.display()),
+            e.to_string(),
+        )
+    })?;
+    let server = LocalMysqld::open(binary, &layout.instance_dir(index))
+        .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))?;
+    server
+        .kill()
+        .await
+        .map_err(|e| LocalError::other(format!("instance {index}: kill"), e.to_string()))
+}
+
+/// True when `pid`'s command line is a `moco local` manager (`moco local up|resume|run`).
+fn is_manager_process(pid: u32) -> bool {
+    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<String> = raw
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    args.windows(2)
+        .any(|w| w[0] == "local" && matches!(w[1].as_str(), "up" | "resume" | "run"))
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) -> Result<(), LocalError> {
+    let target = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| LocalError::other(format!("pid {pid}"), "not a valid process id"))?;
+    match rustix::process::kill_process(target, sig) {
+        Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
+        Err(e) => Err(LocalError::other(
+            format!("manager pid {pid}"),
+            format!("signal: {e}"),
+        )),
+    }
+}
+
+/// Stops a running manager (SIGTERM; SIGKILL after `timeout`) and waits until its lock is
+/// released. Returns its pid, or `None` when no manager ran.
+pub async fn stop_manager(layout: &Layout, timeout: Duration) -> Result<Option<u32>, LocalError> {
+    let Some(pid) = running_manager(layout)? else {
+        return Ok(None);
+    };
+    if pid == 0 || !is_manager_process(pid) {
+        return Err(LocalError::other(
+            layout.manager_lock().display().to_string(),
+            format!(
+                "held by a process that is not a moco local manager (manager.pid says {pid}); not signalling it"
+            ),
+        ));
+    }
+    signal(pid, rustix::process::Signal::TERM)?;
+    let mut deadline = tokio::time::Instant::now() + timeout;
+    let mut killed = false;
+    loop {
+        if FileLock::try_acquire(&layout.manager_lock())?.is_some() || !process_alive(pid) {
+            return Ok(Some(pid));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            if killed {
+                return Err(LocalError::Timeout {
+                    what: format!("stopping the manager (pid {pid})"),
+                    seconds: timeout.as_secs() + 10,
+                    detail: None,
+                });
+            }
+            tracing::warn!(pid, "the manager ignored SIGTERM; sending SIGKILL");
+            signal(pid, rustix::process::Signal::KILL)?;
+            killed = true;
+            deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

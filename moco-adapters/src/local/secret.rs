@@ -1,0 +1,176 @@
+//! `DIR/secret.json` (the passwords of MOCO's accounts, mode 0600) and the client option files
+//! `DIR/client/<user>.cnf` (mode 0600) for `mariadb --defaults-extra-file=…`.
+//!
+//! Every instance has the same accounts with the same passwords, as in MOCO's Secret.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::LocalError;
+use super::files;
+use super::layout::Layout;
+use super::manifest::{Manifest, random_hex};
+use crate::ports::{Credentials, MocoUser};
+
+/// MOCO's accounts (moco-reference §c.1), in the order MOCO lists them.
+pub const MOCO_USERS: [&str; 8] = [
+    "moco-admin",
+    "moco-agent",
+    "moco-repl",
+    "moco-clone-donor",
+    "moco-exporter",
+    "moco-backup",
+    "moco-readonly",
+    "moco-writable",
+];
+
+/// The account name of a [`MocoUser`].
+pub fn user_name(user: MocoUser) -> &'static str {
+    match user {
+        MocoUser::Admin => "moco-admin",
+        MocoUser::Repl => "moco-repl",
+        MocoUser::CloneDonor => "moco-clone-donor",
+    }
+}
+
+/// The contents of `secret.json`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Secret {
+    /// Account name → password.
+    pub passwords: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secret")
+            .field("users", &self.passwords.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Secret {
+    /// New random passwords (16 random bytes, hex: 32 characters, as MOCO makes them).
+    pub fn generate() -> Result<Secret, LocalError> {
+        let mut passwords = BTreeMap::new();
+        for user in MOCO_USERS {
+            passwords.insert(user.to_owned(), random_hex(16)?);
+        }
+        Ok(Secret { passwords })
+    }
+
+    /// The password of `user`.
+    pub fn password(&self, user: &str) -> Result<&str, LocalError> {
+        self.passwords
+            .get(user)
+            .map(String::as_str)
+            .ok_or_else(|| LocalError::other("secret.json", format!("no password for {user}")))
+    }
+
+    /// Credentials of a manager account.
+    pub fn credentials(&self, user: MocoUser) -> Credentials {
+        let name = user_name(user);
+        Credentials {
+            user: name.to_owned(),
+            password: self.passwords.get(name).cloned().unwrap_or_default(),
+        }
+    }
+
+    /// Writes `secret.json` (0600).
+    pub fn save(&self, layout: &Layout) -> Result<(), LocalError> {
+        files::write_json(&layout.secret(), self, 0o600)
+    }
+
+    /// Reads `secret.json`, checking every account is present.
+    pub fn load(layout: &Layout) -> Result<Secret, LocalError> {
+        let secret: Secret = files::read_json(&layout.secret())?;
+        for user in MOCO_USERS {
+            secret.password(user).map_err(|_| {
+                LocalError::other(
+                    layout.secret().display().to_string(),
+                    format!("no password for {user}"),
+                )
+            })?;
+        }
+        Ok(secret)
+    }
+
+    /// Writes `client/<user>.cnf` for every account: `[client]` with user, password and the
+    /// endpoint it should use — the replica endpoint for `moco-readonly` when the cluster has
+    /// replicas, the primary endpoint otherwise.
+    pub fn write_client_files(
+        &self,
+        layout: &Layout,
+        manifest: &Manifest,
+    ) -> Result<(), LocalError> {
+        let dir = layout.client_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| LocalError::io(&dir, "create", e))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| LocalError::io(&dir, "set permissions", e))?;
+        for user in MOCO_USERS {
+            let port = if user == "moco-readonly" && manifest.replicas > 1 {
+                manifest.replica_port()
+            } else {
+                manifest.primary_port()
+            };
+            let text = client_cnf(user, self.password(user)?, port);
+            files::write_atomic(&layout.client_cnf(user), text.as_bytes(), 0o600)?;
+        }
+        Ok(())
+    }
+}
+
+/// A `[client]` option file.
+pub fn client_cnf(user: &str, password: &str, port: u16) -> String {
+    format!(
+        "# moco local: {user} through 127.0.0.1:{port}\n[client]\nuser={user}\npassword={password}\nhost=127.0.0.1\nport={port}\nprotocol=TCP\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use moco_core::facts::Flavor;
+
+    #[test]
+    fn secret_and_client_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = Layout::new(tmp.path());
+        let s = Secret::generate().unwrap();
+        assert_eq!(s.passwords.len(), 8);
+        assert!(s.passwords.values().all(|p| p.len() == 32));
+        s.save(&layout).unwrap();
+        let mode = std::fs::metadata(layout.secret())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(Secret::load(&layout).unwrap(), s);
+        let manifest = Manifest {
+            kind: super::super::manifest::MANIFEST_KIND.into(),
+            format_version: super::super::manifest::FORMAT_VERSION,
+            cluster_id: "x".into(),
+            name: "c".into(),
+            created_at: String::new(),
+            created_by: String::new(),
+            phase: super::super::manifest::Phase::Ready,
+            flavor: Flavor::Mariadb,
+            server_version: String::new(),
+            replicas: 3,
+            base_port: 30000,
+            server: "/usr/sbin/mariadbd".into(),
+            server_id_base: 1,
+        };
+        s.write_client_files(&layout, &manifest).unwrap();
+        let w = std::fs::read_to_string(layout.client_cnf("moco-writable")).unwrap();
+        assert!(w.contains("user=moco-writable\n"));
+        assert!(w.contains(&format!("password={}\n", s.passwords["moco-writable"])));
+        assert!(w.contains("port=30000\n"));
+        let r = std::fs::read_to_string(layout.client_cnf("moco-readonly")).unwrap();
+        assert!(r.contains("port=30001\n"));
+        let debug = format!("{s:?}");
+        assert!(!debug.contains(&s.passwords["moco-admin"]));
+    }
+}

@@ -1,0 +1,915 @@
+//! `moco local`: a replicated MySQL/MariaDB cluster as local processes, driven by the same
+//! engine as the operator, with two role-following endpoints instead of Services.
+//!
+//! ```text
+//! moco local up --dir DIR --replicas N [--base-port P] [--flavor mariadb|mysql] [--server PATH] [--detach]
+//! moco local status --dir DIR [--json]
+//! moco local switchover --dir DIR [--to N]
+//! moco local kill --dir DIR N [--down-for 30s | --keep-down]
+//! moco local start --dir DIR N
+//! moco local resume --dir DIR [--detach]
+//! moco local down --dir DIR [--wipe]
+//! ```
+//!
+//! Restart rule: the manager restarts crashed instances (like a kubelet). `kill` marks the
+//! instance as held down first: it stays down for `--down-for` (default 30 s) or, with
+//! `--keep-down`, until `moco local start N`. A crashed primary is restarted only after the
+//! manager failed over (then as a replica, MariaDB with `--init-rpl-role=SLAVE`), or after
+//! 20 s when no failover is possible.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand, ValueEnum};
+use moco_adapters::local::create::{self, CreateOptions};
+use moco_adapters::local::pods::{KillHold, PodsFile, now_ms};
+use moco_adapters::local::run::{self as local_run, RunOptions, RunningCluster};
+use moco_adapters::local::snapshot::ClusterSnapshot;
+use moco_adapters::local::{Layout, LocalError, Manifest};
+use moco_core::facts::Flavor;
+use moco_core::status::ClusterStatus;
+
+/// Arguments of `moco local`.
+#[derive(Debug, Args)]
+pub struct LocalArgs {
+    #[command(subcommand)]
+    command: LocalCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum LocalCommand {
+    /// Create a cluster in DIR and start it (instances, manager, endpoints).
+    Up(UpArgs),
+    /// Start the manager of an existing, stopped cluster again.
+    Resume(ResumeArgs),
+    /// Show the cluster's state, roles, endpoints and per-instance replication.
+    Status(StatusArgs),
+    /// Move the primary to another instance.
+    Switchover(SwitchoverArgs),
+    /// SIGKILL one instance's server (a crash, to drill failover).
+    Kill(KillArgs),
+    /// Let a killed instance start again now.
+    Start(StartArgs),
+    /// Stop the manager and every instance; `--wipe` also deletes DIR.
+    Down(DownArgs),
+    /// The manager process itself (what `--detach` runs in the background).
+    #[command(hide = true)]
+    Run(RunArgs),
+}
+
+/// The server family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum FlavorArg {
+    /// MariaDB 10.11+.
+    Mariadb,
+    /// MySQL 8.0 / 8.4.
+    Mysql,
+}
+
+#[derive(Debug, Args)]
+struct DirArg {
+    /// The cluster directory.
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct ManagerArgs {
+    /// Run the manager in the background (log in DIR/manager.log) and return once the
+    /// cluster is Healthy.
+    #[arg(long)]
+    detach: bool,
+    /// Pause between manager rounds when nothing changes (e.g. `1s`, `500ms`).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    check_interval: Duration,
+    /// With `--detach`: how long to wait for the cluster to become Healthy.
+    #[arg(long, default_value = "300s", value_parser = parse_duration)]
+    wait_timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+struct UpArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// Number of instances: 1, 3, 5, 7 or 9.
+    #[arg(long)]
+    replicas: u32,
+    /// First port of the block the cluster uses: primary endpoint = P, replica endpoint =
+    /// P+1, instance i = P+2+i. Default: the first free block from 13306.
+    #[arg(long)]
+    base_port: Option<u16>,
+    /// Require this server family.
+    #[arg(long, value_enum)]
+    flavor: Option<FlavorArg>,
+    /// The server binary (default: $MOCO_TEST_MYSQLD, else mariadbd/mysqld in PATH or
+    /// /usr/sbin).
+    #[arg(long, value_name = "PATH")]
+    server: Option<PathBuf>,
+    /// `server_id` of instance 0.
+    #[arg(long, default_value_t = 1)]
+    server_id_base: u32,
+    #[command(flatten)]
+    manager: ManagerArgs,
+}
+
+#[derive(Debug, Args)]
+struct ResumeArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    #[command(flatten)]
+    manager: ManagerArgs,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// Pause between manager rounds.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    check_interval: Duration,
+}
+
+#[derive(Debug, Args)]
+struct StatusArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct SwitchoverArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// The instance to promote (default: the engine picks the lowest-ordinal candidate).
+    #[arg(long, value_name = "N")]
+    to: Option<u32>,
+    /// How long to wait for the primary to move.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+struct KillArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// The instance ordinal.
+    index: u32,
+    /// Keep it down this long before the manager restarts it.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, conflicts_with = "keep_down")]
+    down_for: Duration,
+    /// Keep it down until `moco local start --dir DIR N`.
+    #[arg(long)]
+    keep_down: bool,
+}
+
+#[derive(Debug, Args)]
+struct StartArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// The instance ordinal.
+    index: u32,
+    /// How long to wait for it to run.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+struct DownArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// Also delete the cluster directory with all data.
+    #[arg(long)]
+    wipe: bool,
+}
+
+/// Errors of `moco local`.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalCmdError {
+    /// From the local platform.
+    #[error("{0}")]
+    Local(#[from] LocalError),
+    /// Bad arguments or state, with the flag or object named.
+    #[error("{0}")]
+    Usage(String),
+    /// The runtime could not start.
+    #[error("starting the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+fn usage(message: impl Into<String>) -> LocalCmdError {
+    LocalCmdError::Usage(message.into())
+}
+
+/// Parses `500ms`, `1s`, `2m`, `1h` or plain seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, unit) = match t.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(at) => t.split_at(at),
+        None => (t, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a duration like 500ms, 1s, 2m"))?;
+    let scale = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    let secs = value * scale;
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("{text:?}: must be a non-negative duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Runs `moco local`.
+pub fn run(args: LocalArgs) -> Result<ExitCode, LocalCmdError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(LocalCmdError::Runtime)?;
+    runtime.block_on(async move {
+        match args.command {
+            LocalCommand::Up(a) => up(a).await,
+            LocalCommand::Resume(a) => resume(a).await,
+            LocalCommand::Status(a) => status(a),
+            LocalCommand::Switchover(a) => switchover(a).await,
+            LocalCommand::Kill(a) => kill(a).await,
+            LocalCommand::Start(a) => start(a).await,
+            LocalCommand::Down(a) => down(a).await,
+            LocalCommand::Run(a) => run_manager(a).await,
+        }
+    })
+}
+
+/// Opens an existing cluster directory (refusing anything else).
+fn open(dir: &Path) -> Result<(Layout, Manifest), LocalCmdError> {
+    let layout = Layout::new(dir);
+    let manifest = Manifest::load(&layout).map_err(|e| match e {
+        LocalError::NotACluster { .. } | LocalError::Foreign { .. } => usage(format!("--dir: {e}")),
+        other => LocalCmdError::Local(other),
+    })?;
+    Ok((layout, manifest))
+}
+
+fn init_logging(layout: &Layout) -> Result<(), LocalCmdError> {
+    let path = layout.manager_log();
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| LocalError::io(&path, "open", e))?;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MOCO_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init();
+    Ok(())
+}
+
+async fn up(a: UpArgs) -> Result<ExitCode, LocalCmdError> {
+    let mut options = CreateOptions::new(&a.dir.dir, a.replicas);
+    options.base_port = a.base_port;
+    options.flavor = a.flavor.map(|f| match f {
+        FlavorArg::Mariadb => Flavor::Mariadb,
+        FlavorArg::Mysql => Flavor::Mysql,
+    });
+    options.server = a.server.clone();
+    options.server_id_base = a.server_id_base;
+    let started = Instant::now();
+    let prepared = create::prepare(options)?;
+    let m = prepared.manifest();
+    println!(
+        "creating {} instance(s) of {} {} in {} (ports {}-{})",
+        m.replicas,
+        flavor_name(m.flavor),
+        m.server_version,
+        prepared.layout().root().display(),
+        m.base_port,
+        u32::from(m.base_port) + create::port_count(m.replicas, m.flavor) - 1
+    );
+    let layout = prepared.layout().clone();
+    let manifest = create::create(prepared).await?;
+    println!(
+        "initialised {} instance(s) in {:.1} s",
+        manifest.replicas,
+        started.elapsed().as_secs_f64()
+    );
+    start_manager(&layout, &manifest, &a.manager, started).await
+}
+
+async fn resume(a: ResumeArgs) -> Result<ExitCode, LocalCmdError> {
+    let (layout, manifest) = open(&a.dir.dir)?;
+    if let Some(pid) = local_run::running_manager(&layout)? {
+        return Err(usage(format!(
+            "{}: the manager is already running (pid {pid})",
+            layout.root().display()
+        )));
+    }
+    start_manager(&layout, &manifest, &a.manager, Instant::now()).await
+}
+
+async fn start_manager(
+    layout: &Layout,
+    manifest: &Manifest,
+    args: &ManagerArgs,
+    started: Instant,
+) -> Result<ExitCode, LocalCmdError> {
+    if args.detach {
+        let exe = std::env::current_exe()
+            .map_err(|e| LocalError::io("/proc/self/exe", "locate moco", e))?;
+        let log_path = layout.manager_log();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| LocalError::io(&log_path, "open", e))?;
+        let err = log
+            .try_clone()
+            .map_err(|e| LocalError::io(&log_path, "duplicate handle of", e))?;
+        let mut command = std::process::Command::new(&exe);
+        command
+            .arg("local")
+            .arg("run")
+            .arg("--dir")
+            .arg(layout.root())
+            .arg("--check-interval")
+            .arg(format!("{}ms", args.check_interval.as_millis()))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err);
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command
+            .spawn()
+            .map_err(|e| LocalError::io(&exe, "start the manager", e))?;
+        let pid = child.id();
+        let deadline = Instant::now() + args.wait_timeout;
+        loop {
+            if let Ok(Some(exit)) = child.try_wait() {
+                return Err(usage(format!(
+                    "the manager (pid {pid}) exited with {exit}; {}:\n{}",
+                    log_path.display(),
+                    tail(&log_path, 20)
+                )));
+            }
+            let snapshot = ClusterSnapshot::load(layout).ok().flatten();
+            if let Some(s) = &snapshot
+                && s.manager_pid == pid
+                && s.state == "Healthy"
+            {
+                print_status_text(layout, manifest, Some(pid), snapshot.as_ref());
+                println!(
+                    "cluster is Healthy after {:.1} s; manager pid {pid} (log {})",
+                    started.elapsed().as_secs_f64(),
+                    log_path.display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            if Instant::now() >= deadline {
+                let state = snapshot
+                    .as_ref()
+                    .map(|s| s.state.clone())
+                    .unwrap_or_else(|| "no round yet".to_owned());
+                print_status_text(layout, manifest, Some(pid), snapshot.as_ref());
+                return Err(usage(format!(
+                    "the cluster did not become Healthy within {} s (state: {state}); the manager (pid {pid}) keeps running: see {} or stop it with `moco local down --dir {}`",
+                    args.wait_timeout.as_secs(),
+                    log_path.display(),
+                    layout.root().display()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    // Foreground: manager in this process, a live view, Ctrl-C stops everything.
+    init_logging(layout)?;
+    let options = RunOptions {
+        check_interval: args.check_interval,
+        ..RunOptions::default()
+    };
+    let cluster = RunningCluster::start(layout, options).await?;
+    println!(
+        "manager running (log {}); Ctrl-C stops the cluster",
+        layout.manager_log().display()
+    );
+    let mut view = LiveView::new(layout);
+    let mut healthy_reported = false;
+    let stop = wait_for_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                let snapshot = view.tick(manifest);
+                if !healthy_reported && snapshot.as_ref().is_some_and(|s| s.state == "Healthy") {
+                    healthy_reported = true;
+                    println!("cluster is Healthy after {:.1} s", started.elapsed().as_secs_f64());
+                }
+            }
+        }
+    }
+    println!("stopping the cluster…");
+    cluster.stop().await?;
+    println!(
+        "stopped; start it again with `moco local resume --dir {}`",
+        layout.root().display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+async fn run_manager(a: RunArgs) -> Result<ExitCode, LocalCmdError> {
+    let (layout, _manifest) = open(&a.dir.dir)?;
+    init_logging(&layout)?;
+    let options = RunOptions {
+        check_interval: a.check_interval,
+        ..RunOptions::default()
+    };
+    let cluster = match RunningCluster::start(&layout, options).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "manager start failed");
+            return Err(e.into());
+        }
+    };
+    tracing::info!(pid = std::process::id(), "manager running");
+    wait_for_signal().await;
+    tracing::info!("stopping");
+    cluster.stop().await?;
+    tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(a: StatusArgs) -> Result<ExitCode, LocalCmdError> {
+    let (layout, manifest) = open(&a.dir.dir)?;
+    let manager = local_run::running_manager(&layout)?;
+    let snapshot = ClusterSnapshot::load(&layout)?;
+    if a.json {
+        let value = status_json(&layout, &manifest, manager, snapshot.as_ref());
+        let text = serde_json::to_string_pretty(&value)
+            .map_err(|e| usage(format!("encoding status: {e}")))?;
+        println!("{text}");
+    } else {
+        print_status_text(&layout, &manifest, manager, snapshot.as_ref());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn flavor_name(f: Flavor) -> &'static str {
+    match f {
+        Flavor::Mariadb => "mariadb",
+        Flavor::Mysql => "mysql",
+    }
+}
+
+/// The live pid of instance `index` (from its pid file, checked against /proc).
+fn live_pid(layout: &Layout, index: u32) -> Option<u32> {
+    let text = std::fs::read_to_string(layout.pid_file(index)).ok()?;
+    let pid = text.trim().parse::<u32>().ok()?;
+    moco_adapters::mysqld::is_server_process(pid, &layout.mycnf(index)).then_some(pid)
+}
+
+fn status_json(
+    layout: &Layout,
+    manifest: &Manifest,
+    manager: Option<u32>,
+    snapshot: Option<&ClusterSnapshot>,
+) -> serde_json::Value {
+    let status: ClusterStatus = moco_adapters::local::files::read_json_opt(&layout.status())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let pods = PodsFile::load(layout).unwrap_or_default();
+    let running = manager.is_some();
+    let state = match (running, snapshot) {
+        (false, _) => "Stopped".to_owned(),
+        (true, Some(s)) => s.state.clone(),
+        (true, None) => "Starting".to_owned(),
+    };
+    let instances: Vec<serde_json::Value> = (0..manifest.replicas)
+        .map(|index| {
+            let snap = snapshot
+                .filter(|_| running)
+                .and_then(|s| s.instances.iter().find(|i| i.index == index));
+            let pid = live_pid(layout, index);
+            let role = pods.get(index).role.map_or("none", |r| r.as_str());
+            serde_json::json!({
+                "index": index,
+                "role": role,
+                "port": manifest.instance_port(index),
+                "pid": pid,
+                "reachable": pid.is_some() && snap.is_some_and(|s| s.reachable),
+                "ready": pid.is_some() && snap.is_some_and(|s| s.ready),
+                "executedGtids": snap.map(|s| s.executed_gtids.clone()).unwrap_or_default(),
+                "lag": snap.and_then(|s| s.lag),
+                "errant": status.errant_replica_list.contains(&index),
+                "readOnly": snap.and_then(|s| s.read_only),
+                "source": snap.and_then(|s| s.source.clone()),
+                "replicationError": snap.and_then(|s| s.replication_error.clone()),
+                "heldDown": pods.get(index).kill_hold.as_ref().is_some_and(|h| h.active(now_ms())),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "dir": layout.root().display().to_string(),
+        "flavor": flavor_name(manifest.flavor),
+        "serverVersion": manifest.server_version,
+        "manager": {"running": running, "pid": manager.filter(|p| *p != 0)},
+        "state": state,
+        "currentPrimaryIndex": status.current_primary_index,
+        "candidates": snapshot.map(|s| s.candidates.clone()).unwrap_or_default(),
+        "endpoints": {
+            "primary": format!("127.0.0.1:{}", manifest.primary_port()),
+            "replica": format!("127.0.0.1:{}", manifest.replica_port()),
+        },
+        "conditions": status.conditions,
+        "updatedAt": snapshot.map(|s| s.updated_at.clone()),
+        "lastError": snapshot.and_then(|s| s.last_error.clone()),
+        "instances": instances,
+    })
+}
+
+fn render_status(
+    layout: &Layout,
+    manifest: &Manifest,
+    manager: Option<u32>,
+    snapshot: Option<&ClusterSnapshot>,
+    with_gtids: bool,
+) -> String {
+    let v = status_json(layout, manifest, manager, snapshot);
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
+    let mut out = String::new();
+    let manager_text = match manager {
+        Some(0) => "running".to_owned(),
+        Some(pid) => format!("pid {pid}"),
+        None => "not running".to_owned(),
+    };
+    out.push_str(&format!(
+        "cluster {} ({} {})  state: {}  primary: {}  manager: {}\n",
+        s("dir"),
+        s("flavor"),
+        s("serverVersion"),
+        s("state"),
+        v.get("currentPrimaryIndex")
+            .and_then(|x| x.as_u64())
+            .unwrap_or(0),
+        manager_text
+    ));
+    out.push_str(&format!(
+        "endpoints: primary 127.0.0.1:{}  replica 127.0.0.1:{}   client files: {}/<user>.cnf\n",
+        manifest.primary_port(),
+        manifest.replica_port(),
+        layout.client_dir().display()
+    ));
+    if let Some(err) = v.get("lastError").and_then(|x| x.as_str()) {
+        out.push_str(&format!("last round failed: {err}\n"));
+    }
+    out.push_str(&format!(
+        "{:>3}  {:<8} {:>6} {:>8}  {:<9} {:>5}  {:<6} {}\n",
+        "#",
+        "role",
+        "port",
+        "pid",
+        "reachable",
+        "lag",
+        "errant",
+        if with_gtids { "gtids" } else { "" }
+    ));
+    for i in v
+        .get("instances")
+        .and_then(|x| x.as_array())
+        .into_iter()
+        .flatten()
+    {
+        let get = |k: &str| i.get(k).cloned().unwrap_or(serde_json::Value::Null);
+        let pid = get("pid")
+            .as_u64()
+            .map_or("-".to_owned(), |p| p.to_string());
+        let reachable = if get("reachable").as_bool().unwrap_or(false) {
+            "yes"
+        } else if get("heldDown").as_bool().unwrap_or(false) {
+            "held"
+        } else {
+            "no"
+        };
+        let lag = get("lag")
+            .as_u64()
+            .map_or("-".to_owned(), |l| l.to_string());
+        let errant = if get("errant").as_bool().unwrap_or(false) {
+            "YES"
+        } else {
+            "no"
+        };
+        let mut line = format!(
+            "{:>3}  {:<8} {:>6} {:>8}  {:<9} {:>5}  {:<6}",
+            get("index").as_u64().unwrap_or(0),
+            get("role").as_str().unwrap_or(""),
+            get("port").as_u64().unwrap_or(0),
+            pid,
+            reachable,
+            lag,
+            errant
+        );
+        if with_gtids {
+            line.push(' ');
+            line.push_str(get("executedGtids").as_str().unwrap_or(""));
+        }
+        if let Some(e) = get("replicationError").as_str() {
+            line.push_str(&format!("  ({e})"));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn print_status_text(
+    layout: &Layout,
+    manifest: &Manifest,
+    manager: Option<u32>,
+    snapshot: Option<&ClusterSnapshot>,
+) {
+    print!(
+        "{}",
+        render_status(layout, manifest, manager, snapshot, true)
+    );
+}
+
+/// The foreground view: prints the status table when it changes, and new events.
+struct LiveView {
+    layout: Layout,
+    last: String,
+    events_seen: usize,
+}
+
+impl LiveView {
+    fn new(layout: &Layout) -> Self {
+        let events_seen = std::fs::read_to_string(layout.events())
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        LiveView {
+            layout: layout.clone(),
+            last: String::new(),
+            events_seen,
+        }
+    }
+
+    fn tick(&mut self, manifest: &Manifest) -> Option<ClusterSnapshot> {
+        let snapshot = ClusterSnapshot::load(&self.layout).ok().flatten();
+        let text = render_status(
+            &self.layout,
+            manifest,
+            Some(std::process::id()),
+            snapshot.as_ref(),
+            false,
+        );
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        if let Ok(events) = std::fs::read_to_string(self.layout.events()) {
+            for line in events.lines().skip(self.events_seen) {
+                self.events_seen += 1;
+                if let Ok(e) = serde_json::from_str::<serde_json::Value>(line) {
+                    let _ = writeln!(
+                        out,
+                        "event {} {} {}: {}",
+                        e.get("time").and_then(|x| x.as_str()).unwrap_or(""),
+                        e.get("type").and_then(|x| x.as_str()).unwrap_or(""),
+                        e.get("reason").and_then(|x| x.as_str()).unwrap_or(""),
+                        e.get("message").and_then(|x| x.as_str()).unwrap_or("")
+                    );
+                }
+            }
+        }
+        if text != self.last {
+            let _ = write!(out, "\n{text}");
+            self.last = text;
+        }
+        let _ = out.flush();
+        snapshot
+    }
+}
+
+fn require_manager(layout: &Layout) -> Result<u32, LocalCmdError> {
+    local_run::running_manager(layout)?.ok_or_else(|| {
+        LocalCmdError::Local(LocalError::ManagerNotRunning {
+            dir: layout.root().to_path_buf(),
+        })
+    })
+}
+
+fn read_status(layout: &Layout) -> Result<ClusterStatus, LocalCmdError> {
+    Ok(moco_adapters::local::files::read_json_opt(&layout.status())?.unwrap_or_default())
+}
+
+async fn switchover(a: SwitchoverArgs) -> Result<ExitCode, LocalCmdError> {
+    let (layout, manifest) = open(&a.dir.dir)?;
+    if manifest.replicas == 1 {
+        return Err(usage(format!(
+            "--dir {}: a single-instance cluster cannot switch over",
+            layout.root().display()
+        )));
+    }
+    require_manager(&layout)?;
+    let from = read_status(&layout)?.current_primary_index;
+    if let Some(to) = a.to {
+        manifest
+            .check_index(to)
+            .map_err(|e| usage(format!("--to {to}: {e}")))?;
+        if to == from {
+            println!("instance {to} is already the primary");
+            return Ok(ExitCode::SUCCESS);
+        }
+        let snapshot = ClusterSnapshot::load(&layout)?;
+        if let Some(s) = snapshot
+            && !s.candidates.contains(&to)
+        {
+            return Err(usage(format!(
+                "--to {to}: instance {to} is not a switchover candidate now (candidates: {:?}; state {})",
+                s.candidates, s.state
+            )));
+        }
+        PodsFile::update(&layout, |p| p.switchover_to = Some(to))?;
+    } else {
+        PodsFile::update(&layout, |p| {
+            p.instances.entry(from).or_default().demote = true
+        })?;
+    }
+    let started = Instant::now();
+    let deadline = started + a.timeout;
+    loop {
+        let now = read_status(&layout)?.current_primary_index;
+        if now != from && a.to.is_none_or(|t| t == now) {
+            println!(
+                "primary moved from instance {from} to instance {now} in {} ms",
+                started.elapsed().as_millis()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        if Instant::now() >= deadline {
+            // Withdraw the request so that it does not fire later by surprise.
+            PodsFile::update(&layout, |p| {
+                p.switchover_to = None;
+                if let Some(m) = p.instances.get_mut(&from) {
+                    m.demote = false;
+                }
+            })?;
+            let snapshot = ClusterSnapshot::load(&layout)?;
+            let detail = snapshot
+                .map(|s| {
+                    format!(
+                        "state {}, candidates {:?}{}",
+                        s.state,
+                        s.candidates,
+                        s.last_error
+                            .map(|e| format!(", last error: {e}"))
+                            .unwrap_or_default()
+                    )
+                })
+                .unwrap_or_default();
+            return Err(usage(format!(
+                "switchover: the primary is still instance {from} after {} s ({detail}); the request was withdrawn",
+                a.timeout.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn kill(a: KillArgs) -> Result<ExitCode, LocalCmdError> {
+    let (layout, manifest) = open(&a.dir.dir)?;
+    manifest
+        .check_index(a.index)
+        .map_err(|e| usage(format!("N = {}: {e}", a.index)))?;
+    let now = now_ms();
+    let until = if a.keep_down {
+        None
+    } else {
+        Some(now + u64::try_from(a.down_for.as_millis()).unwrap_or(u64::MAX))
+    };
+    PodsFile::update(&layout, |p| {
+        p.instances.entry(a.index).or_default().kill_hold = Some(KillHold {
+            since_ms: now,
+            until_ms: until,
+        });
+    })?;
+    let pid = live_pid(&layout, a.index);
+    let killed = moco_adapters::local::run::kill_instance(&layout, &manifest, a.index).await?;
+    let hold = match until {
+        None => format!(
+            "it stays down until `moco local start --dir {} {}`",
+            layout.root().display(),
+            a.index
+        ),
+        Some(_) => format!(
+            "the manager restarts it after {} s (or `moco local start --dir {} {}`)",
+            a.down_for.as_secs(),
+            layout.root().display(),
+            a.index
+        ),
+    };
+    if killed {
+        println!(
+            "killed instance {} (pid {}) with SIGKILL; {hold}",
+            a.index,
+            pid.map_or("?".to_owned(), |p| p.to_string())
+        );
+    } else {
+        println!("instance {} was not running; {hold}", a.index);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn start(a: StartArgs) -> Result<ExitCode, LocalCmdError> {
+    let (layout, manifest) = open(&a.dir.dir)?;
+    manifest
+        .check_index(a.index)
+        .map_err(|e| usage(format!("N = {}: {e}", a.index)))?;
+    PodsFile::update(&layout, |p| {
+        if let Some(m) = p.instances.get_mut(&a.index) {
+            m.kill_hold = None;
+        }
+    })?;
+    require_manager(&layout)?;
+    let deadline = Instant::now() + a.timeout;
+    loop {
+        if let Some(pid) = live_pid(&layout, a.index) {
+            println!("instance {} runs (pid {pid})", a.index);
+            return Ok(ExitCode::SUCCESS);
+        }
+        if Instant::now() >= deadline {
+            return Err(usage(format!(
+                "instance {} did not start within {} s; see {}",
+                a.index,
+                a.timeout.as_secs(),
+                layout.manager_log().display()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn down(a: DownArgs) -> Result<ExitCode, LocalCmdError> {
+    let (layout, _manifest) = open(&a.dir.dir)?;
+    let stopped_manager = local_run::stop_manager(&layout, Duration::from_secs(120)).await?;
+    if let Some(pid) = stopped_manager {
+        println!("stopped the manager (pid {pid})");
+    }
+    local_run::stop_instances(&layout, Duration::from_secs(60)).await?;
+    println!("every instance is stopped");
+    if a.wipe {
+        std::fs::remove_dir_all(layout.root())
+            .map_err(|e| LocalError::io(layout.root(), "remove", e))?;
+        println!("removed {}", layout.root().display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("1x").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+}

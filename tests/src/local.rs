@@ -1,0 +1,467 @@
+//! Helpers for the `moco local` end-to-end tests: locating (and building) the `moco` binary,
+//! finding a server, clusters in temporary directories that are always torn down, a writer
+//! that records acknowledged rows, and condition waits.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use serde_json::Value;
+use tokio::sync::watch;
+
+/// Environment variable naming a prebuilt `moco` binary (skips the build).
+pub const MOCO_BIN_ENV: &str = "MOCO_BIN";
+
+/// The `moco` binary of this workspace, built once per test process with the same profile
+/// and target directory as the running test (`cargo build -p moco-bin --bin moco`).
+pub fn moco_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os(MOCO_BIN_ENV).filter(|p| !p.is_empty()) {
+            return PathBuf::from(p);
+        }
+        let exe = match std::env::current_exe() {
+            Ok(e) => e,
+            Err(e) => panic!("cannot locate the test executable: {e}"),
+        };
+        // <target>/<profile>/deps/<test>
+        let profile_dir = match exe.parent().and_then(Path::parent) {
+            Some(d) => d.to_path_buf(),
+            None => panic!("unexpected test executable path {}", exe.display()),
+        };
+        let target_dir = match profile_dir.parent() {
+            Some(d) => d.to_path_buf(),
+            None => panic!("unexpected test executable path {}", exe.display()),
+        };
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(&workspace)
+            .args(["build", "--quiet", "-p", "moco-bin", "--bin", "moco"])
+            .arg("--target-dir")
+            .arg(&target_dir);
+        if release {
+            cmd.arg("--release");
+        }
+        match cmd.status() {
+            Ok(s) if s.success() => {}
+            Ok(s) => panic!("building the moco binary failed: {s}"),
+            Err(e) => panic!("running cargo to build the moco binary failed: {e}"),
+        }
+        let bin = profile_dir.join("moco");
+        if !bin.is_file() {
+            panic!("built moco but {} does not exist", bin.display());
+        }
+        bin
+    })
+    .clone()
+}
+
+/// The server binary the tests use, or `None` (with the reason printed) when there is none:
+/// `$MOCO_TEST_MYSQLD`, else `mariadbd`/`mysqld` in `PATH` or `/usr/sbin`.
+pub fn server_or_skip(test: &str) -> Option<moco_adapters::mysqld::ServerBinary> {
+    match moco_adapters::mysqld::ServerBinary::find(None) {
+        Ok(b) => {
+            println!(
+                "{test}: verifying with {:?} {} at {}",
+                b.kind(),
+                b.version(),
+                b.path().display()
+            );
+            Some(b)
+        }
+        Err(e) => {
+            println!("SKIPPED {test}: no server binary ({e})");
+            None
+        }
+    }
+}
+
+/// Runs `moco <args>` and returns its output.
+pub fn moco(args: &[&str]) -> Output {
+    match Command::new(moco_bin()).args(args).output() {
+        Ok(o) => o,
+        Err(e) => panic!("running moco {args:?}: {e}"),
+    }
+}
+
+/// Runs `moco <args>`, panicking with its output unless it succeeds; returns stdout.
+pub fn moco_ok(args: &[&str]) -> String {
+    let out = moco(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        panic!("moco {args:?} failed ({}):\n{stdout}\n{stderr}", out.status);
+    }
+    stdout
+}
+
+/// Runs `moco <args>` expecting failure; returns stderr.
+pub fn moco_err(args: &[&str]) -> String {
+    let out = moco(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if out.status.success() {
+        panic!("moco {args:?} succeeded but should have failed:\n{stdout}\n{stderr}");
+    }
+    stderr
+}
+
+/// Kills every process whose command line mentions `needle` (our servers and managers in
+/// a test directory), by pid, with SIGKILL.
+pub fn kill_processes_mentioning(needle: &str) -> usize {
+    let mut killed = 0;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let me = std::process::id();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if u32::try_from(pid).is_ok_and(|p| p == me) {
+            continue;
+        }
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if cmdline.contains(needle)
+            && let Some(p) = rustix::process::Pid::from_raw(pid)
+            && rustix::process::kill_process(p, rustix::process::Signal::KILL).is_ok()
+        {
+            killed += 1;
+        }
+    }
+    killed
+}
+
+/// A cluster directory in a fresh temporary directory. Dropping it (also on panic) runs
+/// `moco local down`, then SIGKILLs any process still mentioning the directory, then removes
+/// it.
+#[derive(Debug)]
+pub struct ClusterDir {
+    tmp: Option<tempfile::TempDir>,
+    dir: PathBuf,
+}
+
+impl ClusterDir {
+    /// A new, not yet existing cluster directory `<tmp>/c`.
+    pub fn new() -> ClusterDir {
+        let tmp = match tempfile::Builder::new().prefix("moco-local-").tempdir() {
+            Ok(t) => t,
+            Err(e) => panic!("creating a temporary directory: {e}"),
+        };
+        let dir = tmp.path().join("c");
+        ClusterDir {
+            tmp: Some(tmp),
+            dir,
+        }
+    }
+
+    /// The cluster directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The directory as a string argument.
+    pub fn arg(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    /// `moco local status --dir DIR --json`.
+    pub fn status(&self) -> Value {
+        let text = moco_ok(&["local", "status", "--dir", &self.arg(), "--json"]);
+        match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => panic!("status JSON: {e}:\n{text}"),
+        }
+    }
+
+    /// The MOCO passwords (`secret.json`).
+    pub fn password(&self, user: &str) -> String {
+        let text = match std::fs::read_to_string(self.dir.join("secret.json")) {
+            Ok(t) => t,
+            Err(e) => panic!("reading secret.json: {e}"),
+        };
+        let v: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => panic!("secret.json: {e}"),
+        };
+        match v
+            .pointer(&format!("/passwords/{user}"))
+            .and_then(Value::as_str)
+        {
+            Some(p) => p.to_owned(),
+            None => panic!("secret.json has no password for {user}"),
+        }
+    }
+
+    /// Waits until `pred(status)` holds; returns that status. Panics with the last status on
+    /// timeout.
+    pub fn wait_status(&self, what: &str, limit: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let s = self.status();
+            if pred(&s) {
+                return s;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "timed out after {} s waiting for {what}; last status:\n{}\nmanager.log tail:\n{}",
+                    limit.as_secs(),
+                    serde_json::to_string_pretty(&s).unwrap_or_default(),
+                    self.log_tail(40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The end of `manager.log`.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.dir.join("manager.log")).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Default for ClusterDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for ClusterDir {
+    fn drop(&mut self) {
+        if self.dir.join("cluster.json").exists() {
+            let _ = Command::new(moco_bin())
+                .args(["local", "down", "--dir", &self.arg()])
+                .output();
+        }
+        let needle = self.arg();
+        kill_processes_mentioning(&needle);
+        if let Some(tmp) = self.tmp.take() {
+            let _ = tmp.close();
+        }
+    }
+}
+
+/// State is the given name.
+pub fn state_is(s: &Value, state: &str) -> bool {
+    s.get("state").and_then(Value::as_str) == Some(state)
+}
+
+/// `currentPrimaryIndex`.
+pub fn primary_index(s: &Value) -> u64 {
+    s.get("currentPrimaryIndex")
+        .and_then(Value::as_u64)
+        .unwrap_or(u64::MAX)
+}
+
+/// The port of instance `index` from a status.
+pub fn instance_port(s: &Value, index: u64) -> u16 {
+    s.pointer(&format!("/instances/{index}/port"))
+        .and_then(Value::as_u64)
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(0)
+}
+
+/// The port of an endpoint (`primary` / `replica`) from a status.
+pub fn endpoint_port(s: &Value, which: &str) -> u16 {
+    s.pointer(&format!("/endpoints/{which}"))
+        .and_then(Value::as_str)
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Connection options for `user` at `127.0.0.1:port` over TCP (never the socket, so
+/// endpoints are really used).
+pub fn opts(port: u16, user: &str, password: &str) -> mysql_async::Opts {
+    mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(port)
+        .user(Some(user))
+        .pass(Some(password))
+        .prefer_socket(false)
+        .into()
+}
+
+/// Connects with a limit.
+pub async fn connect(
+    opts: &mysql_async::Opts,
+    limit: Duration,
+) -> Result<mysql_async::Conn, String> {
+    match tokio::time::timeout(limit, mysql_async::Conn::new(opts.clone())).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("connect timed out after {limit:?}")),
+    }
+}
+
+/// Creates `moco_test.t` through the primary endpoint.
+pub async fn create_table(port: u16, password: &str) -> Result<(), String> {
+    let o = opts(port, "moco-writable", password);
+    let mut c = connect(&o, Duration::from_secs(10)).await?;
+    c.query_drop("CREATE DATABASE IF NOT EXISTS moco_test")
+        .await
+        .map_err(|e| e.to_string())?;
+    c.query_drop("CREATE TABLE IF NOT EXISTS moco_test.t (id BIGINT PRIMARY KEY, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))")
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = c.disconnect().await;
+    Ok(())
+}
+
+/// What a [`Writer`] saw.
+#[derive(Clone, Debug, Default)]
+pub struct WriterReport {
+    /// Ids whose INSERT returned OK (acknowledged).
+    pub acked: Vec<u64>,
+    /// Failed attempts (errors, closed connections).
+    pub failures: u64,
+    /// Acknowledgement instants, in order.
+    pub ack_times: Vec<Instant>,
+    /// A sample of error messages.
+    pub errors: Vec<String>,
+}
+
+impl WriterReport {
+    /// The longest pause between two consecutive acknowledgements inside `[from, to]`
+    /// (including the pause that spans `from`).
+    pub fn max_gap_around(&self, from: Instant, to: Instant) -> Duration {
+        let mut best = Duration::ZERO;
+        for w in self.ack_times.windows(2) {
+            if w[1] >= from && w[0] <= to {
+                best = best.max(w[1].duration_since(w[0]));
+            }
+        }
+        best
+    }
+}
+
+/// A client inserting one row at a time (autocommit) through an endpoint; an id counts as
+/// acknowledged only when its INSERT returned OK. Reconnects after any error.
+#[derive(Debug)]
+pub struct Writer {
+    stop: watch::Sender<bool>,
+    handle: tokio::task::JoinHandle<WriterReport>,
+}
+
+impl Writer {
+    /// Starts writing to `127.0.0.1:port` as `moco-writable`.
+    pub fn start(port: u16, password: &str) -> Writer {
+        let (stop, mut stop_rx) = watch::channel(false);
+        let o = opts(port, "moco-writable", password);
+        let handle = tokio::spawn(async move {
+            let mut report = WriterReport::default();
+            let mut next_id: u64 = 1;
+            let mut conn: Option<mysql_async::Conn> = None;
+            while !*stop_rx.borrow() {
+                if conn.is_none() {
+                    match connect(&o, Duration::from_secs(3)).await {
+                        Ok(c) => conn = Some(c),
+                        Err(e) => {
+                            report.failures += 1;
+                            if report.errors.len() < 20 {
+                                report.errors.push(e);
+                            }
+                            tokio::select! {
+                                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                                _ = stop_rx.changed() => {}
+                            }
+                            continue;
+                        }
+                    }
+                }
+                let id = next_id;
+                next_id += 1;
+                let Some(c) = conn.as_mut() else { continue };
+                let insert = c.exec_drop("INSERT INTO moco_test.t (id) VALUES (?)", (id,));
+                match tokio::time::timeout(Duration::from_secs(30), insert).await {
+                    Ok(Ok(())) => {
+                        report.acked.push(id);
+                        report.ack_times.push(Instant::now());
+                    }
+                    Ok(Err(e)) => {
+                        report.failures += 1;
+                        if report.errors.len() < 20 {
+                            report.errors.push(e.to_string());
+                        }
+                        conn = None;
+                    }
+                    Err(_) => {
+                        report.failures += 1;
+                        report.errors.push(format!("insert {id} timed out"));
+                        conn = None;
+                    }
+                }
+            }
+            report
+        });
+        Writer { stop, handle }
+    }
+
+    /// Stops and returns the report.
+    pub async fn finish(self) -> WriterReport {
+        let _ = self.stop.send(true);
+        match self.handle.await {
+            Ok(r) => r,
+            Err(e) => panic!("writer task failed: {e}"),
+        }
+    }
+}
+
+/// Ids in `moco_test.t` of the server at `port` (as `user`).
+pub async fn stored_ids(port: u16, user: &str, password: &str) -> Result<BTreeSet<u64>, String> {
+    let o = opts(port, user, password);
+    let mut c = connect(&o, Duration::from_secs(5)).await?;
+    let ids: Vec<u64> = c
+        .query("SELECT id FROM moco_test.t")
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = c.disconnect().await;
+    Ok(ids.into_iter().collect())
+}
+
+/// Waits until every id of `acked` is stored on the server at `port`; returns the missing
+/// ids on timeout.
+pub async fn wait_rows(
+    port: u16,
+    password: &str,
+    acked: &[u64],
+    limit: Duration,
+) -> Result<usize, (Vec<u64>, String)> {
+    let deadline = Instant::now() + limit;
+    let mut last_error = String::new();
+    loop {
+        match stored_ids(port, "moco-admin", password).await {
+            Ok(ids) => {
+                let missing: Vec<u64> =
+                    acked.iter().copied().filter(|i| !ids.contains(i)).collect();
+                if missing.is_empty() {
+                    return Ok(ids.len());
+                }
+                if Instant::now() >= deadline {
+                    return Err((missing, last_error));
+                }
+            }
+            Err(e) => {
+                last_error = e;
+                if Instant::now() >= deadline {
+                    return Err((acked.to_vec(), last_error));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
