@@ -30,12 +30,16 @@ const WAIT: Duration = Duration::from_secs(60);
 const ER_READ_ONLY: u16 = 1290;
 
 fn admin(m: &LocalMysqld, i: usize, pw: &MocoPasswords) -> MysqlInstance {
-    MysqlInstance::new(tcp_options(
-        m,
-        &format!("instance {i} (127.0.0.1:{})", m.port()),
-        Account::Admin.name(),
-        &pw.admin,
-    ))
+    // The smallest pool: the read-only fence must still find a second connection to kill.
+    MysqlInstance::new(
+        tcp_options(
+            m,
+            &format!("instance {i} (127.0.0.1:{})", m.port()),
+            Account::Admin.name(),
+            &pw.admin,
+        )
+        .with_max_connections(1),
+    )
 }
 
 fn repl_credentials(pw: &MocoPasswords) -> Credentials {

@@ -15,7 +15,14 @@
 //!   [`MysqlInstance::read_only_bypass_accounts`], [`MysqlInstance::disconnect`].
 //! * [`initialize`]`(&bootstrap, &MocoPasswords, &InitOptions)`: MOCO's eight accounts,
 //!   binlog/GTID reset, read-only; [`ensure_users`] for copies of another instance;
-//!   [`admin_options`]; [`MocoPasswords::generate`]; [`Account`].
+//!   [`admin_options`]; [`MocoPasswords::generate`]; [`Account`]; [`redact`] (statements
+//!   for logs).
+//!
+//! MariaDB's `read_only` stands for `super_read_only` only while no session holds
+//! `READ_ONLY ADMIN`, yet 10.11 needs that privilege to *set* `read_only` (error 1227) and
+//! to set `gtid_slave_pos` on a read-only server (error 1290). The admin therefore holds it
+//! only through the non-default role [`READ_ONLY_ADMIN_ROLE`], enabled around exactly those
+//! statements ([`sql::privileged`]).
 //! * MariaDB clone seeding: [`seed_mariadb_clone`], [`clone_binlog_state`],
 //!   [`parse_xtrabackup_binlog_info`], [`parse_xtrabackup_slave_info`].
 
@@ -75,7 +82,8 @@ pub struct ConnectOptions {
     pub connect_timeout: Duration,
     /// Limit for one port call (waits add their own timeout on top).
     pub call_timeout: Duration,
-    /// Pool size.
+    /// Pool size; at least 2 are used, since `set_super_read_only` kills connections from a
+    /// second connection while the first still waits.
     pub max_connections: usize,
 }
 
@@ -131,7 +139,7 @@ impl ConnectOptions {
         self
     }
 
-    /// Sets the pool size (at least 1).
+    /// Sets the pool size (the pool still allows 2, see [`ConnectOptions::max_connections`]).
     pub fn with_max_connections(mut self, max: usize) -> Self {
         self.max_connections = max.max(1);
         self
@@ -166,7 +174,7 @@ impl fmt::Debug for MysqlInstance {
 impl MysqlInstance {
     /// A pool for `opts`; nothing is connected until the first call.
     pub fn new(opts: ConnectOptions) -> Self {
-        let constraints = PoolConstraints::new(0, opts.max_connections.max(1)).unwrap_or_default();
+        let constraints = PoolConstraints::new(0, opts.max_connections.max(2)).unwrap_or_default();
         let pool_opts = PoolOpts::default()
             .with_constraints(constraints)
             .with_inactive_connection_ttl(Duration::from_secs(30));
