@@ -1,0 +1,20 @@
+# Shared install helpers for the scripts; sourced, not run.
+
+# as_root CMD...: runs CMD as root (directly, or through sudo when available).
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "need root to run: $*" >&2; return 1; fi
+}
+
+# ensure_mariadb: installs mariadb-server and mariadb-backup from Debian when missing.
+ensure_mariadb() {
+  export PATH="$PATH:/usr/sbin:/usr/local/sbin"
+  local missing=()
+  command -v mariadbd >/dev/null || missing+=(mariadb-server)
+  command -v mariadb-backup >/dev/null || missing+=(mariadb-backup)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]} ..." >&2
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
