@@ -199,3 +199,129 @@ pub fn next_status(input: &StatusInputs<'_>) -> ClusterStatus {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs<'a>(
+        old: &'a ClusterStatus,
+        state: ClusterState,
+        errant: &'a [u32],
+    ) -> StatusInputs<'a> {
+        StatusInputs {
+            old,
+            state,
+            primary_can_commit: true,
+            write_block_reason: None,
+            errant,
+            ready_pods: 3,
+            has_external_source: false,
+            now: Timestamp(1000),
+        }
+    }
+
+    fn status_of(s: &ClusterStatus, t: &str) -> ConditionStatus {
+        s.condition(t).map(|c| c.status).unwrap()
+    }
+
+    #[test]
+    fn conditions_follow_the_state() {
+        let old = ClusterStatus::default();
+        for (state, init, avail, healthy) in [
+            (ClusterState::Healthy, true, true, true),
+            (ClusterState::Degraded, true, true, false),
+            (ClusterState::Cloning, false, false, false),
+            (ClusterState::Restoring, false, false, false),
+            (ClusterState::Failed, true, false, false),
+            (ClusterState::Lost, true, false, false),
+            (ClusterState::Offline, true, false, false),
+            (ClusterState::Incomplete, true, false, false),
+        ] {
+            let s = next_status(&inputs(&old, state, &[]));
+            assert_eq!(
+                status_of(&s, condition_type::INITIALIZED),
+                ConditionStatus::from_bool(init),
+                "{state}"
+            );
+            assert_eq!(
+                status_of(&s, condition_type::AVAILABLE),
+                ConditionStatus::from_bool(avail),
+                "{state}"
+            );
+            assert_eq!(
+                status_of(&s, condition_type::HEALTHY),
+                ConditionStatus::from_bool(healthy),
+                "{state}"
+            );
+            assert_eq!(
+                status_of(&s, condition_type::CLUSTERING_ACTIVE),
+                ConditionStatus::True
+            );
+            let h = s.condition(condition_type::HEALTHY).unwrap();
+            assert_eq!(h.reason, state.as_str());
+            assert_eq!(h.message, format!("the current state is {state}"));
+        }
+    }
+
+    #[test]
+    fn errant_list_replaces_the_old_one_and_counts() {
+        let old = ClusterStatus {
+            errant_replica_list: vec![1],
+            errant_replicas: 1,
+            ..ClusterStatus::default()
+        };
+        let s = next_status(&inputs(&old, ClusterState::Degraded, &[2, 2]));
+        assert_eq!(s.errant_replica_list, vec![2]);
+        assert_eq!(s.errant_replicas, 1);
+        let s = next_status(&inputs(&s, ClusterState::Healthy, &[]));
+        assert!(s.errant_replica_list.is_empty());
+        assert_eq!(s.errant_replicas, 0);
+    }
+
+    #[test]
+    fn blocked_writes_make_the_cluster_unavailable() {
+        let old = ClusterStatus::default();
+        let mut i = inputs(&old, ClusterState::Healthy, &[]);
+        i.primary_can_commit = false;
+        i.write_block_reason = Some("no ACKs".into());
+        let s = next_status(&i);
+        let a = s.condition(condition_type::AVAILABLE).unwrap();
+        assert_eq!(a.status, ConditionStatus::False);
+        assert_eq!(a.reason, "WriteBlocked");
+        assert_eq!(
+            status_of(&s, condition_type::HEALTHY),
+            ConditionStatus::True
+        );
+    }
+
+    #[test]
+    fn cloned_is_set_once_cloning_ends_and_kept() {
+        let old = ClusterStatus::default();
+        let mut i = inputs(&old, ClusterState::Cloning, &[]);
+        i.has_external_source = true;
+        assert!(!next_status(&i).cloned);
+        i.state = ClusterState::Incomplete;
+        let s = next_status(&i);
+        assert!(s.cloned);
+        let mut j = inputs(&s, ClusterState::Cloning, &[]);
+        j.has_external_source = true;
+        assert!(next_status(&j).cloned);
+    }
+
+    #[test]
+    fn transition_time_moves_only_on_change() {
+        let old = ClusterStatus::default();
+        let s1 = next_status(&inputs(&old, ClusterState::Healthy, &[]));
+        let mut i = inputs(&s1, ClusterState::Degraded, &[]);
+        i.now = Timestamp(2000);
+        let s2 = next_status(&i);
+        let t = |s: &ClusterStatus, c: &str| s.condition(c).unwrap().last_transition_time;
+        assert_eq!(t(&s2, condition_type::AVAILABLE), Timestamp(1000));
+        assert_eq!(t(&s2, condition_type::HEALTHY), Timestamp(2000));
+        assert_eq!(
+            s2.condition(condition_type::AVAILABLE).unwrap().reason,
+            "Degraded"
+        );
+    }
+}
