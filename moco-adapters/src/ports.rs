@@ -117,7 +117,8 @@ pub trait MysqlPort: Send + Sync + std::fmt::Debug {
         wait_for_replica_count: u32,
         timeout_ms: u64,
     ) -> Result<(), PortError>;
-    /// `STOP REPLICA; RESET REPLICA; SET GLOBAL read_only=0`.
+    /// `STOP REPLICA; RESET REPLICA ALL; SET GLOBAL read_only=0` (ALL: a promoted primary keeps
+    /// no stale source settings, MOCO #926).
     async fn set_writable(&self) -> Result<(), PortError>;
 }
 

@@ -106,7 +106,9 @@ pub enum Operation {
         /// `rpl_semi_sync_master_timeout`.
         timeout_ms: u64,
     },
-    /// Open the primary for writes: `STOP REPLICA; RESET REPLICA; SET GLOBAL read_only=0`.
+    /// Open the primary for writes: `STOP REPLICA; RESET REPLICA ALL; SET GLOBAL read_only=0`.
+    /// MOCO keeps the old source settings (`RESET REPLICA`); forgetting them (MOCO #926) leaves
+    /// external tools no stale replication metadata on the primary.
     SetWritable {
         /// Target ordinal.
         index: u32,
