@@ -108,6 +108,17 @@ pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
             Some(s) => *s = true,
         }
         if let Some(m) = &inst.mysqld
+            && m.super_read_only
+            && !m.read_only
+        {
+            // MySQL keeps read_only on while super_read_only is on; the MariaDB adapter reports
+            // super_read_only = read_only. Anything else is a broken probe.
+            return Err(FactsError::new(
+                format!("instances[{n}].mysqld.superReadOnly"),
+                "superReadOnly is true while readOnly is false",
+            ));
+        }
+        if let Some(m) = &inst.mysqld
             && m.flavor != spec.flavor
         {
             return Err(FactsError::new(
@@ -258,4 +269,55 @@ pub fn decide(facts: &ClusterFacts) -> Result<Decision, FactsError> {
         steps: planned.steps,
         events: planned.events,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn healthy() -> ClusterFacts {
+        serde_json::from_str(include_str!("../../docs/examples/facts/healthy.json")).unwrap()
+    }
+
+    fn path_of(f: &ClusterFacts) -> String {
+        check_facts(f).unwrap_err().path
+    }
+
+    #[test]
+    fn inconsistent_facts_name_their_path() {
+        let mut f = healthy();
+        f.spec.replicas = 0;
+        assert_eq!(path_of(&f), "spec.replicas");
+        let mut f = healthy();
+        f.status.current_primary_index = 3;
+        assert_eq!(path_of(&f), "status.currentPrimaryIndex");
+        let mut f = healthy();
+        f.status.errant_replica_list = vec![7];
+        assert_eq!(path_of(&f), "status.errantReplicaList[0]");
+        let mut f = healthy();
+        f.instances[2].index = 0;
+        assert_eq!(path_of(&f), "instances[2].index");
+        let mut f = healthy();
+        f.instances[2].index = 5;
+        assert_eq!(path_of(&f), "instances[2].index");
+        let mut f = healthy();
+        f.instances.pop();
+        assert_eq!(path_of(&f), "instances");
+        let mut f = healthy();
+        f.spec.flavor = crate::facts::Flavor::Mariadb;
+        assert_eq!(path_of(&f), "instances[0].mysqld.flavor");
+        assert!(check_facts(&healthy()).is_ok());
+    }
+
+    /// Regression (fuzz target `decide`): a probe reporting super_read_only without
+    /// read_only made configure skip fencing a writable replica before opening the primary.
+    #[test]
+    fn super_read_only_without_read_only_is_rejected() {
+        let mut f = healthy();
+        if let Some(m) = f.instances[1].mysqld.as_mut() {
+            m.read_only = false;
+            m.super_read_only = true;
+        }
+        assert_eq!(path_of(&f), "instances[1].mysqld.superReadOnly");
+    }
 }
