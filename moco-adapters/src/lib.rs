@@ -9,3 +9,4 @@ pub mod manager;
 pub mod mysql;
 pub mod mysqld;
 pub mod ports;
+pub mod sim;

@@ -1,0 +1,609 @@
+//! [`SimCluster`]: the simulated cluster, its fault controls and its [`Platform`] side.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use moco_core::Decision;
+use moco_core::facts::{ClusterFacts, Flavor, PodFacts, Role, SpecFacts};
+use moco_core::operation::{Event, ReplicationSource};
+use moco_core::status::ClusterStatus;
+use tokio::sync::Notify;
+
+use super::instance::SimInstance;
+use super::model::{
+    PORT, Promotion, SimGtid, State, WriteOutcome, WriteRecord, WriteState, WriteTarget, host_of,
+};
+use crate::ports::{
+    ClusterView, Credentials, InstanceSlot, MocoUser, MysqlPort, Platform, PortError,
+};
+
+/// Shape of a simulated cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimConfig {
+    /// Number of instances (`spec.replicas`).
+    pub replicas: u32,
+    /// Server family, which decides GTID formats and replication rules.
+    pub flavor: Flavor,
+    /// `spec.serverIDBase`.
+    pub server_id_base: u32,
+    /// `spec.maxDelaySecondsForPodDeletion` (0 disables it).
+    pub max_delay_seconds_for_pod_deletion: u64,
+}
+
+impl SimConfig {
+    /// `replicas` instances of `flavor`, server ids from 1000, no deletion delay limit.
+    pub fn new(replicas: u32, flavor: Flavor) -> Self {
+        SimConfig {
+            replicas,
+            flavor,
+            server_id_base: 1000,
+            max_delay_seconds_for_pod_deletion: 0,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    killed: Arc<Notify>,
+}
+
+/// An in-memory cluster of simulated mysqld instances, deterministic: nothing happens unless
+/// a caller asks (a client write, a [`tick`](SimCluster::tick), a fault, a port call).
+///
+/// Clones share the same cluster. It implements [`Platform`]; [`SimInstance`] implements
+/// [`MysqlPort`]. Operations that wait (read-only with pending commits, GTID waits) advance
+/// the simulation one tick per simulated second with `tokio::time`, so they are meant to run
+/// on a runtime with paused time. Instance indexes out of range are ignored by the fault
+/// controls.
+#[derive(Clone, Debug)]
+pub struct SimCluster {
+    shared: Arc<Shared>,
+}
+
+impl SimCluster {
+    /// A new cluster: every instance up, empty, read-only, nothing configured,
+    /// `currentPrimaryIndex = 0`. A manager bootstraps it like a fresh MySQLCluster.
+    pub fn new(config: SimConfig) -> Self {
+        let state = State::new(
+            config.replicas,
+            config.flavor,
+            config.server_id_base,
+            config.max_delay_seconds_for_pod_deletion,
+        );
+        SimCluster {
+            shared: Arc::new(Shared {
+                state: Mutex::new(state),
+                killed: Arc::new(Notify::new()),
+            }),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The SQL port of instance `index`.
+    pub fn instance(&self, index: u32) -> SimInstance {
+        SimInstance::new(self.clone(), index)
+    }
+
+    /// Number of instances.
+    pub fn replicas(&self) -> u32 {
+        self.lock().replicas()
+    }
+
+    /// The server family.
+    pub fn flavor(&self) -> Flavor {
+        self.lock().flavor
+    }
+
+    // ---- clients and time -------------------------------------------------------------
+
+    /// A client write. Accepted only by a running, writable instance; acknowledged at once
+    /// when semi-sync is off there, otherwise once enough semi-sync replicas received it
+    /// (AFTER_SYNC: it is committed to the binlog either way).
+    pub fn client_write(&self, target: WriteTarget) -> WriteOutcome {
+        self.lock().client_write(target)
+    }
+
+    /// One replication step: IO threads reconnect and copy what they miss, semi-sync ACKs
+    /// are counted, SQL threads apply their relay logs (slow replicas a few transactions).
+    pub fn tick(&self) {
+        self.lock().tick();
+    }
+
+    /// `n` ticks.
+    pub fn tick_n(&self, n: u32) {
+        let mut st = self.lock();
+        for _ in 0..n {
+            st.tick();
+        }
+    }
+
+    // ---- faults -------------------------------------------------------------------------
+
+    /// mysqld of instance `i` dies. With `keep_tail`, crash recovery commits the transactions
+    /// that were waiting for ACKs (they may look errant later); without, the ones no replica
+    /// received are lost.
+    pub fn crash(&self, i: u32, keep_tail: bool) {
+        self.lock().crash(i, keep_tail);
+    }
+
+    /// mysqld of instance `i` starts again (read-only, replication stopped).
+    pub fn restart(&self, i: u32) {
+        self.lock().restart(i);
+    }
+
+    /// True when mysqld of instance `i` runs.
+    pub fn is_up(&self, i: u32) -> bool {
+        self.lock().up(i)
+    }
+
+    /// The manager can no longer reach instance `i` (clients and other instances still can).
+    pub fn cut_manager(&self, i: u32) {
+        let mut st = self.lock();
+        if i < st.replicas() {
+            st.mgr_cut.insert(i);
+        }
+    }
+
+    /// Undoes [`cut_manager`](Self::cut_manager).
+    pub fn heal_manager(&self, i: u32) {
+        self.lock().mgr_cut.remove(&i);
+    }
+
+    /// Instances `a` and `b` can no longer reach each other.
+    pub fn cut_link(&self, a: u32, b: u32) {
+        let mut st = self.lock();
+        if a != b && a < st.replicas() && b < st.replicas() {
+            st.links_cut.insert((a.min(b), a.max(b)));
+            st.refresh();
+            st.check_split_brain("cut link");
+        }
+    }
+
+    /// Undoes [`cut_link`](Self::cut_link).
+    pub fn heal_link(&self, a: u32, b: u32) {
+        let mut st = self.lock();
+        st.links_cut.remove(&(a.min(b), a.max(b)));
+        st.refresh();
+        st.check_split_brain("heal link");
+    }
+
+    /// Instance `i` is cut from the manager and from every other instance.
+    pub fn isolate(&self, i: u32) {
+        let mut st = self.lock();
+        let n = st.replicas();
+        if i >= n {
+            return;
+        }
+        st.mgr_cut.insert(i);
+        for j in (0..n).filter(|&j| j != i) {
+            st.links_cut.insert((i.min(j), i.max(j)));
+        }
+        st.refresh();
+        st.check_split_brain("isolate");
+    }
+
+    /// Every network fault is repaired.
+    pub fn heal_network(&self) {
+        let mut st = self.lock();
+        st.mgr_cut.clear();
+        st.links_cut.clear();
+        st.refresh();
+        st.check_split_brain("heal network");
+    }
+
+    /// Instance `i` applies at most `per_tick` transactions per tick (`None`: no limit).
+    pub fn set_slow(&self, i: u32, per_tick: Option<u32>) {
+        if let Some(x) = self.lock().inst_mut(i) {
+            x.slow = per_tick;
+        }
+    }
+
+    /// Puts `moco.cybozu.com/demote: "true"` on the Pod of instance `i`.
+    pub fn request_demote(&self, i: u32) {
+        if let Some(x) = self.lock().inst_mut(i) {
+            x.pod.demote = true;
+        }
+    }
+
+    /// Gives the Pod of instance `i` a deletionTimestamp; mysqld keeps running (preStop)
+    /// until [`finish_pod_deletion`](Self::finish_pod_deletion).
+    pub fn delete_pod(&self, i: u32) {
+        if let Some(x) = self.lock().inst_mut(i) {
+            x.pod.deleting = true;
+        }
+    }
+
+    /// The deleted Pod of instance `i` is gone and re-created: mysqld stops (its binlog is
+    /// durable) and starts again in a Pod without labels or annotations.
+    pub fn finish_pod_deletion(&self, i: u32) {
+        let mut st = self.lock();
+        if !st.inst(i).is_some_and(|x| x.pod.deleting) {
+            return;
+        }
+        st.crash(i, true);
+        st.restart(i);
+        if let Some(x) = st.inst_mut(i) {
+            x.pod = Default::default();
+        }
+    }
+
+    /// An administrator kills every client session of instance `i` (`KILL CONNECTION`):
+    /// commits waiting for ACKs stay committed and are not acknowledged.
+    pub fn kill_client_sessions(&self, i: u32) {
+        let mut st = self.lock();
+        st.kill_connections(i);
+        st.check_split_brain("kill client sessions");
+    }
+
+    /// Re-initialises instance `i`: a new empty data directory (MySQL: a new `server_uuid`)
+    /// in a new Pod, as after deleting its PVC and Pod.
+    pub fn wipe(&self, i: u32) {
+        self.lock().wipe(i);
+    }
+
+    /// Repairs every fault: network, slow replicas, crashed instances, pending Pod
+    /// deletions. Leaves data, demote requests and hung sessions alone.
+    pub fn heal_all(&self) {
+        let mut st = self.lock();
+        st.mgr_cut.clear();
+        st.links_cut.clear();
+        let n = st.replicas();
+        for i in 0..n {
+            if let Some(x) = st.inst_mut(i) {
+                x.slow = None;
+            }
+            if st.inst(i).is_some_and(|x| x.pod.deleting) {
+                st.crash(i, true);
+                st.restart(i);
+                if let Some(x) = st.inst_mut(i) {
+                    x.pod = Default::default();
+                }
+            }
+            if !st.up(i) {
+                st.restart(i);
+            }
+        }
+        st.refresh();
+        st.check_split_brain("heal all");
+    }
+
+    /// The manager "crashes" at its `n`-th next operation (0: the next one): that call never
+    /// returns and [`manager_killed`](Self::manager_killed) is notified, so the caller can
+    /// drop the round's future, as a process crash would.
+    pub fn kill_manager_after(&self, n: u32) {
+        let mut st = self.lock();
+        st.kill_after = Some(n);
+        st.killed = false;
+    }
+
+    /// Notified when a kill set by [`kill_manager_after`](Self::kill_manager_after) fires.
+    pub fn manager_killed(&self) -> Arc<Notify> {
+        Arc::clone(&self.shared.killed)
+    }
+
+    /// Clears a pending or fired kill, for the next manager.
+    pub fn clear_manager_kill(&self) {
+        let mut st = self.lock();
+        st.kill_after = None;
+        st.killed = false;
+    }
+
+    /// Breaks the model on purpose: semi-sync never holds a commit back. Only for checking
+    /// that the properties of a test suite can fail.
+    pub fn break_semi_sync(&self, broken: bool) {
+        self.lock().ignore_semi_sync = broken;
+    }
+
+    // ---- inspection -----------------------------------------------------------------------
+
+    /// Every accepted write and its fate.
+    pub fn writes(&self) -> Vec<WriteRecord> {
+        self.lock().writes.clone()
+    }
+
+    /// The transactions acknowledged to clients.
+    pub fn acknowledged(&self) -> Vec<SimGtid> {
+        self.lock()
+            .writes
+            .iter()
+            .filter(|w| w.state == WriteState::Acknowledged)
+            .map(|w| w.gtid)
+            .collect()
+    }
+
+    /// What instance `i` committed (MySQL `gtid_executed`, exactly).
+    pub fn executed(&self, i: u32) -> BTreeSet<SimGtid> {
+        self.lock()
+            .inst(i)
+            .map(super::model::Inst::committed)
+            .unwrap_or_default()
+    }
+
+    /// What instance `i` holds or will hold: its data plus its relay log.
+    pub fn received(&self, i: u32) -> BTreeSet<SimGtid> {
+        self.lock()
+            .inst(i)
+            .map(super::model::Inst::received)
+            .unwrap_or_default()
+    }
+
+    /// Number of commits waiting for ACKs on instance `i`.
+    pub fn pending(&self, i: u32) -> usize {
+        self.lock().inst(i).map_or(0, |x| x.pending.len())
+    }
+
+    /// True when instance `i` is writable (`read_only=0`).
+    pub fn is_writable(&self, i: u32) -> bool {
+        self.lock().inst(i).is_some_and(|x| x.up && !x.read_only)
+    }
+
+    /// True when the manager can reach instance `i`.
+    pub fn manager_reaches(&self, i: u32) -> bool {
+        self.lock().manager_reaches(i)
+    }
+
+    /// Instances that are writable and would acknowledge a write now.
+    pub fn writable_ackers(&self) -> Vec<u32> {
+        self.lock().writable_ackers()
+    }
+
+    /// A transaction instance `i` holds that primary `p` never had, from another server.
+    pub fn errant_against(&self, i: u32, p: u32) -> Option<SimGtid> {
+        self.lock().errant_against(i, p)
+    }
+
+    /// Split-brain moments seen so far (two writable instances able to acknowledge).
+    pub fn violations(&self) -> Vec<String> {
+        self.lock().violations.clone()
+    }
+
+    /// Every change of `currentPrimaryIndex`, judged against the true data.
+    pub fn promotions(&self) -> Vec<Promotion> {
+        self.lock().promotions.clone()
+    }
+
+    /// Events recorded by the manager.
+    pub fn events(&self) -> Vec<Event> {
+        self.lock().events.clone()
+    }
+
+    /// The persisted status.
+    pub fn status(&self) -> ClusterStatus {
+        self.lock().status.clone()
+    }
+
+    /// The role label of instance `i`.
+    pub fn role_label(&self, i: u32) -> Option<Role> {
+        self.lock().inst(i).and_then(|x| x.pod.role)
+    }
+
+    /// True while the Pod of instance `i` carries the demote annotation.
+    pub fn demote_requested(&self, i: u32) -> bool {
+        self.lock().inst(i).is_some_and(|x| x.pod.demote)
+    }
+
+    /// The facts and decision of the manager's last round.
+    pub fn last_round(&self) -> Option<(ClusterFacts, Decision)> {
+        self.lock().last_round.clone()
+    }
+
+    /// Ticks so far.
+    pub fn ticks(&self) -> u64 {
+        self.lock().ticks
+    }
+
+    /// A readable dump of every instance.
+    pub fn describe(&self) -> String {
+        self.lock().describe()
+    }
+
+    // ---- helpers for the ports ----------------------------------------------------------
+
+    /// Counts one manager operation; hangs forever when a kill fires.
+    pub(crate) async fn gate(&self) {
+        let hang = {
+            let mut st = self.lock();
+            match st.kill_after {
+                Some(0) => {
+                    st.kill_after = None;
+                    st.killed = true;
+                    true
+                }
+                Some(n) => {
+                    st.kill_after = Some(n - 1);
+                    false
+                }
+                None => st.killed,
+            }
+        };
+        if hang {
+            self.shared.killed.notify_one();
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// The error of an instance the manager cannot reach.
+pub(crate) fn reach(st: &State, i: u32) -> Result<(), PortError> {
+    let target = format!("instance {i} ({}:{PORT})", host_of(i));
+    match st.inst(i) {
+        None => Err(PortError::Failed {
+            target,
+            message: "no such instance in the simulated cluster".to_owned(),
+        }),
+        Some(x) if !x.up => Err(PortError::Unreachable {
+            target,
+            message: "connection refused: mysqld is down".to_owned(),
+        }),
+        Some(_) if st.mgr_cut.contains(&i) => Err(PortError::Unreachable {
+            target,
+            message: "connect timed out: network partition between the manager and the instance"
+                .to_owned(),
+        }),
+        Some(_) => Ok(()),
+    }
+}
+
+fn pod_target(i: u32) -> String {
+    format!("pod moco-sim-{i}")
+}
+
+#[async_trait]
+impl Platform for SimCluster {
+    async fn observe(&self) -> Result<ClusterView, PortError> {
+        let st = self.lock();
+        let instances = st
+            .insts
+            .iter()
+            .map(|x| InstanceSlot {
+                index: x.index,
+                host: host_of(x.index),
+                port: PORT,
+                pod: PodFacts {
+                    exists: true,
+                    ready: x.up,
+                    deleting: x.pod.deleting,
+                    demote: x.pod.demote,
+                    prevent_delete: x.pod.prevent_delete,
+                    role_label: x.pod.role,
+                },
+            })
+            .collect();
+        Ok(ClusterView {
+            spec: SpecFacts {
+                replicas: st.replicas(),
+                external_source: None,
+                restore: false,
+                offline: false,
+                server_id_base: st.server_id_base,
+                max_delay_seconds_for_pod_deletion: st.max_delay_seconds,
+                flavor: st.flavor,
+                startup_wait_seconds: 3600,
+            },
+            status: st.status.clone(),
+            instances,
+            switchover_to: None,
+        })
+    }
+
+    fn mysql(&self, slot: &InstanceSlot) -> Arc<dyn MysqlPort> {
+        Arc::new(self.instance(slot.index))
+    }
+
+    fn credentials(&self, user: MocoUser) -> Credentials {
+        let name = match user {
+            MocoUser::Admin => "moco-admin",
+            MocoUser::Repl => "moco-repl",
+            MocoUser::CloneDonor => "moco-clone-donor",
+        };
+        Credentials {
+            user: name.to_owned(),
+            password: "sim".to_owned(),
+        }
+    }
+
+    async fn external_credentials(&self) -> Result<Credentials, PortError> {
+        Err(PortError::Failed {
+            target: "external source".to_owned(),
+            message: "the simulator has no external source".to_owned(),
+        })
+    }
+
+    async fn set_role_label(&self, index: u32, role: Option<Role>) -> Result<(), PortError> {
+        self.gate().await;
+        let mut st = self.lock();
+        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
+            target: pod_target(index),
+            message: "no such Pod".to_owned(),
+        })?;
+        x.pod.role = role;
+        Ok(())
+    }
+
+    async fn set_prevent_delete(&self, index: u32, enabled: bool) -> Result<(), PortError> {
+        self.gate().await;
+        let mut st = self.lock();
+        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
+            target: pod_target(index),
+            message: "no such Pod".to_owned(),
+        })?;
+        x.pod.prevent_delete = enabled;
+        Ok(())
+    }
+
+    async fn remove_demote(&self, index: u32) -> Result<(), PortError> {
+        self.gate().await;
+        let mut st = self.lock();
+        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
+            target: pod_target(index),
+            message: "no such Pod".to_owned(),
+        })?;
+        x.pod.demote = false;
+        Ok(())
+    }
+
+    async fn write_status(&self, status: &ClusterStatus) -> Result<(), PortError> {
+        self.gate().await;
+        let mut st = self.lock();
+        let from = st.status.current_primary_index;
+        let to = status.current_primary_index;
+        if from != to {
+            let problems = st.judge_promotion(from, to);
+            let tick = st.ticks;
+            st.promotions.push(Promotion {
+                from,
+                to,
+                tick,
+                problems,
+            });
+        }
+        st.status = status.clone();
+        Ok(())
+    }
+
+    async fn record_event(&self, event: &Event) -> Result<(), PortError> {
+        self.lock().events.push(event.clone());
+        Ok(())
+    }
+
+    async fn clone_instance(
+        &self,
+        index: u32,
+        donor: &ReplicationSource,
+        _boot_timeout: Duration,
+    ) -> Result<(), PortError> {
+        self.gate().await;
+        let mut st = self.lock();
+        reach(&st, index)?;
+        let ReplicationSource::Instance { index: from, .. } = donor else {
+            return Err(PortError::Failed {
+                target: format!("instance {index}"),
+                message: "clone from an external source is not simulated".to_owned(),
+            });
+        };
+        let from = *from;
+        if from == index || !st.up(from) || !st.link_ok(index, from) {
+            return Err(PortError::Sql {
+                target: format!("instance {index} ({}:{PORT})", host_of(index)),
+                what: format!("CLONE INSTANCE FROM {}:{PORT}", host_of(from)),
+                code: 3862,
+                message: format!("Clone Donor Error: cannot connect to instance {from}"),
+            });
+        }
+        st.clone_from(index, from);
+        Ok(())
+    }
+
+    async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {
+        self.lock().last_round = Some((facts.clone(), decision.clone()));
+    }
+}

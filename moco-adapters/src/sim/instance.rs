@@ -1,0 +1,203 @@
+//! [`SimInstance`]: the [`MysqlPort`] of one simulated mysqld.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use moco_core::facts::{Flavor, MysqldStatus};
+use moco_core::gtid::GtidSet;
+use moco_core::operation::ReplicationSource;
+use tokio::time::Instant;
+
+use super::cluster::{SimCluster, reach};
+use super::model::{PORT, host_of};
+use crate::ports::{Credentials, MysqlPort, PortError};
+
+/// How long a wait without limit may advance the simulation before giving up (the manager's
+/// own operation timeout usually stops it first).
+const UNLIMITED_WAIT: Duration = Duration::from_secs(3600);
+
+/// The SQL port of one simulated instance. Every call fails with
+/// [`PortError::Unreachable`] while mysqld is down or cut from the manager.
+#[derive(Clone, Debug)]
+pub struct SimInstance {
+    cluster: SimCluster,
+    index: u32,
+}
+
+impl SimInstance {
+    pub(crate) fn new(cluster: SimCluster, index: u32) -> Self {
+        SimInstance { cluster, index }
+    }
+
+    /// The ordinal.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    fn target(&self) -> String {
+        format!("instance {} ({}:{PORT})", self.index, host_of(self.index))
+    }
+
+    /// Runs `f` on the state once the instance is reachable, then re-checks the cluster.
+    fn with_reachable(
+        &self,
+        context: &str,
+        f: impl FnOnce(&mut super::model::State),
+    ) -> Result<(), PortError> {
+        let mut st = self.cluster.lock();
+        reach(&st, self.index)?;
+        f(&mut st);
+        st.refresh();
+        st.check_split_brain(&format!("{context}:{}", self.index));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl MysqlPort for SimInstance {
+    async fn status(&self) -> Result<MysqldStatus, PortError> {
+        let st = self.cluster.lock();
+        reach(&st, self.index)?;
+        st.mysqld_status(self.index)
+            .ok_or_else(|| PortError::Failed {
+                target: self.target(),
+                message: "no such instance".to_owned(),
+            })
+    }
+
+    async fn executed_gtid(&self) -> Result<GtidSet, PortError> {
+        let st = self.cluster.lock();
+        reach(&st, self.index)?;
+        Ok(st.reported_executed(self.index))
+    }
+
+    async fn set_super_read_only(&self, kill_after: Duration) -> Result<(), PortError> {
+        self.cluster.gate().await;
+        let start = Instant::now();
+        let i = self.index;
+        loop {
+            {
+                let mut st = self.cluster.lock();
+                reach(&st, i)?;
+                let waiting = st.inst(i).is_some_and(|x| !x.pending.is_empty());
+                // The global read lock waits for commits stuck in the semi-sync wait; after
+                // `kill_after` the clients are killed, which lets those commits finish.
+                if waiting && start.elapsed() >= kill_after {
+                    st.kill_connections(i);
+                }
+                if st.inst(i).is_some_and(|x| x.pending.is_empty()) {
+                    if let Some(x) = st.inst_mut(i) {
+                        x.read_only = true;
+                        x.super_read_only = true;
+                    }
+                    st.refresh();
+                    st.check_split_brain(&format!("setSuperReadOnly:{i}"));
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            self.cluster.tick();
+        }
+    }
+
+    async fn kill_connections(&self) -> Result<(), PortError> {
+        self.cluster.gate().await;
+        let i = self.index;
+        self.with_reachable("killConnections", |st| st.kill_connections(i))
+    }
+
+    async fn wait_for_gtid(
+        &self,
+        gtid: &GtidSet,
+        timeout: Option<Duration>,
+    ) -> Result<(), PortError> {
+        self.cluster.gate().await;
+        let start = Instant::now();
+        let limit = timeout.unwrap_or(UNLIMITED_WAIT);
+        let i = self.index;
+        loop {
+            {
+                let st = self.cluster.lock();
+                reach(&st, i)?;
+                if st.has_executed(i, gtid) {
+                    return Ok(());
+                }
+            }
+            if start.elapsed() >= limit {
+                let what = match self.cluster.flavor() {
+                    Flavor::Mysql => format!("WAIT_FOR_EXECUTED_GTID_SET('{gtid}')"),
+                    Flavor::Mariadb => format!("MASTER_GTID_WAIT('{}')", gtid.mariadb_position()),
+                };
+                return Err(PortError::Timeout {
+                    target: self.target(),
+                    what,
+                    seconds: limit.as_secs(),
+                });
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            self.cluster.tick();
+        }
+    }
+
+    async fn stop_replica_io(&self) -> Result<(), PortError> {
+        self.cluster.gate().await;
+        let i = self.index;
+        self.with_reachable("stopReplicaIo", |st| {
+            if let Some(r) = st.inst_mut(i).and_then(|x| x.repl.as_mut()) {
+                r.io_running = false;
+                r.connected = false;
+            }
+        })
+    }
+
+    async fn configure_replication(
+        &self,
+        source: &ReplicationSource,
+        _credentials: &Credentials,
+        semi_sync: bool,
+    ) -> Result<(), PortError> {
+        self.cluster.gate().await;
+        let ReplicationSource::Instance { index: from, .. } = source else {
+            return Err(PortError::Failed {
+                target: self.target(),
+                message: "replication from an external source is not simulated".to_owned(),
+            });
+        };
+        let from = *from;
+        let i = self.index;
+        let mut st = self.cluster.lock();
+        reach(&st, i)?;
+        if st.inst(from).is_none() {
+            return Err(PortError::Sql {
+                target: self.target(),
+                what: "CHANGE REPLICATION SOURCE TO".to_owned(),
+                code: 2005,
+                message: format!("unknown source host for instance {from}"),
+            });
+        }
+        st.configure_replication(i, from, semi_sync);
+        Ok(())
+    }
+
+    async fn configure_primary_semi_sync(
+        &self,
+        wait_for_replica_count: u32,
+        _timeout_ms: u64,
+    ) -> Result<(), PortError> {
+        self.cluster.gate().await;
+        let i = self.index;
+        self.with_reachable("configurePrimarySemiSync", |st| {
+            if let Some(x) = st.inst_mut(i) {
+                x.semi_slave = false;
+                x.semi_master = true;
+                x.wait_count = wait_for_replica_count.max(1);
+            }
+        })
+    }
+
+    async fn set_writable(&self) -> Result<(), PortError> {
+        self.cluster.gate().await;
+        let i = self.index;
+        self.with_reachable("setWritable", |st| st.set_writable(i))
+    }
+}

@@ -1,0 +1,33 @@
+//! An in-memory simulated cluster implementing [`crate::ports::Platform`] and
+//! [`crate::ports::MysqlPort`], for driving the real [`crate::manager::Manager`] and engine
+//! through fault schedules (see `docs/simulation.md`).
+//!
+//! The model keeps exact transaction sets and applies the MySQL/MariaDB rules the engine
+//! relies on:
+//!
+//! * every instance has an identity (`server_uuid` / `server_id`), a binary log of
+//!   transactions in commit order, `gtid_purged` after a clone, a relay log and
+//!   `Retrieved_Gtid_Set` (MariaDB: `Gtid_IO_Pos`), `read_only` / `super_read_only`,
+//!   semi-sync primary and replica flags, and at most one replication channel;
+//! * a client write is accepted only by a running writable instance; with semi-sync on it is
+//!   committed to the binlog and acknowledged only once enough connected semi-sync replicas
+//!   received it (AFTER_SYNC, no timeout), and shows as `Rpl_semi_sync_master_wait_sessions`
+//!   meanwhile; turning semi-sync off releases such commits, killing the sessions does not
+//!   acknowledge them;
+//! * replication moves only on [`SimCluster::tick`] (or inside an operation that waits): IO
+//!   threads reconnect when they can reach their source, check what MySQL checks on
+//!   connection (purged GTIDs, own-UUID GTIDs the source lacks; MariaDB: the start position
+//!   must be in the source's binlog) and copy missing transactions; SQL threads apply them;
+//! * faults: crashes (with or without the pending tail), restarts (read-only, replication
+//!   stopped), partitions between the manager and an instance or between two instances,
+//!   slow replicas, Pod deletion and demotion, data loss, manager crashes mid-round.
+//!
+//! Nothing is random: every choice comes from the caller.
+
+mod cluster;
+mod instance;
+mod model;
+
+pub use cluster::{SimCluster, SimConfig};
+pub use instance::SimInstance;
+pub use model::{Promotion, SimGtid, WriteOutcome, WriteRecord, WriteState, WriteTarget};

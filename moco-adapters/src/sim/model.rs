@@ -1,0 +1,1054 @@
+//! The simulated servers: exact transaction sets and the MySQL/MariaDB replication rules the
+//! engine depends on. Everything here is synchronous and deterministic; the async ports in
+//! [`super::cluster`] and [`super::instance`] lock the state and call into it.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+
+use moco_core::facts::{
+    CloneState, Flavor, MysqldStatus, ReplicaHost, ReplicaStatus, Role, SemiSyncFacts, ThreadState,
+};
+use moco_core::gtid::{GtidSet, SourceId};
+use moco_core::operation::Event;
+use moco_core::status::ClusterStatus;
+use moco_core::{Decision, facts::ClusterFacts};
+
+/// MySQL error 1236: the source cannot serve what the replica asks for.
+pub(crate) const ER_SOURCE_FATAL_READING_BINLOG: u32 = 1236;
+/// MariaDB error 1950: an out-of-order sequence number under `gtid_strict_mode`.
+pub(crate) const ER_GTID_STRICT_OUT_OF_ORDER: u32 = 1950;
+/// MySQL error 1593: source and replica are the same server.
+pub(crate) const ER_SAME_SERVER_ID: u32 = 1593;
+
+/// One transaction as the simulator knows it, exactly: who originated it and its number.
+///
+/// `origin` is a server *identity*: on MySQL a `server_uuid` (a re-initialised instance gets a
+/// new one), on MariaDB the `server_id` (which an instance keeps). `seq` is the GTID number:
+/// per UUID on MySQL, per replication domain on MariaDB (`gtid_strict_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SimGtid {
+    /// Server identity that committed it first.
+    pub origin: u32,
+    /// Transaction number.
+    pub seq: u64,
+}
+
+impl fmt::Display for SimGtid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.origin, self.seq)
+    }
+}
+
+/// Who may accept a client write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteTarget {
+    /// Through the primary Service: the lowest-ordinal instance labelled `role=primary`.
+    Primary,
+    /// Straight to one instance (a pooled connection that outlived a role change).
+    Instance(u32),
+}
+
+/// What happened to a client write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Refused: no endpoint, instance down or read-only.
+    Rejected,
+    /// Committed and acknowledged to the client.
+    Acknowledged(SimGtid),
+    /// Committed to the binary log, waiting for semi-sync acknowledgements.
+    Pending(SimGtid),
+}
+
+/// The fate of one accepted write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteState {
+    /// Waiting for semi-sync ACKs (a session counted in `Rpl_semi_sync_master_wait_sessions`).
+    Pending,
+    /// The client got OK.
+    Acknowledged,
+    /// The session was killed while waiting: committed locally, the client saw an error.
+    Killed,
+    /// The server crashed while the session waited: the client saw an error.
+    Interrupted,
+}
+
+/// The ledger entry of one accepted write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteRecord {
+    /// Write number, in acceptance order.
+    pub id: u64,
+    /// Instance that accepted it.
+    pub instance: u32,
+    /// Its GTID.
+    pub gtid: SimGtid,
+    /// What became of it.
+    pub state: WriteState,
+}
+
+/// A change of `currentPrimaryIndex` the manager persisted, with what the simulator's true
+/// data said about it at that moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Promotion {
+    /// The previous primary.
+    pub from: u32,
+    /// The new primary.
+    pub to: u32,
+    /// Ticks elapsed when it happened.
+    pub tick: u64,
+    /// Why the choice was wrong (empty when it was right): acknowledged transactions the new
+    /// primary lacks, or reachable non-errant instances that hold more.
+    pub problems: Vec<String>,
+}
+
+/// The Pod of one instance.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PodState {
+    pub deleting: bool,
+    pub demote: bool,
+    pub prevent_delete: bool,
+    pub role: Option<Role>,
+}
+
+/// The replication channel of one instance (present once configured until `RESET REPLICA ALL`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Repl {
+    pub source: u32,
+    pub io_running: bool,
+    pub connected: bool,
+    pub sql_running: bool,
+    pub io_error: Option<(u32, String)>,
+    pub sql_error: Option<(u32, String)>,
+    /// Received, not yet applied, in order.
+    pub relay: VecDeque<SimGtid>,
+    /// `Retrieved_Gtid_Set`: everything received since the relay log was last reset.
+    pub retrieved: BTreeSet<SimGtid>,
+    /// MariaDB `Gtid_IO_Pos`: where the IO thread resumes.
+    pub io_pos: Option<SimGtid>,
+}
+
+/// One mysqld and its data directory.
+#[derive(Clone, Debug)]
+pub(crate) struct Inst {
+    pub index: u32,
+    pub ident: u32,
+    pub up: bool,
+    /// Everything durable: `purged ∪ binlog` (pending commits included).
+    pub data: BTreeSet<SimGtid>,
+    /// The binary log, in commit order.
+    pub binlog: Vec<SimGtid>,
+    /// Transactions present without binary log (cloned data): `gtid_purged`.
+    pub purged: BTreeSet<SimGtid>,
+    /// Commits waiting for semi-sync ACKs: (gtid, write id).
+    pub pending: Vec<(SimGtid, u64)>,
+    pub read_only: bool,
+    pub super_read_only: bool,
+    pub semi_master: bool,
+    pub wait_count: u32,
+    pub semi_slave: bool,
+    pub repl: Option<Repl>,
+    pub clone_state: Option<CloneState>,
+    pub slow: Option<u32>,
+    pub pod: PodState,
+}
+
+impl Inst {
+    fn fresh(index: u32, ident: u32, flavor: Flavor) -> Self {
+        Inst {
+            index,
+            ident,
+            up: true,
+            data: BTreeSet::new(),
+            binlog: Vec::new(),
+            purged: BTreeSet::new(),
+            pending: Vec::new(),
+            read_only: true,
+            super_read_only: true,
+            semi_master: false,
+            wait_count: 1,
+            semi_slave: flavor == Flavor::Mariadb,
+            repl: None,
+            clone_state: None,
+            slow: None,
+            pod: PodState::default(),
+        }
+    }
+
+    /// What `@@gtid_executed` shows on MySQL: durable data without the commits still waiting
+    /// for ACKs (AFTER_SYNC adds them to `gtid_executed` only after the wait).
+    pub fn committed(&self) -> BTreeSet<SimGtid> {
+        let mut out = self.data.clone();
+        for (g, _) in &self.pending {
+            out.remove(g);
+        }
+        out
+    }
+
+    /// Data plus relay log: what this instance holds or will hold.
+    pub fn received(&self) -> BTreeSet<SimGtid> {
+        let mut out = self.data.clone();
+        if let Some(r) = &self.repl {
+            out.extend(r.retrieved.iter().copied());
+            out.extend(r.relay.iter().copied());
+        }
+        out
+    }
+
+    fn max_seq(&self) -> u64 {
+        self.data.iter().map(|g| g.seq).max().unwrap_or(0)
+    }
+
+    /// MariaDB `@@gtid_binlog_pos` for domain 0: the transaction with the highest number.
+    fn mariadb_pos(&self) -> Option<SimGtid> {
+        self.data.iter().copied().max_by_key(|g| (g.seq, g.origin))
+    }
+}
+
+/// The whole simulated cluster.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub flavor: Flavor,
+    pub server_id_base: u32,
+    pub max_delay_seconds: u64,
+    pub insts: Vec<Inst>,
+    pub next_ident: u32,
+    pub mgr_cut: BTreeSet<u32>,
+    pub links_cut: BTreeSet<(u32, u32)>,
+    pub status: ClusterStatus,
+    pub events: Vec<Event>,
+    pub writes: Vec<WriteRecord>,
+    pub violations: Vec<String>,
+    pub promotions: Vec<Promotion>,
+    pub last_round: Option<(ClusterFacts, Decision)>,
+    pub ticks: u64,
+    pub kill_after: Option<u32>,
+    pub killed: bool,
+    /// Break the model on purpose (tests of the tests): ignore semi-sync on the primary.
+    pub ignore_semi_sync: bool,
+}
+
+/// The host name of instance `index`.
+pub(crate) fn host_of(index: u32) -> String {
+    format!("sim-{index}.sim.svc")
+}
+
+/// The SQL port of every instance.
+pub(crate) const PORT: u16 = 3306;
+
+/// The `server_uuid` number of MySQL identity `ident`.
+pub(crate) fn uuid_of(ident: u32) -> u128 {
+    0x51e0_0000_0000_4000_8000_0000_0000_0000u128 + u128::from(ident) + 1
+}
+
+/// `server_uuid` text.
+pub(crate) fn uuid_text(ident: u32) -> String {
+    let hex = format!("{:032x}", uuid_of(ident));
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+impl State {
+    pub fn new(replicas: u32, flavor: Flavor, server_id_base: u32, max_delay: u64) -> Self {
+        State {
+            flavor,
+            server_id_base,
+            max_delay_seconds: max_delay,
+            insts: (0..replicas).map(|i| Inst::fresh(i, i, flavor)).collect(),
+            next_ident: replicas,
+            mgr_cut: BTreeSet::new(),
+            links_cut: BTreeSet::new(),
+            status: ClusterStatus::default(),
+            events: Vec::new(),
+            writes: Vec::new(),
+            violations: Vec::new(),
+            promotions: Vec::new(),
+            last_round: None,
+            ticks: 0,
+            kill_after: None,
+            killed: false,
+            ignore_semi_sync: false,
+        }
+    }
+
+    pub fn replicas(&self) -> u32 {
+        u32::try_from(self.insts.len()).unwrap_or(u32::MAX)
+    }
+
+    pub fn inst(&self, i: u32) -> Option<&Inst> {
+        self.insts.get(i as usize)
+    }
+
+    pub fn inst_mut(&mut self, i: u32) -> Option<&mut Inst> {
+        self.insts.get_mut(i as usize)
+    }
+
+    /// Converts exact transactions to what the server reports: every GTID on MySQL,
+    /// `gtid_binlog_state` (the last number per server id) on MariaDB.
+    pub fn report<'a>(&self, set: impl IntoIterator<Item = &'a SimGtid>) -> GtidSet {
+        let mut by_origin: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for g in set {
+            by_origin.entry(g.origin).or_default().push(g.seq);
+        }
+        let mut out = GtidSet::new();
+        for (origin, mut seqs) in by_origin {
+            match self.flavor {
+                Flavor::Mysql => {
+                    seqs.sort_unstable();
+                    let source = SourceId::Uuid {
+                        uuid: uuid_of(origin),
+                        tag: String::new(),
+                    };
+                    let mut run: Option<(u64, u64)> = None;
+                    for s in seqs {
+                        run = match run {
+                            Some((a, b)) if s <= b + 1 => Some((a, b.max(s))),
+                            Some((a, b)) => {
+                                out.insert_interval(source.clone(), a, b);
+                                Some((s, s))
+                            }
+                            None => Some((s, s)),
+                        };
+                    }
+                    if let Some((a, b)) = run {
+                        out.insert_interval(source, a, b);
+                    }
+                }
+                Flavor::Mariadb => {
+                    let max = seqs.into_iter().max().unwrap_or(0);
+                    out.insert_interval(
+                        SourceId::MariaDb {
+                            domain: 0,
+                            server_id: self.server_id_base + origin,
+                        },
+                        1,
+                        max,
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    pub fn link_ok(&self, a: u32, b: u32) -> bool {
+        !self.links_cut.contains(&(a.min(b), a.max(b)))
+    }
+
+    pub fn up(&self, i: u32) -> bool {
+        self.inst(i).is_some_and(|x| x.up)
+    }
+
+    /// The manager can open a connection to instance `i`.
+    pub fn manager_reaches(&self, i: u32) -> bool {
+        self.up(i) && !self.mgr_cut.contains(&i)
+    }
+
+    /// ACKs a commit on `p` waits for.
+    fn needed_acks(&self, p: &Inst) -> usize {
+        match self.flavor {
+            Flavor::Mysql => p.wait_count.max(1) as usize,
+            Flavor::Mariadb => 1,
+        }
+    }
+
+    /// Semi-sync replicas connected to `p` right now.
+    pub fn semi_clients(&self, p: u32) -> usize {
+        self.insts
+            .iter()
+            .filter(|r| r.index != p && r.up && r.semi_slave)
+            .filter(|r| {
+                r.repl
+                    .as_ref()
+                    .is_some_and(|c| c.source == p && c.io_running && c.connected)
+            })
+            .count()
+    }
+
+    /// Instances that accept writes and would acknowledge them now.
+    pub fn writable_ackers(&self) -> Vec<u32> {
+        self.insts
+            .iter()
+            .filter(|p| p.up && !p.read_only)
+            .filter(|p| {
+                !p.semi_master
+                    || self.ignore_semi_sync
+                    || self.semi_clients(p.index) >= self.needed_acks(p)
+            })
+            .map(|p| p.index)
+            .collect()
+    }
+
+    /// Records a violation when two writable instances could acknowledge writes.
+    pub fn check_split_brain(&mut self, context: &str) {
+        let ackers = self.writable_ackers();
+        if ackers.len() > 1 {
+            let msg = format!(
+                "tick {}: after {context}: instances {ackers:?} are writable and can acknowledge writes at the same time",
+                self.ticks
+            );
+            self.violations.push(msg);
+        }
+    }
+
+    /// Re-evaluates every replication connection (IO threads reconnect on their own).
+    pub fn refresh(&mut self) {
+        let n = self.replicas();
+        for i in 0..n {
+            let Some(repl) = self.inst(i).and_then(|x| x.repl.as_ref()) else {
+                continue;
+            };
+            if !repl.io_running {
+                continue;
+            }
+            let src = repl.source;
+            let can = self.up(i) && self.up(src) && self.link_ok(i, src);
+            let connected = repl.connected;
+            let outcome = if !can {
+                Some(Ok(false))
+            } else if !connected {
+                Some(self.handshake(i, src).map(|()| true))
+            } else {
+                None
+            };
+            if let Some(Some(r)) = self.inst_mut(i).map(|x| x.repl.as_mut()) {
+                match outcome {
+                    Some(Ok(c)) => r.connected = c,
+                    Some(Err(e)) => {
+                        r.connected = false;
+                        r.io_running = false;
+                        r.io_error = Some(e);
+                    }
+                    None => {}
+                }
+            }
+        }
+        self.settle_acks();
+    }
+
+    /// What the source checks when a replica connects.
+    fn handshake(&self, i: u32, src: u32) -> Result<(), (u32, String)> {
+        if i == src {
+            return Err((
+                ER_SAME_SERVER_ID,
+                "Fatal error: The replica I/O thread stops because source and replica have equal server ids".to_owned(),
+            ));
+        }
+        let (Some(r), Some(s)) = (self.inst(i), self.inst(src)) else {
+            return Err((2003, "no such source".to_owned()));
+        };
+        match self.flavor {
+            Flavor::Mysql => {
+                let have = r.received();
+                if let Some(g) = s.purged.iter().find(|g| !have.contains(g)) {
+                    return Err((
+                        ER_SOURCE_FATAL_READING_BINLOG,
+                        format!(
+                            "Got fatal error 1236 from source when reading data from binary log: 'Cannot replicate because the source purged required binary logs' (missing {g})"
+                        ),
+                    ));
+                }
+                if let Some(g) = have
+                    .iter()
+                    .find(|g| g.origin == s.ident && !s.data.contains(g))
+                {
+                    return Err((
+                        ER_SOURCE_FATAL_READING_BINLOG,
+                        format!(
+                            "Got fatal error 1236 from source when reading data from binary log: 'Replica has more GTIDs than the source has, using the source's SERVER_UUID' ({g})"
+                        ),
+                    ));
+                }
+                Ok(())
+            }
+            Flavor::Mariadb => {
+                let pos = r.repl.as_ref().and_then(|c| c.io_pos);
+                mariadb_start(s, pos).map(|_| ())
+            }
+        }
+    }
+
+    /// Copies what the source has and the replica lacks into the relay log.
+    fn fetch(&mut self, i: u32) {
+        let Some((src, pos)) = self.inst(i).and_then(|x| {
+            let r = x.repl.as_ref()?;
+            (x.up && r.io_running && r.connected).then_some((r.source, r.io_pos))
+        }) else {
+            return;
+        };
+        let Some(s) = self.inst(src) else { return };
+        let flavor = self.flavor;
+        let incoming: Result<Vec<SimGtid>, (u32, String)> = match flavor {
+            Flavor::Mysql => {
+                let have = self.inst(i).map(Inst::received).unwrap_or_default();
+                Ok(s.binlog
+                    .iter()
+                    .filter(|g| !have.contains(g))
+                    .copied()
+                    .collect())
+            }
+            Flavor::Mariadb => mariadb_start(s, pos).map(|start| s.binlog[start..].to_vec()),
+        };
+        let Some(Some(r)) = self.inst_mut(i).map(|x| x.repl.as_mut()) else {
+            return;
+        };
+        match incoming {
+            Ok(list) => {
+                for g in list {
+                    r.relay.push_back(g);
+                    r.retrieved.insert(g);
+                    r.io_pos = Some(g);
+                }
+            }
+            Err(e) => {
+                r.io_running = false;
+                r.connected = false;
+                r.io_error = Some(e);
+            }
+        }
+    }
+
+    /// The SQL thread applies the relay log (at most `slow` transactions).
+    fn apply(&mut self, i: u32) {
+        let flavor = self.flavor;
+        let Some(x) = self.inst_mut(i) else { return };
+        if !x.up {
+            return;
+        }
+        let limit = x.slow.unwrap_or(u32::MAX);
+        let mut applied = 0u32;
+        let mut max_seq = x.max_seq();
+        let Some(r) = x.repl.as_mut() else { return };
+        if !r.sql_running {
+            return;
+        }
+        while applied < limit {
+            let Some(g) = r.relay.pop_front() else { break };
+            if x.data.contains(&g) {
+                continue;
+            }
+            if flavor == Flavor::Mariadb && g.seq <= max_seq {
+                r.relay.push_front(g);
+                r.sql_running = false;
+                r.sql_error = Some((
+                    ER_GTID_STRICT_OUT_OF_ORDER,
+                    format!(
+                        "An attempt was made to binlog GTID {g} which would create an out-of-order sequence number with existing GTID sequence {max_seq}, and gtid strict mode is enabled"
+                    ),
+                ));
+                break;
+            }
+            x.data.insert(g);
+            x.binlog.push(g);
+            max_seq = max_seq.max(g.seq);
+            applied += 1;
+        }
+    }
+
+    /// Acknowledges pending commits that enough semi-sync replicas received; releases them
+    /// all when semi-sync is off on their server.
+    pub fn settle_acks(&mut self) {
+        let n = self.replicas();
+        let mut acked: Vec<(u32, SimGtid)> = Vec::new();
+        for p in 0..n {
+            let Some(inst) = self.inst(p) else { continue };
+            if inst.pending.is_empty() || !inst.up {
+                continue;
+            }
+            let need = self.needed_acks(inst);
+            let off = !inst.semi_master || self.ignore_semi_sync;
+            for (g, _) in &inst.pending {
+                let acks = self
+                    .insts
+                    .iter()
+                    .filter(|r| r.index != p && r.up && r.semi_slave)
+                    .filter(|r| {
+                        r.repl.as_ref().is_some_and(|c| {
+                            c.source == p
+                                && c.io_running
+                                && c.connected
+                                && (c.retrieved.contains(g) || r.data.contains(g))
+                        })
+                    })
+                    .count();
+                if off || acks >= need {
+                    acked.push((p, *g));
+                }
+            }
+        }
+        for (p, g) in acked {
+            let mut id = None;
+            if let Some(inst) = self.inst_mut(p)
+                && let Some(pos) = inst.pending.iter().position(|(x, _)| *x == g)
+            {
+                id = Some(inst.pending.remove(pos).1);
+            }
+            if let Some(id) = id {
+                self.set_write_state(id, WriteState::Acknowledged);
+            }
+        }
+    }
+
+    fn set_write_state(&mut self, id: u64, state: WriteState) {
+        if let Some(w) = self.writes.iter_mut().find(|w| w.id == id) {
+            w.state = state;
+        }
+    }
+
+    /// One step of replication: reconnect, fetch, acknowledge, apply.
+    pub fn tick(&mut self) {
+        self.ticks += 1;
+        self.refresh();
+        let n = self.replicas();
+        for i in 0..n {
+            self.fetch(i);
+        }
+        self.settle_acks();
+        for i in 0..n {
+            self.apply(i);
+        }
+        self.check_split_brain("tick");
+    }
+
+    /// A client write.
+    pub fn client_write(&mut self, target: WriteTarget) -> WriteOutcome {
+        let index = match target {
+            WriteTarget::Instance(i) => Some(i),
+            WriteTarget::Primary => self
+                .insts
+                .iter()
+                .find(|x| x.pod.role == Some(Role::Primary))
+                .map(|x| x.index),
+        };
+        let flavor = self.flavor;
+        let id = u64::try_from(self.writes.len()).unwrap_or(u64::MAX);
+        let Some(x) = index.and_then(|i| self.inst_mut(i)) else {
+            return WriteOutcome::Rejected;
+        };
+        if !x.up || x.read_only {
+            return WriteOutcome::Rejected;
+        }
+        let seq = match flavor {
+            Flavor::Mysql => {
+                x.data
+                    .iter()
+                    .filter(|g| g.origin == x.ident)
+                    .map(|g| g.seq)
+                    .max()
+                    .unwrap_or(0)
+                    + 1
+            }
+            Flavor::Mariadb => x.max_seq() + 1,
+        };
+        let g = SimGtid {
+            origin: x.ident,
+            seq,
+        };
+        x.data.insert(g);
+        x.binlog.push(g);
+        let instance = x.index;
+        x.pending.push((g, id));
+        self.writes.push(WriteRecord {
+            id,
+            instance,
+            gtid: g,
+            state: WriteState::Pending,
+        });
+        self.settle_acks();
+        self.check_split_brain("client write");
+        match self.writes.iter().find(|w| w.id == id).map(|w| w.state) {
+            Some(WriteState::Acknowledged) => WriteOutcome::Acknowledged(g),
+            _ => WriteOutcome::Pending(g),
+        }
+    }
+
+    /// The server process dies. Waiting sessions get an error. Without `keep_tail`, the
+    /// pending commits no other server received are lost (their binlog write never reached
+    /// the disk); with it, crash recovery commits them.
+    pub fn crash(&mut self, i: u32, keep_tail: bool) {
+        let Some(x) = self.inst(i) else { return };
+        if !x.up {
+            return;
+        }
+        let pending = x.pending.clone();
+        let held_elsewhere = |g: &SimGtid| {
+            self.insts
+                .iter()
+                .any(|o| o.index != i && o.received().contains(g))
+        };
+        let dropped: Vec<SimGtid> = if keep_tail {
+            Vec::new()
+        } else {
+            pending
+                .iter()
+                .map(|(g, _)| *g)
+                .filter(|g| !held_elsewhere(g))
+                .collect()
+        };
+        for (_, id) in &pending {
+            self.set_write_state(*id, WriteState::Interrupted);
+        }
+        if let Some(x) = self.inst_mut(i) {
+            x.up = false;
+            x.pending.clear();
+            for g in &dropped {
+                x.data.remove(g);
+            }
+            x.binlog.retain(|g| !dropped.contains(g));
+            if let Some(r) = x.repl.as_mut() {
+                r.connected = false;
+            }
+        }
+        self.refresh();
+        self.check_split_brain("crash");
+    }
+
+    /// mysqld starts again: read-only, replication threads stopped (`skip_replica_start`),
+    /// semi-sync primary side off, relay log kept (`relay_log_recovery=OFF`).
+    pub fn restart(&mut self, i: u32) {
+        let flavor = self.flavor;
+        let Some(x) = self.inst_mut(i) else { return };
+        if x.up {
+            return;
+        }
+        x.up = true;
+        x.read_only = true;
+        x.super_read_only = true;
+        x.semi_master = false;
+        x.wait_count = 1;
+        x.semi_slave = flavor == Flavor::Mariadb;
+        if let Some(r) = x.repl.as_mut() {
+            r.io_running = false;
+            r.sql_running = false;
+            r.connected = false;
+            r.io_error = None;
+            r.sql_error = None;
+        }
+        self.refresh();
+        self.check_split_brain("restart");
+    }
+
+    /// The data directory is replaced by an empty one (PVC re-created): new `server_uuid`.
+    pub fn wipe(&mut self, i: u32) {
+        let flavor = self.flavor;
+        let ident = match flavor {
+            Flavor::Mysql => {
+                let id = self.next_ident;
+                self.next_ident += 1;
+                id
+            }
+            Flavor::Mariadb => i,
+        };
+        let pending: Vec<u64> = self
+            .inst(i)
+            .map(|x| x.pending.iter().map(|(_, id)| *id).collect())
+            .unwrap_or_default();
+        for id in pending {
+            self.set_write_state(id, WriteState::Interrupted);
+        }
+        if let Some(x) = self.inst_mut(i) {
+            let slow = x.slow;
+            *x = Inst::fresh(i, ident, flavor);
+            x.slow = slow;
+        }
+        self.refresh();
+        self.check_split_brain("wipe");
+    }
+
+    /// `KILL CONNECTION` for every client: waiting commits stay committed, unacknowledged.
+    pub fn kill_connections(&mut self, i: u32) {
+        let ids: Vec<u64> = match self.inst_mut(i) {
+            Some(x) => x.pending.drain(..).map(|(_, id)| id).collect(),
+            None => Vec::new(),
+        };
+        for id in ids {
+            self.set_write_state(id, WriteState::Killed);
+        }
+    }
+
+    /// `SHOW`-style status of instance `i`.
+    pub fn mysqld_status(&self, i: u32) -> Option<MysqldStatus> {
+        let x = self.inst(i)?;
+        let executed = match self.flavor {
+            Flavor::Mysql => self.report(&x.committed()),
+            Flavor::Mariadb => self.report(&x.data),
+        };
+        let replica_status = x.repl.as_ref().map(|r| {
+            let source = self.inst(r.source);
+            ReplicaStatus {
+                source_host: host_of(r.source),
+                source_port: PORT,
+                io_running: match (r.io_running, r.connected) {
+                    (true, true) => ThreadState::Yes,
+                    (true, false) => ThreadState::Connecting,
+                    _ => ThreadState::No,
+                },
+                sql_running: r.sql_running,
+                last_io_errno: r.io_error.as_ref().map_or(0, |e| e.0),
+                last_io_error: r.io_error.as_ref().map(|e| e.1.clone()).unwrap_or_default(),
+                last_sql_errno: r.sql_error.as_ref().map_or(0, |e| e.0),
+                last_sql_error: r
+                    .sql_error
+                    .as_ref()
+                    .map(|e| e.1.clone())
+                    .unwrap_or_default(),
+                retrieved_gtid_set: match self.flavor {
+                    Flavor::Mysql => self.report(&r.retrieved),
+                    Flavor::Mariadb => self.report(r.io_pos.iter()),
+                },
+                seconds_behind_source: if !r.sql_running
+                    || (r.relay.is_empty() && !(r.io_running && r.connected))
+                    || source.is_none()
+                {
+                    None
+                } else {
+                    Some(r.relay.len() as u64)
+                },
+            }
+        });
+        let replica_hosts = self
+            .insts
+            .iter()
+            .filter(|r| r.index != i && r.up)
+            .filter(|r| {
+                r.repl
+                    .as_ref()
+                    .is_some_and(|c| c.source == i && c.io_running && c.connected)
+            })
+            .map(|r| ReplicaHost {
+                server_id: self.server_id_base + r.index,
+                host: host_of(r.index),
+                port: PORT,
+            })
+            .collect();
+        let clients = u32::try_from(self.semi_clients(i)).unwrap_or(u32::MAX);
+        Some(MysqldStatus {
+            flavor: self.flavor,
+            version: match self.flavor {
+                Flavor::Mysql => "8.4.0-sim".to_owned(),
+                Flavor::Mariadb => "10.11.0-MariaDB-sim".to_owned(),
+            },
+            server_id: self.server_id_base + i,
+            server_uuid: (self.flavor == Flavor::Mysql).then(|| uuid_text(x.ident)),
+            gtid_executed: executed,
+            gtid_purged: self.report(&x.purged),
+            read_only: x.read_only,
+            super_read_only: x.super_read_only,
+            semi_sync: SemiSyncFacts {
+                master_enabled: x.semi_master,
+                slave_enabled: x.semi_slave,
+                wait_for_slave_count: (self.flavor == Flavor::Mysql).then_some(x.wait_count),
+                master_timeout_ms: Some(moco_core::SEMI_SYNC_TIMEOUT_MS),
+                wait_sessions: x.pending.len() as u64,
+                master_clients: Some(clients),
+            },
+            replica_status,
+            replica_hosts,
+            clone_state: x.clone_state,
+        })
+    }
+
+    /// The executed set as the server reports it.
+    pub fn reported_executed(&self, i: u32) -> GtidSet {
+        match (self.flavor, self.inst(i)) {
+            (Flavor::Mysql, Some(x)) => self.report(&x.committed()),
+            (Flavor::Mariadb, Some(x)) => self.report(&x.data),
+            (_, None) => GtidSet::new(),
+        }
+    }
+
+    /// `WAIT_FOR_EXECUTED_GTID_SET` (MySQL: every GTID executed) or `MASTER_GTID_WAIT`
+    /// (MariaDB: per domain, a sequence number at least as high).
+    pub fn has_executed(&self, i: u32, goal: &GtidSet) -> bool {
+        match self.flavor {
+            Flavor::Mysql => goal.is_subset(&self.reported_executed(i)),
+            Flavor::Mariadb => {
+                let want = goal
+                    .sources()
+                    .filter_map(|s| goal.intervals(s).last().map(|&(_, b)| b))
+                    .max()
+                    .unwrap_or(0);
+                let have = self
+                    .inst(i)
+                    .map(|x| x.committed().iter().map(|g| g.seq).max().unwrap_or(0))
+                    .unwrap_or(0);
+                have >= want
+            }
+        }
+    }
+
+    /// `STOP REPLICA; CHANGE REPLICATION SOURCE …; START REPLICA` with the semi-sync flags.
+    /// The relay log is purged by the CHANGE (unapplied transactions are dropped) and the
+    /// primary side of semi-sync is turned off, which releases waiting commits.
+    pub fn configure_replication(&mut self, i: u32, source: u32, semi_sync: bool) {
+        let flavor = self.flavor;
+        if let Some(x) = self.inst_mut(i) {
+            let pos = match flavor {
+                Flavor::Mariadb => x.mariadb_pos(),
+                Flavor::Mysql => None,
+            };
+            x.semi_slave = semi_sync;
+            x.semi_master = false;
+            x.repl = Some(Repl {
+                source,
+                io_running: true,
+                connected: false,
+                sql_running: true,
+                io_pos: pos,
+                ..Repl::default()
+            });
+        }
+        self.refresh();
+        self.check_split_brain("configureReplication");
+    }
+
+    /// `STOP REPLICA; RESET REPLICA ALL; SET GLOBAL read_only=0`: the relay log (with any
+    /// unapplied transaction) and the channel are gone (`SHOW REPLICA STATUS` is empty).
+    pub fn set_writable(&mut self, i: u32) {
+        if let Some(x) = self.inst_mut(i) {
+            x.repl = None;
+            x.read_only = false;
+            x.super_read_only = false;
+        }
+        self.refresh();
+        self.check_split_brain("setWritable");
+    }
+
+    /// Clone: the recipient gets the donor's committed data (as `gtid_purged`, no binlog).
+    pub fn clone_from(&mut self, i: u32, donor: u32) {
+        let flavor = self.flavor;
+        let Some(copy) = self.inst(donor).map(Inst::committed) else {
+            return;
+        };
+        let pending: Vec<u64> = self
+            .inst(i)
+            .map(|x| x.pending.iter().map(|(_, id)| *id).collect())
+            .unwrap_or_default();
+        for id in pending {
+            self.set_write_state(id, WriteState::Interrupted);
+        }
+        if let Some(x) = self.inst_mut(i) {
+            let (ident, slow, pod) = (x.ident, x.slow, x.pod.clone());
+            *x = Inst::fresh(i, ident, flavor);
+            x.slow = slow;
+            x.pod = pod;
+            x.data = copy.clone();
+            x.purged = copy;
+            x.clone_state = Some(CloneState::Completed);
+        }
+        self.refresh();
+        self.check_split_brain("clone");
+    }
+
+    /// `instance i` holds a transaction the primary `p` never had, from another server
+    /// (the engine's errant rule on exact data).
+    pub fn errant_against(&self, i: u32, p: u32) -> Option<SimGtid> {
+        let (x, prim) = (self.inst(i)?, self.inst(p)?);
+        x.data
+            .iter()
+            .find(|g| !prim.data.contains(g) && g.origin != prim.ident)
+            .copied()
+    }
+
+    /// Judges a change of the primary against the true data.
+    pub fn judge_promotion(&self, from: u32, to: u32) -> Vec<String> {
+        let mut problems = Vec::new();
+        let Some(target) = self.inst(to) else {
+            return vec![format!("instance {to} does not exist")];
+        };
+        let have = target.received();
+        for w in &self.writes {
+            if w.state == WriteState::Acknowledged && !have.contains(&w.gtid) {
+                problems.push(format!(
+                    "acknowledged write #{} ({}) accepted by instance {} is missing on the new primary {to}",
+                    w.id, w.gtid, w.instance
+                ));
+            }
+        }
+        for j in &self.insts {
+            if j.index == to || !self.manager_reaches(j.index) || !j.pending.is_empty() {
+                continue;
+            }
+            if self.errant_against(j.index, from).is_some() {
+                continue;
+            }
+            let more: Vec<String> = j
+                .received()
+                .difference(&have)
+                .map(ToString::to_string)
+                .collect();
+            if !more.is_empty() {
+                problems.push(format!(
+                    "instance {} (reachable, not errant) holds {} that the new primary {to} lacks",
+                    j.index,
+                    more.join(",")
+                ));
+            }
+        }
+        problems
+    }
+
+    /// A one-line-per-instance dump for failure messages.
+    pub fn describe(&self) -> String {
+        let mut out = format!(
+            "tick {} primaryIndex={} cut(manager)={:?} cut(links)={:?}\n",
+            self.ticks, self.status.current_primary_index, self.mgr_cut, self.links_cut
+        );
+        for x in &self.insts {
+            let repl = x.repl.as_ref().map_or("-".to_owned(), |r| {
+                format!(
+                    "src={} io={}{} sql={} relay={} err={:?}/{:?}",
+                    r.source,
+                    if r.io_running { "on" } else { "off" },
+                    if r.connected { "+" } else { "" },
+                    r.sql_running,
+                    r.relay.len(),
+                    r.io_error.as_ref().map(|e| e.0),
+                    r.sql_error.as_ref().map(|e| e.0),
+                )
+            });
+            let data: Vec<String> = x.data.iter().map(ToString::to_string).collect();
+            out.push_str(&format!(
+                "  [{}] ident={} up={} ro={} semi(m={} k={} s={}) pending={} role={:?} pod(del={} demote={}) repl({repl}) data={{{}}}\n",
+                x.index,
+                x.ident,
+                x.up,
+                x.read_only,
+                x.semi_master,
+                x.wait_count,
+                x.semi_slave,
+                x.pending.len(),
+                x.pod.role,
+                x.pod.deleting,
+                x.pod.demote,
+                data.join(",")
+            ));
+        }
+        out
+    }
+}
+
+/// MariaDB: where a replica at `pos` starts reading the source's binlog, or error 1236.
+fn mariadb_start(s: &Inst, pos: Option<SimGtid>) -> Result<usize, (u32, String)> {
+    let clone_point = s.purged.iter().copied().max_by_key(|g| (g.seq, g.origin));
+    match pos {
+        None if s.purged.is_empty() => Ok(0),
+        Some(p) if Some(p) == clone_point => Ok(0),
+        Some(p) => match s.binlog.iter().position(|g| *g == p) {
+            Some(k) => Ok(k + 1),
+            None => Err((
+                ER_SOURCE_FATAL_READING_BINLOG,
+                format!(
+                    "Got fatal error 1236 from master when reading data from binary log: 'Error: connecting slave requested to start from GTID {p}, which is not in the master's binlog'"
+                ),
+            )),
+        },
+        None => Err((
+            ER_SOURCE_FATAL_READING_BINLOG,
+            "Got fatal error 1236 from master when reading data from binary log: 'Could not find GTID state requested by slave in any binlog files'".to_owned(),
+        )),
+    }
+}
