@@ -24,46 +24,14 @@ use crate::backuppolicy::JobConfig;
     status = "MySQLClusterStatus",
     derive = "PartialEq",
     doc = "MySQLCluster is a MySQL cluster managed by MOCO: a StatefulSet of mysqld instances with one primary and semi-synchronous replicas.",
-    printcolumn(
-        name = "Available",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type=='Available')].status"
-    ),
-    printcolumn(
-        name = "Healthy",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type=='Healthy')].status"
-    ),
-    printcolumn(
-        name = "Primary",
-        type_ = "integer",
-        json_path = ".status.currentPrimaryIndex"
-    ),
-    printcolumn(
-        name = "Synced replicas",
-        type_ = "integer",
-        json_path = ".status.syncedReplicas"
-    ),
-    printcolumn(
-        name = "Errant replicas",
-        type_ = "integer",
-        json_path = ".status.errantReplicas"
-    ),
-    printcolumn(
-        name = "Clustering Active",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type=='ClusteringActive')].status"
-    ),
-    printcolumn(
-        name = "Reconcile Active",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type=='ReconciliationActive')].status"
-    ),
-    printcolumn(
-        name = "Last backup",
-        type_ = "string",
-        json_path = ".status.backup.time"
-    )
+    printcolumn = r#"{"name": "Available", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Available')].status"}"#,
+    printcolumn = r#"{"name": "Healthy", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Healthy')].status"}"#,
+    printcolumn = r#"{"name": "Primary", "type": "integer", "jsonPath": ".status.currentPrimaryIndex"}"#,
+    printcolumn = r#"{"name": "Synced replicas", "type": "integer", "jsonPath": ".status.syncedReplicas"}"#,
+    printcolumn = r#"{"name": "Errant replicas", "type": "integer", "jsonPath": ".status.errantReplicas"}"#,
+    printcolumn = r#"{"name": "Clustering Active", "type": "string", "jsonPath": ".status.conditions[?(@.type=='ClusteringActive')].status"}"#,
+    printcolumn = r#"{"name": "Reconcile Active", "type": "string", "jsonPath": ".status.conditions[?(@.type=='ReconciliationActive')].status"}"#,
+    printcolumn = r#"{"name": "Last backup", "type": "string", "jsonPath": ".status.backup.time"}"#
 )]
 #[x_kube(
     validation = Rule::new("self.replicas % 2 == 1").message("replicas must be a positive odd number").field_path(".replicas"),

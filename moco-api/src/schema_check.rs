@@ -119,18 +119,18 @@ fn check_node(schema: &Value, value: &Value, path: &str, out: &mut Vec<SchemaErr
             }
         }
     }
-    if let Some(allowed) = s.get("enum").and_then(Value::as_array) {
-        if !allowed.contains(value) {
-            let list: Vec<String> = allowed.iter().map(ToString::to_string).collect();
-            push(
-                out,
-                path,
-                format!(
-                    "unsupported value {value}: must be one of {}",
-                    list.join(", ")
-                ),
-            );
-        }
+    if let Some(allowed) = s.get("enum").and_then(Value::as_array)
+        && !allowed.contains(value)
+    {
+        let list: Vec<String> = allowed.iter().map(ToString::to_string).collect();
+        push(
+            out,
+            path,
+            format!(
+                "unsupported value {value}: must be one of {}",
+                list.join(", ")
+            ),
+        );
     }
     bounds(s, value, path, out);
     match value {
@@ -171,15 +171,15 @@ fn bounds(s: &Map<String, Value>, value: &Value, path: &str, out: &mut Vec<Schem
     }
     if let Some(text) = value.as_str() {
         let len = text.chars().count() as u64;
-        if let Some(min) = s.get("minLength").and_then(Value::as_u64) {
-            if len < min {
-                push(out, path, format!("must be at least {min} characters long"));
-            }
+        if let Some(min) = s.get("minLength").and_then(Value::as_u64)
+            && len < min
+        {
+            push(out, path, format!("must be at least {min} characters long"));
         }
-        if let Some(max) = s.get("maxLength").and_then(Value::as_u64) {
-            if len > max {
-                push(out, path, format!("must be at most {max} characters long"));
-            }
+        if let Some(max) = s.get("maxLength").and_then(Value::as_u64)
+            && len > max
+        {
+            push(out, path, format!("must be at most {max} characters long"));
         }
         if let Some(pattern) = s.get("pattern").and_then(Value::as_str) {
             match Regex::new(pattern) {
@@ -204,15 +204,15 @@ fn bounds(s: &Map<String, Value>, value: &Value, path: &str, out: &mut Vec<Schem
     }
     if let Some(items) = value.as_array() {
         let len = items.len() as u64;
-        if let Some(min) = s.get("minItems").and_then(Value::as_u64) {
-            if len < min {
-                push(out, path, format!("must have at least {min} item(s)"));
-            }
+        if let Some(min) = s.get("minItems").and_then(Value::as_u64)
+            && len < min
+        {
+            push(out, path, format!("must have at least {min} item(s)"));
         }
-        if let Some(max) = s.get("maxItems").and_then(Value::as_u64) {
-            if len > max {
-                push(out, path, format!("must have at most {max} item(s)"));
-            }
+        if let Some(max) = s.get("maxItems").and_then(Value::as_u64)
+            && len > max
+        {
+            push(out, path, format!("must have at most {max} item(s)"));
         }
     }
 }

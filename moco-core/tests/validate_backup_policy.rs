@@ -57,7 +57,7 @@ fn delete_while_referenced() {
     let got = validate_backup_policy_delete("daily", &clusters);
     assert_eq!(
         got[0].to_string(),
-        "metadata.name: BackupPolicy \"daily\" cannot be deleted while MySQLCluster a, d still reference it in spec.backupPolicyName"
+        "metadata.name: BackupPolicy \"daily\" cannot be deleted: it is still referenced by spec.backupPolicyName of MySQLClusters a, d"
     );
 }
 

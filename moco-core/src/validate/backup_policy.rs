@@ -55,8 +55,13 @@ pub fn validate_backup_policy_delete(
         Rule::BackupPolicyInUse,
         FieldPath::root("metadata").child("name"),
         format!(
-            "BackupPolicy {policy_name:?} cannot be deleted while MySQLCluster {} still \
-             reference it in spec.backupPolicyName",
+            "BackupPolicy {policy_name:?} cannot be deleted: it is still referenced by \
+             spec.backupPolicyName of {} {}",
+            if users.len() == 1 {
+                "MySQLCluster"
+            } else {
+                "MySQLClusters"
+            },
             users.join(", ")
         ),
     )]
