@@ -465,3 +465,116 @@ pub async fn wait_rows(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// `moco local up --detach` of `replicas` instances in `dir` (from a blocking thread);
+/// returns the time to Healthy and the status.
+pub async fn up_detached(dir: &ClusterDir, replicas: u32) -> (Duration, Value) {
+    let d = dir.arg();
+    let started = Instant::now();
+    let out = tokio::task::spawn_blocking(move || {
+        moco_ok(&[
+            "local",
+            "up",
+            "--dir",
+            &d,
+            "--replicas",
+            &replicas.to_string(),
+            "--detach",
+            "--wait-timeout",
+            "300s",
+        ])
+    })
+    .await;
+    let took = started.elapsed();
+    if let Err(e) = out {
+        panic!("moco local up: {e}");
+    }
+    (took, dir.status())
+}
+
+/// Runs `moco <args>` on a blocking thread; returns stdout (panics on failure).
+pub async fn moco_async(args: Vec<String>) -> String {
+    match tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        moco_ok(&refs)
+    })
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => panic!("moco task: {e}"),
+    }
+}
+
+/// [`ClusterDir::wait_status`] on a blocking thread.
+pub async fn wait_status_async(
+    dir: &ClusterDir,
+    what: &str,
+    limit: Duration,
+    pred: impl Fn(&Value) -> bool + Send + 'static,
+) -> Value {
+    let path = dir.path().to_path_buf();
+    let what = what.to_owned();
+    let deadline = Instant::now() + limit;
+    loop {
+        let p = path.clone();
+        let s = match tokio::task::spawn_blocking(move || {
+            let text = moco_ok(&[
+                "local",
+                "status",
+                "--dir",
+                &p.display().to_string(),
+                "--json",
+            ]);
+            serde_json::from_str::<Value>(&text)
+        })
+        .await
+        {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => panic!("status JSON: {e}"),
+            Err(e) => panic!("status task: {e}"),
+        };
+        if pred(&s) {
+            return s;
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "timed out after {} s waiting for {what}; last status:\n{}\nmanager.log tail:\n{}",
+                limit.as_secs(),
+                serde_json::to_string_pretty(&s).unwrap_or_default(),
+                dir.log_tail(40)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Checks that every acknowledged id is stored on every instance listed in `status` as
+/// reachable and not errant (waiting for replicas to catch up); returns how many instances
+/// were checked.
+pub async fn assert_no_acked_loss(dir: &ClusterDir, status: &Value, acked: &[u64]) -> usize {
+    let admin = dir.password("moco-admin");
+    let mut checked = 0;
+    for inst in status
+        .get("instances")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if inst.get("errant").and_then(Value::as_bool) == Some(true)
+            || inst.get("reachable").and_then(Value::as_bool) != Some(true)
+        {
+            continue;
+        }
+        let index = inst.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let port = instance_port(status, index);
+        match wait_rows(port, &admin, acked, Duration::from_secs(120)).await {
+            Ok(_) => checked += 1,
+            Err((missing, err)) => panic!(
+                "instance {index} lacks {} acknowledged row(s) (first: {:?}); last error: {err}",
+                missing.len(),
+                missing.iter().take(10).collect::<Vec<_>>()
+            ),
+        }
+    }
+    checked
+}

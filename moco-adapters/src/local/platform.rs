@@ -322,7 +322,7 @@ impl LocalPlatform {
             if self.pid(index).is_some() {
                 return Ok(());
             }
-            self.start_instance(index, &[]).await
+            self.start_instance(index, &[]).await.map(|_| ())
         });
         for result in futures::future::join_all(starts).await {
             result?;
@@ -331,8 +331,9 @@ impl LocalPlatform {
     }
 
     /// Starts instance `index` with `args`, re-creating its datadir and users first when it
-    /// was wiped, and waits until it answers.
-    async fn start_instance(&self, index: u32, args: &[String]) -> Result<(), LocalError> {
+    /// was wiped (then without `args`), and waits until it answers. Returns `true` when it
+    /// was re-initialised.
+    async fn start_instance(&self, index: u32, args: &[String]) -> Result<bool, LocalError> {
         let server = self
             .servers
             .get(index as usize)
@@ -344,13 +345,13 @@ impl LocalPlatform {
             tracing::info!(index, "datadir is empty: initialising it");
             super::create::initialize_instance(&self.layout, &self.manifest, &self.secret, server)
                 .await?;
-            return Ok(());
+            return Ok(true);
         }
         server
             .start_and_wait(args, self.config.boot_timeout)
             .await
             .map_err(|e| LocalError::other(format!("instance {index}: start"), e.to_string()))?;
-        Ok(())
+        Ok(false)
     }
 
     /// Stops every instance (replicas first, the primary last), SIGTERM then SIGKILL after
@@ -432,7 +433,7 @@ impl LocalPlatform {
         let result = self.start_instance(index, &args).await;
         let i = index as usize;
         match result {
-            Ok(()) => {
+            Ok(reinitialised) => {
                 if had_hold {
                     let _ = PodsFile::update(&self.layout, |p| {
                         if let Some(meta) = p.instances.get_mut(&index) {
@@ -440,7 +441,9 @@ impl LocalPlatform {
                         }
                     });
                 }
-                let how = if args.is_empty() {
+                let how = if reinitialised {
+                    " from an empty datadir (re-initialised)".to_owned()
+                } else if args.is_empty() {
                     String::new()
                 } else {
                     format!(" with {}", args.join(" "))
@@ -580,27 +583,6 @@ impl LocalPlatform {
             })?;
         flag.store(true, Ordering::SeqCst);
         Ok(BusyGuard(Arc::clone(flag)))
-    }
-
-    /// A healthy replica to copy from instead of `donor` (a backup on a primary blocks its
-    /// commits for a while): a switchover candidate other than `target`.
-    fn preferred_donor(&self, target: u32, donor: &ReplicationSource) -> u32 {
-        let fallback = match donor {
-            ReplicationSource::Instance { index, .. } => *index,
-            ReplicationSource::External { .. } => lock(&self.status).current_primary_index,
-        };
-        let observed = lock(&self.observed);
-        observed
-            .round
-            .as_ref()
-            .and_then(|(_, d)| {
-                d.assessment
-                    .candidates
-                    .iter()
-                    .copied()
-                    .find(|&c| c != target && self.pid(c).is_some())
-            })
-            .unwrap_or(fallback)
     }
 }
 
@@ -776,7 +758,18 @@ impl Platform for LocalPlatform {
                 target: target.clone(),
                 message: "no such instance".to_owned(),
             })?;
-        let donor_index = self.preferred_donor(index, donor);
+        // The engine picked the donor (a healthy replica when there is one).
+        let donor_index = match donor {
+            ReplicationSource::Instance { index, .. } => *index,
+            ReplicationSource::External { host, port } => {
+                return Err(PortError::Failed {
+                    target,
+                    message: format!(
+                        "a local cluster cannot clone from an external source ({host}:{port})"
+                    ),
+                });
+            }
+        };
         let donor_server = self
             .server(donor_index)
             .cloned()

@@ -56,8 +56,12 @@ pub struct RunningCluster {
     _lock: FileLock,
 }
 
-/// The pid in `manager.pid` when that manager still runs (it holds `manager.lock`).
+/// The pid in `manager.pid` when that manager still runs (it holds `manager.lock`); `0`
+/// when a manager holds the lock but its pid is unknown.
 pub fn running_manager(layout: &Layout) -> Result<Option<u32>, LocalError> {
+    if !layout.manager_lock().exists() {
+        return Ok(None);
+    }
     let lock = FileLock::try_acquire(&layout.manager_lock())?;
     if lock.is_some() {
         return Ok(None);

@@ -476,7 +476,7 @@ fn status(a: StatusArgs) -> Result<ExitCode, LocalCmdError> {
         let value = status_json(&layout, &manifest, manager, snapshot.as_ref());
         let text = serde_json::to_string_pretty(&value)
             .map_err(|e| usage(format!("encoding status: {e}")))?;
-        println!("{text}");
+        print_out(&format!("{text}\n"));
     } else {
         print_status_text(&layout, &manifest, manager, snapshot.as_ref());
     }
@@ -592,8 +592,8 @@ fn render_status(
     if let Some(err) = v.get("lastError").and_then(|x| x.as_str()) {
         out.push_str(&format!("last round failed: {err}\n"));
     }
-    out.push_str(&format!(
-        "{:>3}  {:<8} {:>6} {:>8}  {:<9} {:>5}  {:<6} {}\n",
+    let header = format!(
+        "{:>3}  {:<8} {:>6} {:>8}  {:<9} {:>5}  {:<6} {}",
         "#",
         "role",
         "port",
@@ -602,7 +602,9 @@ fn render_status(
         "lag",
         "errant",
         if with_gtids { "gtids" } else { "" }
-    ));
+    );
+    out.push_str(header.trim_end());
+    out.push('\n');
     for i in v
         .get("instances")
         .and_then(|x| x.as_array())
@@ -766,7 +768,10 @@ async fn switchover(a: SwitchoverArgs) -> Result<ExitCode, LocalCmdError> {
     let deadline = started + a.timeout;
     loop {
         let now = read_status(&layout)?.current_primary_index;
-        if now != from && a.to.is_none_or(|t| t == now) {
+        // Done when the index moved and the primary endpoint follows (role label moved).
+        let labelled =
+            PodsFile::load(&layout)?.get(now).role == Some(moco_core::facts::Role::Primary);
+        if now != from && a.to.is_none_or(|t| t == now) && labelled {
             println!(
                 "primary moved from instance {from} to instance {now} in {} ms",
                 started.elapsed().as_millis()
@@ -890,6 +895,13 @@ async fn down(a: DownArgs) -> Result<ExitCode, LocalCmdError> {
         println!("removed {}", layout.root().display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes to stdout, ignoring a closed pipe (`moco local status | head`).
+fn print_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
 }
 
 fn tail(path: &Path, lines: usize) -> String {

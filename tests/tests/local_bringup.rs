@@ -1,0 +1,195 @@
+//! Bring-up of 1, 3 and 5 instances to Healthy with `moco local up --detach`, the status JSON,
+//! writes through the primary endpoint, reads through the replica endpoint, client option
+//! files, and `down --wipe`.
+
+use std::time::{Duration, Instant};
+
+use moco_tests::local::{
+    ClusterDir, connect, endpoint_port, kill_processes_mentioning, moco_ok, opts, server_or_skip,
+    state_is,
+};
+use mysql_async::prelude::Queryable;
+use serde_json::Value;
+
+async fn bring_up(replicas: u32) {
+    let dir = ClusterDir::new();
+    let started = Instant::now();
+    let out = tokio::task::spawn_blocking({
+        let d = dir.arg();
+        move || {
+            moco_ok(&[
+                "local",
+                "up",
+                "--dir",
+                &d,
+                "--replicas",
+                &replicas.to_string(),
+                "--detach",
+                "--wait-timeout",
+                "300s",
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    println!(
+        "{replicas} instance(s): Healthy after {:.1} s",
+        took.as_secs_f64()
+    );
+    assert!(out.contains("Healthy"), "{out}");
+
+    let s = dir.status();
+    assert!(state_is(&s, "Healthy"), "{s:#}");
+    for key in [
+        "state",
+        "currentPrimaryIndex",
+        "endpoints",
+        "conditions",
+        "instances",
+    ] {
+        assert!(s.get(key).is_some(), "status JSON lacks {key}: {s:#}");
+    }
+    let healthy = s["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Healthy" && c["status"] == "True");
+    assert!(healthy, "{s:#}");
+    let instances = s["instances"].as_array().unwrap();
+    assert_eq!(instances.len(), replicas as usize);
+    let primary = s["currentPrimaryIndex"].as_u64().unwrap();
+    for i in instances {
+        for key in [
+            "index",
+            "role",
+            "port",
+            "pid",
+            "reachable",
+            "executedGtids",
+            "lag",
+            "errant",
+        ] {
+            assert!(i.get(key).is_some(), "instance lacks {key}: {i:#}");
+        }
+        let want = if i["index"].as_u64() == Some(primary) {
+            "primary"
+        } else {
+            "replica"
+        };
+        assert_eq!(i["role"], want, "{i:#}");
+        assert_eq!(i["reachable"], Value::Bool(true), "{i:#}");
+        assert_eq!(i["errant"], Value::Bool(false), "{i:#}");
+        assert!(i["pid"].as_u64().is_some(), "{i:#}");
+    }
+
+    // Write through the primary endpoint as moco-writable.
+    let writable = dir.password("moco-writable");
+    let primary_port = endpoint_port(&s, "primary");
+    let mut c = connect(
+        &opts(primary_port, "moco-writable", &writable),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    c.query_drop("CREATE DATABASE up_test").await.unwrap();
+    c.query_drop("CREATE TABLE up_test.t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO up_test.t VALUES (1), (2), (3)")
+        .await
+        .unwrap();
+    let server_id: u32 = c.query_first("SELECT @@server_id").await.unwrap().unwrap();
+    assert_eq!(
+        u64::from(server_id),
+        1 + primary,
+        "primary endpoint reached the primary"
+    );
+    drop(c);
+
+    // The replica endpoint reaches replicas, which receive the rows; they refuse writes.
+    if replicas > 1 {
+        let readonly = dir.password("moco-readonly");
+        let replica_port = endpoint_port(&s, "replica");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut seen = std::collections::BTreeSet::new();
+        while seen.len() < (replicas - 1) as usize {
+            let mut r = connect(
+                &opts(replica_port, "moco-readonly", &readonly),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+            let (id, count): (u32, u64) = r
+                .query_first("SELECT @@server_id, (SELECT COUNT(*) FROM up_test.t)")
+                .await
+                .unwrap()
+                .unwrap_or((0, 0));
+            assert_ne!(
+                u64::from(id),
+                1 + primary,
+                "replica endpoint reached the primary"
+            );
+            if count == 3 {
+                seen.insert(id);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "replicas did not all serve the rows: {seen:?}"
+            );
+        }
+        let writable_on_replica = {
+            let mut r = connect(
+                &opts(replica_port, "moco-writable", &writable),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+            r.query_drop("INSERT INTO up_test.t VALUES (9)").await
+        };
+        assert!(writable_on_replica.is_err(), "a replica accepted a write");
+    }
+
+    // The client option files work with the mariadb client, when it is installed.
+    if let Ok(out) = std::process::Command::new("mariadb")
+        .arg(format!(
+            "--defaults-extra-file={}",
+            dir.path().join("client/moco-writable.cnf").display()
+        ))
+        .args(["-N", "-e", "SELECT COUNT(*) FROM up_test.t"])
+        .output()
+    {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
+    }
+
+    // down --wipe removes everything and leaves no process behind.
+    let d = dir.arg();
+    tokio::task::spawn_blocking(move || moco_ok(&["local", "down", "--dir", &d, "--wipe"]))
+        .await
+        .unwrap();
+    assert!(
+        !dir.path().exists(),
+        "down --wipe left {}",
+        dir.path().display()
+    );
+    assert_eq!(
+        kill_processes_mentioning(&dir.arg()),
+        0,
+        "processes survived down"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bring_up_1_3_5_instances() {
+    if server_or_skip("bring_up_1_3_5_instances").is_none() {
+        return;
+    }
+    for replicas in [1, 3, 5] {
+        bring_up(replicas).await;
+    }
+}

@@ -1,0 +1,151 @@
+//! Replica failures of a 3-instance cluster: a replica held down makes the cluster Degraded
+//! and Healthy again once it is back; a replica whose datadir was wiped (after the primary
+//! purged its binlogs) is cloned from a healthy replica and rejoins.
+
+use std::time::{Duration, Instant};
+
+use moco_tests::local::{
+    ClusterDir, assert_no_acked_loss, connect, create_table, endpoint_port, instance_port,
+    moco_async, opts, primary_index, server_or_skip, state_is, up_detached, wait_status_async,
+};
+use mysql_async::prelude::Queryable;
+use serde_json::Value;
+
+async fn insert(port: u16, password: &str, ids: std::ops::Range<u64>) -> Vec<u64> {
+    let mut c = connect(
+        &opts(port, "moco-writable", password),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    for id in ids.clone() {
+        c.exec_drop("INSERT INTO moco_test.t (id) VALUES (?)", (id,))
+            .await
+            .unwrap();
+    }
+    ids.collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replica_down_and_wiped_replica_recover() {
+    if server_or_skip("replica_down_and_wiped_replica_recover").is_none() {
+        return;
+    }
+    let dir = ClusterDir::new();
+    let (took, s) = up_detached(&dir, 3).await;
+    println!("3 instances Healthy after {:.1} s", took.as_secs_f64());
+    let writable = dir.password("moco-writable");
+    let port = endpoint_port(&s, "primary");
+    create_table(port, &writable).await.unwrap();
+    let mut acked = insert(port, &writable, 1..101).await;
+    let primary = primary_index(&s);
+    let replica = (0..3u64).find(|i| *i != primary).unwrap();
+    let d = dir.arg();
+
+    // 1. Replica down → Degraded → back → Healthy.
+    moco_async(vec![
+        "local".into(),
+        "kill".into(),
+        "--dir".into(),
+        d.clone(),
+        replica.to_string(),
+        "--keep-down".into(),
+    ])
+    .await;
+    let degraded = wait_status_async(&dir, "Degraded", Duration::from_secs(60), |s| {
+        state_is(s, "Degraded")
+    })
+    .await;
+    assert_eq!(degraded["instances"][replica as usize]["pid"], Value::Null);
+    assert_eq!(
+        degraded["instances"][replica as usize]["heldDown"],
+        Value::Bool(true)
+    );
+    // Still writable while Degraded.
+    acked.extend(insert(port, &writable, 101..151).await);
+    let back = Instant::now();
+    moco_async(vec![
+        "local".into(),
+        "start".into(),
+        "--dir".into(),
+        d.clone(),
+        replica.to_string(),
+    ])
+    .await;
+    let healthy = wait_status_async(&dir, "Healthy again", Duration::from_secs(120), |s| {
+        state_is(s, "Healthy")
+    })
+    .await;
+    println!(
+        "replica {replica}: Degraded while down, Healthy {} ms after `start`",
+        back.elapsed().as_millis()
+    );
+    assert_no_acked_loss(&dir, &healthy, &acked).await;
+
+    // 2. The primary purges its binlogs, so an empty replica cannot replay them: it is cloned.
+    let admin = dir.password("moco-admin");
+    let pport = instance_port(&healthy, primary_index(&healthy));
+    let mut c = connect(&opts(pport, "moco-admin", &admin), Duration::from_secs(10))
+        .await
+        .unwrap();
+    c.query_drop("FLUSH BINARY LOGS").await.unwrap();
+    acked.extend(insert(port, &writable, 151..201).await);
+    let logs: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
+    let last = logs.last().map(|l| l.0.clone()).unwrap();
+    c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
+        .await
+        .unwrap();
+    drop(c);
+
+    let wiped = (0..3u64)
+        .find(|i| *i != primary_index(&healthy) && *i != replica)
+        .unwrap();
+    moco_async(vec![
+        "local".into(),
+        "kill".into(),
+        "--dir".into(),
+        d.clone(),
+        wiped.to_string(),
+        "--keep-down".into(),
+    ])
+    .await;
+    let datadir = dir.path().join(format!("instances/{wiped}/data"));
+    std::fs::remove_dir_all(&datadir).unwrap();
+    let t = Instant::now();
+    moco_async(vec![
+        "local".into(),
+        "start".into(),
+        "--dir".into(),
+        d.clone(),
+        wiped.to_string(),
+    ])
+    .await;
+    let after = wait_status_async(
+        &dir,
+        "wiped replica cloned and Healthy",
+        Duration::from_secs(240),
+        |s| state_is(s, "Healthy"),
+    )
+    .await;
+    println!(
+        "wiped replica {wiped}: cloned and Healthy after {} ms",
+        t.elapsed().as_millis()
+    );
+    let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
+    assert!(
+        events.contains(&format!(
+            "\"reason\":\"Cloned\",\"message\":\"cloned instance {wiped}"
+        )),
+        "{events}"
+    );
+    assert!(
+        !after["instances"][wiped as usize]["errant"]
+            .as_bool()
+            .unwrap_or(true)
+    );
+    let checked = assert_no_acked_loss(&dir, &after, &acked).await;
+    assert_eq!(checked, 3);
+    // The clone replicates new writes too.
+    acked.extend(insert(port, &writable, 201..211).await);
+    assert_no_acked_loss(&dir, &after, &acked).await;
+}
