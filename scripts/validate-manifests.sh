@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Offline checks of every manifest moco-rs ships: the kustomize install (deploy/), the Helm
+# chart (charts/moco), the examples (docs/examples) and the Dockerfile. No cluster is needed.
+#
+# * kubectl kustomize deploy/ must render;
+# * the chart must render (helm template, or scripts/manifests/render_chart.py without helm),
+#   with default values and with every optional value set; its crds/ must equal deploy/crds/;
+# * every built-in object: kubernetes-validate --strict -k 1.33.0;
+# * every MySQLCluster/BackupPolicy: JSON Schema of the generated CRD (strict, nullable-aware);
+#   cert-manager objects: scripts/manifests/cert-manager.json;
+# * the Dockerfile: multi-stage, distroless/static final stage, non-root user.
+# Last line: "manifests: N passed, M failed"; exit status 1 when M > 0.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+K8S_VERSION=1.33.0
+KUBECTL=${KUBECTL:-/usr/bin/kubectl}
+[ -x "$KUBECTL" ] || KUBECTL=$(command -v kubectl || echo kubectl)
+
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+  echo "installing kubernetes-validate ..." >&2
+  python3 -m pip install --quiet --disable-pip-version-check kubernetes-validate >&2 ||
+    pip install --quiet kubernetes-validate >&2
+  hash -r
+fi
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+  # pip may install console scripts outside PATH (e.g. ~/.local/bin).
+  export PATH="$PATH:$HOME/.local/bin:$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL $*"; }
+
+# 1. kustomize
+if "$KUBECTL" kustomize deploy/ >"$work/kustomize.yaml" 2>"$work/kustomize.err"; then
+  ok "kubectl kustomize deploy/"
+else
+  fail "kubectl kustomize deploy/: $(cat "$work/kustomize.err")"
+fi
+
+# 2. Helm chart, default values and all optional values set
+render_chart() { # OUT [--set k=v ...]
+  local out=$1
+  shift
+  if command -v helm >/dev/null 2>&1; then
+    helm template moco charts/moco --namespace moco-system --include-crds "$@" >"$out" 2>"$out.err"
+  else
+    python3 scripts/manifests/render_chart.py charts/moco --namespace moco-system "$@" >"$out" 2>"$out.err"
+  fi
+}
+renderer=$(command -v helm >/dev/null 2>&1 && echo "helm template" || echo "render_chart.py (helm not installed)")
+if render_chart "$work/chart.yaml"; then
+  ok "chart renders with default values ($renderer)"
+else
+  fail "chart renders with default values ($renderer): $(cat "$work/chart.yaml.err")"
+fi
+if render_chart "$work/chart-values.yaml" --set 'nodeSelector.disktype=ssd' \
+  --set 'tolerations[0].key=dedicated' --set 'tolerations[0].operator=Exists' \
+  --set 'extraArgs[0]=--check-interval=30s' --set preventDeletePolicy.enabled=false \
+  --set image.tag=test --set replicaCount=3; then
+  if grep -q 'disktype: ssd' "$work/chart-values.yaml" && grep -q 'check-interval=30s' "$work/chart-values.yaml" &&
+    grep -q 'moco:test' "$work/chart-values.yaml" && ! grep -q 'kind: ValidatingAdmissionPolicy$' "$work/chart-values.yaml"; then
+    ok "chart renders with optional values set"
+  else
+    fail "chart with optional values: values not applied"
+  fi
+else
+  fail "chart renders with optional values set: $(cat "$work/chart-values.yaml.err")"
+fi
+for crd in deploy/crds/*.yaml; do
+  if cmp -s "$crd" "charts/moco/crds/$(basename "$crd")"; then
+    ok "charts/moco/crds/$(basename "$crd") equals $crd"
+  else
+    fail "charts/moco/crds/$(basename "$crd") differs from $crd (copy it)"
+  fi
+done
+
+# 3. every object
+inputs=()
+[ -s "$work/kustomize.yaml" ] && inputs+=("kustomize=$work/kustomize.yaml")
+[ -s "$work/chart.yaml" ] && inputs+=("chart=$work/chart.yaml")
+[ -s "$work/chart-values.yaml" ] && inputs+=("chart(values)=$work/chart-values.yaml")
+for f in docs/examples/*.yaml; do inputs+=("$f=$f"); done
+python3 scripts/manifests/check_docs.py --k8s-version "$K8S_VERSION" \
+  --crds deploy/crds/moco.cybozu.com_mysqlclusters.yaml \
+  --crds deploy/crds/moco.cybozu.com_backuppolicies.yaml \
+  "${inputs[@]}" >"$work/docs.out" 2>&1
+while IFS= read -r line; do
+  case "$line" in
+  "ok   "*) ok "${line#ok   }" ;;
+  "FAIL "*) fail "${line#FAIL }" ;;
+  *) [ -n "$line" ] && fail "check_docs.py: $line" ;;
+  esac
+done <"$work/docs.out"
+
+# 4. Dockerfile
+if [ -f Dockerfile ]; then
+  stages=$(grep -ciE '^FROM ' Dockerfile)
+  final=$(grep -iE '^FROM ' Dockerfile | tail -1)
+  user=$(grep -iE '^USER ' Dockerfile | tail -1 | awk '{print $2}')
+  if [ "$stages" -ge 2 ] && echo "$final" | grep -q 'distroless/static' &&
+    [ -n "$user" ] && [ "${user%%:*}" != "root" ] && [ "${user%%:*}" != "0" ]; then
+    ok "Dockerfile: $stages stages, final '$final', USER $user"
+  else
+    fail "Dockerfile: needs >= 2 stages, a distroless/static final stage and a non-root USER"
+  fi
+else
+  fail "Dockerfile missing"
+fi
+
+echo "manifests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
