@@ -282,7 +282,7 @@ impl Manager {
         }
     }
 
-    fn slot<'v>(view: &'v ClusterView, index: u32) -> Result<&'v InstanceSlot, PortError> {
+    fn slot(view: &ClusterView, index: u32) -> Result<&InstanceSlot, PortError> {
         view.instances
             .iter()
             .find(|s| s.index == index)
