@@ -10,6 +10,7 @@
 //! * [`admission`] and [`server`]: the admission webhooks served over HTTPS.
 #![deny(missing_docs)]
 
+pub mod admission;
 pub mod backuppolicy;
 pub mod convert;
 pub mod crd;
@@ -17,6 +18,7 @@ pub mod labels;
 pub mod mysqlcluster;
 pub mod offline;
 pub mod schema_check;
+pub mod server;
 
 pub use backuppolicy::{BackupPolicy, BackupPolicySpec, BucketConfig, JobConfig};
 pub use mysqlcluster::{MySQLCluster, MySQLClusterSpec, MySQLClusterStatus};

@@ -210,12 +210,14 @@ fn committed_crds_are_up_to_date() {
         "moco.cybozu.com_backuppolicies.yaml",
     ] {
         let generated = std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
-        let committed =
-            std::fs::read_to_string(repo().join("deploy/crds").join(name)).unwrap_or_default();
         assert!(!generated.is_empty(), "{name} was not generated");
-        assert!(
-            generated == committed,
-            "deploy/crds/{name} is out of date: run `moco crd --output-dir deploy/crds`"
-        );
+        for target in ["deploy/crds", "charts/moco/crds"] {
+            let committed =
+                std::fs::read_to_string(repo().join(target).join(name)).unwrap_or_default();
+            assert!(
+                generated == committed,
+                "{target}/{name} is out of date: run `moco crd --output-dir {target}`"
+            );
+        }
     }
 }

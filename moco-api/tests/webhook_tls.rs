@@ -1,0 +1,508 @@
+//! The webhook server over real TLS: a throwaway CA and server certificate, the server on a
+//! loopback port, and AdmissionReview JSON as the API server sends it, posted with rustls.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum_server::Handle;
+use moco_api::admission::StaticLookup;
+use moco_api::server::{WebhookState, router, serve, tls_config};
+use moco_core::validate::{ClusterReference, StorageClassFacts};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+struct Server {
+    addr: SocketAddr,
+    ca: CertificateDer<'static>,
+    handle: Handle<SocketAddr>,
+    _dir: tempfile::TempDir,
+}
+
+fn check<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
+async fn start() -> Server {
+    let mut ca_params = check(CertificateParams::new(Vec::<String>::new()), "CA params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = check(
+        CertifiedIssuer::self_signed(ca_params, check(KeyPair::generate(), "CA key")),
+        "CA",
+    );
+    let leaf_key = check(KeyPair::generate(), "leaf key");
+    let leaf_params = check(
+        CertificateParams::new(vec![
+            "localhost".to_owned(),
+            "moco-webhook-service.moco-system.svc".to_owned(),
+        ]),
+        "leaf params",
+    );
+    let leaf = check(leaf_params.signed_by(&leaf_key, &ca), "leaf");
+    let dir = check(tempfile::tempdir(), "tempdir");
+    let cert_path = dir.path().join("tls.crt");
+    let key_path = dir.path().join("tls.key");
+    check(std::fs::write(&cert_path, leaf.pem()), "write cert");
+    check(
+        std::fs::write(&key_path, leaf_key.serialize_pem()),
+        "write key",
+    );
+
+    let lookup = StaticLookup {
+        storage_classes: vec![StorageClassFacts {
+            name: "standard".into(),
+            allow_volume_expansion: false,
+            is_default: true,
+        }],
+        clusters: BTreeMap::from([(
+            "backup".to_owned(),
+            vec![ClusterReference {
+                cluster_name: "source".into(),
+                backup_policy_name: Some("daily".into()),
+            }],
+        )]),
+    };
+    let state = Arc::new(WebhookState::with_random(lookup, Arc::new(|| 41)));
+    let config = check(tls_config(&cert_path, &key_path).await, "tls config");
+    let handle = Handle::new();
+    let server_handle = handle.clone();
+    tokio::spawn(async move {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        if let Err(e) = serve(any, config, router(state), server_handle).await {
+            eprintln!("server: {e}");
+        }
+    });
+    let addr = match handle.listening().await {
+        Some(a) => a,
+        None => panic!("server did not start"),
+    };
+    Server {
+        addr,
+        ca: ca.der().clone(),
+        handle,
+        _dir: dir,
+    }
+}
+
+/// POSTs `body` to `path` over TLS (SNI localhost) and returns status and JSON body.
+async fn post(server: &Server, path: &str, body: &Value) -> (u16, Value) {
+    let mut roots = rustls::RootCertStore::empty();
+    check(roots.add(server.ca.clone()), "root store");
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = TlsConnector::from(Arc::new(config));
+    let tcp = check(TcpStream::connect(server.addr).await, "connect");
+    let name = check(ServerName::try_from("localhost"), "server name");
+    let mut tls = check(connector.connect(name, tcp).await, "TLS handshake");
+    let payload = body.to_string();
+    let request = format!(
+        "POST {path}?timeout=10s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    check(tls.write_all(request.as_bytes()).await, "write");
+    let mut raw = Vec::new();
+    // The server closes after the response (Connection: close); a TLS close_notify may be
+    // missing, so an unexpected EOF after the body is fine.
+    let _ = tls.read_to_end(&mut raw).await;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        panic!("no HTTP response: {text:?}");
+    };
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let json = if body.is_empty() {
+        Value::Null
+    } else {
+        check(serde_json::from_str(body), "response JSON")
+    };
+    (status, json)
+}
+
+fn cluster(name: &str, replicas: i64, extra: Value) -> Value {
+    let mut c = json!({
+        "apiVersion": "moco.cybozu.com/v1beta2",
+        "kind": "MySQLCluster",
+        "metadata": {"name": name, "namespace": "default", "uid": "7d3f2c1a-0000-4000-8000-000000000001", "generation": 1},
+        "spec": {
+            "replicas": replicas,
+            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "ghcr.io/cybozu-go/moco/mysql:8.4.8"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"}, "spec": {"resources": {"requests": {"storage": "10Gi"}}}}]
+        }
+    });
+    if let (Some(spec), Some(extra)) = (
+        c.pointer_mut("/spec").and_then(Value::as_object_mut),
+        extra.as_object(),
+    ) {
+        for (k, v) in extra {
+            spec.insert(k.clone(), v.clone());
+        }
+    }
+    c
+}
+
+fn policy(name: &str, schedule: &str) -> Value {
+    json!({
+        "apiVersion": "moco.cybozu.com/v1beta2",
+        "kind": "BackupPolicy",
+        "metadata": {"name": name, "namespace": "backup"},
+        "spec": {
+            "schedule": schedule,
+            "jobConfig": {"serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"}, "workVolume": {"emptyDir": {}}}
+        }
+    })
+}
+
+/// An AdmissionReview as the API server posts it.
+fn review(
+    kind: &str,
+    resource: &str,
+    operation: &str,
+    name: &str,
+    namespace: &str,
+    object: Value,
+    old: Value,
+) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": format!("uid-{operation}-{name}"),
+            "kind": {"group": "moco.cybozu.com", "version": "v1beta2", "kind": kind},
+            "resource": {"group": "moco.cybozu.com", "version": "v1beta2", "resource": resource},
+            "requestKind": {"group": "moco.cybozu.com", "version": "v1beta2", "kind": kind},
+            "requestResource": {"group": "moco.cybozu.com", "version": "v1beta2", "resource": resource},
+            "name": name,
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": object,
+            "oldObject": old,
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+        }
+    })
+}
+
+fn response(v: &Value) -> (bool, String, i64) {
+    (
+        v.pointer("/response/allowed")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        v.pointer("/response/status/message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        v.pointer("/response/status/code")
+            .and_then(Value::as_i64)
+            .unwrap_or(0),
+    )
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut n = 0;
+    let mut out = Vec::new();
+    for c in s.chars().filter(|c| *c != '=') {
+        let Some(v) = alphabet.find(c) else {
+            panic!("not base64: {s}")
+        };
+        bits = (bits << 6) | v as u32;
+        n += 6;
+        if n >= 8 {
+            n -= 8;
+            out.push((bits >> n) as u8);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_over_tls() {
+    let server = start().await;
+    let validate = "/validate-moco-cybozu-com-v1beta2-mysqlcluster";
+    let mutate = "/mutate-moco-cybozu-com-v1beta2-mysqlcluster";
+    let policy_path = "/validate-moco-cybozu-com-v1beta2-backuppolicy";
+
+    // Mutating CREATE: finalizer added, serverIDBase = (41 & 0x3FFFFFFF) + 1.
+    let (status, body) = post(
+        &server,
+        mutate,
+        &review(
+            "MySQLCluster",
+            "mysqlclusters",
+            "CREATE",
+            "c1",
+            "default",
+            cluster("c1", 3, json!({})),
+            Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body.pointer("/apiVersion"),
+        Some(&json!("admission.k8s.io/v1"))
+    );
+    assert_eq!(body.pointer("/kind"), Some(&json!("AdmissionReview")));
+    assert_eq!(body.pointer("/response/uid"), Some(&json!("uid-CREATE-c1")));
+    assert!(response(&body).0);
+    assert_eq!(
+        body.pointer("/response/patchType"),
+        Some(&json!("JSONPatch"))
+    );
+    let patch_text = base64_decode(
+        body.pointer("/response/patch")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+    );
+    let patch: Value = check(serde_json::from_slice(&patch_text), "patch JSON");
+    assert_eq!(
+        patch,
+        json!([
+            {"op": "add", "path": "/metadata/finalizers", "value": ["moco.cybozu.com/mysqlcluster"]},
+            {"op": "add", "path": "/spec/serverIDBase", "value": 42}
+        ])
+    );
+    // Existing finalizers and serverIDBase: append only the finalizer.
+    let mut c = cluster("c2", 3, json!({"serverIDBase": 7}));
+    if let Some(meta) = c.pointer_mut("/metadata").and_then(Value::as_object_mut) {
+        meta.insert("finalizers".into(), json!(["example.com/keep"]));
+    }
+    let (_, body) = post(
+        &server,
+        mutate,
+        &review(
+            "MySQLCluster",
+            "mysqlclusters",
+            "CREATE",
+            "c2",
+            "default",
+            c,
+            Value::Null,
+        ),
+    )
+    .await;
+    let patch: Value = check(
+        serde_json::from_slice(&base64_decode(
+            body.pointer("/response/patch")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        )),
+        "patch",
+    );
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/metadata/finalizers/-", "value": "moco.cybozu.com/mysqlcluster"}])
+    );
+
+    // Validating CREATE: accepted, then rejected with every violation named.
+    let ok = cluster("c1", 3, json!({"serverIDBase": 42}));
+    let (_, body) = post(
+        &server,
+        validate,
+        &review(
+            "MySQLCluster",
+            "mysqlclusters",
+            "CREATE",
+            "c1",
+            "default",
+            ok.clone(),
+            Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(response(&body), (true, String::new(), 0));
+    let bad = cluster(
+        "c1",
+        2,
+        json!({"serverIDBase": 42, "logRotationSchedule": "every minute"}),
+    );
+    let (_, body) = post(
+        &server,
+        validate,
+        &review(
+            "MySQLCluster",
+            "mysqlclusters",
+            "CREATE",
+            "c1",
+            "default",
+            bad,
+            Value::Null,
+        ),
+    )
+    .await;
+    let (allowed, message, code) = response(&body);
+    assert!(!allowed);
+    assert_eq!(code, 422);
+    assert!(
+        message.starts_with("MySQLCluster \"c1\" is invalid: "),
+        "{message}"
+    );
+    assert!(message.contains("spec.logRotationSchedule: logRotationSchedule \"every minute\" is not a valid cron schedule"), "{message}");
+    assert!(
+        message.contains("spec.replicas: replicas must be a positive odd number, got 2"),
+        "{message}"
+    );
+
+    // Validating UPDATE: decrease refused; growth on a non-expandable default class refused.
+    let bigger = cluster("c1", 5, json!({"serverIDBase": 42}));
+    let (_, body) = post(
+        &server,
+        validate,
+        &review(
+            "MySQLCluster",
+            "mysqlclusters",
+            "UPDATE",
+            "c1",
+            "default",
+            ok.clone(),
+            bigger.clone(),
+        ),
+    )
+    .await;
+    let (allowed, message, _) = response(&body);
+    assert!(!allowed);
+    assert!(
+        message.contains("spec.replicas: replicas cannot be decreased (from 5 to 3)"),
+        "{message}"
+    );
+    let (_, body) = post(
+        &server,
+        validate,
+        &review(
+            "MySQLCluster",
+            "mysqlclusters",
+            "UPDATE",
+            "c1",
+            "default",
+            bigger.clone(),
+            ok.clone(),
+        ),
+    )
+    .await;
+    assert!(response(&body).0, "scale out: {body}");
+    let mut grown = ok.clone();
+    if let Some(storage) =
+        grown.pointer_mut("/spec/volumeClaimTemplates/0/spec/resources/requests/storage")
+    {
+        *storage = json!("20Gi");
+    }
+    let (_, body) = post(
+        &server,
+        validate,
+        &review(
+            "MySQLCluster",
+            "mysqlclusters",
+            "UPDATE",
+            "c1",
+            "default",
+            grown,
+            ok.clone(),
+        ),
+    )
+    .await;
+    let (allowed, message, _) = response(&body);
+    assert!(!allowed);
+    assert!(
+        message
+            .contains("but the default storage class \"standard\" does not allow volume expansion"),
+        "{message}"
+    );
+
+    // BackupPolicy: schedule on CREATE, DELETE refused while referenced, allowed otherwise.
+    let (_, body) = post(
+        &server,
+        policy_path,
+        &review(
+            "BackupPolicy",
+            "backuppolicies",
+            "CREATE",
+            "daily",
+            "backup",
+            policy("daily", "@daily"),
+            Value::Null,
+        ),
+    )
+    .await;
+    assert!(response(&body).0);
+    let (_, body) = post(
+        &server,
+        policy_path,
+        &review(
+            "BackupPolicy",
+            "backuppolicies",
+            "UPDATE",
+            "daily",
+            "backup",
+            policy("daily", "61 * * * *"),
+            policy("daily", "@daily"),
+        ),
+    )
+    .await;
+    let (allowed, message, _) = response(&body);
+    assert!(!allowed);
+    assert!(message.contains("spec.schedule: schedule \"61 * * * *\" is not a valid cron schedule: minute field \"61\": end of range (61) above maximum (59)"), "{message}");
+    let (_, body) = post(
+        &server,
+        policy_path,
+        &review(
+            "BackupPolicy",
+            "backuppolicies",
+            "DELETE",
+            "daily",
+            "backup",
+            Value::Null,
+            policy("daily", "@daily"),
+        ),
+    )
+    .await;
+    let (allowed, message, code) = response(&body);
+    assert!(!allowed);
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("still referenced by spec.backupPolicyName of MySQLCluster source"),
+        "{message}"
+    );
+    let (_, body) = post(
+        &server,
+        policy_path,
+        &review(
+            "BackupPolicy",
+            "backuppolicies",
+            "DELETE",
+            "weekly",
+            "backup",
+            Value::Null,
+            policy("weekly", "@weekly"),
+        ),
+    )
+    .await;
+    assert!(response(&body).0);
+
+    // Malformed input: a review without a request is answered, not dropped.
+    let (status, body) = post(
+        &server,
+        validate,
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(!response(&body).0);
+    // Unknown paths are not served.
+    let (status, _) = post(&server, "/validate-apps-v1-statefulset", &json!({})).await;
+    assert_eq!(status, 404);
+
+    server.handle.shutdown();
+}
