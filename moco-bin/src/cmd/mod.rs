@@ -1,6 +1,5 @@
 //! One module per subcommand.
 
-pub mod plan;
 pub mod crd;
+pub mod plan;
 pub mod validate;
-pub mod local;
