@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
 pub mod crd;
+pub mod local;
 pub mod plan;
 pub mod validate;
