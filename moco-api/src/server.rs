@@ -210,6 +210,30 @@ pub async fn serve(
         .map_err(|source| ServerError::Serve { addr, source })
 }
 
+/// Runs the webhooks the way the controller does: `tls.crt` and `tls.key` from `cert_dir` (the
+/// cert-manager Secret mounted there, MOCO's `--cert-dir`), re-read every minute, served on
+/// `addr` (MOCO's `--webhook-addr`, `:9443`) until `handle` is shut down.
+pub async fn run<L: ClusterLookup>(
+    addr: SocketAddr,
+    cert_dir: &Path,
+    lookup: L,
+    handle: Handle<SocketAddr>,
+) -> Result<(), ServerError> {
+    let cert = cert_dir.join("tls.crt");
+    let key = cert_dir.join("tls.key");
+    let config = tls_config(&cert, &key).await?;
+    let reloader = spawn_reloader(config.clone(), cert, key, Duration::from_secs(60));
+    let result = serve(
+        addr,
+        config,
+        router(Arc::new(WebhookState::new(lookup))),
+        handle,
+    )
+    .await;
+    reloader.abort();
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::base64;

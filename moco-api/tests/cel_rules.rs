@@ -43,7 +43,10 @@ fn restore(source: &str) -> Value {
 fn failures(new: &Value, old: Option<&Value>) -> Vec<String> {
     match Validator::new().validate(&schema(), new, old) {
         Ok(()) => Vec::new(),
-        Err(errors) => errors.iter().map(|e| format!("{}: {}", e.field_path, e.message)).collect(),
+        Err(errors) => errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field_path, e.message))
+            .collect(),
     }
 }
 
@@ -55,17 +58,32 @@ fn rules_compile() {
             Err(e) => panic!("{e}"),
         };
         let compiled = compile_schema(&schema);
-        assert!(!compiled.has_errors(), "{:?}", compiled.compilation_errors());
+        assert!(
+            !compiled.has_errors(),
+            "{:?}",
+            compiled.compilation_errors()
+        );
     }
 }
 
 #[test]
 fn odd_replicas() {
-    for (replicas, ok) in [(1, true), (3, true), (5, true), (2, false), (0, false), (-1, false), (4, false)] {
+    for (replicas, ok) in [
+        (1, true),
+        (3, true),
+        (5, true),
+        (2, false),
+        (0, false),
+        (-1, false),
+        (4, false),
+    ] {
         let got = failures(&cluster(json!({"replicas": replicas})), None);
         assert_eq!(got.is_empty(), ok, "replicas {replicas}: {got:?}");
         if !ok {
-            assert_eq!(got, vec!["spec.replicas: replicas must be a positive odd number"]);
+            assert_eq!(
+                got,
+                vec!["spec.replicas: replicas must be a positive odd number"]
+            );
         }
     }
 }
@@ -84,7 +102,9 @@ fn replicas_cannot_decrease() {
     let old = cluster(json!({"replicas": 5}));
     assert_eq!(
         failures(&cluster(json!({"replicas": 3})), Some(&old)),
-        vec!["spec.replicas: replicas cannot be decreased: decreasing replicas is not supported yet"]
+        vec![
+            "spec.replicas: replicas cannot be decreased: decreasing replicas is not supported yet"
+        ]
     );
     assert!(failures(&cluster(json!({"replicas": 5})), Some(&old)).is_empty());
     assert!(failures(&cluster(json!({"replicas": 7})), Some(&old)).is_empty());
@@ -105,7 +125,12 @@ fn restore_is_immutable() {
         vec!["spec.restore: restore is not editable"]
     );
     let added = failures(&with, Some(&without));
-    assert_eq!(added, vec!["spec.restore: restore is not editable: it cannot be added to or removed from an existing cluster"]);
+    assert_eq!(
+        added,
+        vec![
+            "spec.restore: restore is not editable: it cannot be added to or removed from an existing cluster"
+        ]
+    );
     let removed = failures(&without, Some(&with));
     assert_eq!(removed, added);
 }

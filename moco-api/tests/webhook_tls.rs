@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum_server::Handle;
 use moco_api::admission::StaticLookup;
-use moco_api::server::{WebhookState, router, serve, tls_config};
+use moco_api::server::{WebhookState, router, run, serve, tls_config};
 use moco_core::validate::{ClusterReference, StorageClassFacts};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -30,7 +30,7 @@ fn check<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
     }
 }
 
-async fn start() -> Server {
+async fn start(from_cert_dir: bool) -> Server {
     let mut ca_params = check(CertificateParams::new(Vec::<String>::new()), "CA params");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = check(
@@ -69,16 +69,25 @@ async fn start() -> Server {
             }],
         )]),
     };
-    let state = Arc::new(WebhookState::with_random(lookup, Arc::new(|| 41)));
-    let config = check(tls_config(&cert_path, &key_path).await, "tls config");
     let handle = Handle::new();
     let server_handle = handle.clone();
-    tokio::spawn(async move {
-        let any = SocketAddr::from(([127, 0, 0, 1], 0));
-        if let Err(e) = serve(any, config, router(state), server_handle).await {
-            eprintln!("server: {e}");
-        }
-    });
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    if from_cert_dir {
+        let cert_dir = dir.path().to_owned();
+        tokio::spawn(async move {
+            if let Err(e) = run(any, &cert_dir, lookup, server_handle).await {
+                eprintln!("server: {e}");
+            }
+        });
+    } else {
+        let state = Arc::new(WebhookState::with_random(lookup, Arc::new(|| 41)));
+        let config = check(tls_config(&cert_path, &key_path).await, "tls config");
+        tokio::spawn(async move {
+            if let Err(e) = serve(any, config, router(state), server_handle).await {
+                eprintln!("server: {e}");
+            }
+        });
+    }
     let addr = match handle.listening().await {
         Some(a) => a,
         None => panic!("server did not start"),
@@ -230,7 +239,7 @@ fn base64_decode(s: &str) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_over_tls() {
-    let server = start().await;
+    let server = start(false).await;
     let validate = "/validate-moco-cybozu-com-v1beta2-mysqlcluster";
     let mutate = "/mutate-moco-cybozu-com-v1beta2-mysqlcluster";
     let policy_path = "/validate-moco-cybozu-com-v1beta2-backuppolicy";
@@ -504,5 +513,42 @@ async fn webhooks_over_tls() {
     let (status, _) = post(&server, "/validate-apps-v1-statefulset", &json!({})).await;
     assert_eq!(status, 404);
 
+    server.handle.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_serves_from_the_cert_dir_with_os_randomness() {
+    let server = start(true).await;
+    let (status, body) = post(
+        &server,
+        "/mutate-moco-cybozu-com-v1beta2-mysqlcluster",
+        &review(
+            "MySQLCluster",
+            "mysqlclusters",
+            "CREATE",
+            "c1",
+            "default",
+            cluster("c1", 1, json!({})),
+            Value::Null,
+        ),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(response(&body).0);
+    let patch: Value = check(
+        serde_json::from_slice(&base64_decode(
+            body.pointer("/response/patch")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        )),
+        "patch",
+    );
+    let base = patch
+        .pointer("/1/value")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    assert!((1..=1 << 30).contains(&base), "serverIDBase {base}");
+    let (status, _) = post(&server, "/healthz", &json!({})).await;
+    assert_eq!(status, 405, "/healthz answers GET only");
     server.handle.shutdown();
 }
