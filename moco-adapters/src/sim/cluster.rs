@@ -13,7 +13,8 @@ use tokio::sync::Notify;
 
 use super::instance::SimInstance;
 use super::model::{
-    PORT, Promotion, SimGtid, State, WriteOutcome, WriteRecord, WriteState, WriteTarget, host_of,
+    PORT, Promotion, RelayPurge, SimGtid, State, WriteOutcome, WriteRecord, WriteState,
+    WriteTarget, host_of,
 };
 use crate::ports::{
     ClusterView, Credentials, InstanceSlot, MocoUser, MysqlPort, Platform, PortError,
@@ -371,6 +372,12 @@ impl SimCluster {
         self.lock().promotions.clone()
     }
 
+    /// Unapplied relay-log transactions dropped by `CHANGE REPLICATION SOURCE` or
+    /// `RESET REPLICA ALL`.
+    pub fn relay_purges(&self) -> Vec<RelayPurge> {
+        self.lock().relay_purges.clone()
+    }
+
     /// Events recorded by the manager.
     pub fn events(&self) -> Vec<Event> {
         self.lock().events.clone()
@@ -557,12 +564,13 @@ impl Platform for SimCluster {
         let from = st.status.current_primary_index;
         let to = status.current_primary_index;
         if from != to {
-            let problems = st.judge_promotion(from, to);
+            let (missing_acknowledged, problems) = st.judge_promotion(from, to);
             let tick = st.ticks;
             st.promotions.push(Promotion {
                 from,
                 to,
                 tick,
+                missing_acknowledged,
                 problems,
             });
         }

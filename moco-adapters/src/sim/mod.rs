@@ -30,4 +30,6 @@ mod model;
 
 pub use cluster::{SimCluster, SimConfig};
 pub use instance::SimInstance;
-pub use model::{Promotion, SimGtid, WriteOutcome, WriteRecord, WriteState, WriteTarget};
+pub use model::{
+    Promotion, RelayPurge, SimGtid, WriteOutcome, WriteRecord, WriteState, WriteTarget,
+};

@@ -85,6 +85,20 @@ pub struct WriteRecord {
     pub state: WriteState,
 }
 
+/// Unapplied relay-log transactions an instance dropped (`CHANGE REPLICATION SOURCE` or
+/// `RESET REPLICA ALL` delete the relay log).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayPurge {
+    /// The instance.
+    pub instance: u32,
+    /// The transactions dropped, in relay-log order.
+    pub gtids: Vec<SimGtid>,
+    /// Those of them acknowledged to clients at that moment.
+    pub acknowledged: Vec<SimGtid>,
+    /// Ticks elapsed when it happened.
+    pub tick: u64,
+}
+
 /// A change of `currentPrimaryIndex` the manager persisted, with what the simulator's true
 /// data said about it at that moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,8 +109,11 @@ pub struct Promotion {
     pub to: u32,
     /// Ticks elapsed when it happened.
     pub tick: u64,
+    /// Acknowledged transactions the new primary neither holds nor has in its relay log.
+    pub missing_acknowledged: Vec<SimGtid>,
     /// Why the choice was wrong (empty when it was right): acknowledged transactions the new
-    /// primary lacks, or reachable non-errant instances that hold more.
+    /// primary lacks, or reachable, non-hung, non-errant replicas (instances with a
+    /// replication channel) that hold more.
     pub problems: Vec<String>,
 }
 
@@ -218,6 +235,7 @@ pub(crate) struct State {
     pub writes: Vec<WriteRecord>,
     pub violations: Vec<String>,
     pub promotions: Vec<Promotion>,
+    pub relay_purges: Vec<RelayPurge>,
     pub last_round: Option<(ClusterFacts, Decision)>,
     pub ticks: u64,
     pub kill_after: Option<u32>,
@@ -267,6 +285,7 @@ impl State {
             writes: Vec::new(),
             violations: Vec::new(),
             promotions: Vec::new(),
+            relay_purges: Vec::new(),
             last_round: None,
             ticks: 0,
             kill_after: None,
@@ -885,6 +904,7 @@ impl State {
     /// primary side of semi-sync is turned off, which releases waiting commits.
     pub fn configure_replication(&mut self, i: u32, source: u32, semi_sync: bool) {
         let flavor = self.flavor;
+        self.record_relay_purge(i);
         if let Some(x) = self.inst_mut(i) {
             let pos = match flavor {
                 Flavor::Mariadb => x.mariadb_pos(),
@@ -908,6 +928,7 @@ impl State {
     /// `STOP REPLICA; RESET REPLICA ALL; SET GLOBAL read_only=0`: the relay log (with any
     /// unapplied transaction) and the channel are gone (`SHOW REPLICA STATUS` is empty).
     pub fn set_writable(&mut self, i: u32) {
+        self.record_relay_purge(i);
         if let Some(x) = self.inst_mut(i) {
             x.repl = None;
             x.read_only = false;
@@ -943,6 +964,37 @@ impl State {
         self.check_split_brain("clone");
     }
 
+    /// Notes the unapplied relay-log transactions instance `i` is about to drop.
+    fn record_relay_purge(&mut self, i: u32) {
+        let Some(x) = self.inst(i) else { return };
+        let Some(r) = x.repl.as_ref() else { return };
+        let gtids: Vec<SimGtid> = r
+            .relay
+            .iter()
+            .filter(|g| !x.data.contains(g))
+            .copied()
+            .collect();
+        if gtids.is_empty() {
+            return;
+        }
+        let acknowledged = gtids
+            .iter()
+            .filter(|g| {
+                self.writes
+                    .iter()
+                    .any(|w| w.gtid == **g && w.state == WriteState::Acknowledged)
+            })
+            .copied()
+            .collect();
+        let tick = self.ticks;
+        self.relay_purges.push(RelayPurge {
+            instance: i,
+            gtids,
+            acknowledged,
+            tick,
+        });
+    }
+
     /// `instance i` holds a transaction the primary `p` never had, from another server
     /// (the engine's errant rule on exact data).
     pub fn errant_against(&self, i: u32, p: u32) -> Option<SimGtid> {
@@ -953,15 +1005,18 @@ impl State {
             .copied()
     }
 
-    /// Judges a change of the primary against the true data.
-    pub fn judge_promotion(&self, from: u32, to: u32) -> Vec<String> {
+    /// Judges a change of the primary against the true data: the acknowledged transactions
+    /// the new primary lacks, and every problem found.
+    pub fn judge_promotion(&self, from: u32, to: u32) -> (Vec<SimGtid>, Vec<String>) {
         let mut problems = Vec::new();
+        let mut missing = Vec::new();
         let Some(target) = self.inst(to) else {
-            return vec![format!("instance {to} does not exist")];
+            return (missing, vec![format!("instance {to} does not exist")]);
         };
         let have = target.received();
         for w in &self.writes {
             if w.state == WriteState::Acknowledged && !have.contains(&w.gtid) {
+                missing.push(w.gtid);
                 problems.push(format!(
                     "acknowledged write #{} ({}) accepted by instance {} is missing on the new primary {to}",
                     w.id, w.gtid, w.instance
@@ -969,7 +1024,14 @@ impl State {
             }
         }
         for j in &self.insts {
-            if j.index == to || !self.manager_reaches(j.index) || !j.pending.is_empty() {
+            // The engine's eligibility rule (MOCO's): reachable, not hung, with a replication
+            // channel. A restarted ex-primary without one is not a candidate, and whatever it
+            // holds that nobody else does was never acknowledged (checked above).
+            if j.index == to
+                || !self.manager_reaches(j.index)
+                || !j.pending.is_empty()
+                || j.repl.is_none()
+            {
                 continue;
             }
             if self.errant_against(j.index, from).is_some() {
@@ -982,13 +1044,13 @@ impl State {
                 .collect();
             if !more.is_empty() {
                 problems.push(format!(
-                    "instance {} (reachable, not errant) holds {} that the new primary {to} lacks",
+                    "instance {} (reachable replica, not errant) holds {} that the new primary {to} lacks",
                     j.index,
                     more.join(",")
                 ));
             }
         }
-        problems
+        (missing, problems)
     }
 
     /// A one-line-per-instance dump for failure messages.
