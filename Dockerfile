@@ -1,16 +1,11 @@
 # syntax=docker/dockerfile:1
-# Builds the `moco` binary statically (musl) and ships it alone on distroless/static, as a
-# non-root user.
+# Builds the `moco` binary statically (Rust's musl target is the default on Alpine) and ships
+# it alone on distroless/static, running as a non-root user.
 
 FROM rust:1.89-alpine AS build
-RUN apk add --no-cache musl-dev
+RUN apk add --no-cache musl-dev gcc
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
-COPY moco-core moco-core
-COPY moco-adapters moco-adapters
-COPY moco-api moco-api
-COPY moco-bin moco-bin
-COPY tests tests
+COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked -p moco-bin \
