@@ -1216,7 +1216,7 @@ fn engine_bug_3_failover_starts_the_candidates_applier() {
                 ],
             )
             .await;
-            assert_eq!(h.primary(), 1, "{}", h.report("no failover"));
+            assert_ne!(h.primary(), 0, "{}", h.report("no failover"));
         });
     }
 }
