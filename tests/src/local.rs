@@ -470,6 +470,10 @@ pub async fn wait_rows(
 /// returns the time to Healthy and the status.
 pub async fn up_detached(dir: &ClusterDir, replicas: u32) -> (Duration, Value) {
     let d = dir.arg();
+    // Build (or locate) the binary first so that the timing is the bring-up alone.
+    if let Err(e) = tokio::task::spawn_blocking(moco_bin).await {
+        panic!("locating moco: {e}");
+    }
     let started = Instant::now();
     let out = tokio::task::spawn_blocking(move || {
         moco_ok(&[

@@ -25,7 +25,7 @@ async fn failover_after_kill_loses_nothing() {
     tokio::time::sleep(Duration::from_millis(1000)).await;
 
     let old = primary_index(&s);
-    let killed_at = Instant::now();
+    let kill_started = Instant::now();
     let out = moco_async(vec![
         "local".into(),
         "kill".into(),
@@ -36,7 +36,14 @@ async fn failover_after_kill_loses_nothing() {
         "3s".into(),
     ])
     .await;
-    println!("{}", out.trim());
+    // `moco local kill` returns once the process is gone: no acknowledgement can come from
+    // the old primary after this instant.
+    let killed_at = Instant::now();
+    println!(
+        "{} (kill command took {} ms)",
+        out.trim(),
+        killed_at.duration_since(kill_started).as_millis()
+    );
     let moved = wait_status_async(&dir, "failover", Duration::from_secs(120), move |s| {
         primary_index(s) != old
     })

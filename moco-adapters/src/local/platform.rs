@@ -91,6 +91,8 @@ pub struct EventRecord {
 /// Supervisor bookkeeping of one instance.
 #[derive(Debug, Default)]
 struct Supervision {
+    /// The process was seen down (the manager was woken for it).
+    seen_down: bool,
     /// When the process was first seen down (or its kill hold ended).
     down_since: Option<Instant>,
     /// Failed restarts in a row.
@@ -250,7 +252,9 @@ impl LocalPlatform {
     }
 
     /// Recomputes the endpoints' routes: labelled and ready instances only, as a Service
-    /// selects Ready Pods by label.
+    /// selects Ready Pods by label. The primary endpoint also requires the instance to be
+    /// `status.currentPrimaryIndex`: between the switchover's commit point and the relabelling
+    /// round, new clients wait for the new primary instead of reaching the read-only old one.
     fn refresh_routes(&self) {
         let Some(endpoints) = lock(&self.endpoints).clone() else {
             return;
@@ -263,6 +267,7 @@ impl LocalPlatform {
             }
         };
         let ready = lock(&self.observed).ready.clone();
+        let primary = lock(&self.status).current_primary_index;
         let mut routes = Routes::default();
         for index in 0..self.manifest.replicas {
             if !ready.get(index as usize).copied().unwrap_or(false) {
@@ -273,7 +278,9 @@ impl LocalPlatform {
                 addr: self.instance_addr(index),
             };
             match pods.get(index).role {
-                Some(Role::Primary) if routes.primary.is_none() => routes.primary = Some(backend),
+                Some(Role::Primary) if index == primary && routes.primary.is_none() => {
+                    routes.primary = Some(backend)
+                }
                 Some(Role::Replica) => routes.replicas.push(backend),
                 _ => {}
             }
@@ -391,6 +398,12 @@ impl LocalPlatform {
             if self.pid(index).is_some() {
                 *state = Supervision::default();
                 continue;
+            }
+            if !state.seen_down {
+                // A process died: observe now, as MOCO's Pod watcher triggers a round,
+                // instead of waiting for the check interval.
+                state.seen_down = true;
+                self.wake();
             }
             let hold = pods.get(index).kill_hold;
             if hold.as_ref().is_some_and(|h| h.active(now_ms())) {
@@ -727,6 +740,7 @@ impl Platform for LocalPlatform {
         files::write_json(&self.layout.status(), status, 0o644)
             .map_err(|e| port_err(self.layout.status().display().to_string(), e))?;
         *lock(&self.status) = status.clone();
+        self.refresh_routes();
         // A `switchover --to N` request is done once N is the primary.
         let primary = status.current_primary_index;
         PodsFile::update(&self.layout, |p| {
