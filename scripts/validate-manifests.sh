@@ -4,7 +4,8 @@
 #
 # * kubectl kustomize deploy/ must render;
 # * the chart must render (helm template, or scripts/manifests/render_chart.py without helm),
-#   with default values and with every optional value set; its crds/ must equal deploy/crds/;
+#   with default values and with every optional value set; its crds/ must equal deploy/crds/,
+#   and it must install the same objects as deploy/ (Helm labels and image aside);
 # * every built-in object: kubernetes-validate --strict -k 1.33.0;
 # * every MySQLCluster/BackupPolicy: JSON Schema of the generated CRD (strict, nullable-aware);
 #   cert-manager objects: scripts/manifests/cert-manager.json;
@@ -78,6 +79,18 @@ for crd in deploy/crds/*.yaml; do
     fail "charts/moco/crds/$(basename "$crd") differs from $crd (copy it)"
   fi
 done
+
+# 2b. deploy/ and the chart install the same objects
+if [ -s "$work/kustomize.yaml" ] && [ -s "$work/chart.yaml" ]; then
+  python3 scripts/manifests/compare_renders.py "$work/kustomize.yaml" "$work/chart.yaml" >"$work/compare.out" 2>&1
+  while IFS= read -r line; do
+    case "$line" in
+    "ok   "*) ok "${line#ok   }" ;;
+    "FAIL "*) fail "${line#FAIL }" ;;
+    *) [ -n "$line" ] && fail "compare_renders.py: $line" ;;
+    esac
+  done <"$work/compare.out"
+fi
 
 # 3. every object
 inputs=()
