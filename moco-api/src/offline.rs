@@ -73,22 +73,35 @@ pub struct Document {
     pub value: Value,
 }
 
-/// Splits a multi-document YAML text into documents; empty documents are dropped.
+/// Splits a multi-document YAML text into documents; empty documents are dropped and the items
+/// of a `kind: List` (as `kubectl get -o yaml` prints several objects) become documents with
+/// the position of the list.
 pub fn parse_documents(file: &str, text: &str) -> Result<Vec<Document>, OfflineError> {
     let values: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| OfflineError::Yaml {
         file: file.to_owned(),
         message: e.to_string(),
     })?;
-    Ok(values
-        .into_iter()
-        .enumerate()
-        .filter(|(_, v)| !v.is_null())
-        .map(|(i, value)| Document {
+    let mut docs = Vec::new();
+    for (i, value) in values.into_iter().enumerate() {
+        let document = |value| Document {
             file: file.to_owned(),
             index: i + 1,
             value,
-        })
-        .collect())
+        };
+        match value {
+            Value::Null => {}
+            Value::Object(mut map)
+                if map.get("kind").and_then(Value::as_str) == Some("List")
+                    && map.get("items").is_some_and(Value::is_array) =>
+            {
+                if let Some(Value::Array(items)) = map.remove("items") {
+                    docs.extend(items.into_iter().map(document));
+                }
+            }
+            other => docs.push(document(other)),
+        }
+    }
+    Ok(docs)
 }
 
 /// One problem with one document.
