@@ -1,0 +1,139 @@
+//! Admission handlers called directly (no HTTP): operations that are passed through, and
+//! lookups that fail (the webhook then refuses, as MOCO's does on an internal error).
+
+use kube::core::DynamicObject;
+use kube::core::admission::AdmissionReview;
+use moco_api::admission::{
+    ClusterLookup, LookupError, StaticLookup, mutate_mysqlcluster, validate_backuppolicy,
+    validate_mysqlcluster,
+};
+use moco_core::validate::{ClusterReference, StorageClassFacts};
+use serde_json::{Value, json};
+
+struct Failing;
+
+impl ClusterLookup for Failing {
+    async fn storage_classes(&self) -> Result<Vec<StorageClassFacts>, LookupError> {
+        Err(LookupError {
+            what: "StorageClasses".into(),
+            message: "connection refused".into(),
+        })
+    }
+
+    async fn clusters_in(&self, namespace: &str) -> Result<Vec<ClusterReference>, LookupError> {
+        Err(LookupError {
+            what: format!("MySQLClusters in namespace {namespace}"),
+            message: "forbidden".into(),
+        })
+    }
+}
+
+fn cluster(storage: &str) -> Value {
+    json!({
+        "apiVersion": "moco.cybozu.com/v1beta2",
+        "kind": "MySQLCluster",
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {
+            "replicas": 1,
+            "serverIDBase": 5,
+            "podTemplate": {"spec": {"containers": [{"name": "mysqld"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"}, "spec": {"resources": {"requests": {"storage": storage}}}}]
+        }
+    })
+}
+
+fn review(
+    operation: &str,
+    kind: &str,
+    object: Value,
+    old: Value,
+) -> AdmissionReview<DynamicObject> {
+    let value = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u1",
+            "kind": {"group": "moco.cybozu.com", "version": "v1beta2", "kind": kind},
+            "resource": {"group": "moco.cybozu.com", "version": "v1beta2", "resource": "x"},
+            "name": "c",
+            "namespace": "ns",
+            "operation": operation,
+            "userInfo": {"username": "u"},
+            "object": object,
+            "oldObject": old
+        }
+    });
+    serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn outcome(review: &AdmissionReview<DynamicObject>) -> (bool, String, bool) {
+    let response = review
+        .response
+        .as_ref()
+        .unwrap_or_else(|| panic!("no response"));
+    (
+        response.allowed,
+        response.result.message.clone(),
+        response.patch.is_some(),
+    )
+}
+
+#[tokio::test]
+async fn failed_lookups_refuse() {
+    let grown = review("UPDATE", "MySQLCluster", cluster("2Gi"), cluster("1Gi"));
+    let (allowed, message, _) = outcome(&validate_mysqlcluster(&Failing, grown).await);
+    assert!(!allowed);
+    assert_eq!(
+        message,
+        "internal error: cannot list StorageClasses: connection refused"
+    );
+    // No growth: StorageClasses are not needed, so a failing lookup does not matter.
+    let same = review("UPDATE", "MySQLCluster", cluster("1Gi"), cluster("1Gi"));
+    assert!(outcome(&validate_mysqlcluster(&Failing, same).await).0);
+    let delete = review(
+        "DELETE",
+        "BackupPolicy",
+        Value::Null,
+        json!({"metadata": {"name": "c"}}),
+    );
+    let (allowed, message, _) = outcome(&validate_backuppolicy(&Failing, delete).await);
+    assert!(!allowed);
+    assert_eq!(
+        message,
+        "internal error: cannot list MySQLClusters in namespace ns: forbidden"
+    );
+}
+
+#[tokio::test]
+async fn other_operations_pass() {
+    let lookup = StaticLookup::default();
+    let update = review("UPDATE", "MySQLCluster", cluster("1Gi"), cluster("1Gi"));
+    assert_eq!(
+        outcome(&mutate_mysqlcluster(update, 7)),
+        (true, String::new(), false)
+    );
+    let delete = review("DELETE", "MySQLCluster", Value::Null, cluster("1Gi"));
+    assert!(outcome(&validate_mysqlcluster(&lookup, delete).await).0);
+    let connect = review("CONNECT", "BackupPolicy", Value::Null, Value::Null);
+    assert!(outcome(&validate_backuppolicy(&lookup, connect).await).0);
+}
+
+#[tokio::test]
+async fn undecodable_objects_are_refused() {
+    let mut broken = cluster("1Gi");
+    if let Some(spec) = broken.pointer_mut("/spec").and_then(Value::as_object_mut) {
+        spec.remove("podTemplate");
+    }
+    let (allowed, message, _) = outcome(
+        &validate_mysqlcluster(
+            &StaticLookup::default(),
+            review("CREATE", "MySQLCluster", broken, Value::Null),
+        )
+        .await,
+    );
+    assert!(!allowed);
+    assert!(
+        message.starts_with("cannot decode object: missing field `podTemplate`"),
+        "{message}"
+    );
+}
