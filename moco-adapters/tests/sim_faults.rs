@@ -427,20 +427,7 @@ impl Harness {
                 return Err(self.known(KnownBug::FailoverWaitsOnStoppedApplier, detail));
             }
         }
-        // The replicas the engine may count: not errant in truth, a replication channel,
-        // some data.
-        let usable: Vec<u32> = facts
-            .instances
-            .iter()
-            .filter(|x| x.index != lost)
-            .filter(|x| {
-                x.mysqld
-                    .as_ref()
-                    .is_some_and(|m| m.replica_status.is_some() && !m.gtid_executed.is_empty())
-            })
-            .map(|x| x.index)
-            .filter(|&i| self.sim.errant_against(i, lost).is_none())
-            .collect();
+        // The engine may only exclude instances that are errant in truth.
         for &i in &d.assessment.errant {
             if self.sim.errant_against(i, lost).is_none() {
                 return Err(Stop::Fail(format!(
@@ -448,17 +435,31 @@ impl Harness {
                 )));
             }
         }
+        // The replicas the engine may count (MOCO's rule): reachable, not hung, not known to
+        // be errant, a replication channel, some data. An instance that became errant while
+        // the primary could not be compared with it still counts: the engine cannot know.
+        let usable: Vec<u32> = facts
+            .instances
+            .iter()
+            .filter(|x| x.index != lost)
+            .filter(|x| !d.assessment.hung.contains(&x.index))
+            .filter(|x| !d.assessment.is_errant(x.index))
+            .filter(|x| {
+                x.mysqld
+                    .as_ref()
+                    .is_some_and(|m| m.replica_status.is_some() && !m.gtid_executed.is_empty())
+            })
+            .map(|x| x.index)
+            .collect();
         let quorum = self.n - acks_needed(self.n, self.flavor);
         let usable_count = u32::try_from(usable.len()).unwrap_or(u32::MAX);
         match d.state {
             ClusterState::Lost if usable_count < quorum => Ok(Loss::JustifiedLost),
             ClusterState::Failed => {
-                // A refusal is right when no usable replica holds what every other received.
-                let sets: Vec<(u32, BTreeSet<SimGtid>)> = usable
-                    .iter()
-                    .filter(|i| !d.assessment.is_errant(**i))
-                    .map(|&i| (i, self.sim.received(i)))
-                    .collect();
+                // A refusal is right when no usable replica truly holds what every other
+                // received.
+                let sets: Vec<(u32, BTreeSet<SimGtid>)> =
+                    usable.iter().map(|&i| (i, self.sim.received(i))).collect();
                 let top = sets
                     .iter()
                     .find(|(_, s)| sets.iter().all(|(_, o)| o.is_subset(s)));
