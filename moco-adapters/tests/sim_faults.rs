@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use moco_adapters::manager::{Manager, ManagerConfig, operation_name};
 use moco_adapters::ports::Platform;
-use moco_adapters::sim::{SimCluster, SimConfig, SimGtid, WriteOutcome, WriteTarget};
+use moco_adapters::sim::{OpFault, SimCluster, SimConfig, SimGtid, WriteOutcome, WriteTarget};
 use moco_core::Action;
 use moco_core::facts::{Flavor, Role};
 use moco_core::operation::Operation;
@@ -349,6 +349,27 @@ impl Harness {
                 }
             }
             Ev::CrashRound(k) => self.crash_round(u32::from(k)).await,
+            Ev::FaultRound(k, f) => {
+                let fault = match f {
+                    MidFault::Crash { i, keep_tail } => OpFault::Crash {
+                        instance: ix(i),
+                        keep_tail,
+                    },
+                    MidFault::CrashPrimary { keep_tail } => OpFault::Crash {
+                        instance: self.primary(),
+                        keep_tail,
+                    },
+                    MidFault::CutManager(i) => OpFault::CutManager(ix(i)),
+                    MidFault::Isolate(i) => OpFault::Isolate(ix(i)),
+                };
+                self.sim.fault_at_operation(u32::from(k), fault);
+                self.sim.tick();
+                self.round().await;
+                if !self.sim.clear_operation_fault() {
+                    self.log
+                        .push(format!("  {fault:?} struck inside the round"));
+                }
+            }
             Ev::RestartManager => self.restart_manager(),
         }
         self.check_safety()
@@ -693,8 +714,32 @@ enum Ev {
     Rounds(u8),
     /// A round during which the manager dies after k operations.
     CrashRound(u8),
+    /// A round during which a fault strikes before its k-th operation.
+    FaultRound(u8, MidFault),
     /// The manager process restarts between rounds.
     RestartManager,
+}
+
+/// A fault striking inside a manager round.
+#[derive(Clone, Copy, Debug)]
+enum MidFault {
+    /// An instance's mysqld dies.
+    Crash { i: u8, keep_tail: bool },
+    /// The primary's mysqld dies.
+    CrashPrimary { keep_tail: bool },
+    /// The manager loses an instance.
+    CutManager(u8),
+    /// An instance is cut from everyone.
+    Isolate(u8),
+}
+
+fn mid_fault() -> impl Strategy<Value = MidFault> {
+    prop_oneof![
+        (any::<u8>(), any::<bool>()).prop_map(|(i, keep_tail)| MidFault::Crash { i, keep_tail }),
+        any::<bool>().prop_map(|keep_tail| MidFault::CrashPrimary { keep_tail }),
+        any::<u8>().prop_map(MidFault::CutManager),
+        any::<u8>().prop_map(MidFault::Isolate),
+    ]
 }
 
 fn event() -> impl Strategy<Value = Ev> {
@@ -719,6 +764,7 @@ fn event() -> impl Strategy<Value = Ev> {
         2 => Just(Ev::FinishDeletions),
         8 => (1u8..=3).prop_map(Ev::Rounds),
         2 => (0u8..10).prop_map(Ev::CrashRound),
+        2 => ((0u8..10), mid_fault()).prop_map(|(k, f)| Ev::FaultRound(k, f)),
         1 => Just(Ev::RestartManager),
     ]
 }
@@ -1313,6 +1359,46 @@ fn random_schedules_reach_the_interesting_states() {
                 .any(|r| matches!(r, Remedy::WipeErrant(_))),
             "{cov:?}"
         );
+    }
+}
+
+/// Prints what random schedules went through for every configuration
+/// (`SIM_COVERAGE_CASES`, default 200 each).
+#[test]
+#[ignore = "report"]
+fn coverage_report() {
+    let cases = std::env::var("SIM_COVERAGE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    for flavor in [Flavor::Mysql, Flavor::Mariadb] {
+        for n in [1, 3, 5] {
+            let cov = coverage_run(n, flavor, cases, u64::from(n) * 31 + 5);
+            let mut known = std::collections::BTreeMap::new();
+            for k in &cov.known {
+                *known.entry(format!("{k:?}")).or_insert(0) += 1;
+            }
+            let mut losses = std::collections::BTreeMap::new();
+            for l in &cov.losses {
+                *losses.entry(format!("{l:?}")).or_insert(0) += 1;
+            }
+            let mut remedies = std::collections::BTreeMap::new();
+            for r in &cov.remedies {
+                let name = format!("{r:?}");
+                let name = name.split('(').next().unwrap_or_default().to_owned();
+                *remedies.entry(name).or_insert(0) += 1;
+            }
+            eprintln!(
+                "{flavor:?} x{n}: {} cases, {} acknowledged writes, {} switchovers, {} failovers, {} FailOverFailed events, {} clones, {} manager kills, losses {losses:?}, remedies {remedies:?}, known engine bugs {known:?}",
+                cov.cases,
+                cov.acknowledged,
+                cov.switchovers,
+                cov.failovers,
+                cov.refused_failovers,
+                cov.clones,
+                cov.manager_kills
+            );
+        }
     }
 }
 

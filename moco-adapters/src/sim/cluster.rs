@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 
 use super::instance::SimInstance;
 use super::model::{
-    PORT, Promotion, RelayPurge, SimGtid, State, WriteOutcome, WriteRecord, WriteState,
+    OpFault, PORT, Promotion, RelayPurge, SimGtid, State, WriteOutcome, WriteRecord, WriteState,
     WriteTarget, host_of,
 };
 use crate::ports::{
@@ -179,17 +179,19 @@ impl SimCluster {
 
     /// Instance `i` is cut from the manager and from every other instance.
     pub fn isolate(&self, i: u32) {
-        let mut st = self.lock();
-        let n = st.replicas();
-        if i >= n {
-            return;
-        }
-        st.mgr_cut.insert(i);
-        for j in (0..n).filter(|&j| j != i) {
-            st.links_cut.insert((i.min(j), i.max(j)));
-        }
-        st.refresh();
-        st.check_split_brain("isolate");
+        self.lock().isolate(i);
+    }
+
+    /// `fault` strikes right before the manager's `n`-th next operation (0: the next one),
+    /// between two steps of a plan.
+    pub fn fault_at_operation(&self, n: u32, fault: OpFault) {
+        self.lock().fault_at = Some((n, fault));
+    }
+
+    /// Drops a fault set by [`fault_at_operation`](Self::fault_at_operation) that has not
+    /// struck; true when there was one.
+    pub fn clear_operation_fault(&self) -> bool {
+        self.lock().fault_at.take().is_some()
     }
 
     /// Every network fault is repaired.
@@ -419,6 +421,14 @@ impl SimCluster {
     pub(crate) async fn gate(&self) {
         let hang = {
             let mut st = self.lock();
+            match st.fault_at {
+                Some((0, fault)) => {
+                    st.fault_at = None;
+                    st.inject(fault);
+                }
+                Some((n, fault)) => st.fault_at = Some((n - 1, fault)),
+                None => {}
+            }
             match st.kill_after {
                 Some(0) => {
                     st.kill_after = None;

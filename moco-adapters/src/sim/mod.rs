@@ -31,5 +31,5 @@ mod model;
 pub use cluster::{SimCluster, SimConfig};
 pub use instance::SimInstance;
 pub use model::{
-    Promotion, RelayPurge, SimGtid, WriteOutcome, WriteRecord, WriteState, WriteTarget,
+    OpFault, Promotion, RelayPurge, SimGtid, WriteOutcome, WriteRecord, WriteState, WriteTarget,
 };

@@ -99,6 +99,22 @@ pub struct RelayPurge {
     pub tick: u64,
 }
 
+/// A fault that strikes between two operations of a manager round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpFault {
+    /// mysqld of an instance dies (see [`super::SimCluster::crash`]).
+    Crash {
+        /// The instance.
+        instance: u32,
+        /// Whether crash recovery keeps the commits waiting for ACKs.
+        keep_tail: bool,
+    },
+    /// The manager can no longer reach an instance.
+    CutManager(u32),
+    /// An instance is cut from the manager and every other instance.
+    Isolate(u32),
+}
+
 /// A change of `currentPrimaryIndex` the manager persisted, with what the simulator's true
 /// data said about it at that moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -240,6 +256,8 @@ pub(crate) struct State {
     pub ticks: u64,
     pub kill_after: Option<u32>,
     pub killed: bool,
+    /// A fault to inject before the n-th next manager operation.
+    pub fault_at: Option<(u32, OpFault)>,
     /// Break the model on purpose (tests of the tests): ignore semi-sync on the primary.
     pub ignore_semi_sync: bool,
 }
@@ -290,6 +308,7 @@ impl State {
             ticks: 0,
             kill_after: None,
             killed: false,
+            fault_at: None,
             ignore_semi_sync: false,
         }
     }
@@ -775,6 +794,36 @@ impl State {
         }
         self.refresh();
         self.check_split_brain("wipe");
+    }
+
+    /// Cuts instance `i` from the manager and every other instance.
+    pub fn isolate(&mut self, i: u32) {
+        let n = self.replicas();
+        if i >= n {
+            return;
+        }
+        self.mgr_cut.insert(i);
+        for j in (0..n).filter(|&j| j != i) {
+            self.links_cut.insert((i.min(j), i.max(j)));
+        }
+        self.refresh();
+        self.check_split_brain("isolate");
+    }
+
+    /// Applies a fault injected between two manager operations.
+    pub fn inject(&mut self, fault: OpFault) {
+        match fault {
+            OpFault::Crash {
+                instance,
+                keep_tail,
+            } => self.crash(instance, keep_tail),
+            OpFault::CutManager(i) => {
+                if i < self.replicas() {
+                    self.mgr_cut.insert(i);
+                }
+            }
+            OpFault::Isolate(i) => self.isolate(i),
+        }
     }
 
     /// `KILL CONNECTION` for every client: waiting commits stay committed, unacknowledged.
