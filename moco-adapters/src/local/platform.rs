@@ -321,15 +321,20 @@ impl LocalPlatform {
         }
     }
 
-    /// Starts every instance that does not run (initialising a wiped datadir first) and waits
-    /// until all answer. Used when the manager starts; crashed instances later are the
+    /// Starts every instance that does not run and is not held down by `moco local kill`
+    /// (initialising a wiped datadir first) and waits until all answer. Used when the manager starts; crashed instances later are the
     /// supervisor's job.
     pub async fn start_all(&self) -> Result<(), LocalError> {
-        let starts = (0..self.manifest.replicas).map(|index| async move {
-            if self.pid(index).is_some() {
-                return Ok(());
+        let pods = PodsFile::load(&self.layout)?;
+        let now = now_ms();
+        let starts = (0..self.manifest.replicas).map(|index| {
+            let held = pods.get(index).kill_hold.is_some_and(|h| h.active(now));
+            async move {
+                if self.pid(index).is_some() || held {
+                    return Ok(());
+                }
+                self.start_instance(index, &[]).await.map(|_| ())
             }
-            self.start_instance(index, &[]).await.map(|_| ())
         });
         for result in futures::future::join_all(starts).await {
             result?;
