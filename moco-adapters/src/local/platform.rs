@@ -101,6 +101,9 @@ struct Supervision {
     not_before: Option<Instant>,
 }
 
+/// What `moco local switchover` asks for, as seen in `pods.json`.
+type SwitchRequest = (Option<u32>, Vec<u32>);
+
 #[derive(Debug, Default)]
 struct Observed {
     /// Readiness per instance from the last observation.
@@ -123,6 +126,8 @@ pub struct LocalPlatform {
     /// restart), so the supervisor leaves it alone.
     busy: Vec<Arc<AtomicBool>>,
     supervision: Mutex<Vec<Supervision>>,
+    /// The switchover request (`switchover_to`, demote flags) last seen in `pods.json`.
+    last_request: Mutex<Option<SwitchRequest>>,
     observed: Mutex<Observed>,
     status: Mutex<ClusterStatus>,
     endpoints: Mutex<Option<Arc<Endpoints>>>,
@@ -197,6 +202,7 @@ impl LocalPlatform {
             ports,
             busy,
             supervision: Mutex::new(supervision),
+            last_request: Mutex::new(None),
             observed: Mutex::new(Observed::default()),
             status: Mutex::new(status),
             endpoints: Mutex::new(None),
@@ -387,8 +393,28 @@ impl LocalPlatform {
     ///    was. A single-instance cluster's primary is restarted at once.
     /// 5. A failed restart is retried with a doubling pause (1 s up to
     ///    [`LocalConfig::restart_backoff_max`]); a wiped datadir is re-initialised first.
+    ///
+    /// It also starts a manager round at once when a switchover request appears in
+    /// `pods.json` (written by `moco local switchover` in another process).
     pub fn supervise_once(self: &Arc<Self>) {
         let pods = PodsFile::load(&self.layout).unwrap_or_default();
+        let request: SwitchRequest = (
+            pods.switchover_to,
+            pods.instances
+                .iter()
+                .filter(|(_, m)| m.demote)
+                .map(|(i, _)| *i)
+                .collect(),
+        );
+        let changed = {
+            let mut last = lock(&self.last_request);
+            let changed = last.as_ref().is_some_and(|l| *l != request);
+            *last = Some(request.clone());
+            changed
+        };
+        if changed && (request.0.is_some() || !request.1.is_empty()) {
+            self.wake();
+        }
         let primary = lock(&self.status).current_primary_index;
         let now = Instant::now();
         let mut sup = lock(&self.supervision);

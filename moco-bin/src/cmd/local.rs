@@ -49,6 +49,11 @@ enum LocalCommand {
     /// Move the primary to another instance.
     Switchover(SwitchoverArgs),
     /// SIGKILL one instance's server (a crash, to drill failover).
+    ///
+    /// The manager restarts crashed servers like a kubelet; a killed one stays down for
+    /// `--down-for` (default 30 s) or, with `--keep-down`, until `moco local start N`. A killed
+    /// primary comes back only after the manager failed over (as a replica; MariaDB with
+    /// `--init-rpl-role=SLAVE`), or after 20 s when no failover is possible.
     Kill(KillArgs),
     /// Let a killed instance start again now.
     Start(StartArgs),
