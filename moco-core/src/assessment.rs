@@ -198,14 +198,28 @@ pub(crate) fn assess(facts: &ClusterFacts) -> View<'_> {
         .collect();
     hung.sort_unstable();
 
+    // MySQL's AFTER_SYNC semi-sync adds a commit to gtid_executed only once acknowledged, so a
+    // replica may hold the primary's first transactions while the primary shows none: that is
+    // not lost data when the primary waits for ACKs or the replicas' data comes from the
+    // primary itself. A wiped MySQL primary has a new server_uuid, so its old transactions are
+    // foreign. MariaDB's gtid_binlog_state includes waiting commits, and a wiped MariaDB server
+    // keeps its server_id, so there any replica data counts.
     let lost_data = primary_status.is_some_and(|p| {
+        let identity = match p.flavor {
+            crate::facts::Flavor::Mysql => p.identity(),
+            crate::facts::Flavor::Mariadb => None,
+        };
         p.gtid_executed.is_empty()
+            && p.semi_sync.wait_sessions == 0
             && facts
                 .instances
                 .iter()
                 .filter(|i| i.index != primary && hung.binary_search(&i.index).is_err())
                 .filter_map(|i| i.mysqld.as_ref())
-                .any(|s| !s.gtid_executed.is_empty())
+                .any(|s| match &identity {
+                    Some(id) => !s.gtid_executed.without_server(id).is_empty(),
+                    None => !s.gtid_executed.is_empty(),
+                })
     });
 
     let limit = facts.spec.max_delay_seconds_for_pod_deletion;

@@ -5,6 +5,8 @@
 //! demote requests, errant or lagging replicas, stopped IO threads, writable replicas, wiped
 //! data, missing labels. Every invariant is checked on every generated case.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use moco_core::facts::{
     ClusterFacts, Flavor, InstanceFacts, MysqldStatus, PodFacts, ReplicaHost, ReplicaStatus, Role,
     SemiSyncFacts, SpecFacts, ThreadState,
@@ -240,6 +242,8 @@ fn apply(f: &mut ClusterFacts, fault: &Fault, writes: u64) {
         }
         Fault::Wiped(i) => {
             if let Some(s) = f.instances[idx(i)].mysqld.as_mut() {
+                // A re-initialised MySQL datadir gets a new server_uuid.
+                s.server_uuid = Some(uuid_text(idx(i) as u32 + 20));
                 s.gtid_executed = GtidSet::new();
                 s.replica_status = None;
                 s.read_only = true;

@@ -3,6 +3,8 @@
 //! the Available condition). They cover MOCO's `clustering/status_test.go` table and the rules
 //! where this engine differs on purpose (see docs/clustering.md).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs;
 use std::path::Path;
 

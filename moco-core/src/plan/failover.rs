@@ -31,28 +31,30 @@ pub(super) fn failover(v: &View<'_>) -> Planned {
         return p;
     }
 
-    let eligible: Vec<(u32, crate::gtid::GtidSet)> = v
+    let eligible: Vec<(u32, crate::gtid::GtidSet, u128)> = v
         .non_primaries()
         .filter(|i| !v.assessment.is_errant(i.index))
         .filter_map(|i| v.mysqld(i.index).map(|s| (i.index, s)))
         .filter(|(_, s)| s.replica_status.is_some())
-        .map(|(i, s)| (i, received_set(s)))
+        .map(|(i, s)| (i, received_set(s), s.gtid_executed.transaction_count()))
         .collect();
-    // A superset of every other set holds the most transactions, so only the largest set
-    // (lowest ordinal on ties, where equal counts mean equal sets) needs the full check: one
-    // pass instead of comparing every pair.
+    // A superset of every other set holds the most transactions, so only the largest set needs
+    // the full check: one pass instead of comparing every pair. Among equal sets the one that
+    // already executed the most wins (less relay log to apply; its applier may be stopped),
+    // then the lowest ordinal.
     let top = eligible
         .iter()
-        .max_by(|(i, a), (j, b)| {
+        .max_by(|(i, a, ea), (j, b, eb)| {
             a.transaction_count()
                 .cmp(&b.transaction_count())
+                .then(ea.cmp(eb))
                 .then(j.cmp(i))
         })
-        .filter(|(_, set)| eligible.iter().all(|(_, other)| other.is_subset(set)));
-    let Some((target, set)) = top else {
+        .filter(|(_, set, _)| eligible.iter().all(|(_, other, _)| other.is_subset(set)));
+    let Some((target, set, _)) = top else {
         let sets: Vec<String> = eligible
             .iter()
-            .map(|(i, s)| format!("instance {i}: {s}"))
+            .map(|(i, s, _)| format!("instance {i}: {s}"))
             .collect();
         p.events.push(Event::warning(
             "FailOverFailed",
