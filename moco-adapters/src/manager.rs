@@ -125,6 +125,8 @@ pub fn operation_name(op: &Operation) -> String {
         Operation::SetPrimaryIndex { .. } => "setPrimaryIndex",
         Operation::RemoveDemoteAnnotation { .. } => "removeDemoteAnnotation",
         Operation::StopReplicaIoThread { .. } => "stopReplicaIoThread",
+        Operation::StartReplica { .. } => "startReplica",
+        Operation::StartReplicaSqlThread { .. } => "startReplicaSqlThread",
         Operation::SetRoleLabel { .. } => "setRoleLabel",
         Operation::ConfigureReplication { .. } => "configureReplication",
         Operation::ConfigurePrimarySemiSync { .. } => "configurePrimarySemiSync",
@@ -347,6 +349,12 @@ impl Manager {
             Operation::RemoveDemoteAnnotation { index } => p.remove_demote(*index).await,
             Operation::StopReplicaIoThread { index } => {
                 self.port(view, *index)?.stop_replica_io().await
+            }
+            Operation::StartReplica { index } => {
+                self.port(view, *index)?.start_replica(false).await
+            }
+            Operation::StartReplicaSqlThread { index } => {
+                self.port(view, *index)?.start_replica(true).await
             }
             Operation::SetRoleLabel { index, role } => p.set_role_label(*index, *role).await,
             Operation::ConfigureReplication {

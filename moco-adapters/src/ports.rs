@@ -104,6 +104,8 @@ pub trait MysqlPort: Send + Sync + std::fmt::Debug {
     ) -> Result<(), PortError>;
     /// `STOP REPLICA IO_THREAD`.
     async fn stop_replica_io(&self) -> Result<(), PortError>;
+    /// `START REPLICA` (both threads), or only the SQL thread when `sql_thread_only`.
+    async fn start_replica(&self, sql_thread_only: bool) -> Result<(), PortError>;
     /// Replicates from `source` with auto-positioning and starts the threads.
     async fn configure_replication(
         &self,

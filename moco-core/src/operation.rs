@@ -76,6 +76,19 @@ pub enum Operation {
         /// Target ordinal.
         index: u32,
     },
+    /// `START REPLICA`: restart a channel that already points at the right source, keeping its
+    /// relay log (`CHANGE REPLICATION SOURCE` would delete it, and with it transactions the
+    /// replica may already have acknowledged).
+    StartReplica {
+        /// Target ordinal.
+        index: u32,
+    },
+    /// `START REPLICA SQL_THREAD`: apply the relay log without fetching more (a failover
+    /// candidate whose applier was left stopped, e.g. by `skip_replica_start` after a restart).
+    StartReplicaSqlThread {
+        /// Target ordinal.
+        index: u32,
+    },
     /// Set (`Some`) or remove (`None`) the Pod label `moco.cybozu.com/role`.
     SetRoleLabel {
         /// Target ordinal.
@@ -137,6 +150,8 @@ impl Operation {
             | Operation::SetPrimaryIndex { index, .. }
             | Operation::RemoveDemoteAnnotation { index }
             | Operation::StopReplicaIoThread { index }
+            | Operation::StartReplica { index }
+            | Operation::StartReplicaSqlThread { index }
             | Operation::SetRoleLabel { index, .. }
             | Operation::ConfigureReplication { index, .. }
             | Operation::ConfigurePrimarySemiSync { index, .. }

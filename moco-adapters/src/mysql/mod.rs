@@ -809,6 +809,16 @@ impl MysqlPort for MysqlInstance {
         .await
     }
 
+    async fn start_replica(&self, sql_thread_only: bool) -> Result<(), PortError> {
+        self.timed("start replica", Some(self.opts.call_timeout), async {
+            let d = self.dialect().await?;
+            let mut conn = self.conn().await?;
+            self.exec(&mut conn, sql::start_replica(d, sql_thread_only))
+                .await
+        })
+        .await
+    }
+
     async fn configure_replication(
         &self,
         source: &ReplicationSource,

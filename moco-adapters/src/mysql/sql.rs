@@ -317,6 +317,16 @@ pub fn stop_replica_io(d: Dialect) -> &'static str {
     }
 }
 
+/// `START REPLICA` (both threads) or only its SQL thread.
+pub fn start_replica(d: Dialect, sql_thread_only: bool) -> &'static str {
+    match (d.is_mariadb(), sql_thread_only) {
+        (true, false) => "START SLAVE",
+        (true, true) => "START SLAVE SQL_THREAD",
+        (false, false) => "START REPLICA",
+        (false, true) => "START REPLICA SQL_THREAD",
+    }
+}
+
 /// Where and as whom to replicate.
 #[derive(Clone, Copy, Debug)]
 pub struct SourceSpec<'a> {
@@ -583,6 +593,16 @@ mod tests {
         );
         assert_eq!(stop_replica_io(Dialect::Mariadb), "STOP SLAVE IO_THREAD");
         assert_eq!(stop_replica_io(Dialect::Mysql84), "STOP REPLICA IO_THREAD");
+        assert_eq!(start_replica(Dialect::Mariadb, false), "START SLAVE");
+        assert_eq!(
+            start_replica(Dialect::Mariadb, true),
+            "START SLAVE SQL_THREAD"
+        );
+        assert_eq!(start_replica(Dialect::Mysql80, false), "START REPLICA");
+        assert_eq!(
+            start_replica(Dialect::Mysql84, true),
+            "START REPLICA SQL_THREAD"
+        );
     }
 
     #[test]

@@ -150,6 +150,22 @@ impl MysqlPort for SimInstance {
         })
     }
 
+    async fn start_replica(&self, sql_thread_only: bool) -> Result<(), PortError> {
+        self.cluster.gate().await;
+        let i = self.index;
+        self.with_reachable("startReplica", |st| {
+            if let Some(r) = st.inst_mut(i).and_then(|x| x.repl.as_mut()) {
+                r.sql_running = true;
+                r.sql_error = None;
+                if !sql_thread_only {
+                    // The IO thread connects on the next tick, keeping the relay log.
+                    r.io_running = true;
+                    r.io_error = None;
+                }
+            }
+        })
+    }
+
     async fn configure_replication(
         &self,
         source: &ReplicationSource,

@@ -213,17 +213,36 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
             );
             continue;
         }
-        let needs = match &s.replica_status {
-            None => true,
+        // CHANGE REPLICATION SOURCE deletes the relay log, and with it transactions this
+        // replica may have acknowledged that no other replica holds. So a channel that already
+        // points at the primary with the right semi-sync flags is only restarted when it was
+        // stopped cleanly, left alone while its IO thread retries (`Connecting`), and rebuilt
+        // only when the source changes or the IO thread failed for a reason a new CHANGE can
+        // fix. MOCO rebuilds it whenever the IO thread is not `Yes`.
+        let channel = match &s.replica_status {
+            None => Channel::Rebuild,
             Some(r) => {
-                r.io_running != ThreadState::Yes
-                    || r.source_host != pi.host
-                    || r.source_port != pi.port
-                    || s.semi_sync.slave_enabled != semi_sync
-                    || s.semi_sync.master_enabled
+                let right_source = r.source_host == pi.host
+                    && r.source_port == pi.port
+                    && s.semi_sync.slave_enabled == semi_sync
+                    && !s.semi_sync.master_enabled;
+                match (right_source, r.io_running) {
+                    (false, _) => Channel::Rebuild,
+                    (true, ThreadState::Yes) => Channel::Keep,
+                    (true, ThreadState::Connecting) if r.last_io_errno == ER_ACCESS_DENIED => {
+                        Channel::Rebuild
+                    }
+                    (true, ThreadState::Connecting) => Channel::Keep,
+                    (true, ThreadState::No) if r.last_io_errno == 0 => Channel::Start,
+                    (true, ThreadState::No) => Channel::Rebuild,
+                }
             }
         };
-        if !needs {
+        if channel == Channel::Keep {
+            continue;
+        }
+        if channel == Channel::Start {
+            p.steps.push(Step::new(Operation::StartReplica { index }));
             continue;
         }
         // A replica must hold everything the primary purged from its binlogs, or replication
@@ -249,6 +268,20 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
     let open = (intermediate.is_none() && ps.read_only).then_some(primary);
     finish_with(p, additions, open)
 }
+
+/// What configure does to a replica's replication channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Channel {
+    /// Leave it running (or retrying).
+    Keep,
+    /// `START REPLICA`, keeping the relay log.
+    Start,
+    /// `CHANGE REPLICATION SOURCE` + start.
+    Rebuild,
+}
+
+/// MySQL error 1045: the replication user was refused (a new CHANGE carries the password).
+const ER_ACCESS_DENIED: u32 = 1045;
 
 /// MySQL error 1236 (`ER_SOURCE_FATAL_ERROR_READING_BINLOG`): the source no longer has what
 /// the replica asks for.

@@ -65,6 +65,16 @@ pub(super) fn failover(v: &View<'_>) -> Planned {
         ));
         return p;
     };
+    // The candidate applies its relay log only if its SQL thread runs.
+    if v.mysqld(*target)
+        .and_then(|s| s.replica_status.as_ref())
+        .is_some_and(|r| !r.sql_running)
+    {
+        p.steps.push(
+            Step::new(Operation::StartReplicaSqlThread { index: *target })
+                .failing_with(failed.clone()),
+        );
+    }
     p.steps.push(
         Step::new(Operation::WaitForGtid {
             index: *target,
