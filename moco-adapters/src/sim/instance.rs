@@ -153,17 +153,18 @@ impl MysqlPort for SimInstance {
     async fn start_replica(&self, sql_thread_only: bool) -> Result<(), PortError> {
         self.cluster.gate().await;
         let i = self.index;
-        self.with_reachable("startReplica", |st| {
-            if let Some(r) = st.inst_mut(i).and_then(|x| x.repl.as_mut()) {
-                r.sql_running = true;
-                r.sql_error = None;
-                if !sql_thread_only {
-                    // The IO thread connects on the next tick, keeping the relay log.
-                    r.io_running = true;
-                    r.io_error = None;
-                }
-            }
-        })
+        let mut st = self.cluster.lock();
+        reach(&st, i)?;
+        if st.inst(i).is_some_and(|x| x.repl.is_none()) {
+            return Err(PortError::Sql {
+                target: self.target(),
+                what: "START REPLICA".to_owned(),
+                code: 1200,
+                message: "The server is not configured as replica; fix in config file or with CHANGE REPLICATION SOURCE TO".to_owned(),
+            });
+        }
+        st.start_replica(i, sql_thread_only);
+        Ok(())
     }
 
     async fn configure_replication(

@@ -974,6 +974,41 @@ impl State {
         self.check_split_brain("configureReplication");
     }
 
+    /// `START REPLICA` (or `START REPLICA SQL_THREAD`). MySQL keeps the relay log and the IO
+    /// thread asks for what the replica neither executed nor retrieved. MariaDB with
+    /// `MASTER_USE_GTID` starts a stopped IO thread from the applied position
+    /// (`gtid_slave_pos`) and discards the relay log (see orchestrator #1260 and #1363).
+    pub fn start_replica(&mut self, i: u32, sql_thread_only: bool) {
+        let flavor = self.flavor;
+        let io_starts = !sql_thread_only
+            && self
+                .inst(i)
+                .and_then(|x| x.repl.as_ref())
+                .is_some_and(|r| !r.io_running);
+        if io_starts && flavor == Flavor::Mariadb {
+            self.record_relay_purge(i);
+        }
+        if let Some(x) = self.inst_mut(i) {
+            let pos = x.mariadb_pos();
+            if let Some(r) = x.repl.as_mut() {
+                r.sql_running = true;
+                r.sql_error = None;
+                if io_starts {
+                    if flavor == Flavor::Mariadb {
+                        r.relay.clear();
+                        r.retrieved.clear();
+                        r.io_pos = pos;
+                    }
+                    r.io_running = true;
+                    r.connected = false;
+                    r.io_error = None;
+                }
+            }
+        }
+        self.refresh();
+        self.check_split_brain(&format!("startReplica:{i}"));
+    }
+
     /// `STOP REPLICA; RESET REPLICA ALL; SET GLOBAL read_only=0`: the relay log (with any
     /// unapplied transaction) and the channel are gone (`SHOW REPLICA STATUS` is empty).
     pub fn set_writable(&mut self, i: u32) {
