@@ -27,6 +27,9 @@ enum Command {
     Validate(cmd::validate::Args),
     /// A replicated cluster as local processes (`up`, `status`, `switchover`, `kill`, `down`).
     Local(cmd::local::LocalArgs),
+    /// The controller of the install manifests: today the admission webhooks, health probes and
+    /// metrics (no reconciliation yet).
+    Controller(cmd::controller::ControllerArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
         Command::Crd(args) => cmd::crd::run(&args).map_err(Into::into),
         Command::Validate(args) => cmd::validate::run(&args).map_err(Into::into),
         Command::Local(args) => cmd::local::run(args).map_err(Into::into),
+        Command::Controller(args) => cmd::controller::run(&args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod controller;
 pub mod crd;
 pub mod local;
 pub mod plan;
