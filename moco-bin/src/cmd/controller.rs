@@ -876,14 +876,28 @@ impl Servers {
     }
 
     /// Stops serving: `/readyz` fails at once, in-flight requests get [`SHUTDOWN_GRACE`] to
-    /// finish. Returns the first error a server reported.
+    /// finish (servers still busy a second later are aborted). Returns the first error a
+    /// server reported.
     pub async fn shutdown(mut self) -> Result<(), ControllerError> {
         self.readiness.set_shutting_down();
         self.stop.send_replace(true);
         self.webhook_handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
         self.reloader.abort();
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE + Duration::from_secs(1);
         let mut first_error = None;
-        while let Some(end) = self.tasks.join_next().await {
+        loop {
+            let end = match tokio::time::timeout_at(deadline, self.tasks.join_next()).await {
+                Ok(Some(end)) => end,
+                Ok(None) => break,
+                Err(_) => {
+                    tracing::warn!(
+                        servers = self.tasks.len(),
+                        "servers still busy after the grace period; aborting them"
+                    );
+                    self.tasks.abort_all();
+                    break;
+                }
+            };
             let error = match end {
                 Ok((_, _, Ok(()))) => continue,
                 Ok((server, addr, Err(source))) => ControllerError::Serve {
