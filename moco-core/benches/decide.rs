@@ -2,6 +2,8 @@
 //! failed primary (failover). The facts are the Healthy example of `docs/examples/facts`,
 //! scaled to N instances. Numbers and method: docs/benchmarks.md.
 
+#![allow(clippy::expect_used)]
+
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
