@@ -1272,6 +1272,32 @@ fn engine_bug_4_restarted_replica_keeps_acknowledged_relay_log() {
     }
 }
 
+/// The MariaDB schedule of engine bug 4 the random schedules found: no partition, a lagging
+/// replica's Pod is re-created, and the primary is lost right after the next round.
+#[test]
+#[ignore = "engine bug: see /work/notes/engine-bugs.md"]
+fn engine_bug_4_found_schedule_loses_nothing() {
+    let outcome = replay(
+        3,
+        Flavor::Mariadb,
+        vec![
+            Writes(1),
+            Slow(44, 1),
+            Rounds(1),
+            Crash {
+                i: 21,
+                keep_tail: false,
+            },
+            Rounds(3),
+            Writes(2),
+            DeletePod(47),
+            Rounds(1),
+        ],
+        Some(1),
+    );
+    assert!(outcome.known.is_empty(), "{outcome:?}");
+}
+
 // ---- coverage --------------------------------------------------------------------------
 
 /// What a batch of random schedules went through.
@@ -1403,36 +1429,5 @@ fn coverage_report() {
                 cov.manager_kills
             );
         }
-    }
-}
-
-/// Prints the traces of random cases whose primary loss ended as `wanted` (debug aid).
-#[test]
-#[ignore = "debug aid"]
-fn print_loss_traces() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::TestRunner;
-    let mut runner = TestRunner::deterministic();
-    let mut shown = 0;
-    for _ in 0..300 {
-        let (events, lose) = schedule().new_tree(&mut runner).unwrap().current();
-        if lose.is_none_or(|s| s < 3) {
-            continue;
-        }
-        block_on(async {
-            let mut h = Harness::new(3, Flavor::Mysql);
-            let r = async {
-                h.bootstrap().await?;
-                for ev in &events {
-                    h.apply(ev).await?;
-                }
-                h.lose_primary(usize::from(lose.unwrap_or(0))).await
-            }
-            .await;
-            if h.outcome.loss == Some(Loss::JustifiedLost) && shown < 3 {
-                shown += 1;
-                eprintln!("{}", h.report(&format!("{r:?}")));
-            }
-        });
     }
 }
