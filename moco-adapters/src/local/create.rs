@@ -379,7 +379,8 @@ pub async fn create(prepared: Prepared) -> Result<Manifest, LocalError> {
     .await;
     if let Err(e) = result {
         tracing::warn!(error = %e, dir = %root.display(), "creation failed; removing what was made");
-        let _ = super::platform::stop_servers(&servers, 0, options.boot_timeout).await;
+        let started: Vec<(u32, Arc<LocalMysqld>)> = (0..).zip(servers.iter().cloned()).collect();
+        let _ = super::platform::stop_servers(&started, 0, options.boot_timeout).await;
         let cleanup = if existed {
             empty_dir(&root)
         } else {

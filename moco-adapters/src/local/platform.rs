@@ -376,7 +376,10 @@ impl LocalPlatform {
     /// the grace period.
     pub async fn stop_all(&self) -> Result<(), LocalError> {
         let primary = lock(&self.status).current_primary_index;
-        stop_servers(&self.servers, primary, self.config.stop_grace).await
+        let servers: Vec<(u32, Arc<LocalMysqld>)> = (0..self.manifest.replicas)
+            .zip(self.servers.iter().cloned())
+            .collect();
+        stop_servers(&servers, primary, self.config.stop_grace).await
     }
 
     /// One pass of the restart rules (call it every few hundred milliseconds):
@@ -639,14 +642,15 @@ impl Drop for BusyGuard {
     }
 }
 
-/// Stops `servers`, all but `primary` first (concurrently), then `primary`.
+/// Stops `servers` (ordinal, launcher handle): all but `primary` first (concurrently), then
+/// `primary`.
 pub async fn stop_servers(
-    servers: &[Arc<LocalMysqld>],
+    servers: &[(u32, Arc<LocalMysqld>)],
     primary: u32,
     grace: Duration,
 ) -> Result<(), LocalError> {
     let stop =
-        |index: usize, server: &Arc<LocalMysqld>| {
+        |index: u32, server: &Arc<LocalMysqld>| {
             let server = Arc::clone(server);
             async move {
                 server.stop(grace).await.map(|_| ()).map_err(|e| {
@@ -654,21 +658,20 @@ pub async fn stop_servers(
                 })
             }
         };
-    let replicas = servers
+    let others = servers
         .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != primary as usize)
-        .map(|(i, s)| stop(i, s));
+        .filter(|(i, _)| *i != primary)
+        .map(|(i, s)| stop(*i, s));
     let mut first_error = None;
-    for r in futures::future::join_all(replicas).await {
+    for r in futures::future::join_all(others).await {
         if let Err(e) = r {
             first_error.get_or_insert(e);
         }
     }
-    if let Some(server) = servers.get(primary as usize)
-        && let Err(e) = stop(primary as usize, server).await
-    {
-        first_error.get_or_insert(e);
+    for (i, server) in servers.iter().filter(|(i, _)| *i == primary) {
+        if let Err(e) = stop(*i, server).await {
+            first_error.get_or_insert(e);
+        }
     }
     first_error.map_or(Ok(()), Err)
 }

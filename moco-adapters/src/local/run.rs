@@ -217,6 +217,12 @@ async fn supervisor_loop(
 /// each instance's pid file).
 pub async fn stop_instances(layout: &Layout, grace: Duration) -> Result<(), LocalError> {
     let manifest = Manifest::load(layout)?;
+    let present: Vec<u32> = (0..manifest.replicas)
+        .filter(|i| layout.mycnf(*i).is_file())
+        .collect();
+    if present.is_empty() {
+        return Ok(());
+    }
     let binary = ServerBinary::from_path(&manifest.server).map_err(|e| {
         LocalError::other(
             format!("server binary {}", manifest.server.display()),
@@ -224,13 +230,10 @@ pub async fn stop_instances(layout: &Layout, grace: Duration) -> Result<(), Loca
         )
     })?;
     let mut servers = Vec::new();
-    for index in 0..manifest.replicas {
-        if !layout.mycnf(index).is_file() {
-            continue;
-        }
+    for index in present {
         let server = LocalMysqld::open(binary.clone(), &layout.instance_dir(index))
             .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))?;
-        servers.push(Arc::new(server));
+        servers.push((index, Arc::new(server)));
     }
     let status: moco_core::status::ClusterStatus =
         files::read_json_opt(&layout.status())?.unwrap_or_default();
