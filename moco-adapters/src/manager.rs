@@ -126,6 +126,7 @@ pub fn operation_name(op: &Operation) -> String {
         Operation::RemoveDemoteAnnotation { .. } => "removeDemoteAnnotation",
         Operation::StopReplicaIoThread { .. } => "stopReplicaIoThread",
         Operation::StartReplica { .. } => "startReplica",
+        Operation::SetReplicaSemiSync { .. } => "setReplicaSemiSync",
         Operation::StartReplicaSqlThread { .. } => "startReplicaSqlThread",
         Operation::SetRoleLabel { .. } => "setRoleLabel",
         Operation::ConfigureReplication { .. } => "configureReplication",
@@ -352,6 +353,11 @@ impl Manager {
             }
             Operation::StartReplica { index } => {
                 self.port(view, *index)?.start_replica(false).await
+            }
+            Operation::SetReplicaSemiSync { index, enabled } => {
+                self.port(view, *index)?
+                    .set_replica_semi_sync(*enabled)
+                    .await
             }
             Operation::StartReplicaSqlThread { index } => {
                 self.port(view, *index)?.start_replica(true).await

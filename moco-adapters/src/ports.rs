@@ -106,6 +106,9 @@ pub trait MysqlPort: Send + Sync + std::fmt::Debug {
     async fn stop_replica_io(&self) -> Result<(), PortError>;
     /// `START REPLICA` (both threads), or only the SQL thread when `sql_thread_only`.
     async fn start_replica(&self, sql_thread_only: bool) -> Result<(), PortError>;
+    /// Sets `rpl_semi_sync_slave_enabled` and turns the primary side off (takes effect at the
+    /// next IO thread start).
+    async fn set_replica_semi_sync(&self, enabled: bool) -> Result<(), PortError>;
     /// Replicates from `source` with auto-positioning and starts the threads.
     async fn configure_replication(
         &self,

@@ -15,9 +15,9 @@
 //! * (d) every `currentPrimaryIndex` change holds every acknowledged write and everything a
 //!   reachable, non-errant replica holds.
 //!
-//! Engine bugs already written up in `/work/notes/engine-bugs.md` are recognised from the
-//! simulator's records and counted instead of failing the property; `SIM_STRICT=1` makes
-//! them fail (to check a fix). `PROPTEST_CASES=N` sets the number of cases per configuration
+//! The four engine bugs the simulator found are fixed and their schedules are regression
+//! tests (`engine_bug_*`); the recogniser for a relay-log purge that loses acknowledged writes
+//! stays, and fails the property unless `SIM_STRICT=0` (to survey other failures first). `PROPTEST_CASES=N` sets the number of cases per configuration
 //! (six configurations); a failure prints its `PROPTEST_RNG_SEED` and the shrunk schedule,
 //! which `replay(...)` runs again (see docs/simulation.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -66,7 +66,7 @@ enum Remedy {
     WipeUnreplicable(u32),
 }
 
-/// Open engine bugs written up in /work/notes/engine-bugs.md, recognised from the
+/// Engine bugs written up in docs/findings/simulator-bugs.md (fixed), recognised from the
 /// simulator's data. Fixed ones are not tolerated: the properties fail if they come back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum KnownBug {
@@ -113,7 +113,7 @@ enum Loss {
 }
 
 fn strict() -> bool {
-    std::env::var("SIM_STRICT").is_ok_and(|v| v == "1")
+    std::env::var("SIM_STRICT").map_or(true, |v| v != "0")
 }
 
 /// Writes a commit waits for: MOCO's `floor(n/2)`, MariaDB at most one.
@@ -239,7 +239,7 @@ impl Harness {
     fn known(&mut self, bug: KnownBug, detail: String) -> Stop {
         self.log.push(format!("known engine bug {bug:?}: {detail}"));
         if strict() {
-            Stop::Fail(format!("known engine bug {bug:?} (SIM_STRICT=1): {detail}"))
+            Stop::Fail(format!("known engine bug {bug:?} : {detail}"))
         } else {
             Stop::Known(bug)
         }
@@ -1109,7 +1109,7 @@ fn checks_catch_a_broken_semi_sync() {
     );
 }
 
-// ---- engine bugs (see /work/notes/engine-bugs.md) ----------------------------------------
+// ---- engine bugs (see docs/findings/simulator-bugs.md) -------------------------------------
 
 /// Engine bug 1, fixed (regression facts
 /// `engine-bugs/pending-first-commit-is-not-lost-data.json`): a live primary whose only
@@ -1232,7 +1232,6 @@ fn engine_bug_3_failover_starts_the_candidates_applier() {
 /// `START SLAVE` restarts the IO thread from `gtid_slave_pos` and discards the relay log.
 /// Either way the acknowledged transactions only that replica had are lost at the failover.
 #[test]
-#[ignore = "engine bug: see /work/notes/engine-bugs.md"]
 fn engine_bug_4_restarted_replica_keeps_acknowledged_relay_log() {
     for flavor in [Flavor::Mysql, Flavor::Mariadb] {
         block_on(async {
@@ -1275,7 +1274,6 @@ fn engine_bug_4_restarted_replica_keeps_acknowledged_relay_log() {
 /// The MariaDB schedule of engine bug 4 the random schedules found: no partition, a lagging
 /// replica's Pod is re-created, and the primary is lost right after the next round.
 #[test]
-#[ignore = "engine bug: see /work/notes/engine-bugs.md"]
 fn engine_bug_4_found_schedule_loses_nothing() {
     let outcome = replay(
         3,

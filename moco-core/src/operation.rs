@@ -83,6 +83,14 @@ pub enum Operation {
         /// Target ordinal.
         index: u32,
     },
+    /// Set the semi-sync replica flag (`rpl_semi_sync_slave_enabled`) and turn the primary side
+    /// off, without touching the channel; it takes effect when the IO thread next starts.
+    SetReplicaSemiSync {
+        /// Target ordinal.
+        index: u32,
+        /// `rpl_semi_sync_slave_enabled`.
+        enabled: bool,
+    },
     /// `START REPLICA SQL_THREAD`: apply the relay log without fetching more (a failover
     /// candidate whose applier was left stopped, e.g. by `skip_replica_start` after a restart).
     StartReplicaSqlThread {
@@ -151,6 +159,7 @@ impl Operation {
             | Operation::RemoveDemoteAnnotation { index }
             | Operation::StopReplicaIoThread { index }
             | Operation::StartReplica { index }
+            | Operation::SetReplicaSemiSync { index, .. }
             | Operation::StartReplicaSqlThread { index }
             | Operation::SetRoleLabel { index, .. }
             | Operation::ConfigureReplication { index, .. }

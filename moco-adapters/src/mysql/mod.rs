@@ -819,6 +819,21 @@ impl MysqlPort for MysqlInstance {
         .await
     }
 
+    async fn set_replica_semi_sync(&self, enabled: bool) -> Result<(), PortError> {
+        self.timed(
+            "set replica semi-sync",
+            Some(self.opts.call_timeout),
+            async {
+                let mut conn = self.conn().await?;
+                for stmt in sql::set_replica_semi_sync(enabled) {
+                    self.exec(&mut conn, &stmt).await?;
+                }
+                Ok(())
+            },
+        )
+        .await
+    }
+
     async fn configure_replication(
         &self,
         source: &ReplicationSource,

@@ -317,6 +317,17 @@ pub fn stop_replica_io(d: Dialect) -> &'static str {
     }
 }
 
+/// The semi-sync replica flag on, the primary side off (both flavours use the legacy names).
+pub fn set_replica_semi_sync(enabled: bool) -> [String; 2] {
+    [
+        format!(
+            "SET GLOBAL rpl_semi_sync_slave_enabled={}",
+            if enabled { "ON" } else { "OFF" }
+        ),
+        "SET GLOBAL rpl_semi_sync_master_enabled=OFF".to_owned(),
+    ]
+}
+
 /// `START REPLICA` (both threads) or only its SQL thread.
 pub fn start_replica(d: Dialect, sql_thread_only: bool) -> &'static str {
     match (d.is_mariadb(), sql_thread_only) {
@@ -593,6 +604,13 @@ mod tests {
         );
         assert_eq!(stop_replica_io(Dialect::Mariadb), "STOP SLAVE IO_THREAD");
         assert_eq!(stop_replica_io(Dialect::Mysql84), "STOP REPLICA IO_THREAD");
+        assert_eq!(
+            set_replica_semi_sync(true),
+            [
+                "SET GLOBAL rpl_semi_sync_slave_enabled=ON",
+                "SET GLOBAL rpl_semi_sync_master_enabled=OFF"
+            ]
+        );
         assert_eq!(start_replica(Dialect::Mariadb, false), "START SLAVE");
         assert_eq!(
             start_replica(Dialect::Mariadb, true),

@@ -167,6 +167,17 @@ impl MysqlPort for SimInstance {
         Ok(())
     }
 
+    async fn set_replica_semi_sync(&self, enabled: bool) -> Result<(), PortError> {
+        self.cluster.gate().await;
+        let i = self.index;
+        self.with_reachable("setReplicaSemiSync", |st| {
+            if let Some(x) = st.inst_mut(i) {
+                x.semi_slave = enabled;
+                x.semi_master = false;
+            }
+        })
+    }
+
     async fn configure_replication(
         &self,
         source: &ReplicationSource,

@@ -6,6 +6,7 @@ use crate::decide::Action;
 use crate::facts::{Flavor, Role, ThreadState};
 use crate::operation::{Event, Operation, ReplicationSource, Step};
 
+use super::channel::{self, Channel};
 use super::{Planned, READ_ONLY_TIMEOUT_SECONDS, SEMI_SYNC_TIMEOUT_MS, clone};
 
 /// The label instance `index` should carry: none for errant replicas.
@@ -213,37 +214,28 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
             );
             continue;
         }
-        // CHANGE REPLICATION SOURCE deletes the relay log, and with it transactions this
-        // replica may have acknowledged that no other replica holds. So a channel that already
-        // points at the primary with the right semi-sync flags is only restarted when it was
-        // stopped cleanly, left alone while its IO thread retries (`Connecting`), and rebuilt
-        // only when the source changes or the IO thread failed for a reason a new CHANGE can
-        // fix. MOCO rebuilds it whenever the IO thread is not `Yes`.
-        let channel = match &s.replica_status {
-            None => Channel::Rebuild,
-            Some(r) => {
-                let right_source = r.source_host == pi.host
-                    && r.source_port == pi.port
-                    && s.semi_sync.slave_enabled == semi_sync
-                    && !s.semi_sync.master_enabled;
-                match (right_source, r.io_running) {
-                    (false, _) => Channel::Rebuild,
-                    (true, ThreadState::Yes) => Channel::Keep,
-                    (true, ThreadState::Connecting) if r.last_io_errno == ER_ACCESS_DENIED => {
-                        Channel::Rebuild
-                    }
-                    (true, ThreadState::Connecting) => Channel::Keep,
-                    (true, ThreadState::No) if r.last_io_errno == 0 => Channel::Start,
-                    (true, ThreadState::No) => Channel::Rebuild,
-                }
+        match channel::decide_channel(v.flavor(), s, pi, semi_sync) {
+            Channel::Keep | Channel::ApplyFirst { start_sql: false } => continue,
+            Channel::ApplyFirst { start_sql: true } => {
+                p.steps
+                    .push(Step::new(Operation::StartReplicaSqlThread { index }));
+                continue;
             }
-        };
-        if channel == Channel::Keep {
-            continue;
-        }
-        if channel == Channel::Start {
-            p.steps.push(Step::new(Operation::StartReplica { index }));
-            continue;
+            Channel::Restart { stop_io, set_flags } => {
+                if stop_io {
+                    p.steps
+                        .push(Step::new(Operation::StopReplicaIoThread { index }));
+                }
+                if set_flags {
+                    p.steps.push(Step::new(Operation::SetReplicaSemiSync {
+                        index,
+                        enabled: semi_sync,
+                    }));
+                }
+                p.steps.push(Step::new(Operation::StartReplica { index }));
+                continue;
+            }
+            Channel::Rebuild => {}
         }
         // A replica must hold everything the primary purged from its binlogs, or replication
         // cannot start (MOCO's GTID_SUBTRACT(primary.gtid_purged, replica.gtid_executed) check).
@@ -268,20 +260,6 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
     let open = (intermediate.is_none() && ps.read_only).then_some(primary);
     finish_with(p, additions, open)
 }
-
-/// What configure does to a replica's replication channel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Channel {
-    /// Leave it running (or retrying).
-    Keep,
-    /// `START REPLICA`, keeping the relay log.
-    Start,
-    /// `CHANGE REPLICATION SOURCE` + start.
-    Rebuild,
-}
-
-/// MySQL error 1045: the replication user was refused (a new CHANGE carries the password).
-const ER_ACCESS_DENIED: u32 = 1045;
 
 /// MySQL error 1236 (`ER_SOURCE_FATAL_ERROR_READING_BINLOG`): the source no longer has what
 /// the replica asks for.

@@ -2,6 +2,7 @@
 //! One module per action; each is a pure function of the [`View`].
 
 mod annotations;
+mod channel;
 mod clone;
 mod configure;
 mod failover;
