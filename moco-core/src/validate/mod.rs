@@ -16,7 +16,7 @@ mod cluster;
 pub mod cron;
 pub mod duration;
 mod mutate;
-pub mod quantity;
+pub use crate::resources::quantity;
 
 use std::fmt;
 
