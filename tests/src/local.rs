@@ -466,6 +466,24 @@ pub async fn wait_rows(
     }
 }
 
+/// A random block of `count` free loopback ports below the ephemeral range (so that test
+/// processes running at the same time do not race for the same default block, and client
+/// connections' source ports never take a server's port).
+pub fn free_port_block(count: u16) -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    for _ in 0..200 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let base = 20_000 + u16::try_from(h.finish() % 12_000).unwrap_or(0);
+        let free = (0..count)
+            .all(|o| std::net::TcpListener::bind(("127.0.0.1", base.saturating_add(o))).is_ok());
+        if free {
+            return base;
+        }
+    }
+    panic!("no block of {count} free ports found between 20000 and 32000");
+}
+
 /// `moco local up --detach` of `replicas` instances in `dir` (from a blocking thread);
 /// returns the time to Healthy and the status.
 pub async fn up_detached(dir: &ClusterDir, replicas: u32) -> (Duration, Value) {
@@ -474,6 +492,7 @@ pub async fn up_detached(dir: &ClusterDir, replicas: u32) -> (Duration, Value) {
     if let Err(e) = tokio::task::spawn_blocking(moco_bin).await {
         panic!("locating moco: {e}");
     }
+    let base = free_port_block(u16::try_from(replicas).unwrap_or(1) + 2);
     let started = Instant::now();
     let out = tokio::task::spawn_blocking(move || {
         moco_ok(&[
@@ -483,6 +502,8 @@ pub async fn up_detached(dir: &ClusterDir, replicas: u32) -> (Duration, Value) {
             &d,
             "--replicas",
             &replicas.to_string(),
+            "--base-port",
+            &base.to_string(),
             "--detach",
             "--wait-timeout",
             "300s",

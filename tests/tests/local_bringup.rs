@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, connect, endpoint_port, kill_processes_mentioning, moco_bin, moco_ok, opts,
-    server_or_skip, state_is,
+    ClusterDir, connect, endpoint_port, free_port_block, kill_processes_mentioning, moco_bin,
+    moco_ok, opts, server_or_skip, state_is,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
@@ -17,6 +17,7 @@ async fn bring_up(replicas: u32) {
     let dir = ClusterDir::new();
     // Build (or locate) the binary first so that the timing is the bring-up alone.
     tokio::task::spawn_blocking(moco_bin).await.unwrap();
+    let base = free_port_block(u16::try_from(replicas).unwrap() + 2);
     let started = Instant::now();
     let out = tokio::task::spawn_blocking({
         let d = dir.arg();
@@ -28,6 +29,8 @@ async fn bring_up(replicas: u32) {
                 &d,
                 "--replicas",
                 &replicas.to_string(),
+                "--base-port",
+                &base.to_string(),
                 "--detach",
                 "--wait-timeout",
                 "300s",

@@ -14,7 +14,9 @@ use moco_adapters::local::snapshot::ClusterSnapshot;
 use moco_adapters::local::{Layout, Manifest};
 use moco_core::facts::Role;
 use moco_core::status::ClusterStatus;
-use moco_tests::local::{connect, kill_processes_mentioning, opts, server_or_skip};
+use moco_tests::local::{
+    connect, free_port_block, kill_processes_mentioning, opts, server_or_skip,
+};
 use mysql_async::prelude::Queryable;
 
 async fn wait_snapshot(
@@ -59,7 +61,9 @@ async fn platform_and_manager_in_process() {
         .unwrap();
     let dir = tmp.path().join("c");
     let _guard = Guard(dir.display().to_string());
-    let prepared = create::prepare(CreateOptions::new(&dir, 3)).unwrap();
+    let mut options = CreateOptions::new(&dir, 3);
+    options.base_port = Some(free_port_block(5));
+    let prepared = create::prepare(options).unwrap();
     let layout = prepared.layout().clone();
     let started = Instant::now();
     let manifest: Manifest = create::create(prepared).await.unwrap();

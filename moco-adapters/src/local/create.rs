@@ -437,6 +437,19 @@ mod tests {
     }
 
     #[test]
+    fn default_base_port_is_a_free_block() {
+        let base = find_base_port(5).unwrap();
+        assert!(base >= DEFAULT_BASE_PORT);
+        for o in 0..5u16 {
+            assert!(
+                port_free(base + o),
+                "port {} of the block is taken",
+                base + o
+            );
+        }
+    }
+
+    #[test]
     fn mycnf_per_instance() {
         let tmp = tempfile::tempdir().unwrap();
         let layout = Layout::new(tmp.path());
