@@ -454,6 +454,11 @@ async fn wait_for_signal() {
 async fn run_manager(a: RunArgs) -> Result<ExitCode, LocalCmdError> {
     let (layout, _manifest) = open(&a.dir.dir)?;
     init_logging(&layout)?;
+    // A detached manager outlives the terminal that started it: ignore its hangup.
+    let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+    if let Err(e) = &hangup {
+        tracing::warn!(error = %e, "cannot ignore SIGHUP");
+    }
     let options = RunOptions {
         check_interval: a.check_interval,
         ..RunOptions::default()
@@ -716,7 +721,8 @@ impl LiveView {
             }
         }
         if text != self.last {
-            let _ = write!(out, "\n{text}");
+            let now = moco_core::time::Timestamp(i64::try_from(now_ms() / 1000).unwrap_or(0));
+            let _ = write!(out, "\n[{now}] {text}");
             self.last = text;
         }
         let _ = out.flush();
