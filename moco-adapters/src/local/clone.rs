@@ -28,6 +28,7 @@ use super::layout::Layout;
 use super::manifest::Manifest;
 use super::secret::{Secret, user_name};
 use super::sql;
+use crate::mysql;
 use crate::mysqld::{LocalMysqld, ServerBinary};
 use crate::ports::{MocoUser, MysqlPort};
 
@@ -255,12 +256,9 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
     }
     let _ = std::fs::remove_dir_all(&scratch);
 
-    // 5. The backup's position.
+    // 5. The backup's position and the binlog state that goes with it.
     let position = backup_position(&datadir)?;
-    let position = GtidSet::from_mariadb(&position)
-        .map_err(|e| fail(format!("backup position {position:?}: {e}")))?;
-    // The donor's history, with the copy's own position as the newest entry.
-    let state = donor_state.union(&position);
+    let state = mysql::clone_binlog_state(&donor_state, &position);
 
     // 6. Start and seed.
     job.target
@@ -278,39 +276,24 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
     Ok(())
 }
 
-/// The GTID position the backup corresponds to: `xtrabackup_slave_info`'s
-/// `gtid_slave_pos` (replica donor), else the third field of `xtrabackup_binlog_info`.
-pub fn backup_position(datadir: &Path) -> Result<String, LocalError> {
+/// The GTID position the backup corresponds to, read with the mysql module's parsers:
+/// `xtrabackup_slave_info`'s `gtid_slave_pos` (replica donor), else the third field of
+/// `xtrabackup_binlog_info` (primary donor); empty when neither names one.
+pub fn backup_position(datadir: &Path) -> Result<GtidSet, LocalError> {
     let slave_info = datadir.join("xtrabackup_slave_info");
     if let Ok(text) = std::fs::read_to_string(&slave_info)
-        && let Some(pos) = parse_slave_info(&text)
+        && let Ok(pos) = mysql::parse_xtrabackup_slave_info(&text)
+        && !pos.is_empty()
     {
         return Ok(pos);
     }
     let binlog_info = datadir.join("xtrabackup_binlog_info");
     match std::fs::read_to_string(&binlog_info) {
-        Ok(text) => Ok(parse_binlog_info(&text).unwrap_or_default()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Ok(text) => mysql::parse_xtrabackup_binlog_info(&text)
+            .map_err(|e| LocalError::other(binlog_info.display().to_string(), e.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(GtidSet::new()),
         Err(e) => Err(LocalError::io(binlog_info, "read", e)),
     }
-}
-
-/// `SET GLOBAL gtid_slave_pos = '0-2-3581'; CHANGE MASTER TO …` → `0-2-3581`.
-pub fn parse_slave_info(text: &str) -> Option<String> {
-    let at = text.find("gtid_slave_pos")?;
-    let rest = text.get(at..)?;
-    let open = rest.find('\'')?;
-    let rest = rest.get(open + 1..)?;
-    let close = rest.find('\'')?;
-    let pos = rest.get(..close)?.trim();
-    (!pos.is_empty()).then(|| pos.to_owned())
-}
-
-/// `binlog.000001\t11454526\t0-2-3513` → `0-2-3513`.
-pub fn parse_binlog_info(text: &str) -> Option<String> {
-    let line = text.lines().next()?;
-    let third = line.split_whitespace().nth(2)?;
-    Some(third.to_owned())
 }
 
 fn wipe_dir(dir: &PathBuf) -> Result<(), LocalError> {
@@ -340,33 +323,25 @@ mod tests {
 
     #[test]
     fn positions_from_backup_files() {
-        assert_eq!(
-            parse_slave_info(
-                "SET GLOBAL gtid_slave_pos = '0-2-3581';\nCHANGE MASTER TO master_use_gtid = slave_pos;\n"
-            )
-            .as_deref(),
-            Some("0-2-3581")
-        );
-        assert_eq!(parse_slave_info("SET GLOBAL gtid_slave_pos = '';"), None);
-        assert_eq!(
-            parse_binlog_info("binlog.000001\t11454526\t0-2-3513\n").as_deref(),
-            Some("0-2-3513")
-        );
-        assert_eq!(parse_binlog_info("binlog.000001\t4\n"), None);
-
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(backup_position(dir.path()).unwrap(), "");
+        assert!(backup_position(dir.path()).unwrap().is_empty());
         std::fs::write(
             dir.path().join("xtrabackup_binlog_info"),
             "binlog.000001\t5\t0-1-7\n",
         )
         .unwrap();
-        assert_eq!(backup_position(dir.path()).unwrap(), "0-1-7");
+        assert_eq!(
+            backup_position(dir.path()).unwrap().to_string(),
+            GtidSet::from_mariadb("0-1-7").unwrap().to_string()
+        );
         std::fs::write(
             dir.path().join("xtrabackup_slave_info"),
-            "SET GLOBAL gtid_slave_pos = '0-1-9';\n",
+            "SET GLOBAL gtid_slave_pos = '0-1-9';\nCHANGE MASTER TO master_use_gtid = slave_pos;\n",
         )
         .unwrap();
-        assert_eq!(backup_position(dir.path()).unwrap(), "0-1-9");
+        assert_eq!(
+            backup_position(dir.path()).unwrap(),
+            GtidSet::from_mariadb("0-1-9").unwrap()
+        );
     }
 }

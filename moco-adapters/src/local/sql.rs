@@ -86,8 +86,8 @@ pub async fn create_users(
         .map_err(|e| LocalError::other(format!("instance {index}: create users"), e.to_string()))
 }
 
-/// Seeds a server restored from a MariaDB backup: replication cleared, `gtid_binlog_state`
-/// = `binlog_state` (the donor's history up to the copy), `gtid_slave_pos` = `position`.
+/// Seeds a server restored from a MariaDB backup with the mysql module's helper:
+/// replication cleared, `gtid_binlog_state` = `binlog_state`, `gtid_slave_pos` = `position`.
 pub async fn seed_mariadb_clone(
     manifest: &Manifest,
     index: u32,
@@ -95,21 +95,15 @@ pub async fn seed_mariadb_clone(
     binlog_state: &GtidSet,
     position: &GtidSet,
 ) -> Result<(), LocalError> {
-    let context = format!("instance {index}: seed GTID state after clone");
     let instance = MysqlInstance::new(admin_options(manifest, index, secret));
-    let result = async {
-        let mut conn = instance
-            .conn()
-            .await
-            .map_err(|e| LocalError::other(&context, e.to_string()))?;
-        for statement in mysql::sql::mariadb_seed_clone(binlog_state, position) {
-            conn.query_drop(&statement).await.map_err(|e| {
-                LocalError::other(&context, format!("{}: {e}", mysql::redact(&statement)))
-            })?;
-        }
-        Ok::<(), LocalError>(())
-    }
-    .await;
+    let result = mysql::seed_mariadb_clone(&instance, binlog_state, position)
+        .await
+        .map_err(|e| {
+            LocalError::other(
+                format!("instance {index}: seed GTID state after clone"),
+                e.to_string(),
+            )
+        });
     let _ = instance.disconnect().await;
     result
 }
