@@ -174,6 +174,51 @@ async fn bring_up(replicas: u32) {
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
     }
 
+    // down keeps the data; resume brings the same cluster back.
+    if replicas == 3 {
+        let d = dir.arg();
+        tokio::task::spawn_blocking(move || moco_ok(&["local", "down", "--dir", &d]))
+            .await
+            .unwrap();
+        let stopped = dir.status();
+        assert!(state_is(&stopped, "Stopped"), "{stopped:#}");
+        assert_eq!(
+            kill_processes_mentioning(&dir.arg()),
+            0,
+            "processes survived down"
+        );
+        let d = dir.arg();
+        let t = Instant::now();
+        tokio::task::spawn_blocking(move || {
+            moco_ok(&[
+                "local",
+                "resume",
+                "--dir",
+                &d,
+                "--detach",
+                "--wait-timeout",
+                "120s",
+            ])
+        })
+        .await
+        .unwrap();
+        println!("resumed to Healthy in {:.1} s", t.elapsed().as_secs_f64());
+        let s = dir.status();
+        assert!(state_is(&s, "Healthy"), "{s:#}");
+        let mut c = connect(
+            &opts(endpoint_port(&s, "primary"), "moco-writable", &writable),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        let count: u64 = c
+            .query_first("SELECT COUNT(*) FROM up_test.t")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(count, 3, "rows lost across down/resume");
+    }
+
     // down --wipe removes everything and leaves no process behind.
     let d = dir.arg();
     tokio::task::spawn_blocking(move || moco_ok(&["local", "down", "--dir", &d, "--wipe"]))
