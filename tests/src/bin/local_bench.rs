@@ -103,9 +103,13 @@ async fn run_once(samples: &mut Samples, clone_mb: u64) {
     samples
         .failover
         .push(first.map_or(Duration::MAX, |t| t.duration_since(killed)));
-    let lost = assert_no_acked_loss(&dir, &status, &report.acked).await;
+    // Panics if any reachable, non-errant instance lacks an acknowledged row.
+    let checked = assert_no_acked_loss(&dir, &status, &report.acked).await;
     samples.rows += report.acked.len() as u64 + switchover_rows;
-    assert_eq!(lost, 0, "acknowledged rows lost in failover");
+    assert!(
+        checked >= 1,
+        "no instance could be checked for acknowledged rows"
+    );
 
     // Clone: ~clone_mb MB of data, binlogs purged so the replica must be cloned, not replayed.
     moco_async(vec![
