@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, Writer, assert_no_acked_loss, connect, create_table, endpoint_port, moco_async,
-    opts, primary_index, server_or_skip, state_is, up_detached, wait_status_async,
+    ClusterDir, Writer, assert_no_acked_loss, connect, create_table, endpoint_port, instance_port,
+    moco_async, opts, primary_index, server_or_skip, state_is, up_detached, wait_status_async,
 };
 use mysql_async::prelude::Queryable;
 
@@ -140,6 +140,13 @@ async fn run_once(samples: &mut Samples, clone_mb: u64) {
             .await
             .unwrap();
         }
+        drop(c);
+        let admin = opts(
+            instance_port(&status, primary_index(&status)),
+            "moco-admin",
+            &dir.password("moco-admin"),
+        );
+        let mut c = connect(&admin, Duration::from_secs(5)).await.unwrap();
         c.query_drop("FLUSH BINARY LOGS").await.unwrap();
         let logs: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
         let last = logs.last().map(|l| l.0.clone()).unwrap();
