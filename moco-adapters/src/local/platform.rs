@@ -459,7 +459,13 @@ impl LocalPlatform {
             if !is_primary && self.manifest.flavor == Flavor::Mariadb {
                 args.push("--init-rpl-role=SLAVE".to_owned());
             }
-            busy.store(true, Ordering::SeqCst);
+            // Claim the instance; a clone that claimed it in the meantime wins.
+            if busy
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                continue;
+            }
             let this = Arc::clone(self);
             let had_hold = hold.is_some();
             tokio::spawn(async move {
@@ -620,7 +626,10 @@ impl LocalPlatform {
         snapshot.save(&self.layout)
     }
 
-    fn mark_busy(&self, index: u32) -> Result<BusyGuard, PortError> {
+    /// Claims instance `index` for exclusive work (a clone), waiting while the supervisor
+    /// restarts it: two owners would start mariadbd on a datadir being restored (found by
+    /// the clone benchmark: `mariadb-backup --prepare` failed on a locked ibdata1).
+    async fn mark_busy(&self, index: u32) -> Result<BusyGuard, PortError> {
         let flag = self
             .busy
             .get(index as usize)
@@ -628,7 +637,20 @@ impl LocalPlatform {
                 target: format!("instance {index}"),
                 message: "no such instance".to_owned(),
             })?;
-        flag.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + self.config.boot_timeout;
+        while flag
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            if Instant::now() >= deadline {
+                return Err(PortError::Timeout {
+                    target: format!("instance {index}"),
+                    what: "waiting for a restart to finish before cloning".to_owned(),
+                    seconds: self.config.boot_timeout.as_secs(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         Ok(BusyGuard(Arc::clone(flag)))
     }
 }
@@ -798,7 +820,7 @@ impl Platform for LocalPlatform {
         boot_timeout: Duration,
     ) -> Result<(), PortError> {
         let target = format!("instance {index}");
-        let _busy = self.mark_busy(index)?;
+        let _busy = self.mark_busy(index).await?;
         let server = self
             .server(index)
             .cloned()

@@ -84,7 +84,6 @@ async fn run_once(samples: &mut Samples, clone_mb: u64) {
     }
     let writer = Writer::start(primary_port, &writable);
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let killed = Instant::now();
     moco_async(vec![
         "local".into(),
         "kill".into(),
@@ -93,6 +92,9 @@ async fn run_once(samples: &mut Samples, clone_mb: u64) {
         victim.to_string(),
     ])
     .await;
+    // SIGKILL was delivered when the command returned; nothing the old primary acknowledges
+    // can arrive after this instant.
+    let killed = Instant::now();
     let status = wait_status_async(&dir, "primary moved", Duration::from_secs(60), move |s| {
         primary_index(s) != victim && (state_is(s, "Degraded") || state_is(s, "Healthy"))
     })
@@ -147,12 +149,25 @@ async fn run_once(samples: &mut Samples, clone_mb: u64) {
             &dir.password("moco-admin"),
         );
         let mut c = connect(&admin, Duration::from_secs(5)).await.unwrap();
-        c.query_drop("FLUSH BINARY LOGS").await.unwrap();
-        let logs: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
-        let last = logs.last().map(|l| l.0.clone()).unwrap();
-        c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
-            .await
-            .unwrap();
+        // MariaDB keeps a binlog until its checkpoint moves on: retry until one file is left.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            c.query_drop("FLUSH BINARY LOGS").await.unwrap();
+            let logs: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
+            let last = logs.last().map(|l| l.0.clone()).unwrap();
+            c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
+                .await
+                .unwrap();
+            let left: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
+            if left.len() == 1 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "binary logs not purged: {left:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
     let primary = primary_index(&status);
     let target = (0..3u64).find(|i| *i != primary).unwrap();
@@ -168,6 +183,11 @@ async fn run_once(samples: &mut Samples, clone_mb: u64) {
         target.to_string(),
         "--keep-down".into(),
     ])
+    .await;
+    // The manager must have seen the replica go (state.json is one round behind).
+    wait_status_async(&dir, "replica down", Duration::from_secs(60), |s| {
+        !state_is(s, "Healthy")
+    })
     .await;
     std::fs::remove_dir_all(dir.path().join(format!("instances/{target}/data"))).unwrap();
     let t = Instant::now();
@@ -191,7 +211,8 @@ async fn run_once(samples: &mut Samples, clone_mb: u64) {
     let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap_or_default();
     assert!(
         events.contains(&format!("cloned instance {target}")),
-        "the wiped replica was not cloned:\n{events}"
+        "the wiped replica was not cloned:\n{events}\nmanager.log:\n{}",
+        dir.log_tail(60)
     );
 }
 
