@@ -68,6 +68,11 @@ pub struct SpecFacts {
     /// The server family the cluster runs.
     #[serde(default)]
     pub flavor: Flavor,
+    /// Opt-in: re-clone an errant replica from a healthy donor instead of only excluding it.
+    /// Its errant transactions are discarded (they were never on the primary). MOCO leaves the
+    /// replica excluded until an operator deletes its volume (MOCO #797).
+    #[serde(default)]
+    pub reclone_errant: bool,
     /// Seconds the external clone may take to boot (`spec.startupWaitSeconds`).
     #[serde(default = "default_startup_wait")]
     pub startup_wait_seconds: u32,

@@ -118,6 +118,7 @@ fn healthy(n: u32, primary: u32, flavor: Flavor, history: &GtidSet, writes: u64)
             server_id_base: BASE,
             max_delay_seconds_for_pod_deletion: 0,
             flavor,
+            reclone_errant: false,
             startup_wait_seconds: 3600,
         },
         status: ClusterStatus {

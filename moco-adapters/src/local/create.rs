@@ -44,6 +44,8 @@ pub struct CreateOptions {
     pub server: Option<PathBuf>,
     /// `server_id` of instance 0.
     pub server_id_base: u32,
+    /// Re-clone errant replicas automatically.
+    pub reclone_errant: bool,
     /// Limit of `mariadb-install-db` / `mysqld --initialize-insecure` per instance.
     pub init_timeout: Duration,
     /// Limit of a server's start.
@@ -60,6 +62,7 @@ impl CreateOptions {
             flavor: None,
             server: None,
             server_id_base: 1,
+            reclone_errant: false,
             init_timeout: Duration::from_secs(300),
             boot_timeout: Duration::from_secs(120),
         }
@@ -234,6 +237,7 @@ pub fn prepare(options: CreateOptions) -> Result<Prepared, LocalError> {
         base_port,
         server: binary.path().to_path_buf(),
         server_id_base: options.server_id_base,
+        reclone_errant: options.reclone_errant,
     };
     Ok(Prepared {
         layout,
@@ -467,6 +471,7 @@ mod tests {
             base_port: 20000,
             server: "/usr/sbin/mariadbd".into(),
             server_id_base: 10,
+            reclone_errant: false,
         };
         let (main, snippet) = instance_config(&layout, &manifest, 2).unwrap();
         assert!(main.contains("port = 20004\n"), "{main}");

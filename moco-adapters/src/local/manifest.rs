@@ -58,6 +58,9 @@ pub struct Manifest {
     pub server: PathBuf,
     /// `server_id` of instance 0; instance `i` has `server_id_base + i`.
     pub server_id_base: u32,
+    /// Re-clone errant replicas automatically (`up --reclone-errant`).
+    #[serde(default)]
+    pub reclone_errant: bool,
 }
 
 impl Manifest {
@@ -208,6 +211,7 @@ mod tests {
             base_port: 20000,
             server: PathBuf::from("/usr/sbin/mariadbd"),
             server_id_base: 1000,
+            reclone_errant: false,
         }
     }
 

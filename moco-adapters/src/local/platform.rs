@@ -739,6 +739,7 @@ impl Platform for LocalPlatform {
                 server_id_base: self.manifest.server_id_base,
                 max_delay_seconds_for_pod_deletion: 0,
                 flavor: self.manifest.flavor,
+                reclone_errant: self.manifest.reclone_errant,
                 startup_wait_seconds: 3600,
             },
             status,

@@ -162,6 +162,7 @@ mod tests {
             base_port: 30000,
             server: "/usr/sbin/mariadbd".into(),
             server_id_base: 1,
+            reclone_errant: false,
         };
         s.write_client_files(&layout, &manifest).unwrap();
         let w = std::fs::read_to_string(layout.client_cnf("moco-writable")).unwrap();

@@ -504,6 +504,7 @@ impl Platform for SimCluster {
                 server_id_base: st.server_id_base,
                 max_delay_seconds_for_pod_deletion: st.max_delay_seconds,
                 flavor: st.flavor,
+                reclone_errant: false,
                 startup_wait_seconds: 3600,
             },
             status: st.status.clone(),

@@ -115,6 +115,11 @@ struct UpArgs {
     /// `server_id` of instance 0.
     #[arg(long, default_value_t = 1)]
     server_id_base: u32,
+    /// Re-clone a replica found with errant transactions from a healthy replica, discarding
+    /// those transactions (by default it is only excluded from the replica endpoint and from
+    /// failover, and waits for `moco local kill` + deleting its data).
+    #[arg(long)]
+    reclone_errant: bool,
     #[command(flatten)]
     manager: ManagerArgs,
 }
@@ -294,6 +299,7 @@ async fn up(a: UpArgs) -> Result<ExitCode, LocalCmdError> {
     });
     options.server = a.server.clone();
     options.server_id_base = a.server_id_base;
+    options.reclone_errant = a.reclone_errant;
     let started = Instant::now();
     let prepared = create::prepare(options)?;
     let m = prepared.manifest();

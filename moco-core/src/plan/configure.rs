@@ -175,6 +175,27 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
         }
         let Some(s) = v.mysqld(index) else { continue };
         if v.assessment.is_errant(index) {
+            if facts.spec.reclone_errant && !ps.gtid_executed.is_empty() {
+                let donor = clone::donor(v, index);
+                let (host, port) = donor.address();
+                let from = format!("{host}:{port}");
+                p.steps.push(
+                    Step::new(Operation::Clone {
+                        index,
+                        donor,
+                        boot_timeout_seconds: facts.spec.startup_wait_seconds,
+                    })
+                    .succeeding_with(Event::normal(
+                        "Cloned",
+                        format!("re-cloned errant instance {index} from {from}"),
+                    ))
+                    .failing_with(Event::warning(
+                        "CloneFailed",
+                        format!("failed to re-clone errant instance {index} from {from}"),
+                    )),
+                );
+                continue;
+            }
             if s.io_running() {
                 p.steps
                     .push(Step::new(Operation::StopReplicaIoThread { index }));
