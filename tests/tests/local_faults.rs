@@ -375,12 +375,17 @@ async fn manager_killed_mid_switchover_converges() {
         .await
         .unwrap();
     let t = Instant::now();
+    // Only statuses written by the resumed manager count.
+    let resumed_at = dir.status()["updatedAt"].clone();
     let healthy = wait_status_async(
         &dir,
         "Healthy with one primary",
         Duration::from_secs(180),
-        |s| {
-            state_is(s, "Healthy")
+        move |s| {
+            s["updatedAt"] != resumed_at
+                && s.pointer("/manager/running") == Some(&Value::Bool(true))
+                && s.pointer("/manager/pid").and_then(Value::as_i64) != Some(i64::from(pid))
+                && state_is(s, "Healthy")
                 && (0..3).filter(|i| role(s, *i) == "primary").count() == 1
                 && role(s, primary_index(s)) == "primary"
         },
