@@ -348,7 +348,19 @@ async fn manager_killed_mid_switchover_converges() {
     let until = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(st) = switch.try_wait().unwrap() {
-            println!("switchover client exited: {st}");
+            let mut out = String::new();
+            let mut err = String::new();
+            if let Some(mut o) = switch.stdout.take() {
+                let _ = std::io::Read::read_to_string(&mut o, &mut out);
+            }
+            if let Some(mut e) = switch.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            println!(
+                "switchover client exited: {st}: {} {}",
+                out.trim(),
+                err.trim()
+            );
             break;
         }
         if Instant::now() >= until {
