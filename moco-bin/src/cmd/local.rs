@@ -795,6 +795,14 @@ async fn switchover(a: SwitchoverArgs) -> Result<ExitCode, LocalCmdError> {
             );
             return Ok(ExitCode::SUCCESS);
         }
+        if local_run::running_manager(&layout)?.is_none() {
+            // The request stays: the old primary may already be read-only, and the next
+            // manager finishes the switchover (it is crash-only).
+            return Err(usage(format!(
+                "switchover: the manager stopped before the primary moved (still instance {from}); the request stays and completes once `moco local resume --dir {}` starts the manager again",
+                layout.root().display()
+            )));
+        }
         if Instant::now() >= deadline {
             // Withdraw the request so that it does not fire later by surprise.
             PodsFile::update(&layout, |p| {
