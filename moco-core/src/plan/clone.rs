@@ -48,6 +48,28 @@ pub(super) fn init_clone(v: &View<'_>) -> Planned {
     p
 }
 
+/// A clone of replica `index` from [`donor`]'s choice, with `Cloned` / `CloneFailed` events
+/// worded after `what` (e.g. "clone instance", "re-clone errant instance").
+pub(super) fn replica_clone(v: &View<'_>, index: u32, what: &str) -> Step {
+    let donor = donor(v, index);
+    let (host, port) = donor.address();
+    let from = format!("{host}:{port}");
+    let done = what.replacen("clone", "cloned", 1);
+    Step::new(Operation::Clone {
+        index,
+        donor,
+        boot_timeout_seconds: v.facts.spec.startup_wait_seconds,
+    })
+    .succeeding_with(Event::normal(
+        "Cloned",
+        format!("{done} {index} from {from}"),
+    ))
+    .failing_with(Event::warning(
+        "CloneFailed",
+        format!("failed to {what} {index} from {from}"),
+    ))
+}
+
 /// The donor for an empty replica: the healthy replica with the least lag (lowest ordinal on
 /// ties), which spares the primary the copy's I/O and, on MariaDB, its ~1 s commit block;
 /// the primary when no replica is healthy.

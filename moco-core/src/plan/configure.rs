@@ -176,24 +176,8 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
         let Some(s) = v.mysqld(index) else { continue };
         if v.assessment.is_errant(index) {
             if facts.spec.reclone_errant && !ps.gtid_executed.is_empty() {
-                let donor = clone::donor(v, index);
-                let (host, port) = donor.address();
-                let from = format!("{host}:{port}");
-                p.steps.push(
-                    Step::new(Operation::Clone {
-                        index,
-                        donor,
-                        boot_timeout_seconds: facts.spec.startup_wait_seconds,
-                    })
-                    .succeeding_with(Event::normal(
-                        "Cloned",
-                        format!("re-cloned errant instance {index} from {from}"),
-                    ))
-                    .failing_with(Event::warning(
-                        "CloneFailed",
-                        format!("failed to re-clone errant instance {index} from {from}"),
-                    )),
-                );
+                p.steps
+                    .push(clone::replica_clone(v, index, "re-clone errant instance"));
                 continue;
             }
             if s.io_running() {
@@ -215,24 +199,8 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
             && !ps.gtid_executed.is_empty()
             && (broken_empty || (s.replica_status.is_none() && !replay_ok));
         if needs_clone {
-            let donor = clone::donor(v, index);
-            let (host, port) = donor.address();
-            let from = format!("{host}:{port}");
-            p.steps.push(
-                Step::new(Operation::Clone {
-                    index,
-                    donor,
-                    boot_timeout_seconds: facts.spec.startup_wait_seconds,
-                })
-                .succeeding_with(Event::normal(
-                    "Cloned",
-                    format!("cloned instance {index} from {from}"),
-                ))
-                .failing_with(Event::warning(
-                    "CloneFailed",
-                    format!("failed to clone instance {index} from {from}"),
-                )),
-            );
+            p.steps
+                .push(clone::replica_clone(v, index, "clone instance"));
             continue;
         }
         match channel::decide_channel(v.flavor(), s, pi, semi_sync) {
