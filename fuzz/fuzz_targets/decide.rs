@@ -19,6 +19,7 @@ struct Input {
     restore: bool,
     cloned: bool,
     external: bool,
+    reclone_errant: bool,
     errant_memory: Vec<u8>,
     instances: Vec<(PodFacts, Option<MysqldStatus>)>,
 }
@@ -37,6 +38,7 @@ fuzz_target!(|input: Input| {
             server_id_base: 1,
             max_delay_seconds_for_pod_deletion: 5,
             flavor: input.flavor,
+            reclone_errant: input.reclone_errant,
             startup_wait_seconds: 60,
         },
         status: ClusterStatus {
