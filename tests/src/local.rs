@@ -603,3 +603,26 @@ pub async fn assert_no_acked_loss(dir: &ClusterDir, status: &Value, acked: &[u64
     }
     checked
 }
+
+/// Inserts `ids` one by one into `moco_test.t` as `moco-writable` through `127.0.0.1:port`;
+/// returns the ids (all acknowledged, or the call panics).
+pub async fn insert_rows(port: u16, password: &str, ids: std::ops::Range<u64>) -> Vec<u64> {
+    let mut c = match connect(
+        &opts(port, "moco-writable", password),
+        Duration::from_secs(10),
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => panic!("connecting to 127.0.0.1:{port}: {e}"),
+    };
+    for id in ids.clone() {
+        if let Err(e) = c
+            .exec_drop("INSERT INTO moco_test.t (id) VALUES (?)", (id,))
+            .await
+        {
+            panic!("inserting {id}: {e}");
+        }
+    }
+    ids.collect()
+}

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use moco_tests::local::{
     ClusterDir, Writer, assert_no_acked_loss, connect, create_table, endpoint_port,
-    free_port_block, instance_port, moco_async, moco_bin, moco_ok, opts, primary_index,
-    server_or_skip, state_is, up_detached, wait_status_async,
+    free_port_block, insert_rows as insert, instance_port, moco_async, moco_bin, moco_ok, opts,
+    primary_index, server_or_skip, state_is, up_detached, wait_status_async,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
@@ -18,21 +18,6 @@ const ERRANT_ID: u64 = 9_000_000;
 
 fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| (*s).to_owned()).collect()
-}
-
-async fn insert(port: u16, password: &str, ids: std::ops::Range<u64>) -> Vec<u64> {
-    let mut c = connect(
-        &opts(port, "moco-writable", password),
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
-    for id in ids.clone() {
-        c.exec_drop("INSERT INTO moco_test.t (id) VALUES (?)", (id,))
-            .await
-            .unwrap();
-    }
-    ids.collect()
 }
 
 /// `moco local up --detach` with extra arguments; returns the Healthy status.

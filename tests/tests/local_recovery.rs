@@ -7,26 +7,12 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, assert_no_acked_loss, connect, create_table, endpoint_port, instance_port,
-    moco_async, opts, primary_index, server_or_skip, state_is, up_detached, wait_status_async,
+    ClusterDir, assert_no_acked_loss, connect, create_table, endpoint_port, insert_rows as insert,
+    instance_port, moco_async, opts, primary_index, server_or_skip, state_is, up_detached,
+    wait_status_async,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
-
-async fn insert(port: u16, password: &str, ids: std::ops::Range<u64>) -> Vec<u64> {
-    let mut c = connect(
-        &opts(port, "moco-writable", password),
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
-    for id in ids.clone() {
-        c.exec_drop("INSERT INTO moco_test.t (id) VALUES (?)", (id,))
-            .await
-            .unwrap();
-    }
-    ids.collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replica_down_and_wiped_replica_recover() {
