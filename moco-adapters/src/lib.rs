@@ -9,4 +9,3 @@ pub mod manager;
 pub mod mysql;
 pub mod mysqld;
 pub mod ports;
-pub mod sim;

@@ -19,7 +19,7 @@ use moco_core::{Action, Decision, FactsError, decide};
 use thiserror::Error;
 use tokio::sync::{Notify, watch};
 
-use crate::ports::{ClusterView, InstanceSlot, MocoUser, MysqlPort, Platform, PortError};
+use crate::ports::{InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError};
 
 /// Timing knobs of the loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,29 +114,6 @@ pub struct Manager {
     wake: Arc<Notify>,
 }
 
-/// A short name of an operation for logs and errors: `op:index`.
-pub fn operation_name(op: &Operation) -> String {
-    let name = match op {
-        Operation::SetPreventDelete { .. } => "setPreventDelete",
-        Operation::SetSuperReadOnly { .. } => "setSuperReadOnly",
-        Operation::KillConnections { .. } => "killConnections",
-        Operation::WaitForCatchUp { .. } => "waitForCatchUp",
-        Operation::WaitForGtid { .. } => "waitForGtid",
-        Operation::SetPrimaryIndex { .. } => "setPrimaryIndex",
-        Operation::RemoveDemoteAnnotation { .. } => "removeDemoteAnnotation",
-        Operation::StopReplicaIoThread { .. } => "stopReplicaIoThread",
-        Operation::StartReplica { .. } => "startReplica",
-        Operation::SetReplicaSemiSync { .. } => "setReplicaSemiSync",
-        Operation::StartReplicaSqlThread { .. } => "startReplicaSqlThread",
-        Operation::SetRoleLabel { .. } => "setRoleLabel",
-        Operation::ConfigureReplication { .. } => "configureReplication",
-        Operation::ConfigurePrimarySemiSync { .. } => "configurePrimarySemiSync",
-        Operation::SetWritable { .. } => "setWritable",
-        Operation::Clone { .. } => "clone",
-    };
-    format!("{name}:{}", op.index())
-}
-
 fn now() -> Timestamp {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -175,7 +152,7 @@ impl Manager {
     }
 
     /// Observes the platform and every instance (concurrently).
-    pub async fn gather(&self) -> Result<(ClusterView, ClusterFacts), ManagerError> {
+    pub async fn gather(&self) -> Result<(Observation, ClusterFacts), ManagerError> {
         let view = self
             .platform
             .observe()
@@ -235,7 +212,7 @@ impl Manager {
         }
         let mut steps_done = 0;
         for (position, step) in decision.steps.iter().enumerate() {
-            let operation = operation_name(&step.operation);
+            let operation = step.operation.label();
             let limit = self.config.operation_timeout;
             let result =
                 tokio::time::timeout(limit, self.execute(&view, step, &mut persisted)).await;
@@ -285,7 +262,7 @@ impl Manager {
         }
     }
 
-    fn slot(view: &ClusterView, index: u32) -> Result<&InstanceSlot, PortError> {
+    fn slot(view: &Observation, index: u32) -> Result<&InstanceSlot, PortError> {
         view.instances
             .iter()
             .find(|s| s.index == index)
@@ -295,13 +272,13 @@ impl Manager {
             })
     }
 
-    fn port(&self, view: &ClusterView, index: u32) -> Result<Arc<dyn MysqlPort>, PortError> {
+    fn port(&self, view: &Observation, index: u32) -> Result<Arc<dyn MysqlPort>, PortError> {
         Ok(self.platform.mysql(Self::slot(view, index)?))
     }
 
     async fn execute(
         &self,
-        view: &ClusterView,
+        view: &Observation,
         step: &Step,
         persisted: &mut ClusterStatus,
     ) -> Result<(), PortError> {

@@ -142,7 +142,7 @@ pub struct InstanceSlot {
 
 /// The platform's view of the cluster this round.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ClusterView {
+pub struct Observation {
     /// Spec facts.
     pub spec: SpecFacts,
     /// Recorded status.
@@ -169,7 +169,7 @@ pub enum MocoUser {
 #[async_trait]
 pub trait Platform: Send + Sync + std::fmt::Debug {
     /// Reads spec, recorded status and instance slots.
-    async fn observe(&self) -> Result<ClusterView, PortError>;
+    async fn observe(&self) -> Result<Observation, PortError>;
     /// The SQL port of an instance.
     fn mysql(&self, slot: &InstanceSlot) -> Arc<dyn MysqlPort>;
     /// Credentials of a MOCO account.

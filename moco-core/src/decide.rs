@@ -7,7 +7,7 @@ use crate::assessment::{Assessment, View, assess, failover_quorum, required_acks
 use crate::error::FactsError;
 use crate::facts::ClusterFacts;
 use crate::operation::{Event, Step};
-use crate::plan;
+use crate::plan::{self, Action};
 use crate::state::ClusterState;
 use crate::status::{ClusterStatus, StatusInputs, next_status};
 
@@ -29,24 +29,6 @@ pub struct Decision {
     pub events: Vec<Event>,
     /// Observe and decide again right after executing the steps (MOCO's `redo`).
     pub redo: bool,
-}
-
-/// The kind of plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum Action {
-    /// Nothing to do.
-    None,
-    /// Waiting for something outside the engine (a clone in progress, a restore Job).
-    Wait,
-    /// Clone the primary from the external source.
-    InitClone,
-    /// Planned move of the primary.
-    Switchover,
-    /// Replacement of a failed primary.
-    Failover,
-    /// Bring roles, replication, semi-sync and read-only flags in line.
-    Configure,
 }
 
 /// Checks that the facts describe a possible cluster; errors name the JSON path.

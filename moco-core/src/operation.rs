@@ -168,6 +168,34 @@ impl Operation {
             | Operation::Clone { index, .. } => *index,
         }
     }
+
+    /// The operation's name as serialized in the `op` field (`setSuperReadOnly`, …): one
+    /// spelling for logs, errors, metric labels and tests.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Operation::SetPreventDelete { .. } => "setPreventDelete",
+            Operation::SetSuperReadOnly { .. } => "setSuperReadOnly",
+            Operation::KillConnections { .. } => "killConnections",
+            Operation::WaitForCatchUp { .. } => "waitForCatchUp",
+            Operation::WaitForGtid { .. } => "waitForGtid",
+            Operation::SetPrimaryIndex { .. } => "setPrimaryIndex",
+            Operation::RemoveDemoteAnnotation { .. } => "removeDemoteAnnotation",
+            Operation::StopReplicaIoThread { .. } => "stopReplicaIoThread",
+            Operation::StartReplica { .. } => "startReplica",
+            Operation::SetReplicaSemiSync { .. } => "setReplicaSemiSync",
+            Operation::StartReplicaSqlThread { .. } => "startReplicaSqlThread",
+            Operation::SetRoleLabel { .. } => "setRoleLabel",
+            Operation::ConfigureReplication { .. } => "configureReplication",
+            Operation::ConfigurePrimarySemiSync { .. } => "configurePrimarySemiSync",
+            Operation::SetWritable { .. } => "setWritable",
+            Operation::Clone { .. } => "clone",
+        }
+    }
+
+    /// `name:index`, the short form logs and step errors use (`setWritable:2`).
+    pub fn label(&self) -> String {
+        format!("{}:{}", self.name(), self.index())
+    }
 }
 
 /// Why `currentPrimaryIndex` moves.
@@ -293,5 +321,82 @@ impl Step {
     pub fn succeeding_with(mut self, event: Event) -> Self {
         self.on_success = Some(event);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `name()` is the serialized tag for every variant, so logs, metrics and JSON agree.
+    #[test]
+    fn names_are_the_serialized_tags() {
+        let source = ReplicationSource::Instance {
+            index: 0,
+            host: "h".into(),
+            port: 1,
+        };
+        let all = [
+            Operation::SetPreventDelete {
+                index: 1,
+                enabled: true,
+            },
+            Operation::SetSuperReadOnly {
+                index: 1,
+                timeout_seconds: 1,
+            },
+            Operation::KillConnections { index: 1 },
+            Operation::WaitForCatchUp {
+                index: 1,
+                source: 0,
+                timeout_seconds: 1,
+            },
+            Operation::WaitForGtid {
+                index: 1,
+                gtid: GtidSet::new(),
+                timeout_seconds: None,
+            },
+            Operation::SetPrimaryIndex {
+                index: 1,
+                previous: 0,
+                reason: PrimaryChange::Failover,
+            },
+            Operation::RemoveDemoteAnnotation { index: 1 },
+            Operation::StopReplicaIoThread { index: 1 },
+            Operation::StartReplica { index: 1 },
+            Operation::SetReplicaSemiSync {
+                index: 1,
+                enabled: true,
+            },
+            Operation::StartReplicaSqlThread { index: 1 },
+            Operation::SetRoleLabel {
+                index: 1,
+                role: None,
+            },
+            Operation::ConfigureReplication {
+                index: 1,
+                source: source.clone(),
+                semi_sync: true,
+            },
+            Operation::ConfigurePrimarySemiSync {
+                index: 1,
+                wait_for_replica_count: 1,
+                timeout_ms: 1,
+            },
+            Operation::SetWritable { index: 1 },
+            Operation::Clone {
+                index: 1,
+                donor: source,
+                boot_timeout_seconds: 1,
+            },
+        ];
+        let mut names = std::collections::BTreeSet::new();
+        for op in &all {
+            let json = serde_json::to_value(op).unwrap();
+            assert_eq!(json["op"], op.name(), "{op:?}");
+            assert_eq!(op.label(), format!("{}:1", op.name()));
+            names.insert(op.name());
+        }
+        assert_eq!(names.len(), all.len(), "two variants share a name");
     }
 }

@@ -34,13 +34,7 @@ struct Expect {
 }
 
 fn step_names(d: &Decision) -> Vec<String> {
-    d.steps
-        .iter()
-        .map(|s| {
-            let v = serde_json::to_value(&s.operation).unwrap();
-            format!("{}:{}", v["op"].as_str().unwrap(), s.operation.index())
-        })
-        .collect()
+    d.steps.iter().map(|s| s.operation.label()).collect()
 }
 
 fn check(name: &str, sc: &Scenario) -> Result<(), String> {

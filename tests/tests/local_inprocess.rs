@@ -13,6 +13,7 @@ use moco_adapters::local::run::{RunOptions, RunningCluster, running_manager};
 use moco_adapters::local::snapshot::ClusterSnapshot;
 use moco_adapters::local::{Layout, Manifest};
 use moco_core::facts::Role;
+use moco_core::state::ClusterState;
 use moco_core::status::ClusterStatus;
 use moco_tests::local::{
     connect, free_port_block, kill_processes_mentioning, opts, server_or_skip,
@@ -89,7 +90,7 @@ async fn platform_and_manager_in_process() {
     assert!(second.is_err(), "two managers on one directory");
 
     let healthy = wait_snapshot(&layout, "Healthy", Duration::from_secs(120), |s| {
-        s.state == "Healthy"
+        s.is(ClusterState::Healthy)
     })
     .await;
     println!("Healthy after {:.1} s", started.elapsed().as_secs_f64());
@@ -122,7 +123,7 @@ async fn platform_and_manager_in_process() {
     })
     .unwrap();
     let moved = wait_snapshot(&layout, "switchover", Duration::from_secs(60), |s| {
-        s.current_primary_index != primary && s.state == "Healthy"
+        s.current_primary_index != primary && s.is(ClusterState::Healthy)
     })
     .await;
     // The old client was cut when its backend lost the primary label.

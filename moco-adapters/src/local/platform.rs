@@ -20,11 +20,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use moco_core::Decision;
 use moco_core::facts::{ClusterFacts, Flavor, PodFacts, Role, SpecFacts};
 use moco_core::operation::{Event, EventType, ReplicationSource};
 use moco_core::status::ClusterStatus;
 use moco_core::time::Timestamp;
+use moco_core::{Action, Decision};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 use tokio::sync::Notify;
@@ -41,7 +41,7 @@ use super::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot};
 use super::sql;
 use crate::mysqld::{LocalMysqld, ServerBinary};
 use crate::ports::{
-    ClusterView, Credentials, InstanceSlot, MocoUser, MysqlPort, Platform, PortError,
+    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
 };
 
 /// Timing of the platform's own work (not of the manager's rounds).
@@ -546,22 +546,13 @@ impl LocalPlatform {
         let now = now_ms();
         let (state, action, candidates, errant, facts) = match &observed.round {
             Some((facts, decision)) => (
-                decision.state.as_str().to_owned(),
-                serde_json::to_value(decision.action)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
+                Some(decision.state),
+                decision.action,
                 decision.assessment.candidates.clone(),
                 decision.assessment.errant.clone(),
                 Some(facts),
             ),
-            None => (
-                "Unknown".to_owned(),
-                "none".to_owned(),
-                vec![],
-                vec![],
-                None,
-            ),
+            None => (None, Action::None, vec![], vec![], None),
         };
         let instances = (0..self.manifest.replicas)
             .map(|index| {
@@ -700,7 +691,7 @@ pub async fn stop_servers(
 
 #[async_trait]
 impl Platform for LocalPlatform {
-    async fn observe(&self) -> Result<ClusterView, PortError> {
+    async fn observe(&self) -> Result<Observation, PortError> {
         let root = self.layout.root().display().to_string();
         let status: ClusterStatus = files::read_json_opt(&self.layout.status())
             .map_err(|e| port_err(root.clone(), e))?
@@ -730,7 +721,7 @@ impl Platform for LocalPlatform {
                 }
             })
             .collect();
-        Ok(ClusterView {
+        Ok(Observation {
             spec: SpecFacts {
                 replicas: self.manifest.replicas,
                 external_source: None,

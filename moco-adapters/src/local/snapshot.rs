@@ -1,8 +1,10 @@
 //! `DIR/state.json`: what the running manager saw in its last round, for `moco local status`
 //! and for tools and tests that wait on the cluster.
 
+use moco_core::Action;
+use moco_core::state::ClusterState;
 use moco_core::status::Condition;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::error::LocalError;
 use super::files;
@@ -59,10 +61,11 @@ pub struct ClusterSnapshot {
     pub updated_at_ms: u64,
     /// The manager's pid.
     pub manager_pid: u32,
-    /// The decided state (`Healthy`, `Degraded`, …).
-    pub state: String,
-    /// The planned action (`none`, `configure`, `switchover`, …).
-    pub action: String,
+    /// The decided state; `None` (written `Unknown`) when the round failed before deciding.
+    #[serde(with = "state_or_unknown")]
+    pub state: Option<ClusterState>,
+    /// The planned action (`none` when the round failed before deciding).
+    pub action: Action,
     /// `status.currentPrimaryIndex`.
     pub current_primary_index: u32,
     /// Switchover candidates, lowest ordinal first.
@@ -79,7 +82,36 @@ pub struct ClusterSnapshot {
     pub last_error: Option<String>,
 }
 
+/// `state` as MOCO's name, or `Unknown`: the file format tools and older readers expect.
+mod state_or_unknown {
+    use super::*;
+
+    const UNKNOWN: &str = "Unknown";
+
+    pub fn serialize<S: Serializer>(v: &Option<ClusterState>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.map_or(UNKNOWN, ClusterState::as_str))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ClusterState>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == UNKNOWN {
+            return Ok(None);
+        }
+        serde_json::from_value(serde_json::Value::String(text)).map_err(serde::de::Error::custom)
+    }
+}
+
 impl ClusterSnapshot {
+    /// True when the last round decided `state`.
+    pub fn is(&self, state: ClusterState) -> bool {
+        self.state == Some(state)
+    }
+
+    /// The state's name, `Unknown` before a decision.
+    pub fn state_name(&self) -> &'static str {
+        self.state.map_or("Unknown", ClusterState::as_str)
+    }
+
     /// Writes `state.json` atomically.
     pub fn save(&self, layout: &Layout) -> Result<(), LocalError> {
         files::write_json(&layout.snapshot(), self, 0o644)

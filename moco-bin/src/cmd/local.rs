@@ -29,6 +29,7 @@ use moco_adapters::local::run::{self as local_run, RunOptions, RunningCluster};
 use moco_adapters::local::snapshot::ClusterSnapshot;
 use moco_adapters::local::{Layout, LocalError, Manifest};
 use moco_core::facts::Flavor;
+use moco_core::state::ClusterState;
 use moco_core::status::ClusterStatus;
 
 /// Arguments of `moco local`.
@@ -379,7 +380,7 @@ async fn start_manager(
             let snapshot = ClusterSnapshot::load(layout).ok().flatten();
             if let Some(s) = &snapshot
                 && s.manager_pid == pid
-                && s.state == "Healthy"
+                && s.is(ClusterState::Healthy)
             {
                 print_status_text(layout, manifest, Some(pid), snapshot.as_ref());
                 println!(
@@ -392,8 +393,8 @@ async fn start_manager(
             if Instant::now() >= deadline {
                 let state = snapshot
                     .as_ref()
-                    .map(|s| s.state.clone())
-                    .unwrap_or_else(|| "no round yet".to_owned());
+                    .map(|s| s.state_name())
+                    .unwrap_or("no round yet");
                 print_status_text(layout, manifest, Some(pid), snapshot.as_ref());
                 return Err(usage(format!(
                     "the cluster did not become Healthy within {} s (state: {state}); the manager (pid {pid}) keeps running: see {} or stop it with `moco local down --dir {}`",
@@ -425,7 +426,7 @@ async fn start_manager(
             _ = &mut stop => break,
             _ = tokio::time::sleep(Duration::from_millis(500)) => {
                 let snapshot = view.tick(manifest);
-                if !healthy_reported && snapshot.as_ref().is_some_and(|s| s.state == "Healthy") {
+                if !healthy_reported && snapshot.as_ref().is_some_and(|s| s.is(ClusterState::Healthy)) {
                     healthy_reported = true;
                     println!("cluster is Healthy after {:.1} s", started.elapsed().as_secs_f64());
                 }
@@ -527,7 +528,7 @@ fn status_json(
     let running = manager.is_some();
     let state = match (running, snapshot) {
         (false, _) => "Stopped".to_owned(),
-        (true, Some(s)) => s.state.clone(),
+        (true, Some(s)) => s.state_name().to_owned(),
         (true, None) => "Starting".to_owned(),
     };
     let instances: Vec<serde_json::Value> = (0..manifest.replicas)
@@ -772,7 +773,8 @@ async fn switchover(a: SwitchoverArgs) -> Result<ExitCode, LocalCmdError> {
         {
             return Err(usage(format!(
                 "--to {to}: instance {to} is not a switchover candidate now (candidates: {:?}; state {})",
-                s.candidates, s.state
+                s.candidates,
+                s.state_name()
             )));
         }
         PodsFile::update(&layout, |p| p.switchover_to = Some(to))?;
@@ -816,7 +818,7 @@ async fn switchover(a: SwitchoverArgs) -> Result<ExitCode, LocalCmdError> {
                 .map(|s| {
                     format!(
                         "state {}, candidates {:?}{}",
-                        s.state,
+                        s.state_name(),
                         s.candidates,
                         s.last_error
                             .map(|e| format!(", last error: {e}"))

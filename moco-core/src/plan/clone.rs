@@ -2,11 +2,10 @@
 //! choice of donor for an empty replica.
 
 use crate::assessment::View;
-use crate::decide::Action;
 use crate::facts::{CloneState, InstanceFacts};
 use crate::operation::{Event, Operation, ReplicationSource, Step};
 
-use super::Planned;
+use super::{Action, Planned};
 
 /// Cloning state: clone the primary from the external source unless a clone runs already.
 pub(super) fn init_clone(v: &View<'_>) -> Planned {

@@ -2,12 +2,11 @@
 //! `currentPrimaryIndex` (MOCO's `configure`, run in the Degraded and Incomplete states).
 
 use crate::assessment::{View, required_acks};
-use crate::decide::Action;
-use crate::facts::{Flavor, Role, ThreadState};
+use crate::facts::{ExternalSource, Flavor, InstanceFacts, MysqldStatus, Role, ThreadState};
 use crate::operation::{Event, Operation, ReplicationSource, Step};
 
 use super::channel::{self, Channel};
-use super::{Planned, READ_ONLY_TIMEOUT_SECONDS, SEMI_SYNC_TIMEOUT_MS, clone};
+use super::{Action, Planned, READ_ONLY_TIMEOUT_SECONDS, SEMI_SYNC_TIMEOUT_MS, clone};
 
 /// The label instance `index` should carry: none for errant replicas.
 fn desired_role(v: &View<'_>, index: u32) -> Option<Role> {
@@ -65,9 +64,6 @@ fn label_changes(v: &View<'_>) -> (Vec<Step>, Vec<(u32, Role)>) {
 
 pub(super) fn configure(v: &View<'_>) -> Planned {
     let mut p = Planned::new(Action::Configure);
-    let facts = v.facts;
-    let primary = v.assessment.primary;
-    let intermediate = facts.spec.external_source.as_ref();
 
     // 1–2. Remove wrong labels; kill the connections of instances whose role changes so that
     // clients reconnect through the right endpoint.
@@ -79,175 +75,193 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
     }
 
     // 3. The primary.
-    let Some(ps) = v.primary_status() else {
+    let (Some(ps), Some(pi)) = (v.primary_status(), v.primary()) else {
         return finish(p, additions);
     };
-    let Some(pi) = v.primary() else {
-        return finish(p, additions);
-    };
-    match intermediate {
-        Some(ext) => {
-            if !ps.super_read_only {
-                p.steps.push(Step::new(Operation::SetSuperReadOnly {
-                    index: primary,
-                    timeout_seconds: READ_ONLY_TIMEOUT_SECONDS,
-                }));
-            }
-            let ok = ps.replica_status.as_ref().is_some_and(|r| {
-                r.io_running == ThreadState::Yes
-                    && r.source_host == ext.host
-                    && r.source_port == ext.port
-            });
-            if !ok {
-                p.steps.push(Step::new(Operation::ConfigureReplication {
-                    index: primary,
-                    source: ReplicationSource::External {
-                        host: ext.host.clone(),
-                        port: ext.port,
-                    },
-                    semi_sync: false,
-                }));
-            }
-        }
-        None => {
-            if let Some(r) = &ps.replica_status {
-                if r.io_running != ThreadState::No {
-                    p.steps
-                        .push(Step::new(Operation::StopReplicaIoThread { index: primary }));
-                }
-                // Apply whatever was received before opening writes (MOCO waits without limit).
-                if !r.retrieved_gtid_set.is_subset(&ps.gtid_executed) {
-                    p.steps.push(Step::new(Operation::WaitForGtid {
-                        index: primary,
-                        gtid: r.retrieved_gtid_set.clone(),
-                        timeout_seconds: None,
-                    }));
-                }
-            }
-            let replicas = v.replicas();
-            if replicas > 1 {
-                let acks = required_acks(replicas, v.flavor());
-                let want_count = replicas / 2;
-                let count_ok = match ps.semi_sync.wait_for_slave_count {
-                    Some(n) => n == want_count,
-                    None => true,
-                };
-                if !ps.semi_sync.master_enabled || !count_ok {
-                    p.steps.push(Step::new(Operation::ConfigurePrimarySemiSync {
-                        index: primary,
-                        wait_for_replica_count: want_count,
-                        timeout_ms: SEMI_SYNC_TIMEOUT_MS,
-                    }));
-                    if acks < want_count && v.flavor() == Flavor::Mariadb {
-                        p.events.push(Event::warning(
-                            "SemiSyncWeakened",
-                            format!(
-                                "MariaDB waits for one replica acknowledgement per commit; MOCO would wait for {want_count} with {replicas} instances, so an acknowledged commit may exist on a single replica"
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
+    match v.facts.spec.external_source.as_ref() {
+        Some(ext) => intermediate_primary(v, ps, ext, &mut p),
+        None => own_primary(v, ps, &mut p),
     }
 
     // 4. Replicas.
     let source = ReplicationSource::Instance {
-        index: primary,
+        index: v.assessment.primary,
         host: pi.host.clone(),
         port: pi.port,
     };
-    let semi_sync = intermediate.is_none();
+    let semi_sync = v.facts.spec.external_source.is_none();
     for inst in v.non_primaries() {
-        let index = inst.index;
-        // Every reachable non-primary is made read-only, errant and hung ones included (MOCO
-        // leaves those alone; nothing routes to them, but a direct client could still write).
-        let Some(raw) = inst.mysqld.as_ref() else {
-            continue;
-        };
-        if !raw.super_read_only {
-            p.steps.push(Step::new(Operation::SetSuperReadOnly {
-                index,
-                timeout_seconds: READ_ONLY_TIMEOUT_SECONDS,
-            }));
-            p.steps
-                .push(Step::new(Operation::KillConnections { index }));
-        }
-        let Some(s) = v.mysqld(index) else { continue };
-        if v.assessment.is_errant(index) {
-            if facts.spec.reclone_errant && !ps.gtid_executed.is_empty() {
-                p.steps
-                    .push(clone::replica_clone(v, index, "re-clone errant instance"));
-                continue;
-            }
-            if s.io_running() {
-                p.steps
-                    .push(Step::new(Operation::StopReplicaIoThread { index }));
-            }
-            continue;
-        }
-        let empty = s.gtid_executed.is_empty();
-        let broken_empty = empty
-            && s.replica_status
-                .as_ref()
-                .is_some_and(|r| r.last_io_errno == ER_SOURCE_FATAL_READING_BINLOG);
-        let replay_ok = v.flavor() == Flavor::Mariadb && ps.gtid_purged.is_empty();
-        // An empty replica is cloned (MOCO), except on MariaDB while the primary still holds
-        // every binlog: replaying from the start is as good and restarts nothing. If the
-        // replay fails because binlogs are gone (error 1236), clone after all.
-        let needs_clone = empty
-            && !ps.gtid_executed.is_empty()
-            && (broken_empty || (s.replica_status.is_none() && !replay_ok));
-        if needs_clone {
-            p.steps
-                .push(clone::replica_clone(v, index, "clone instance"));
-            continue;
-        }
-        match channel::decide_channel(v.flavor(), s, pi, semi_sync) {
-            Channel::Keep | Channel::ApplyFirst { start_sql: false } => continue,
-            Channel::ApplyFirst { start_sql: true } => {
-                p.steps
-                    .push(Step::new(Operation::StartReplicaSqlThread { index }));
-                continue;
-            }
-            Channel::Restart { stop_io, set_flags } => {
-                if stop_io {
-                    p.steps
-                        .push(Step::new(Operation::StopReplicaIoThread { index }));
-                }
-                if set_flags {
-                    p.steps.push(Step::new(Operation::SetReplicaSemiSync {
-                        index,
-                        enabled: semi_sync,
-                    }));
-                }
-                p.steps.push(Step::new(Operation::StartReplica { index }));
-                continue;
-            }
-            Channel::Rebuild => {}
-        }
-        // A replica must hold everything the primary purged from its binlogs, or replication
-        // cannot start (MOCO's GTID_SUBTRACT(primary.gtid_purged, replica.gtid_executed) check).
-        if !ps.gtid_purged.is_subset(&s.gtid_executed) {
-            p.events.push(Event::warning(
-                "ReplicationImpossible",
-                format!(
-                    "instance {index} lacks transactions the primary already purged ({}); re-initialise it so that it is cloned",
-                    ps.gtid_purged.subtract(&s.gtid_executed)
-                ),
-            ));
-            continue;
-        }
-        p.steps.push(Step::new(Operation::ConfigureReplication {
-            index,
-            source: source.clone(),
-            semi_sync,
-        }));
+        replica(v, inst, ps, pi, &source, semi_sync, &mut p);
     }
 
     // 5–6. Labels for live instances; the primary opens for writes last.
-    let open = (intermediate.is_none() && ps.read_only).then_some(primary);
+    let open = (semi_sync && ps.read_only).then_some(v.assessment.primary);
     finish_with(p, additions, open)
+}
+
+/// The primary of an intermediate cluster: read-only, replicating from the external source.
+fn intermediate_primary(v: &View<'_>, ps: &MysqldStatus, ext: &ExternalSource, p: &mut Planned) {
+    let primary = v.assessment.primary;
+    if !ps.super_read_only {
+        p.steps.push(Step::new(Operation::SetSuperReadOnly {
+            index: primary,
+            timeout_seconds: READ_ONLY_TIMEOUT_SECONDS,
+        }));
+    }
+    let ok = ps.replica_status.as_ref().is_some_and(|r| {
+        r.io_running == ThreadState::Yes && r.source_host == ext.host && r.source_port == ext.port
+    });
+    if !ok {
+        p.steps.push(Step::new(Operation::ConfigureReplication {
+            index: primary,
+            source: ReplicationSource::External {
+                host: ext.host.clone(),
+                port: ext.port,
+            },
+            semi_sync: false,
+        }));
+    }
+}
+
+/// The primary of a cluster of its own: no replication channel left running, everything it
+/// received applied, semi-sync on with `floor(replicas / 2)` ACKs.
+fn own_primary(v: &View<'_>, ps: &MysqldStatus, p: &mut Planned) {
+    let primary = v.assessment.primary;
+    if let Some(r) = &ps.replica_status {
+        if r.io_running != ThreadState::No {
+            p.steps
+                .push(Step::new(Operation::StopReplicaIoThread { index: primary }));
+        }
+        // Apply whatever was received before opening writes (MOCO waits without limit).
+        if !r.retrieved_gtid_set.is_subset(&ps.gtid_executed) {
+            p.steps.push(Step::new(Operation::WaitForGtid {
+                index: primary,
+                gtid: r.retrieved_gtid_set.clone(),
+                timeout_seconds: None,
+            }));
+        }
+    }
+    let replicas = v.replicas();
+    if replicas <= 1 {
+        return;
+    }
+    let acks = required_acks(replicas, v.flavor());
+    let want_count = replicas / 2;
+    let count_ok = match ps.semi_sync.wait_for_slave_count {
+        Some(n) => n == want_count,
+        None => true,
+    };
+    if ps.semi_sync.master_enabled && count_ok {
+        return;
+    }
+    p.steps.push(Step::new(Operation::ConfigurePrimarySemiSync {
+        index: primary,
+        wait_for_replica_count: want_count,
+        timeout_ms: SEMI_SYNC_TIMEOUT_MS,
+    }));
+    if acks < want_count && v.flavor() == Flavor::Mariadb {
+        p.events.push(Event::warning(
+            "SemiSyncWeakened",
+            format!(
+                "MariaDB waits for one replica acknowledgement per commit; MOCO would wait for {want_count} with {replicas} instances, so an acknowledged commit may exist on a single replica"
+            ),
+        ));
+    }
+}
+
+/// One non-primary: fenced read-only, then cloned, left alone (errant), restarted or pointed
+/// at the primary.
+fn replica(
+    v: &View<'_>,
+    inst: &InstanceFacts,
+    ps: &MysqldStatus,
+    pi: &InstanceFacts,
+    source: &ReplicationSource,
+    semi_sync: bool,
+    p: &mut Planned,
+) {
+    let index = inst.index;
+    // Every reachable non-primary is made read-only, errant and hung ones included (MOCO
+    // leaves those alone; nothing routes to them, but a direct client could still write).
+    let Some(raw) = inst.mysqld.as_ref() else {
+        return;
+    };
+    if !raw.super_read_only {
+        p.steps.push(Step::new(Operation::SetSuperReadOnly {
+            index,
+            timeout_seconds: READ_ONLY_TIMEOUT_SECONDS,
+        }));
+        p.steps
+            .push(Step::new(Operation::KillConnections { index }));
+    }
+    let Some(s) = v.mysqld(index) else { return };
+    if v.assessment.is_errant(index) {
+        if v.facts.spec.reclone_errant && !ps.gtid_executed.is_empty() {
+            p.steps
+                .push(clone::replica_clone(v, index, "re-clone errant instance"));
+        } else if s.io_running() {
+            p.steps
+                .push(Step::new(Operation::StopReplicaIoThread { index }));
+        }
+        return;
+    }
+    let empty = s.gtid_executed.is_empty();
+    let broken_empty = empty
+        && s.replica_status
+            .as_ref()
+            .is_some_and(|r| r.last_io_errno == ER_SOURCE_FATAL_READING_BINLOG);
+    let replay_ok = v.flavor() == Flavor::Mariadb && ps.gtid_purged.is_empty();
+    // An empty replica is cloned (MOCO), except on MariaDB while the primary still holds
+    // every binlog: replaying from the start is as good and restarts nothing. If the
+    // replay fails because binlogs are gone (error 1236), clone after all.
+    let needs_clone = empty
+        && !ps.gtid_executed.is_empty()
+        && (broken_empty || (s.replica_status.is_none() && !replay_ok));
+    if needs_clone {
+        p.steps
+            .push(clone::replica_clone(v, index, "clone instance"));
+        return;
+    }
+    match channel::decide_channel(v.flavor(), s, pi, semi_sync) {
+        Channel::Keep | Channel::ApplyFirst { start_sql: false } => return,
+        Channel::ApplyFirst { start_sql: true } => {
+            p.steps
+                .push(Step::new(Operation::StartReplicaSqlThread { index }));
+            return;
+        }
+        Channel::Restart { stop_io, set_flags } => {
+            if stop_io {
+                p.steps
+                    .push(Step::new(Operation::StopReplicaIoThread { index }));
+            }
+            if set_flags {
+                p.steps.push(Step::new(Operation::SetReplicaSemiSync {
+                    index,
+                    enabled: semi_sync,
+                }));
+            }
+            p.steps.push(Step::new(Operation::StartReplica { index }));
+            return;
+        }
+        Channel::Rebuild => {}
+    }
+    // A replica must hold everything the primary purged from its binlogs, or replication
+    // cannot start (MOCO's GTID_SUBTRACT(primary.gtid_purged, replica.gtid_executed) check).
+    if !ps.gtid_purged.is_subset(&s.gtid_executed) {
+        p.events.push(Event::warning(
+            "ReplicationImpossible",
+            format!(
+                "instance {index} lacks transactions the primary already purged ({}); re-initialise it so that it is cloned",
+                ps.gtid_purged.subtract(&s.gtid_executed)
+            ),
+        ));
+        return;
+    }
+    p.steps.push(Step::new(Operation::ConfigureReplication {
+        index,
+        source: source.clone(),
+        semi_sync,
+    }));
 }
 
 /// MySQL error 1236 (`ER_SOURCE_FATAL_ERROR_READING_BINLOG`): the source no longer has what

@@ -4,10 +4,9 @@
 //! received set contains every other eligible replica's.
 
 use crate::assessment::{View, received_set};
-use crate::decide::Action;
 use crate::operation::{Event, Operation, PrimaryChange, Step};
 
-use super::{CATCH_UP_TIMEOUT_SECONDS, Planned};
+use super::{Action, CATCH_UP_TIMEOUT_SECONDS, Planned};
 
 pub(super) fn failover(v: &View<'_>) -> Planned {
     let mut p = Planned::new(Action::Failover);

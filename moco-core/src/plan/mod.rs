@@ -8,8 +8,10 @@ mod configure;
 mod failover;
 mod switchover;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
 use crate::assessment::View;
-use crate::decide::Action;
 use crate::operation::{Event, Step};
 use crate::state::ClusterState;
 
@@ -21,6 +23,38 @@ pub const CATCH_UP_TIMEOUT_SECONDS: u32 = 50;
 /// `rpl_semi_sync_master_timeout`: one day, so the primary never silently falls back to
 /// asynchronous replication.
 pub const SEMI_SYNC_TIMEOUT_MS: u64 = 86_400_000;
+
+/// The kind of plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    /// Nothing to do.
+    None,
+    /// Waiting for something outside the engine (a clone in progress, a restore Job).
+    Wait,
+    /// Clone the primary from the external source.
+    InitClone,
+    /// Planned move of the primary.
+    Switchover,
+    /// Replacement of a failed primary.
+    Failover,
+    /// Bring roles, replication, semi-sync and read-only flags in line.
+    Configure,
+}
+
+impl Action {
+    /// The serialized name (`none`, `configure`, `initClone`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::None => "none",
+            Action::Wait => "wait",
+            Action::InitClone => "initClone",
+            Action::Switchover => "switchover",
+            Action::Failover => "failover",
+            Action::Configure => "configure",
+        }
+    }
+}
 
 /// A plan under construction.
 #[derive(Debug)]
@@ -67,4 +101,23 @@ pub(crate) fn plan(v: &View<'_>, state: ClusterState) -> Planned {
         }
     }
     planned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Action;
+
+    #[test]
+    fn action_names_are_the_serialized_ones() {
+        for a in [
+            Action::None,
+            Action::Wait,
+            Action::InitClone,
+            Action::Switchover,
+            Action::Failover,
+            Action::Configure,
+        ] {
+            assert_eq!(serde_json::to_value(a).unwrap(), a.as_str());
+        }
+    }
 }

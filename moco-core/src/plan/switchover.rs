@@ -2,10 +2,9 @@
 //! carries the demote annotation.
 
 use crate::assessment::View;
-use crate::decide::Action;
 use crate::operation::{Event, Operation, PrimaryChange, Step};
 
-use super::{CATCH_UP_TIMEOUT_SECONDS, Planned, READ_ONLY_TIMEOUT_SECONDS};
+use super::{Action, CATCH_UP_TIMEOUT_SECONDS, Planned, READ_ONLY_TIMEOUT_SECONDS};
 
 /// The switchover target when one is needed: the requested target if it is a candidate,
 /// otherwise the lowest-ordinal candidate (MOCO's rule, which keeps rolling upgrades safe).

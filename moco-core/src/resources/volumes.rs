@@ -99,16 +99,17 @@ pub struct PvcFacts {
     pub storage_class: Option<String>,
 }
 
-/// A StorageClass.
+/// What is known about one StorageClass: read by the volume decisions and by the admission
+/// rule that refuses growing a claim whose class cannot expand.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StorageClassFacts {
-    /// Name.
+    /// `metadata.name`.
     pub name: String,
     /// `allowVolumeExpansion: true`.
     #[serde(default)]
     pub allow_volume_expansion: bool,
-    /// Annotated `storageclass.kubernetes.io/is-default-class: "true"`.
+    /// Annotated `storageclass.kubernetes.io/is-default-class: "true"` (or the beta key).
     #[serde(default)]
     pub is_default: bool,
 }

@@ -4,6 +4,8 @@ use std::cmp::Ordering;
 
 use serde_json::Value;
 
+pub use crate::resources::volumes::StorageClassFacts;
+
 use super::cron::parse_standard;
 use super::quantity::Quantity;
 use super::{
@@ -70,17 +72,6 @@ pub struct ClaimTemplateView {
     pub storage_request: Option<String>,
     /// `spec.storageClassName`.
     pub storage_class_name: Option<String>,
-}
-
-/// What is known about one StorageClass.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StorageClassFacts {
-    /// `metadata.name`.
-    pub name: String,
-    /// `allowVolumeExpansion == true`.
-    pub allow_volume_expansion: bool,
-    /// Annotated `storageclass.kubernetes.io/is-default-class: "true"` (or the beta key).
-    pub is_default: bool,
 }
 
 /// The StorageClasses of the cluster, as far as the caller knows them.

@@ -26,12 +26,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moco_adapters::manager::{Manager, ManagerConfig, operation_name};
+use moco_adapters::manager::{Manager, ManagerConfig};
 use moco_adapters::ports::Platform;
-use moco_adapters::sim::{OpFault, SimCluster, SimConfig, SimGtid, WriteOutcome, WriteTarget};
 use moco_core::Action;
 use moco_core::facts::{Flavor, Role};
 use moco_core::state::ClusterState;
+use moco_sim::{OpFault, SimCluster, SimConfig, SimGtid, WriteOutcome, WriteTarget};
 use proptest::prelude::*;
 
 // ---- the harness ---------------------------------------------------------------------------
@@ -166,11 +166,7 @@ impl Harness {
         let (action, steps, hung, errant) = last
             .as_ref()
             .map(|(_, d)| {
-                let steps: Vec<String> = d
-                    .steps
-                    .iter()
-                    .map(|s| operation_name(&s.operation))
-                    .collect();
+                let steps: Vec<String> = d.steps.iter().map(|s| s.operation.label()).collect();
                 (
                     format!("{:?}", d.action),
                     steps.join(" "),

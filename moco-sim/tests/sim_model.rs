@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use moco_adapters::ports::{Credentials, MysqlPort, PortError};
-use moco_adapters::sim::{SimCluster, SimConfig, WriteOutcome, WriteState, WriteTarget};
 use moco_core::facts::{Flavor, ThreadState};
 use moco_core::operation::ReplicationSource;
+use moco_sim::{SimCluster, SimConfig, WriteOutcome, WriteState, WriteTarget};
 
 fn source(index: u32) -> ReplicationSource {
     ReplicationSource::Instance {
@@ -41,7 +41,7 @@ async fn cluster(n: u32, flavor: Flavor, acks: u32) -> SimCluster {
     sim
 }
 
-fn gtid(o: WriteOutcome) -> moco_adapters::sim::SimGtid {
+fn gtid(o: WriteOutcome) -> moco_sim::SimGtid {
     match o {
         WriteOutcome::Acknowledged(g) | WriteOutcome::Pending(g) => g,
         WriteOutcome::Rejected => panic!("write rejected"),

@@ -1,6 +1,10 @@
-//! An in-memory simulated cluster implementing [`crate::ports::Platform`] and
-//! [`crate::ports::MysqlPort`], for driving the real [`crate::manager::Manager`] and engine
-//! through fault schedules (see `docs/simulation.md`).
+//! # moco-sim
+//!
+//! An in-memory simulated cluster implementing [`moco_adapters::ports::Platform`] and
+//! [`moco_adapters::ports::MysqlPort`], for driving the real
+//! [`moco_adapters::manager::Manager`] and engine through fault schedules (see
+//! `docs/simulation.md`). Test-only: other crates take it as a dev-dependency, so no
+//! production build compiles it.
 //!
 //! The model keeps exact transaction sets and applies the MySQL/MariaDB rules the engine
 //! relies on:
@@ -23,6 +27,8 @@
 //!   slow replicas, Pod deletion and demotion, data loss, manager crashes mid-round.
 //!
 //! Nothing is random: every choice comes from the caller.
+
+#![deny(missing_docs)]
 
 mod cluster;
 mod instance;

@@ -16,8 +16,8 @@ use super::model::{
     OpFault, PORT, Promotion, RelayPurge, SimGtid, State, WriteOutcome, WriteRecord, WriteState,
     WriteTarget, host_of,
 };
-use crate::ports::{
-    ClusterView, Credentials, InstanceSlot, MocoUser, MysqlPort, Platform, PortError,
+use moco_adapters::ports::{
+    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
 };
 
 /// Shape of a simulated cluster.
@@ -476,7 +476,7 @@ fn pod_target(i: u32) -> String {
 
 #[async_trait]
 impl Platform for SimCluster {
-    async fn observe(&self) -> Result<ClusterView, PortError> {
+    async fn observe(&self) -> Result<Observation, PortError> {
         let st = self.lock();
         let instances = st
             .insts
@@ -495,7 +495,7 @@ impl Platform for SimCluster {
                 },
             })
             .collect();
-        Ok(ClusterView {
+        Ok(Observation {
             spec: SpecFacts {
                 replicas: st.replicas(),
                 external_source: None,
