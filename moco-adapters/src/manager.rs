@@ -6,20 +6,23 @@
 //! continues from what it observes. Every operation it runs comes from the engine; the manager
 //! adds timeouts, retries of probes and event recording, no decisions.
 
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::future;
 use moco_core::facts::{ClusterFacts, InstanceFacts, MysqldStatus};
 use moco_core::operation::{Event, Operation, ReplicationSource, Step};
 use moco_core::state::ClusterState;
-use moco_core::status::ClusterStatus;
-use moco_core::time::Timestamp;
+use moco_core::status::{ClusterStatus, ClusteringStatus};
 use moco_core::{Action, Decision, FactsError, decide};
 use thiserror::Error;
 use tokio::sync::{Notify, watch};
 
-use crate::ports::{InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError};
+use crate::ports::{
+    Clock, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
+    SystemClock,
+};
 
 /// Timing knobs of the loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +86,19 @@ pub enum ManagerError {
     },
 }
 
+impl ManagerError {
+    /// The failure's category, a stable metric label: the port error's own category, or
+    /// `timeout` / `facts` for the manager's limits and inconsistent facts.
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            ManagerError::Observe(e) | ManagerError::Status(e) => e.category(),
+            ManagerError::Step { source, .. } => source.category(),
+            ManagerError::StepTimeout { .. } => ErrorCategory::Timeout,
+            ManagerError::Facts(_) => ErrorCategory::Facts,
+        }
+    }
+}
+
 /// What one round saw and did.
 #[derive(Clone, Debug)]
 pub struct RoundReport {
@@ -112,13 +128,17 @@ pub struct Manager {
     platform: Arc<dyn Platform>,
     config: ManagerConfig,
     wake: Arc<Notify>,
+    clock: Arc<dyn Clock>,
+    /// SQL ports by ordinal with the address they were built for: one connection pool per
+    /// instance, rebuilt only when the instance moves (a Pod rescheduled with a new IP).
+    ports: Mutex<HashMap<u32, CachedPort>>,
 }
 
-fn now() -> Timestamp {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    Timestamp(secs)
+#[derive(Debug)]
+struct CachedPort {
+    host: String,
+    port: u16,
+    mysql: Arc<dyn MysqlPort>,
 }
 
 impl Manager {
@@ -128,7 +148,41 @@ impl Manager {
             platform,
             config,
             wake: Arc::new(Notify::new()),
+            clock: Arc::new(SystemClock),
+            ports: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Takes time from `clock` instead of the system clock (the simulator's virtual time).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The SQL port of `slot`, built by the platform once per instance address.
+    async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
+        {
+            let cache = self.ports.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(c) = cache.get(&slot.index)
+                && c.host == slot.host
+                && c.port == slot.port
+            {
+                return Ok(Arc::clone(&c.mysql));
+            }
+        }
+        let mysql = self.platform.mysql(slot).await?;
+        self.ports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                slot.index,
+                CachedPort {
+                    host: slot.host.clone(),
+                    port: slot.port,
+                    mysql: Arc::clone(&mysql),
+                },
+            );
+        Ok(mysql)
     }
 
     /// A handle that starts the next round at once (a switchover request, a Pod event).
@@ -158,12 +212,14 @@ impl Manager {
             .observe()
             .await
             .map_err(ManagerError::Observe)?;
-        let probes = view.instances.iter().map(|slot| {
-            let port = self.platform.mysql(slot);
-            async move {
-                if slot.pod.exists {
-                    self.probe(port).await
-                } else {
+        let probes = view.instances.iter().map(|slot| async move {
+            if !slot.pod.exists {
+                return None;
+            }
+            match self.mysql(slot).await {
+                Ok(port) => self.probe(port).await,
+                Err(err) => {
+                    tracing::warn!(%err, index = slot.index, "no SQL port for the instance");
                     None
                 }
             }
@@ -184,7 +240,7 @@ impl Manager {
         let facts = ClusterFacts {
             spec: view.spec.clone(),
             status: view.status.clone(),
-            now: now(),
+            now: self.clock.now(),
             instances,
             switchover_to: view.switchover_to,
         };
@@ -199,7 +255,7 @@ impl Manager {
         let mut persisted = view.status.clone();
         if decision.status != persisted {
             self.platform
-                .write_status(&decision.status)
+                .write_status(&ClusteringStatus::of(&decision.status))
                 .await
                 .map_err(ManagerError::Status)?;
             persisted = decision.status.clone();
@@ -272,8 +328,8 @@ impl Manager {
             })
     }
 
-    fn port(&self, view: &Observation, index: u32) -> Result<Arc<dyn MysqlPort>, PortError> {
-        Ok(self.platform.mysql(Self::slot(view, index)?))
+    async fn port(&self, view: &Observation, index: u32) -> Result<Arc<dyn MysqlPort>, PortError> {
+        self.mysql(Self::slot(view, index)?).await
     }
 
     async fn execute(
@@ -291,21 +347,23 @@ impl Manager {
                 index,
                 timeout_seconds,
             } => {
-                self.port(view, *index)?
+                self.port(view, *index)
+                    .await?
                     .set_super_read_only(Duration::from_secs(u64::from(*timeout_seconds)))
                     .await
             }
             Operation::KillConnections { index } => {
-                self.port(view, *index)?.kill_connections().await
+                self.port(view, *index).await?.kill_connections().await
             }
             Operation::WaitForCatchUp {
                 index,
                 source,
                 timeout_seconds,
             } => {
-                let goal = self.port(view, *source)?.executed_gtid().await?;
+                let goal = self.port(view, *source).await?.executed_gtid().await?;
                 let limit = Duration::from_secs(u64::from(*timeout_seconds));
-                self.port(view, *index)?
+                self.port(view, *index)
+                    .await?
                     .wait_for_gtid(&goal, Some(limit))
                     .await
             }
@@ -315,29 +373,33 @@ impl Manager {
                 timeout_seconds,
             } => {
                 let limit = timeout_seconds.map(|s| Duration::from_secs(u64::from(s)));
-                self.port(view, *index)?.wait_for_gtid(gtid, limit).await
+                self.port(view, *index)
+                    .await?
+                    .wait_for_gtid(gtid, limit)
+                    .await
             }
             Operation::SetPrimaryIndex { index, .. } => {
                 let mut next = persisted.clone();
                 next.current_primary_index = *index;
-                p.write_status(&next).await?;
+                p.write_status(&ClusteringStatus::of(&next)).await?;
                 *persisted = next;
                 Ok(())
             }
             Operation::RemoveDemoteAnnotation { index } => p.remove_demote(*index).await,
             Operation::StopReplicaIoThread { index } => {
-                self.port(view, *index)?.stop_replica_io().await
+                self.port(view, *index).await?.stop_replica_io().await
             }
             Operation::StartReplica { index } => {
-                self.port(view, *index)?.start_replica(false).await
+                self.port(view, *index).await?.start_replica(false).await
             }
             Operation::SetReplicaSemiSync { index, enabled } => {
-                self.port(view, *index)?
+                self.port(view, *index)
+                    .await?
                     .set_replica_semi_sync(*enabled)
                     .await
             }
             Operation::StartReplicaSqlThread { index } => {
-                self.port(view, *index)?.start_replica(true).await
+                self.port(view, *index).await?.start_replica(true).await
             }
             Operation::SetRoleLabel { index, role } => p.set_role_label(*index, *role).await,
             Operation::ConfigureReplication {
@@ -346,10 +408,11 @@ impl Manager {
                 semi_sync,
             } => {
                 let credentials = match source {
-                    ReplicationSource::Instance { .. } => p.credentials(MocoUser::Repl),
+                    ReplicationSource::Instance { .. } => p.credentials(MocoUser::Repl).await?,
                     ReplicationSource::External { .. } => p.external_credentials().await?,
                 };
-                self.port(view, *index)?
+                self.port(view, *index)
+                    .await?
                     .configure_replication(source, &credentials, *semi_sync)
                     .await
             }
@@ -358,11 +421,12 @@ impl Manager {
                 wait_for_replica_count,
                 timeout_ms,
             } => {
-                self.port(view, *index)?
+                self.port(view, *index)
+                    .await?
                     .configure_primary_semi_sync(*wait_for_replica_count, *timeout_ms)
                     .await
             }
-            Operation::SetWritable { index } => self.port(view, *index)?.set_writable().await,
+            Operation::SetWritable { index } => self.port(view, *index).await?.set_writable().await,
             Operation::Clone {
                 index,
                 donor,

@@ -1,6 +1,6 @@
 //! The ports the cluster manager drives. Adapters implement them for real servers
-//! ([`crate::mysql`]), local processes ([`crate::local`]), Kubernetes, and the in-memory
-//! simulator ([`crate::sim`]). The manager depends on these traits only.
+//! ([`crate::mysql`]), local processes ([`crate::local`]), Kubernetes (next), and the
+//! in-memory simulator (the `moco-sim` crate). The manager depends on these traits only.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,8 @@ use moco_core::Decision;
 use moco_core::facts::{ClusterFacts, MysqldStatus, PodFacts, Role, SpecFacts};
 use moco_core::gtid::GtidSet;
 use moco_core::operation::{Event, ReplicationSource};
-use moco_core::status::ClusterStatus;
+use moco_core::status::{ClusterStatus, ClusteringStatus};
+use moco_core::time::Timestamp;
 use thiserror::Error;
 
 /// A failed port call. Every variant names the instance or object it concerns.
@@ -64,6 +65,57 @@ pub enum PortError {
         /// What went wrong.
         message: String,
     },
+}
+
+/// What kind of failure a [`PortError`] is: a stable, low-cardinality name for metric labels
+/// and log fields (the message itself varies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorCategory {
+    /// The server or API did not answer.
+    Unreachable,
+    /// An operation ran out of time.
+    Timeout,
+    /// The server refused a statement.
+    Sql,
+    /// A local file or process operation failed.
+    Io,
+    /// The platform refused or could not do something (missing object, bad state).
+    Platform,
+    /// The facts contradicted themselves (an adapter bug).
+    Facts,
+}
+
+impl ErrorCategory {
+    /// The label value: `unreachable`, `timeout`, `sql`, `io`, `platform`, `facts`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCategory::Unreachable => "unreachable",
+            ErrorCategory::Timeout => "timeout",
+            ErrorCategory::Sql => "sql",
+            ErrorCategory::Io => "io",
+            ErrorCategory::Platform => "platform",
+            ErrorCategory::Facts => "facts",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCategory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PortError {
+    /// The error's category (a metric label).
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            PortError::Unreachable { .. } => ErrorCategory::Unreachable,
+            PortError::Timeout { .. } => ErrorCategory::Timeout,
+            PortError::Sql { .. } => ErrorCategory::Sql,
+            PortError::Io { .. } => ErrorCategory::Io,
+            PortError::Failed { .. } => ErrorCategory::Platform,
+        }
+    }
 }
 
 /// User name and password of a MOCO account.
@@ -140,7 +192,8 @@ pub struct InstanceSlot {
     pub pod: PodFacts,
 }
 
-/// The platform's view of the cluster this round.
+/// What the platform shows of the cluster this round (the manager adds what each mysqld
+/// reports to make the engine's facts).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observation {
     /// Spec facts.
@@ -165,15 +218,38 @@ pub enum MocoUser {
     CloneDonor,
 }
 
+/// Where the manager's timestamps come from (`lastTransitionTime`, the engine's `now`): the
+/// system clock in production, simulated time in the simulator, so that a run's facts can be
+/// replayed.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// The current time.
+    fn now(&self) -> Timestamp;
+}
+
+/// The system's wall clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        Timestamp(secs)
+    }
+}
+
 /// What hosts the instances (Kubernetes, local processes, the simulator).
 #[async_trait]
 pub trait Platform: Send + Sync + std::fmt::Debug {
     /// Reads spec, recorded status and instance slots.
     async fn observe(&self) -> Result<Observation, PortError>;
-    /// The SQL port of an instance.
-    fn mysql(&self, slot: &InstanceSlot) -> Arc<dyn MysqlPort>;
-    /// Credentials of a MOCO account.
-    fn credentials(&self, user: MocoUser) -> Credentials;
+    /// The SQL port of an instance. The manager calls it once per instance address and reuses
+    /// the port (and its connection pool) while the address stays the same; it fails when
+    /// the port cannot be built (e.g. the admin Secret cannot be read).
+    async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError>;
+    /// Credentials of a MOCO account (on Kubernetes, read from the cluster's Secret).
+    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError>;
     /// Credentials for the external source of an intermediate primary.
     async fn external_credentials(&self) -> Result<Credentials, PortError>;
     /// Sets or removes the role label.
@@ -182,8 +258,11 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     async fn set_prevent_delete(&self, index: u32, enabled: bool) -> Result<(), PortError>;
     /// Removes the demote annotation.
     async fn remove_demote(&self, index: u32) -> Result<(), PortError>;
-    /// Persists the clustering status (including `currentPrimaryIndex`).
-    async fn write_status(&self, status: &ClusterStatus) -> Result<(), PortError>;
+    /// Persists the fields of the status the clustering loop owns (`currentPrimaryIndex`, its
+    /// conditions, the errant list and count, `syncedReplicas`, `cloned`), leaving every
+    /// other field as it is: the reconciler writes those, and neither may overwrite the
+    /// other's (on Kubernetes: a patch holding only these fields).
+    async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError>;
     /// Records an event.
     async fn record_event(&self, event: &Event) -> Result<(), PortError>;
     /// Replaces instance `index`'s data with a copy of `donor` and brings it back up.
@@ -195,4 +274,43 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     ) -> Result<(), PortError>;
     /// Called after each decision, before its steps run (status snapshots, metrics).
     async fn observed(&self, _facts: &ClusterFacts, _decision: &Decision) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Metric labels must stay distinct and stable: dashboards and alerts key on them.
+    #[test]
+    fn error_categories_are_distinct_labels() {
+        let err = |e: PortError| e.category().as_str();
+        let labels = [
+            err(PortError::Unreachable {
+                target: "t".into(),
+                message: "m".into(),
+            }),
+            err(PortError::Timeout {
+                target: "t".into(),
+                what: "w".into(),
+                seconds: 1,
+            }),
+            err(PortError::Sql {
+                target: "t".into(),
+                what: "w".into(),
+                code: 1045,
+                message: "m".into(),
+            }),
+            err(PortError::Io {
+                target: "t".into(),
+                what: "w".into(),
+                source: std::io::Error::other("x"),
+            }),
+            err(PortError::Failed {
+                target: "t".into(),
+                message: "m".into(),
+            }),
+        ];
+        assert_eq!(labels, ["unreachable", "timeout", "sql", "io", "platform"]);
+        assert_eq!(ErrorCategory::Facts.to_string(), "facts");
+    }
 }

@@ -121,6 +121,71 @@ impl ClusterStatus {
     }
 }
 
+/// The condition types the clustering loop writes; every other condition belongs to the
+/// reconciler.
+pub const CLUSTERING_CONDITIONS: [&str; 4] = [
+    condition_type::INITIALIZED,
+    condition_type::AVAILABLE,
+    condition_type::HEALTHY,
+    condition_type::CLUSTERING_ACTIVE,
+];
+
+/// What the clustering loop writes to `MySQLCluster.status`. The engine reads the whole
+/// [`ClusterStatus`], but the reconciler also writes status (`restoredTime`, reconcile
+/// information, its own conditions); each writer sends only its own fields, so neither
+/// overwrites the other's. Serialized in MOCO's field names, ready to be a status patch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusteringStatus {
+    /// Only the [`CLUSTERING_CONDITIONS`].
+    pub conditions: Vec<Condition>,
+    /// Ordinal of the primary.
+    pub current_primary_index: u32,
+    /// Number of ready Pods, primary included.
+    pub synced_replicas: u32,
+    /// `errantReplicaList.len()`.
+    pub errant_replicas: u32,
+    /// Ordinals with errant transactions.
+    pub errant_replica_list: Vec<u32>,
+    /// Set once the initial clone from the external source finished.
+    pub cloned: bool,
+}
+
+impl ClusteringStatus {
+    /// The clustering-owned part of `status`.
+    pub fn of(status: &ClusterStatus) -> Self {
+        ClusteringStatus {
+            conditions: status
+                .conditions
+                .iter()
+                .filter(|c| CLUSTERING_CONDITIONS.contains(&c.type_.as_str()))
+                .cloned()
+                .collect(),
+            current_primary_index: status.current_primary_index,
+            synced_replicas: status.synced_replicas,
+            errant_replicas: status.errant_replicas,
+            errant_replica_list: status.errant_replica_list.clone(),
+            cloned: status.cloned,
+        }
+    }
+
+    /// Writes these fields into `status` and leaves the others alone: clustering conditions
+    /// are replaced by type (added where missing), other conditions and `restoredTime` stay.
+    pub fn merge_into(&self, status: &mut ClusterStatus) {
+        for c in &self.conditions {
+            match status.conditions.iter_mut().find(|o| o.type_ == c.type_) {
+                Some(old) => *old = c.clone(),
+                None => status.conditions.push(c.clone()),
+            }
+        }
+        status.current_primary_index = self.current_primary_index;
+        status.synced_replicas = self.synced_replicas;
+        status.errant_replicas = self.errant_replicas;
+        status.errant_replica_list = self.errant_replica_list.clone();
+        status.cloned = self.cloned;
+    }
+}
+
 /// The facts of one round that the status is computed from.
 #[derive(Clone, Debug)]
 pub struct StatusInputs<'a> {
@@ -203,6 +268,71 @@ pub fn next_status(input: &StatusInputs<'_>) -> ClusterStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The clustering loop's write keeps the reconciler's fields: a foreign condition and
+    /// `restoredTime` survive, clustering conditions are replaced, and nothing foreign leaks
+    /// into what the loop sends.
+    #[test]
+    fn clustering_status_writes_only_its_fields() {
+        let t = Timestamp(100);
+        let cond = |type_: &str, status| Condition {
+            type_: type_.to_owned(),
+            status,
+            reason: "r".to_owned(),
+            message: String::new(),
+            last_transition_time: t,
+        };
+        let mut stored = ClusterStatus {
+            conditions: vec![
+                cond("ReconcileSuccess", ConditionStatus::True),
+                cond(condition_type::HEALTHY, ConditionStatus::False),
+            ],
+            restored_time: Some(Timestamp(42)),
+            ..ClusterStatus::default()
+        };
+        let mut decided = stored.clone();
+        decided.conditions = vec![
+            cond(condition_type::HEALTHY, ConditionStatus::True),
+            cond(condition_type::AVAILABLE, ConditionStatus::True),
+            cond("ReconcileSuccess", ConditionStatus::False),
+        ];
+        decided.current_primary_index = 2;
+        decided.errant_replica_list = vec![1];
+        decided.errant_replicas = 1;
+        decided.synced_replicas = 3;
+        decided.cloned = true;
+        decided.restored_time = None;
+        let patch = ClusteringStatus::of(&decided);
+        assert!(
+            patch
+                .conditions
+                .iter()
+                .all(|c| c.type_ != "ReconcileSuccess"),
+            "{patch:?}"
+        );
+        patch.merge_into(&mut stored);
+        assert_eq!(stored.restored_time, Some(Timestamp(42)));
+        assert_eq!(
+            stored.condition("ReconcileSuccess").map(|c| c.status),
+            Some(ConditionStatus::True)
+        );
+        assert_eq!(
+            stored.condition(condition_type::HEALTHY).map(|c| c.status),
+            Some(ConditionStatus::True)
+        );
+        assert_eq!(
+            stored
+                .condition(condition_type::AVAILABLE)
+                .map(|c| c.status),
+            Some(ConditionStatus::True)
+        );
+        assert_eq!(stored.current_primary_index, 2);
+        assert_eq!(stored.errant_replica_list, vec![1]);
+        assert_eq!(stored.errant_replicas, 1);
+        assert_eq!(stored.synced_replicas, 3);
+        assert!(stored.cloned);
+        assert_eq!(ClusteringStatus::of(&stored), patch);
+    }
 
     fn inputs<'a>(
         old: &'a ClusterStatus,

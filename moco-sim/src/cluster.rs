@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use moco_core::Decision;
 use moco_core::facts::{ClusterFacts, Flavor, PodFacts, Role, SpecFacts};
 use moco_core::operation::{Event, ReplicationSource};
-use moco_core::status::ClusterStatus;
+use moco_core::status::{ClusterStatus, ClusteringStatus};
+use moco_core::time::Timestamp;
 use tokio::sync::Notify;
 
 use super::instance::SimInstance;
@@ -16,8 +17,9 @@ use super::model::{
     OpFault, PORT, Promotion, RelayPurge, SimGtid, State, WriteOutcome, WriteRecord, WriteState,
     WriteTarget, host_of,
 };
+use moco_adapters::manager::{Manager, ManagerConfig};
 use moco_adapters::ports::{
-    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
+    Clock, Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
 };
 
 /// Shape of a simulated cluster.
@@ -49,6 +51,8 @@ impl SimConfig {
 struct Shared {
     state: Mutex<State>,
     killed: Arc<Notify>,
+    /// How many SQL ports the platform handed out (a manager should build one per instance).
+    ports_built: std::sync::atomic::AtomicU64,
 }
 
 /// An in-memory cluster of simulated mysqld instances, deterministic: nothing happens unless
@@ -78,8 +82,23 @@ impl SimCluster {
             shared: Arc::new(Shared {
                 state: Mutex::new(state),
                 killed: Arc::new(Notify::new()),
+                ports_built: std::sync::atomic::AtomicU64::new(0),
             }),
         }
+    }
+
+    /// How many times [`Platform::mysql`] was called.
+    pub fn ports_built(&self) -> u64 {
+        self.shared
+            .ports_built
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A manager for this cluster that takes its time from the simulation ([`SIM_EPOCH`] plus
+    /// one second per tick), so a run's facts and status timestamps replay exactly.
+    pub fn manager(&self, config: ManagerConfig) -> Manager {
+        Manager::new(Arc::new(self.clone()) as Arc<dyn Platform>, config)
+            .with_clock(Arc::new(self.clone()))
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
@@ -470,6 +489,17 @@ pub(crate) fn reach(st: &State, i: u32) -> Result<(), PortError> {
     }
 }
 
+/// Simulated wall time starts here (2026-01-01T00:00:00Z) and advances one second per tick,
+/// so the timestamps a run records are the same on every replay.
+pub const SIM_EPOCH: i64 = 1_767_225_600;
+
+impl Clock for SimCluster {
+    fn now(&self) -> Timestamp {
+        let ticks = i64::try_from(self.lock().ticks).unwrap_or(i64::MAX);
+        Timestamp(SIM_EPOCH.saturating_add(ticks))
+    }
+}
+
 fn pod_target(i: u32) -> String {
     format!("pod moco-sim-{i}")
 }
@@ -513,20 +543,23 @@ impl Platform for SimCluster {
         })
     }
 
-    fn mysql(&self, slot: &InstanceSlot) -> Arc<dyn MysqlPort> {
-        Arc::new(self.instance(slot.index))
+    async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
+        self.shared
+            .ports_built
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Arc::new(self.instance(slot.index)))
     }
 
-    fn credentials(&self, user: MocoUser) -> Credentials {
+    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
         let name = match user {
             MocoUser::Admin => "moco-admin",
             MocoUser::Repl => "moco-repl",
             MocoUser::CloneDonor => "moco-clone-donor",
         };
-        Credentials {
+        Ok(Credentials {
             user: name.to_owned(),
             password: "sim".to_owned(),
-        }
+        })
     }
 
     async fn external_credentials(&self) -> Result<Credentials, PortError> {
@@ -569,7 +602,7 @@ impl Platform for SimCluster {
         Ok(())
     }
 
-    async fn write_status(&self, status: &ClusterStatus) -> Result<(), PortError> {
+    async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {
         self.gate().await;
         let mut st = self.lock();
         let from = st.status.current_primary_index;
@@ -585,7 +618,7 @@ impl Platform for SimCluster {
                 problems,
             });
         }
-        st.status = status.clone();
+        status.merge_into(&mut st.status);
         Ok(())
     }
 

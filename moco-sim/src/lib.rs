@@ -34,7 +34,7 @@ mod cluster;
 mod instance;
 mod model;
 
-pub use cluster::{SimCluster, SimConfig};
+pub use cluster::{SIM_EPOCH, SimCluster, SimConfig};
 pub use instance::SimInstance;
 pub use model::{
     OpFault, Promotion, RelayPurge, SimGtid, WriteOutcome, WriteRecord, WriteState, WriteTarget,

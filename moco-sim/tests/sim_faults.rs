@@ -23,11 +23,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use moco_adapters::manager::{Manager, ManagerConfig};
-use moco_adapters::ports::Platform;
 use moco_core::Action;
 use moco_core::facts::{Flavor, Role};
 use moco_core::state::ClusterState;
@@ -136,7 +134,7 @@ struct Harness {
 impl Harness {
     fn new(n: u32, flavor: Flavor) -> Self {
         let sim = SimCluster::new(SimConfig::new(n, flavor));
-        let manager = Manager::new(Arc::new(sim.clone()) as Arc<dyn Platform>, manager_config());
+        let manager = sim.manager(manager_config());
         Harness {
             sim,
             manager,
@@ -149,10 +147,7 @@ impl Harness {
 
     fn restart_manager(&mut self) {
         self.sim.clear_manager_kill();
-        self.manager = Manager::new(
-            Arc::new(self.sim.clone()) as Arc<dyn Platform>,
-            manager_config(),
-        );
+        self.manager = self.sim.manager(manager_config());
         self.log.push("manager restarted".to_owned());
     }
 

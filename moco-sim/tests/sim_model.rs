@@ -358,3 +358,44 @@ async fn split_brain_is_recorded() {
         sim.violations()
     );
 }
+
+/// The manager of a simulated run takes its time from the simulation: facts and condition
+/// timestamps are the simulated epoch plus one second per tick, never wall time.
+#[tokio::test(start_paused = true)]
+async fn manager_rounds_carry_simulated_time() {
+    use moco_adapters::manager::ManagerConfig;
+    use moco_sim::SIM_EPOCH;
+
+    let sim = SimCluster::new(SimConfig::new(3, Flavor::Mariadb));
+    let manager = sim.manager(ManagerConfig::default());
+    sim.tick_n(7);
+    let report = manager.run_once().await.unwrap();
+    assert_eq!(report.facts.now.0, SIM_EPOCH + 7);
+    let ticks = i64::try_from(sim.ticks()).unwrap();
+    for c in &sim.status().conditions {
+        assert!(
+            (SIM_EPOCH..=SIM_EPOCH + ticks).contains(&c.last_transition_time.0),
+            "{c:?} is not simulated time"
+        );
+    }
+    assert!(!sim.status().conditions.is_empty());
+}
+
+/// The manager builds one SQL port (one connection pool) per instance and reuses it in every
+/// later round and operation.
+#[tokio::test(start_paused = true)]
+async fn manager_reuses_one_port_per_instance() {
+    use moco_adapters::manager::ManagerConfig;
+
+    let sim = SimCluster::new(SimConfig::new(3, Flavor::Mysql));
+    let manager = sim.manager(ManagerConfig::default());
+    for _ in 0..6 {
+        let _ = manager.run_once().await;
+        sim.tick();
+    }
+    assert!(
+        sim.status().conditions.iter().any(|c| c.type_ == "Healthy"),
+        "the rounds ran"
+    );
+    assert_eq!(sim.ports_built(), 3);
+}

@@ -1,22 +1,8 @@
-//! Copying one instance's data onto another (the moco-agent's Clone RPC, locally).
-//!
-//! MariaDB has no `CLONE INSTANCE`; the copy is a physical backup streamed from the donor:
-//!
-//! 1. capture the donor's `@@gtid_binlog_state` (a restored datadir carries no binlog);
-//! 2. stop the target and wipe its datadir;
-//! 3. `mariadb-backup --backup --stream=xbstream --slave-info --safe-slave-backup` on the
-//!    donor, piped into `mbstream -x` in the target datadir;
-//! 4. `mariadb-backup --prepare`;
-//! 5. start the target and seed it: `RESET MASTER`, `gtid_binlog_state` = captured state plus
-//!    the backup's position, `gtid_slave_pos` = the backup's position
-//!    (`xtrabackup_slave_info` from a replica donor, `xtrabackup_binlog_info` from a
-//!    primary).
-//!
-//! MySQL clones with `CLONE INSTANCE FROM` on the target.
-//! Tool output goes to `instances/<i>/clone.log`.
+//! Copying one instance's data onto another (the moco-agent's Clone RPC, locally), with the
+//! procedures of [`crate::instance::clone`]: both halves run here and the backup stream goes
+//! through a pipe. Tool output goes to `instances/<i>/clone.log`.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,9 +12,11 @@ use moco_core::gtid::GtidSet;
 use super::error::LocalError;
 use super::layout::Layout;
 use super::manifest::Manifest;
-use super::secret::{Secret, user_name};
+use super::secret::Secret;
 use super::sql;
-use crate::mysql;
+use crate::instance::InstanceError;
+use crate::instance::clone::{self, BackupSource, RestoreTarget};
+use crate::mysql::MysqlInstance;
 use crate::mysqld::{LocalMysqld, ServerBinary};
 use crate::ports::{MocoUser, MysqlPort};
 
@@ -82,7 +70,20 @@ async fn mysql(job: CloneJob<'_>) -> Result<(), LocalError> {
     if job.donor.running_pid().is_none() {
         return Err(LocalError::other(context, "the donor is not running"));
     }
-    sql::mysql_clone_instance(job.manifest, job.target_index, job.donor_index, job.secret).await?;
+    let recipient = MysqlInstance::new(sql::admin_options(
+        job.manifest,
+        job.target_index,
+        job.secret,
+    ));
+    let copied = clone::clone_instance_from(
+        &recipient,
+        "127.0.0.1",
+        job.manifest.instance_port(job.donor_index),
+        &job.secret.credentials(MocoUser::CloneDonor),
+    )
+    .await;
+    let _ = recipient.disconnect().await;
+    copied.map_err(|e| LocalError::other(&context, e.to_string()))?;
     let deadline = tokio::time::Instant::now() + job.boot_timeout;
     while job.target.running_pid().is_some() && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -130,218 +131,90 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
         None => GtidSet::new(),
     };
 
-    // 2. Stop the target and wipe its datadir.
+    // 2. Stop the target; the extraction empties its datadir.
     job.target
         .stop(job.stop_grace)
         .await
         .map_err(|e| fail(format!("stopping the target: {e}")))?;
-    let datadir = job.layout.datadir(job.target_index);
-    wipe_dir(&datadir)?;
     let scratch = job
         .layout
         .instance_dir(job.target_index)
         .join("clone-scratch");
-    wipe_dir(&scratch)?;
+    clone::wipe_dir(&scratch).map_err(|e| fail(e.to_string()))?;
     let log_path = job.layout.clone_log(job.target_index);
-    let log =
-        std::fs::File::create(&log_path).map_err(|e| LocalError::io(&log_path, "create", e))?;
+    std::fs::File::create(&log_path).map_err(|e| LocalError::io(&log_path, "create", e))?;
 
-    // 3. Stream the backup into the datadir.
-    let donor_user = user_name(MocoUser::CloneDonor);
-    let password = job.secret.password(donor_user)?;
-    let mut backup_cmd = tokio::process::Command::new(&backup_tool);
-    backup_cmd
-        .arg(format!(
-            "--defaults-file={}",
-            job.donor.defaults_file().display()
-        ))
-        .arg("--backup")
-        .arg("--stream=xbstream")
-        .arg("--slave-info")
-        .arg("--safe-slave-backup")
-        .arg("--host=127.0.0.1")
-        .arg(format!(
-            "--port={}",
-            job.manifest.instance_port(job.donor_index)
-        ))
-        .arg(format!("--user={donor_user}"))
-        .arg(format!("--password={password}"))
-        .arg(format!(
-            "--datadir={}",
-            job.layout.datadir(job.donor_index).display()
-        ))
-        .arg(format!("--target-dir={}", scratch.display()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(clone_handle(&log, &log_path)?)
-        .kill_on_drop(true);
+    // 3. Stream the backup into the datadir through a pipe.
+    let source = BackupSource {
+        tool: backup_tool.clone(),
+        defaults_file: job.donor.defaults_file().to_path_buf(),
+        datadir: job.layout.datadir(job.donor_index),
+        host: "127.0.0.1".to_owned(),
+        port: job.manifest.instance_port(job.donor_index),
+        credentials: job.secret.credentials(MocoUser::CloneDonor),
+        scratch_dir: scratch.clone(),
+        log: log_path.clone(),
+    };
+    let target = RestoreTarget {
+        backup_tool,
+        mbstream,
+        datadir: job.layout.datadir(job.target_index),
+        log: log_path.clone(),
+    };
     let started = std::time::Instant::now();
-    let mut backup = backup_cmd
-        .spawn()
-        .map_err(|e| LocalError::io(&backup_tool, "run", e))?;
-    let stream: Stdio = backup
-        .stdout
-        .take()
-        .ok_or_else(|| fail("mariadb-backup has no stdout".to_owned()))?
-        .try_into()
-        .map_err(|e| LocalError::io(&backup_tool, "pipe output of", e))?;
-    let mut extract = tokio::process::Command::new(&mbstream)
-        .arg("-x")
-        .arg("-C")
-        .arg(&datadir)
-        .stdin(stream)
-        .stdout(Stdio::null())
-        .stderr(clone_handle(&log, &log_path)?)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| LocalError::io(&mbstream, "run", e))?;
-    let waited = tokio::time::timeout(COPY_TIMEOUT, async {
-        tokio::join!(backup.wait(), extract.wait())
-    })
-    .await;
-    let (backup_status, extract_status) = waited.map_err(|_| LocalError::Timeout {
-        what: format!("{context}: backup stream"),
-        seconds: COPY_TIMEOUT.as_secs(),
-        detail: Some(log_tail(&log_path)),
-    })?;
-    let backup_status = backup_status.map_err(|e| LocalError::io(&backup_tool, "wait for", e))?;
-    let extract_status = extract_status.map_err(|e| LocalError::io(&mbstream, "wait for", e))?;
-    if !backup_status.success() || !extract_status.success() {
-        return Err(LocalError::Command {
-            what: context.clone(),
-            command: format!("{} | {}", backup_tool.display(), mbstream.display()),
-            message: format!(
-                "backup {backup_status}, extract {extract_status}; {}:\n{}",
-                log_path.display(),
-                log_tail(&log_path)
-            ),
-        });
-    }
+    let copy = async {
+        let mut backup = clone::start_backup(&source)?;
+        let stream = backup.take_stream().ok_or_else(|| {
+            InstanceError::Invalid("mariadb-backup has no standard output".to_owned())
+        })?;
+        let (extracted, finished) = tokio::join!(clone::extract(stream, &target), backup.finish());
+        finished?;
+        extracted
+    };
+    let bytes = tokio::time::timeout(COPY_TIMEOUT, copy)
+        .await
+        .map_err(|_| LocalError::Timeout {
+            what: format!("{context}: backup stream"),
+            seconds: COPY_TIMEOUT.as_secs(),
+            detail: Some(log_tail(&log_path)),
+        })?
+        .map_err(|e| fail(e.to_string()))?;
     tracing::info!(
         target = job.target_index,
         donor = job.donor_index,
+        bytes,
         ms = started.elapsed().as_millis() as u64,
         "backup streamed"
     );
 
-    // 4. Prepare.
-    let prepared = tokio::time::timeout(
-        COPY_TIMEOUT,
-        tokio::process::Command::new(&backup_tool)
-            .arg("--prepare")
-            .arg(format!("--target-dir={}", datadir.display()))
-            .stdin(Stdio::null())
-            .stdout(clone_handle(&log, &log_path)?)
-            .stderr(clone_handle(&log, &log_path)?)
-            .kill_on_drop(true)
-            .status(),
-    )
-    .await
-    .map_err(|_| LocalError::Timeout {
-        what: format!("{context}: prepare"),
-        seconds: COPY_TIMEOUT.as_secs(),
-        detail: Some(log_tail(&log_path)),
-    })?
-    .map_err(|e| LocalError::io(&backup_tool, "run --prepare", e))?;
-    if !prepared.success() {
-        return Err(LocalError::Command {
-            what: context.clone(),
-            command: format!("{} --prepare", backup_tool.display()),
-            message: format!(
-                "{prepared}; {}:\n{}",
-                log_path.display(),
-                log_tail(&log_path)
-            ),
-        });
-    }
+    // 4. Prepare; the copy's position.
+    let position = tokio::time::timeout(COPY_TIMEOUT, clone::prepare(&target))
+        .await
+        .map_err(|_| LocalError::Timeout {
+            what: format!("{context}: prepare"),
+            seconds: COPY_TIMEOUT.as_secs(),
+            detail: Some(log_tail(&log_path)),
+        })?
+        .map_err(|e| fail(e.to_string()))?;
     let _ = std::fs::remove_dir_all(&scratch);
 
-    // 5. The backup's position and the binlog state that goes with it.
-    let position = backup_position(&datadir)?;
-    let state = mysql::clone_binlog_state(&donor_state, &position);
-
-    // 6. Start and seed.
+    // 5. Start and seed.
     job.target
         .start_and_wait(&[], job.boot_timeout)
         .await
         .map_err(|e| fail(format!("starting the restored server: {e}")))?;
-    sql::seed_mariadb_clone(
+    let recipient = MysqlInstance::new(sql::admin_options(
         job.manifest,
         job.target_index,
         job.secret,
-        &state,
-        &position,
-    )
-    .await?;
-    Ok(())
-}
-
-/// The GTID position the backup corresponds to, read with the mysql module's parsers:
-/// `xtrabackup_slave_info`'s `gtid_slave_pos` (replica donor), else the third field of
-/// `xtrabackup_binlog_info` (primary donor); empty when neither names one.
-pub fn backup_position(datadir: &Path) -> Result<GtidSet, LocalError> {
-    let slave_info = datadir.join("xtrabackup_slave_info");
-    if let Ok(text) = std::fs::read_to_string(&slave_info)
-        && let Ok(pos) = mysql::parse_xtrabackup_slave_info(&text)
-        && !pos.is_empty()
-    {
-        return Ok(pos);
-    }
-    let binlog_info = datadir.join("xtrabackup_binlog_info");
-    match std::fs::read_to_string(&binlog_info) {
-        Ok(text) => mysql::parse_xtrabackup_binlog_info(&text)
-            .map_err(|e| LocalError::other(binlog_info.display().to_string(), e.to_string())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(GtidSet::new()),
-        Err(e) => Err(LocalError::io(binlog_info, "read", e)),
-    }
-}
-
-fn wipe_dir(dir: &PathBuf) -> Result<(), LocalError> {
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(LocalError::io(dir, "remove", e)),
-    }
-    std::fs::create_dir_all(dir).map_err(|e| LocalError::io(dir, "create", e))
-}
-
-fn clone_handle(file: &std::fs::File, path: &Path) -> Result<Stdio, LocalError> {
-    file.try_clone()
-        .map(Stdio::from)
-        .map_err(|e| LocalError::io(path, "duplicate handle of", e))
+    ));
+    let seeded = clone::seed(&recipient, &donor_state, &position).await;
+    let _ = recipient.disconnect().await;
+    seeded.map_err(|e| fail(format!("seed GTID state after clone: {e}")))
 }
 
 fn log_tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(15)..].join("\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn positions_from_backup_files() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(backup_position(dir.path()).unwrap().is_empty());
-        std::fs::write(
-            dir.path().join("xtrabackup_binlog_info"),
-            "binlog.000001\t5\t0-1-7\n",
-        )
-        .unwrap();
-        assert_eq!(
-            backup_position(dir.path()).unwrap().to_string(),
-            GtidSet::from_mariadb("0-1-7").unwrap().to_string()
-        );
-        std::fs::write(
-            dir.path().join("xtrabackup_slave_info"),
-            "SET GLOBAL gtid_slave_pos = '0-1-9';\nCHANGE MASTER TO master_use_gtid = slave_pos;\n",
-        )
-        .unwrap();
-        assert_eq!(
-            backup_position(dir.path()).unwrap(),
-            GtidSet::from_mariadb("0-1-9").unwrap()
-        );
-    }
 }

@@ -1,5 +1,5 @@
 //! Creating a local cluster (`moco local up`): checks that touch nothing, then the
-//! directory, my.cnf files, datadirs and MOCO's accounts.
+//! directory, the secret and every instance ([`super::servers`]).
 //!
 //! Every check runs before the first write, so bad input never changes an existing directory.
 //! If creation fails half way, everything it made is removed again.
@@ -10,16 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moco_core::facts::Flavor;
-use moco_core::resources::mycnf::{
-    InstanceConfig, MycnfInput, MycnfPaths, generate_mycnf, instance_mycnf,
-};
 
 use super::error::LocalError;
 use super::layout::Layout;
 use super::manifest::{FORMAT_VERSION, MANIFEST_KIND, Manifest, Phase, random_hex};
 use super::pods::now_ms;
 use super::secret::Secret;
-use super::sql;
+use super::servers;
 use crate::mysqld::{LocalMysqld, ServerBinary, ServerKind};
 
 /// The first port tried when `--base-port` is not given.
@@ -247,104 +244,6 @@ pub fn prepare(options: CreateOptions) -> Result<Prepared, LocalError> {
     })
 }
 
-/// The my.cnf text and the per-instance snippet of instance `index`.
-pub fn instance_config(
-    layout: &Layout,
-    manifest: &Manifest,
-    index: u32,
-) -> Result<(String, String), LocalError> {
-    let dir = layout.instance_dir(index).display().to_string();
-    let port = manifest.instance_port(index);
-    let extra = |n: u32| {
-        let offset = Manifest::port_count(manifest.replicas) + n * manifest.replicas + index;
-        manifest
-            .base_port
-            .saturating_add(u16::try_from(offset).unwrap_or(u16::MAX))
-    };
-    let paths = MycnfPaths::local(&dir, port, extra(0), extra(1));
-    let mut user_config = std::collections::BTreeMap::new();
-    // Laptop-sized: small redo log and buffer pool, every instance on one machine.
-    user_config.insert("innodb_log_file_size".to_owned(), "16M".to_owned());
-    user_config.insert("innodb_buffer_pool_size".to_owned(), "64M".to_owned());
-    user_config.insert("max_connections".to_owned(), "1000".to_owned());
-    user_config.insert("performance_schema".to_owned(), "OFF".to_owned());
-    let input = MycnfInput {
-        flavor: manifest.flavor,
-        user_config,
-        memory: Default::default(),
-        paths,
-    };
-    let context = format!("instance {index}: my.cnf");
-    let main = generate_mycnf(&input).map_err(|e| LocalError::other(&context, e.to_string()))?;
-    let snippet = instance_mycnf(
-        manifest.flavor,
-        &InstanceConfig::local(
-            manifest.server_id_base,
-            index,
-            port,
-            rustix::process::geteuid().is_root(),
-        ),
-    )
-    .map_err(|e| LocalError::other(&context, e.to_string()))?;
-    Ok((main, snippet))
-}
-
-/// Writes instance `index`'s my.cnf, its `conf.d/instance.cnf` and working directories, and
-/// returns its launcher handle.
-pub fn write_instance(
-    layout: &Layout,
-    manifest: &Manifest,
-    binary: &ServerBinary,
-    index: u32,
-) -> Result<LocalMysqld, LocalError> {
-    let (main, snippet) = instance_config(layout, manifest, index)?;
-    let dir = layout.instance_dir(index);
-    for sub in ["conf.d", "tmp"] {
-        let path = dir.join(sub);
-        std::fs::create_dir_all(&path).map_err(|e| LocalError::io(&path, "create", e))?;
-    }
-    let snippet_path = dir.join("conf.d").join("instance.cnf");
-    super::files::write_atomic(&snippet_path, snippet.as_bytes(), 0o644)?;
-    LocalMysqld::create(binary.clone(), &dir, &main)
-        .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))
-}
-
-/// Initialises an instance's datadir, starts it and creates MOCO's accounts (with the binary
-/// log off, so no instance owns a GTID before replication is set up). Leaves it running,
-/// read-only.
-pub async fn initialize_instance(
-    layout: &Layout,
-    manifest: &Manifest,
-    secret: &Secret,
-    server: &LocalMysqld,
-) -> Result<(), LocalError> {
-    let index = instance_index(layout, server)?;
-    let context = |what: &str| format!("instance {index}: {what}");
-    server
-        .initialize(Duration::from_secs(300))
-        .await
-        .map_err(|e| LocalError::other(context("initialise datadir"), e.to_string()))?;
-    server
-        .start_and_wait(&[], Duration::from_secs(120))
-        .await
-        .map_err(|e| LocalError::other(context("first start"), e.to_string()))?;
-    sql::create_users(manifest, layout, index, secret).await
-}
-
-fn instance_index(layout: &Layout, server: &LocalMysqld) -> Result<u32, LocalError> {
-    let dir = server.dir();
-    dir.strip_prefix(layout.instances_dir())
-        .ok()
-        .and_then(|rest| rest.to_str())
-        .and_then(|s| s.parse::<u32>().ok())
-        .ok_or_else(|| {
-            LocalError::other(
-                dir.display().to_string(),
-                "not an instance directory of this cluster",
-            )
-        })
-}
-
 /// Creates the cluster: directory, manifest (phase `Initializing`), secret, client option
 /// files, then every instance (concurrently). Returns the manifest (phase `Ready`) with every
 /// instance running, read-only and without replication: the manager's first rounds configure
@@ -366,13 +265,13 @@ pub async fn create(prepared: Prepared) -> Result<Manifest, LocalError> {
         secret.save(&layout)?;
         secret.write_client_files(&layout, &manifest)?;
         for index in 0..manifest.replicas {
-            servers.push(Arc::new(write_instance(
+            servers.push(Arc::new(servers::write_instance(
                 &layout, &manifest, &binary, index,
             )?));
         }
         let inits = servers
             .iter()
-            .map(|s| initialize_instance(&layout, &manifest, &secret, s));
+            .map(|s| servers::initialize_instance(&layout, &manifest, &secret, s));
         for r in futures::future::join_all(inits).await {
             r?;
         }
@@ -384,7 +283,7 @@ pub async fn create(prepared: Prepared) -> Result<Manifest, LocalError> {
     if let Err(e) = result {
         tracing::warn!(error = %e, dir = %root.display(), "creation failed; removing what was made");
         let started: Vec<(u32, Arc<LocalMysqld>)> = (0..).zip(servers.iter().cloned()).collect();
-        let _ = super::platform::stop_servers(&started, 0, options.boot_timeout).await;
+        let _ = super::servers::stop_servers(&started, 0, options.boot_timeout).await;
         let cleanup = if existed {
             empty_dir(&root)
         } else {
@@ -451,34 +350,5 @@ mod tests {
                 base + o
             );
         }
-    }
-
-    #[test]
-    fn mycnf_per_instance() {
-        let tmp = tempfile::tempdir().unwrap();
-        let layout = Layout::new(tmp.path());
-        let manifest = Manifest {
-            kind: MANIFEST_KIND.into(),
-            format_version: FORMAT_VERSION,
-            cluster_id: "x".into(),
-            name: "c".into(),
-            created_at: String::new(),
-            created_by: String::new(),
-            phase: Phase::Initializing,
-            flavor: Flavor::Mariadb,
-            server_version: String::new(),
-            replicas: 3,
-            base_port: 20000,
-            server: "/usr/sbin/mariadbd".into(),
-            server_id_base: 10,
-            reclone_errant: false,
-        };
-        let (main, snippet) = instance_config(&layout, &manifest, 2).unwrap();
-        assert!(main.contains("port = 20004\n"), "{main}");
-        assert!(main.contains("[mariadbd]"));
-        let datadir = format!("datadir = {}\n", layout.datadir(2).display());
-        assert!(main.contains(&datadir), "{main}");
-        assert!(snippet.contains("server_id = 12\n"), "{snippet}");
-        assert!(snippet.contains("report_port = 20004\n"), "{snippet}");
     }
 }

@@ -3,6 +3,7 @@
 //! Services.
 //!
 //! * [`create`]: `moco local up` (checks that touch nothing, then datadirs and accounts);
+//! * [`servers`]: each instance's my.cnf, first initialisation and stopping;
 //! * [`platform::LocalPlatform`]: the [`crate::ports::Platform`] port (files instead of API
 //!   objects, processes instead of Pods, a supervisor instead of the kubelet);
 //! * [`proxy`]: the primary and replica endpoints;
@@ -21,6 +22,7 @@ pub mod pods;
 pub mod proxy;
 pub mod run;
 pub mod secret;
+pub mod servers;
 pub mod snapshot;
 pub mod sql;
 

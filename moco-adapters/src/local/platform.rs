@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use moco_core::facts::{ClusterFacts, Flavor, PodFacts, Role, SpecFacts};
 use moco_core::operation::{Event, EventType, ReplicationSource};
-use moco_core::status::ClusterStatus;
+use moco_core::status::{ClusterStatus, ClusteringStatus};
 use moco_core::time::Timestamp;
 use moco_core::{Action, Decision};
 use serde::{Deserialize, Serialize};
@@ -361,7 +361,7 @@ impl LocalPlatform {
             })?;
         if !server.is_initialized() {
             tracing::info!(index, "datadir is empty: initialising it");
-            super::create::initialize_instance(&self.layout, &self.manifest, &self.secret, server)
+            super::servers::initialize_instance(&self.layout, &self.manifest, &self.secret, server)
                 .await?;
             return Ok(true);
         }
@@ -379,7 +379,7 @@ impl LocalPlatform {
         let servers: Vec<(u32, Arc<LocalMysqld>)> = (0..self.manifest.replicas)
             .zip(self.servers.iter().cloned())
             .collect();
-        stop_servers(&servers, primary, self.config.stop_grace).await
+        super::servers::stop_servers(&servers, primary, self.config.stop_grace).await
     }
 
     /// One pass of the restart rules (call it every few hundred milliseconds):
@@ -655,40 +655,6 @@ impl Drop for BusyGuard {
     }
 }
 
-/// Stops `servers` (ordinal, launcher handle): all but `primary` first (concurrently), then
-/// `primary`.
-pub async fn stop_servers(
-    servers: &[(u32, Arc<LocalMysqld>)],
-    primary: u32,
-    grace: Duration,
-) -> Result<(), LocalError> {
-    let stop =
-        |index: u32, server: &Arc<LocalMysqld>| {
-            let server = Arc::clone(server);
-            async move {
-                server.stop(grace).await.map(|_| ()).map_err(|e| {
-                    LocalError::other(format!("instance {index}: stop"), e.to_string())
-                })
-            }
-        };
-    let others = servers
-        .iter()
-        .filter(|(i, _)| *i != primary)
-        .map(|(i, s)| stop(*i, s));
-    let mut first_error = None;
-    for r in futures::future::join_all(others).await {
-        if let Err(e) = r {
-            first_error.get_or_insert(e);
-        }
-    }
-    for (i, server) in servers.iter().filter(|(i, _)| *i == primary) {
-        if let Err(e) = stop(*i, server).await {
-            first_error.get_or_insert(e);
-        }
-    }
-    first_error.map_or(Ok(()), Err)
-}
-
 #[async_trait]
 impl Platform for LocalPlatform {
     async fn observe(&self) -> Result<Observation, PortError> {
@@ -739,15 +705,21 @@ impl Platform for LocalPlatform {
         })
     }
 
-    fn mysql(&self, slot: &InstanceSlot) -> Arc<dyn MysqlPort> {
-        match self.ports.get(slot.index as usize) {
-            Some(p) => Arc::clone(p),
-            None => sql::port(&self.manifest, &self.layout, slot.index, &self.secret),
-        }
+    async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
+        self.ports
+            .get(slot.index as usize)
+            .cloned()
+            .ok_or_else(|| PortError::Failed {
+                target: format!("instance {}", slot.index),
+                message: format!(
+                    "no such instance (the cluster has {})",
+                    self.manifest.replicas
+                ),
+            })
     }
 
-    fn credentials(&self, user: MocoUser) -> Credentials {
-        self.secret.credentials(user)
+    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
+        Ok(self.secret.credentials(user))
     }
 
     async fn external_credentials(&self) -> Result<Credentials, PortError> {
@@ -784,10 +756,15 @@ impl Platform for LocalPlatform {
         .map_err(|e| port_err(format!("instance {index}"), e))
     }
 
-    async fn write_status(&self, status: &ClusterStatus) -> Result<(), PortError> {
-        files::write_json(&self.layout.status(), status, 0o644)
-            .map_err(|e| port_err(self.layout.status().display().to_string(), e))?;
-        *lock(&self.status) = status.clone();
+    async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {
+        let path = self.layout.status();
+        let target = || path.display().to_string();
+        let mut stored: ClusterStatus = files::read_json_opt(&path)
+            .map_err(|e| port_err(target(), e))?
+            .unwrap_or_default();
+        status.merge_into(&mut stored);
+        files::write_json(&path, &stored, 0o644).map_err(|e| port_err(target(), e))?;
+        *lock(&self.status) = stored;
         self.refresh_routes();
         // A `switchover --to N` request is done once N is the primary.
         let primary = status.current_primary_index;

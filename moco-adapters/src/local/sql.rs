@@ -1,19 +1,17 @@
-//! Everything the local platform says to a server, through the mysql module
-//! ([`crate::mysql`]): the manager's SQL ports, account creation on fresh datadirs, and the
-//! statements around a clone.
+//! How the local platform reaches its servers: the manager's SQL ports (as `moco-admin` over
+//! loopback TCP), the password set from `secret.json`, and account creation on fresh
+//! datadirs ([`crate::instance::accounts`]).
 
 use std::sync::Arc;
 use std::time::Duration;
-
-use moco_core::gtid::GtidSet;
-use mysql_async::prelude::Queryable;
 
 use super::error::LocalError;
 use super::layout::Layout;
 use super::manifest::Manifest;
 use super::secret::Secret;
-use crate::mysql::{self, Account, ConnectOptions, InitOptions, MocoPasswords, MysqlInstance};
-use crate::ports::{Credentials, MocoUser, MysqlPort};
+use crate::instance::accounts::{FreshServer, create_accounts};
+use crate::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
+use crate::ports::{MocoUser, MysqlPort};
 
 /// Limit for establishing a connection to a local server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -71,77 +69,16 @@ pub async fn create_users(
     index: u32,
     secret: &Secret,
 ) -> Result<(), LocalError> {
-    let root = Credentials {
-        user: "root".to_owned(),
-        password: String::new(),
+    let server = FreshServer {
+        name: name(manifest, index),
+        host: "127.0.0.1".to_owned(),
+        port: manifest.instance_port(index),
+        socket: layout.socket(index),
+        connect_timeout: CONNECT_TIMEOUT,
+        call_timeout: CALL_TIMEOUT,
     };
-    let bootstrap = ConnectOptions::new("127.0.0.1", manifest.instance_port(index), &root)
-        .with_name(name(manifest, index))
-        .with_socket(layout.socket(index))
-        .with_timeouts(CONNECT_TIMEOUT, CALL_TIMEOUT)
-        .with_max_connections(1);
-    mysql::initialize(&bootstrap, &passwords(secret)?, &InitOptions::default())
+    create_accounts(&server, &passwords(secret)?)
         .await
         .map(|_| ())
         .map_err(|e| LocalError::other(format!("instance {index}: create users"), e.to_string()))
-}
-
-/// Seeds a server restored from a MariaDB backup with the mysql module's helper:
-/// replication cleared, `gtid_binlog_state` = `binlog_state`, `gtid_slave_pos` = `position`.
-pub async fn seed_mariadb_clone(
-    manifest: &Manifest,
-    index: u32,
-    secret: &Secret,
-    binlog_state: &GtidSet,
-    position: &GtidSet,
-) -> Result<(), LocalError> {
-    let instance = MysqlInstance::new(admin_options(manifest, index, secret));
-    let result = mysql::seed_mariadb_clone(&instance, binlog_state, position)
-        .await
-        .map_err(|e| {
-            LocalError::other(
-                format!("instance {index}: seed GTID state after clone"),
-                e.to_string(),
-            )
-        });
-    let _ = instance.disconnect().await;
-    result
-}
-
-/// MySQL: `CLONE INSTANCE FROM` the donor, run on the target as `moco-admin`. The server shuts
-/// down after the copy (error 3707, "restart server failed", when no supervisor restarts it),
-/// which is expected; the caller restarts it.
-pub async fn mysql_clone_instance(
-    manifest: &Manifest,
-    target: u32,
-    donor: u32,
-    secret: &Secret,
-) -> Result<(), LocalError> {
-    const ER_CLONE_RESTART: u16 = 3707;
-    let context = format!("instance {target}: CLONE INSTANCE from instance {donor}");
-    let donor_port = manifest.instance_port(donor);
-    let user = secret.credentials(MocoUser::CloneDonor);
-    let instance = MysqlInstance::new(admin_options(manifest, target, secret));
-    let mut conn = instance
-        .conn()
-        .await
-        .map_err(|e| LocalError::other(&context, e.to_string()))?;
-    conn.query_drop(format!(
-        "SET GLOBAL clone_valid_donor_list = {}",
-        mysql::sql::quote(&format!("127.0.0.1:{donor_port}"))
-    ))
-    .await
-    .map_err(|e| LocalError::other(&context, e.to_string()))?;
-    let clone = format!(
-        "CLONE INSTANCE FROM {}:{donor_port} IDENTIFIED BY {}",
-        mysql::sql::account(&user.user, "127.0.0.1"),
-        mysql::sql::quote(&user.password)
-    );
-    match conn.query_drop(&clone).await {
-        Ok(()) => Ok(()),
-        Err(mysql_async::Error::Server(e)) if e.code == ER_CLONE_RESTART => Ok(()),
-        // The server shutting down under the copy may also just drop the connection.
-        Err(mysql_async::Error::Io(_)) => Ok(()),
-        Err(e) => Err(LocalError::other(&context, e.to_string())),
-    }
 }

@@ -12,8 +12,6 @@ use std::time::Duration;
 use moco_core::facts::Flavor;
 use moco_core::gtid::{GtidSet, SourceId};
 
-use super::users::READ_ONLY_ADMIN_ROLE;
-
 /// The statement dialect of one server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dialect {
@@ -101,6 +99,10 @@ pub fn account(user: &str, host: &str) -> String {
 /// the server's `sql_mode` has `NO_BACKSLASH_ESCAPES`.
 pub const SESSION_INIT: &str =
     "SET SESSION sql_mode = REPLACE(@@SESSION.sql_mode, 'NO_BACKSLASH_ESCAPES', '')";
+
+/// MariaDB: the role holding `READ_ONLY ADMIN`, granted to the admin but never enabled by
+/// default (see [`super::users`]); the statements below switch it on only where needed.
+pub const READ_ONLY_ADMIN_ROLE: &str = "moco-read-only-admin";
 
 /// MariaDB: `statements` run with [`READ_ONLY_ADMIN_ROLE`] enabled (`SET ROLE` … `SET ROLE
 /// NONE`), since setting `read_only` or `gtid_slave_pos` on a read-only server needs

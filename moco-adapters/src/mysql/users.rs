@@ -19,9 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::sql::{Dialect, account, quote};
 
-/// MariaDB: the role holding `READ_ONLY ADMIN`, granted to the admin but never enabled by
-/// default.
-pub const READ_ONLY_ADMIN_ROLE: &str = "moco-read-only-admin";
+pub use super::sql::READ_ONLY_ADMIN_ROLE;
 
 /// The host part of MOCO's accounts: any host, which covers loopback TCP in local mode.
 pub const DEFAULT_ACCOUNT_HOST: &str = "%";

@@ -43,6 +43,9 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 use thiserror::Error;
+
+use crate::instance::InstanceError;
+use crate::instance::datadir::{DatadirInit, InitProgram, initialize_datadir};
 use tokio::io::AsyncReadExt;
 
 pub use binary::{MYSQLD_ENV, ServerBinary, ServerKind};
@@ -260,84 +263,56 @@ impl LocalMysqld {
         if self.is_initialized() {
             return Ok(false);
         }
-        if let Some(parent) = self.settings.datadir.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| MysqldError::Io {
-                path: parent.to_owned(),
-                what: "create datadir parent",
-                source,
-            })?;
-        }
-        let tmpdir = self.prepare_tmpdir()?;
-        let defaults = format!("--defaults-file={}", self.defaults_file.display());
-        let (program, mut args) = match self.binary.kind() {
+        let program = match self.binary.kind() {
             ServerKind::Mariadb => {
                 let tool = self
                     .binary
                     .tool("mariadb-install-db")
                     .or_else(|_| self.binary.tool("mysql_install_db"))?;
-                let mut args = vec![
-                    defaults,
-                    "--auth-root-authentication-method=normal".to_owned(),
-                    "--skip-test-db".to_owned(),
-                ];
                 // A server from an unpacked tarball: install-db must be told where it is.
-                if let Some(prefix) = self.binary.path().parent().and_then(Path::parent)
-                    && prefix != Path::new("/usr")
-                    && tool.starts_with(prefix)
-                {
-                    args.push(format!("--basedir={}", prefix.display()));
-                }
-                (tool, args)
+                let basedir = self
+                    .binary
+                    .path()
+                    .parent()
+                    .and_then(Path::parent)
+                    .filter(|prefix| *prefix != Path::new("/usr") && tool.starts_with(prefix))
+                    .map(Path::to_path_buf);
+                InitProgram::MariadbInstallDb { tool, basedir }
             }
-            ServerKind::Mysql => (
-                self.binary.path().to_owned(),
-                vec![defaults, "--initialize-insecure".to_owned()],
-            ),
+            ServerKind::Mysql => InitProgram::MysqldInitializeInsecure {
+                mysqld: self.binary.path().to_owned(),
+            },
         };
-        if running_as_root() && self.settings.user.is_none() {
-            args.push("--user=root".to_owned());
-        }
-        let command = format!("{} {}", program.display(), args.join(" "));
-        let child = tokio::process::Command::new(&program)
-            .args(&args)
-            .env("TMPDIR", &tmpdir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|source| MysqldError::Io {
-                path: program.clone(),
-                what: "run",
-                source,
-            })?;
-        let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
-            Ok(Ok(output)) => output,
-            Ok(Err(source)) => {
-                return Err(MysqldError::Io {
-                    path: program,
-                    what: "wait for",
-                    source,
-                });
-            }
-            Err(_) => {
-                return Err(MysqldError::Command {
-                    command,
-                    status: format!("timed out after {} s", timeout.as_secs()),
-                    output_tail: self.log_tail(LOG_LINES),
-                });
-            }
+        let init = DatadirInit {
+            program,
+            defaults_file: self.defaults_file.clone(),
+            datadir: self.settings.datadir.clone(),
+            tmpdir: self.prepare_tmpdir()?,
+            as_root: running_as_root() && self.settings.user.is_none(),
+            timeout,
         };
-        if !output.status.success() || !self.is_initialized() {
-            let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-            text.push_str(&String::from_utf8_lossy(&output.stderr));
-            return Err(MysqldError::Command {
+        initialize_datadir(&init).await.map_err(|e| match e {
+            InstanceError::Io { path, what, source } => MysqldError::Io { path, what, source },
+            InstanceError::Command {
                 command,
-                status: output.status.to_string(),
-                output_tail: format!("{}\n{}", tail(&text, LOG_LINES), self.log_tail(LOG_LINES)),
-            });
-        }
-        Ok(true)
+                status,
+                output_tail,
+            } => MysqldError::Command {
+                command,
+                status,
+                output_tail: format!("{output_tail}\n{}", self.log_tail(LOG_LINES)),
+            },
+            InstanceError::Timeout { what, seconds } => MysqldError::Command {
+                command: what,
+                status: format!("timed out after {seconds} s"),
+                output_tail: self.log_tail(LOG_LINES),
+            },
+            other => MysqldError::Command {
+                command: "initialise the datadir".to_owned(),
+                status: other.to_string(),
+                output_tail: self.log_tail(LOG_LINES),
+            },
+        })
     }
 
     /// Starts the server detached (own process group, output in `<dir>/mysqld.out`) with

@@ -1,0 +1,355 @@
+//! Copying one instance's data onto another.
+//!
+//! MariaDB has no `CLONE INSTANCE`: the copy is a physical backup streamed from the donor.
+//! The two halves run where the files are — the backup on the donor's host, the extraction
+//! on the recipient's — and the caller carries the bytes between them: a pipe for
+//! `moco local`, the network between two agents in a Pod. In order:
+//!
+//! 1. the caller reads the donor's `@@gtid_binlog_state` (a restored datadir has no binlog);
+//! 2. donor: [`start_backup`] runs `mariadb-backup --backup --stream=xbstream --slave-info
+//!    --safe-slave-backup`; its output is the stream;
+//! 3. recipient (server stopped): [`extract`] empties the datadir and feeds the stream to
+//!    `mbstream -x`; [`BackupStream::finish`] checks the donor side ended well;
+//! 4. recipient: [`prepare`] runs `mariadb-backup --prepare` and returns the copy's GTID
+//!    position (`xtrabackup_slave_info` from a replica donor, `xtrabackup_binlog_info` from
+//!    a primary);
+//! 5. recipient (server started): [`seed`] sets `gtid_binlog_state` to the donor's history
+//!    up to the position and `gtid_slave_pos` to the position.
+//!
+//! MySQL copies with [`clone_instance_from`] (`CLONE INSTANCE FROM`, run on the recipient).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use moco_core::gtid::GtidSet;
+use mysql_async::prelude::Queryable;
+use tokio::io::{AsyncRead, AsyncWriteExt};
+use tokio::process::{Child, ChildStdout, Command};
+
+use super::InstanceError;
+use super::datadir::tail;
+use crate::mysql::{self, MysqlInstance};
+use crate::ports::Credentials;
+
+/// The donor side of a MariaDB copy.
+#[derive(Clone, Debug)]
+pub struct BackupSource {
+    /// `mariadb-backup` (or `mariabackup`).
+    pub tool: PathBuf,
+    /// The donor's my.cnf.
+    pub defaults_file: PathBuf,
+    /// The donor's datadir (mariadb-backup reads its files directly).
+    pub datadir: PathBuf,
+    /// Host of the donor's SQL port.
+    pub host: String,
+    /// The donor's SQL port.
+    pub port: u16,
+    /// `moco-clone-donor`.
+    pub credentials: Credentials,
+    /// mariadb-backup's working directory (`--target-dir`).
+    pub scratch_dir: PathBuf,
+    /// Where the tool's messages go (appended).
+    pub log: PathBuf,
+}
+
+/// A running backup: its standard output is the stream.
+#[derive(Debug)]
+pub struct BackupStream {
+    child: Child,
+    command: String,
+    log: PathBuf,
+}
+
+/// The recipient side of a MariaDB copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreTarget {
+    /// `mariadb-backup` (for `--prepare`).
+    pub backup_tool: PathBuf,
+    /// `mbstream`.
+    pub mbstream: PathBuf,
+    /// The recipient's datadir; emptied first.
+    pub datadir: PathBuf,
+    /// Where the tools' messages go (appended).
+    pub log: PathBuf,
+}
+
+fn log_handle(path: &Path) -> Result<Stdio, InstanceError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(Stdio::from)
+        .map_err(|e| InstanceError::io(path, "open", e))
+}
+
+fn log_tail(path: &Path) -> String {
+    tail(&std::fs::read_to_string(path).unwrap_or_default(), 15)
+}
+
+fn failed(command: String, status: impl ToString, log: &Path) -> InstanceError {
+    InstanceError::Command {
+        command,
+        status: status.to_string(),
+        output_tail: format!("{}:\n{}", log.display(), log_tail(log)),
+    }
+}
+
+/// Starts `mariadb-backup --backup` on the donor; read the stream from
+/// [`BackupStream::take_stream`], then call [`BackupStream::finish`].
+pub fn start_backup(source: &BackupSource) -> Result<BackupStream, InstanceError> {
+    std::fs::create_dir_all(&source.scratch_dir)
+        .map_err(|e| InstanceError::io(&source.scratch_dir, "create", e))?;
+    let args = [
+        format!("--defaults-file={}", source.defaults_file.display()),
+        "--backup".to_owned(),
+        "--stream=xbstream".to_owned(),
+        "--slave-info".to_owned(),
+        "--safe-slave-backup".to_owned(),
+        format!("--host={}", source.host),
+        format!("--port={}", source.port),
+        format!("--user={}", source.credentials.user),
+        format!("--datadir={}", source.datadir.display()),
+        format!("--target-dir={}", source.scratch_dir.display()),
+    ];
+    let command = format!("{} {}", source.tool.display(), args.join(" "));
+    let child = Command::new(&source.tool)
+        .args(&args)
+        .arg(format!("--password={}", source.credentials.password))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log_handle(&source.log)?)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| InstanceError::io(&source.tool, "run", e))?;
+    Ok(BackupStream {
+        child,
+        command,
+        log: source.log.clone(),
+    })
+}
+
+impl BackupStream {
+    /// The backup's bytes (once).
+    pub fn take_stream(&mut self) -> Option<ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// Waits for the backup to end and fails unless it succeeded.
+    pub async fn finish(mut self) -> Result<(), InstanceError> {
+        let status = self
+            .child
+            .wait()
+            .await
+            .map_err(|e| InstanceError::io(&self.command, "wait for", e))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(failed(self.command, status, &self.log))
+        }
+    }
+}
+
+/// Empties `dir` (creating it when missing).
+pub fn wipe_dir(dir: &Path) -> Result<(), InstanceError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(InstanceError::io(dir, "remove", e)),
+    }
+    std::fs::create_dir_all(dir).map_err(|e| InstanceError::io(dir, "create", e))
+}
+
+/// Empties the recipient's datadir and unpacks `stream` into it with `mbstream -x`; returns
+/// the number of bytes received. The server must be stopped.
+pub async fn extract<R>(stream: R, target: &RestoreTarget) -> Result<u64, InstanceError>
+where
+    R: AsyncRead + Unpin,
+{
+    wipe_dir(&target.datadir)?;
+    let command = format!(
+        "{} -x -C {}",
+        target.mbstream.display(),
+        target.datadir.display()
+    );
+    let mut child = Command::new(&target.mbstream)
+        .arg("-x")
+        .arg("-C")
+        .arg(&target.datadir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(log_handle(&target.log)?)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| InstanceError::io(&target.mbstream, "run", e))?;
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| InstanceError::Invalid(format!("{command}: no standard input")))?;
+    let mut stream = stream;
+    let copied = tokio::io::copy(&mut stream, &mut stdin).await;
+    // Closing stdin ends the extraction whether or not the copy finished.
+    let _ = stdin.shutdown().await;
+    drop(stdin);
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| InstanceError::io(&target.mbstream, "wait for", e))?;
+    let bytes = copied.map_err(|e| InstanceError::io(&target.mbstream, "feed", e))?;
+    if !status.success() {
+        return Err(failed(command, status, &target.log));
+    }
+    Ok(bytes)
+}
+
+/// `mariadb-backup --prepare` on the extracted copy; returns its GTID position.
+pub async fn prepare(target: &RestoreTarget) -> Result<GtidSet, InstanceError> {
+    let command = format!(
+        "{} --prepare --target-dir={}",
+        target.backup_tool.display(),
+        target.datadir.display()
+    );
+    let status = Command::new(&target.backup_tool)
+        .arg("--prepare")
+        .arg(format!("--target-dir={}", target.datadir.display()))
+        .stdin(Stdio::null())
+        .stdout(log_handle(&target.log)?)
+        .stderr(log_handle(&target.log)?)
+        .kill_on_drop(true)
+        .status()
+        .await
+        .map_err(|e| InstanceError::io(&target.backup_tool, "run --prepare", e))?;
+    if !status.success() {
+        return Err(failed(command, status, &target.log));
+    }
+    backup_position(&target.datadir)
+}
+
+/// The GTID position a prepared copy corresponds to: `xtrabackup_slave_info`'s
+/// `gtid_slave_pos` (replica donor), else the third field of `xtrabackup_binlog_info`
+/// (primary donor); empty when neither names one.
+pub fn backup_position(datadir: &Path) -> Result<GtidSet, InstanceError> {
+    let slave_info = datadir.join("xtrabackup_slave_info");
+    if let Ok(text) = std::fs::read_to_string(&slave_info)
+        && let Ok(pos) = mysql::parse_xtrabackup_slave_info(&text)
+        && !pos.is_empty()
+    {
+        return Ok(pos);
+    }
+    let binlog_info = datadir.join("xtrabackup_binlog_info");
+    match std::fs::read_to_string(&binlog_info) {
+        Ok(text) => mysql::parse_xtrabackup_binlog_info(&text)
+            .map_err(|e| InstanceError::Invalid(format!("{}: {e}", binlog_info.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(GtidSet::new()),
+        Err(e) => Err(InstanceError::io(binlog_info, "read", e)),
+    }
+}
+
+/// Seeds the started copy: replication cleared, `gtid_binlog_state` = the donor's history
+/// up to `position` ([`mysql::clone_binlog_state`]), `gtid_slave_pos` = `position`.
+pub async fn seed(
+    recipient: &MysqlInstance,
+    donor_state: &GtidSet,
+    position: &GtidSet,
+) -> Result<(), InstanceError> {
+    let state = mysql::clone_binlog_state(donor_state, position);
+    Ok(mysql::seed_mariadb_clone(recipient, &state, position).await?)
+}
+
+/// MySQL: `CLONE INSTANCE FROM` the donor, run on the recipient (as its admin). The recipient
+/// shuts down after the copy (error 3707 when nothing restarts it, or a dropped connection),
+/// which counts as success: the caller starts it again.
+pub async fn clone_instance_from(
+    recipient: &MysqlInstance,
+    donor_host: &str,
+    donor_port: u16,
+    donor: &Credentials,
+) -> Result<(), InstanceError> {
+    const ER_CLONE_RESTART: u16 = 3707;
+    let context = format!(
+        "{}: CLONE INSTANCE from {donor_host}:{donor_port}",
+        recipient.target()
+    );
+    let sql_failed = |e: mysql_async::Error| InstanceError::Invalid(format!("{context}: {e}"));
+    let mut conn = recipient.conn().await?;
+    conn.query_drop(format!(
+        "SET GLOBAL clone_valid_donor_list = {}",
+        mysql::sql::quote(&format!("{donor_host}:{donor_port}"))
+    ))
+    .await
+    .map_err(sql_failed)?;
+    let clone = format!(
+        "CLONE INSTANCE FROM {}:{donor_port} IDENTIFIED BY {}",
+        mysql::sql::account(&donor.user, donor_host),
+        mysql::sql::quote(&donor.password)
+    );
+    match conn.query_drop(&clone).await {
+        Ok(()) => Ok(()),
+        Err(mysql_async::Error::Server(e)) if e.code == ER_CLONE_RESTART => Ok(()),
+        Err(mysql_async::Error::Io(_)) => Ok(()),
+        Err(e) => Err(sql_failed(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_from_backup_files() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(backup_position(dir.path()).unwrap().is_empty());
+        std::fs::write(
+            dir.path().join("xtrabackup_binlog_info"),
+            "binlog.000001\t5\t0-1-7\n",
+        )
+        .unwrap();
+        assert_eq!(
+            backup_position(dir.path()).unwrap().to_string(),
+            GtidSet::from_mariadb("0-1-7").unwrap().to_string()
+        );
+        std::fs::write(
+            dir.path().join("xtrabackup_slave_info"),
+            "SET GLOBAL gtid_slave_pos = '0-1-9';\nCHANGE MASTER TO master_use_gtid = slave_pos;\n",
+        )
+        .unwrap();
+        assert_eq!(
+            backup_position(dir.path()).unwrap(),
+            GtidSet::from_mariadb("0-1-9").unwrap()
+        );
+    }
+
+    /// The recipient half takes any byte stream: a stream that is not xbstream makes
+    /// `mbstream` fail, and the error names the command and shows its log.
+    #[tokio::test]
+    async fn extract_reports_a_bad_stream() {
+        let Ok(mbstream) = which("mbstream") else {
+            panic!("mbstream not found: install mariadb-backup (scripts/test.sh does)");
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let target = RestoreTarget {
+            backup_tool: "/nonexistent".into(),
+            mbstream,
+            datadir: dir.path().join("data"),
+            log: dir.path().join("clone.log"),
+        };
+        std::fs::create_dir_all(&target.datadir).unwrap();
+        std::fs::write(target.datadir.join("stale"), b"x").unwrap();
+        let garbage: &[u8] = b"this is not an xbstream archive";
+        let e = extract(garbage, &target).await.unwrap_err();
+        assert!(e.to_string().contains("mbstream"), "{e}");
+        assert!(
+            !target.datadir.join("stale").exists(),
+            "datadir emptied first"
+        );
+    }
+
+    fn which(name: &str) -> Result<PathBuf, ()> {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/sbin")])
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+            .ok_or(())
+    }
+}

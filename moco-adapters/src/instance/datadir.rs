@@ -1,0 +1,205 @@
+//! Initialising an empty datadir, once: the system tables, root without a password on the
+//! socket. A second run finds `mysql/` and does nothing, so an init container may be
+//! restarted at any point before the server first starts.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::InstanceError;
+
+/// The program that creates the system tables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InitProgram {
+    /// MariaDB: `mariadb-install-db --auth-root-authentication-method=normal --skip-test-db`.
+    MariadbInstallDb {
+        /// `mariadb-install-db` (or `mysql_install_db`).
+        tool: PathBuf,
+        /// `--basedir`, for a server unpacked outside `/usr`.
+        basedir: Option<PathBuf>,
+    },
+    /// MySQL: `mysqld --initialize-insecure`.
+    MysqldInitializeInsecure {
+        /// The server binary.
+        mysqld: PathBuf,
+    },
+}
+
+/// Everything [`initialize_datadir`] needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatadirInit {
+    /// The program and its installation.
+    pub program: InitProgram,
+    /// The server's my.cnf (`--defaults-file`), which names the datadir.
+    pub defaults_file: PathBuf,
+    /// The datadir the my.cnf names.
+    pub datadir: PathBuf,
+    /// `TMPDIR` for the program (servers sharing `/tmp` trip over each other).
+    pub tmpdir: PathBuf,
+    /// Pass `--user=root` (running as root without `user` in my.cnf).
+    pub as_root: bool,
+    /// Limit for the program.
+    pub timeout: Duration,
+}
+
+/// True when `datadir` holds the system schema.
+pub fn is_initialized(datadir: &Path) -> bool {
+    datadir.join("mysql").is_dir()
+}
+
+impl DatadirInit {
+    /// The program and its arguments.
+    pub fn command(&self) -> (PathBuf, Vec<String>) {
+        let defaults = format!("--defaults-file={}", self.defaults_file.display());
+        let (program, mut args) = match &self.program {
+            InitProgram::MariadbInstallDb { tool, basedir } => {
+                let mut args = vec![
+                    defaults,
+                    "--auth-root-authentication-method=normal".to_owned(),
+                    "--skip-test-db".to_owned(),
+                ];
+                if let Some(dir) = basedir {
+                    args.push(format!("--basedir={}", dir.display()));
+                }
+                (tool.clone(), args)
+            }
+            InitProgram::MysqldInitializeInsecure { mysqld } => (
+                mysqld.clone(),
+                vec![defaults, "--initialize-insecure".to_owned()],
+            ),
+        };
+        if self.as_root {
+            args.push("--user=root".to_owned());
+        }
+        (program, args)
+    }
+}
+
+/// Creates the system tables unless they exist; returns `false` when there was nothing to do.
+/// On failure the error carries the end of the program's output.
+pub async fn initialize_datadir(init: &DatadirInit) -> Result<bool, InstanceError> {
+    if is_initialized(&init.datadir) {
+        return Ok(false);
+    }
+    if let Some(parent) = init.datadir.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| InstanceError::io(parent, "create datadir parent", e))?;
+    }
+    std::fs::create_dir_all(&init.tmpdir)
+        .map_err(|e| InstanceError::io(&init.tmpdir, "create tmpdir", e))?;
+    let (program, args) = init.command();
+    let command = format!("{} {}", program.display(), args.join(" "));
+    let child = tokio::process::Command::new(&program)
+        .args(&args)
+        .env("TMPDIR", &init.tmpdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| InstanceError::io(&program, "run", e))?;
+    let output = tokio::time::timeout(init.timeout, child.wait_with_output())
+        .await
+        .map_err(|_| InstanceError::Timeout {
+            what: command.clone(),
+            seconds: init.timeout.as_secs(),
+        })?
+        .map_err(|e| InstanceError::io(&program, "wait for", e))?;
+    if !output.status.success() || !is_initialized(&init.datadir) {
+        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        return Err(InstanceError::Command {
+            command,
+            status: output.status.to_string(),
+            output_tail: tail(&text, 15),
+        });
+    }
+    Ok(true)
+}
+
+pub(crate) fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn init(program: InitProgram, as_root: bool) -> DatadirInit {
+        DatadirInit {
+            program,
+            defaults_file: "/etc/mysql/my.cnf".into(),
+            datadir: "/var/lib/mysql/data".into(),
+            tmpdir: "/tmp/x".into(),
+            as_root,
+            timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn commands_per_flavour() {
+        let (p, a) = init(
+            InitProgram::MariadbInstallDb {
+                tool: "/opt/mariadb/bin/mariadb-install-db".into(),
+                basedir: Some("/opt/mariadb".into()),
+            },
+            true,
+        )
+        .command();
+        assert_eq!(p, PathBuf::from("/opt/mariadb/bin/mariadb-install-db"));
+        assert_eq!(
+            a,
+            [
+                "--defaults-file=/etc/mysql/my.cnf",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--basedir=/opt/mariadb",
+                "--user=root"
+            ]
+        );
+        let (p, a) = init(
+            InitProgram::MysqldInitializeInsecure {
+                mysqld: "/usr/sbin/mysqld".into(),
+            },
+            false,
+        )
+        .command();
+        assert_eq!(p, PathBuf::from("/usr/sbin/mysqld"));
+        assert_eq!(
+            a,
+            ["--defaults-file=/etc/mysql/my.cnf", "--initialize-insecure"]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_initialised_datadir_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let datadir = dir.path().join("data");
+        std::fs::create_dir_all(datadir.join("mysql")).unwrap();
+        let mut i = init(
+            InitProgram::MysqldInitializeInsecure {
+                mysqld: "/nonexistent/mysqld".into(),
+            },
+            false,
+        );
+        i.datadir = datadir;
+        assert!(!initialize_datadir(&i).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_failing_program_is_reported_with_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut i = init(
+            InitProgram::MysqldInitializeInsecure {
+                mysqld: "/bin/false".into(),
+            },
+            false,
+        );
+        i.datadir = dir.path().join("data");
+        i.tmpdir = dir.path().join("tmp");
+        let e = initialize_datadir(&i).await.unwrap_err();
+        assert!(matches!(e, InstanceError::Command { .. }), "{e}");
+        assert!(e.to_string().contains("/bin/false"), "{e}");
+    }
+}
