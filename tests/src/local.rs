@@ -61,8 +61,11 @@ pub fn moco_bin() -> PathBuf {
     .clone()
 }
 
-/// The server binary the tests use, or `None` (with the reason printed) when there is none:
-/// `$MOCO_TEST_MYSQLD`, else `mariadbd`/`mysqld` in `PATH` or `/usr/sbin`.
+/// Set to `1` to skip the real-server tests on a machine without a server.
+pub const SKIP_ENV: &str = "MOCO_SKIP_REAL_SERVER";
+
+/// The server binary the tests use: `$MOCO_TEST_MYSQLD`, else `mariadbd`/`mysqld` in `PATH`
+/// or `/usr/sbin`. Without one the test fails, unless [`SKIP_ENV`] is `1` (then `None`).
 pub fn server_or_skip(test: &str) -> Option<moco_adapters::mysqld::ServerBinary> {
     match moco_adapters::mysqld::ServerBinary::find(None) {
         Ok(b) => {
@@ -75,8 +78,15 @@ pub fn server_or_skip(test: &str) -> Option<moco_adapters::mysqld::ServerBinary>
             Some(b)
         }
         Err(e) => {
-            println!("SKIPPED {test}: no server binary ({e})");
-            None
+            // A missing server is a failure under the test command, not a silent pass.
+            if std::env::var_os(SKIP_ENV).is_some_and(|v| v == "1") {
+                println!("SKIPPED {test} ({SKIP_ENV}=1): no server binary ({e})");
+                return None;
+            }
+            panic!(
+                "{test}: no server binary ({e}); install mariadb-server and mariadb-backup \
+                 (scripts/test.sh does), or set {SKIP_ENV}=1 to skip"
+            )
         }
     }
 }
