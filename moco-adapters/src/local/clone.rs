@@ -171,13 +171,19 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
         finished?;
         extracted
     };
-    let bytes = tokio::time::timeout(COPY_TIMEOUT, copy)
-        .await
-        .map_err(|_| LocalError::Timeout {
-            what: format!("{context}: backup stream"),
+    // Each copy step is bounded; a timeout shows the end of the tools' log.
+    let bounded = |step: &'static str| {
+        let what = format!("{context}: {step}");
+        let log_path = log_path.clone();
+        move |_| LocalError::Timeout {
+            what,
             seconds: COPY_TIMEOUT.as_secs(),
             detail: Some(log_tail(&log_path)),
-        })?
+        }
+    };
+    let bytes = tokio::time::timeout(COPY_TIMEOUT, copy)
+        .await
+        .map_err(bounded("backup stream"))?
         .map_err(|e| fail(e.to_string()))?;
     tracing::info!(
         target = job.target_index,
@@ -190,11 +196,7 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
     // 4. Prepare; the copy's position.
     let position = tokio::time::timeout(COPY_TIMEOUT, clone::prepare(&target))
         .await
-        .map_err(|_| LocalError::Timeout {
-            what: format!("{context}: prepare"),
-            seconds: COPY_TIMEOUT.as_secs(),
-            detail: Some(log_tail(&log_path)),
-        })?
+        .map_err(bounded("prepare"))?
         .map_err(|e| fail(e.to_string()))?;
     let _ = std::fs::remove_dir_all(&scratch);
 
