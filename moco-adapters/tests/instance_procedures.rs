@@ -25,7 +25,11 @@ fn fresh(m: &LocalMysqld, i: usize) -> FreshServer {
         name: format!("instance {i}"),
         host: m.host(),
         port: m.port(),
-        socket: m.settings().socket.clone().expect("test my.cnf sets socket"),
+        socket: m
+            .settings()
+            .socket
+            .clone()
+            .expect("test my.cnf sets socket"),
         connect_timeout: Duration::from_secs(20),
         call_timeout: Duration::from_secs(60),
     }
@@ -85,11 +89,20 @@ async fn datadir_initialisation_runs_once() {
         as_root: rustix::process::geteuid().is_root(),
         timeout: Duration::from_secs(180),
     };
-    assert!(initialize_datadir(&init).await.unwrap(), "first run initialises");
+    assert!(
+        initialize_datadir(&init).await.unwrap(),
+        "first run initialises"
+    );
     let marker = dir.join("data").join("mysql");
     let before = std::fs::metadata(&marker).unwrap().modified().unwrap();
-    assert!(!initialize_datadir(&init).await.unwrap(), "second run is a no-op");
-    assert_eq!(std::fs::metadata(&marker).unwrap().modified().unwrap(), before);
+    assert!(
+        !initialize_datadir(&init).await.unwrap(),
+        "second run is a no-op"
+    );
+    assert_eq!(
+        std::fs::metadata(&marker).unwrap().modified().unwrap(),
+        before
+    );
 }
 
 /// Accounts on two fresh servers, data on the first, then a copy onto the second through the

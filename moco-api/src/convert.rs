@@ -1,7 +1,9 @@
-//! Conversion from the CRD types to the plain-data views of `moco_core::validate`.
+//! Conversion from the CRD types to the engine's inputs: the plain-data views of
+//! `moco_core::validate`, and a MySQLCluster's spec facts for `moco_core::decide`.
 
 use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::api::storage::v1::StorageClass;
+use moco_core::facts::{ExternalSource, Flavor, SpecFacts};
 use moco_core::validate::{
     BackupPolicyView, ClaimTemplateView, ClusterReference, ClusterView, ContainerPortView,
     ContainerView, MutationInput, StorageClassFacts,
@@ -120,5 +122,201 @@ pub fn storage_class_facts(sc: &StorageClass) -> StorageClassFacts {
         allow_volume_expansion: sc.allow_volume_expansion == Some(true),
         is_default: flag(ANNOTATION_DEFAULT_STORAGE_CLASS)
             || flag(ANNOTATION_DEFAULT_STORAGE_CLASS_BETA),
+    }
+}
+
+/// What the engine needs that a MySQLCluster does not say: the operator decides these (the
+/// server family from its image settings, the external source's address from the Secret that
+/// `spec.replicationSourceSecretName` names, moco-rs's opt-in re-clone of errant replicas).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineSettings {
+    /// The server family the cluster's image runs.
+    pub flavor: Flavor,
+    /// `HOST`/`PORT` read from the replication source Secret, when the spec names one.
+    pub external_source: Option<ExternalSource>,
+    /// Re-clone errant replicas instead of only excluding them.
+    pub reclone_errant: bool,
+}
+
+/// A MySQLCluster the engine cannot take, naming the field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct SpecFactsError {
+    /// The field's JSON path (`spec.replicas`).
+    pub path: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+fn spec_error(path: &str, message: impl Into<String>) -> SpecFactsError {
+    SpecFactsError {
+        path: path.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// The engine's spec facts of a MySQLCluster. Admission already refuses what fails here; the
+/// errors guard objects admitted before a webhook ran, or edited around it.
+pub fn spec_facts(
+    cluster: &MySQLCluster,
+    settings: &EngineSettings,
+) -> Result<SpecFacts, SpecFactsError> {
+    let spec = &cluster.spec;
+    let replicas = u32::try_from(spec.replicas)
+        .ok()
+        .filter(|r| *r >= 1)
+        .ok_or_else(|| {
+            spec_error(
+                "spec.replicas",
+                format!("{} is not a positive count", spec.replicas),
+            )
+        })?;
+    let server_id_base = u32::try_from(spec.server_id_base)
+        .ok()
+        .filter(|b| *b >= 1)
+        .ok_or_else(|| {
+            spec_error(
+                "spec.serverIDBase",
+                format!("{} is not a positive server_id", spec.server_id_base),
+            )
+        })?;
+    let max_delay = u64::try_from(spec.max_delay_seconds_for_pod_deletion).map_err(|_| {
+        spec_error(
+            "spec.maxDelaySecondsForPodDeletion",
+            format!("{} is negative", spec.max_delay_seconds_for_pod_deletion),
+        )
+    })?;
+    let startup_wait_seconds = u32::try_from(spec.startup_wait_seconds).map_err(|_| {
+        spec_error(
+            "spec.startupWaitSeconds",
+            format!("{} is negative", spec.startup_wait_seconds),
+        )
+    })?;
+    let external_source = match (
+        &spec.replication_source_secret_name,
+        &settings.external_source,
+    ) {
+        (None, _) => None,
+        (Some(_), Some(source)) => Some(source.clone()),
+        (Some(name), None) => {
+            return Err(spec_error(
+                "spec.replicationSourceSecretName",
+                format!("the address in Secret {name:?} was not read (HOST and PORT)"),
+            ));
+        }
+    };
+    Ok(SpecFacts {
+        replicas,
+        external_source,
+        restore: spec.restore.is_some(),
+        offline: spec.offline,
+        server_id_base,
+        max_delay_seconds_for_pod_deletion: max_delay,
+        flavor: settings.flavor,
+        reclone_errant: settings.reclone_errant,
+        startup_wait_seconds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(spec: serde_json::Value) -> MySQLCluster {
+        let mut base = serde_json::json!({
+            "apiVersion": "moco.cybozu.com/v1beta2",
+            "kind": "MySQLCluster",
+            "metadata": {"name": "test", "namespace": "default"},
+            "spec": {
+                "replicas": 3,
+                "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "ghcr.io/cybozu-go/moco/mysql:8.4.4"}]}},
+                "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]
+            }
+        });
+        if let (Some(s), Some(extra)) = (base["spec"].as_object_mut(), spec.as_object()) {
+            for (k, v) in extra {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    #[test]
+    fn spec_facts_of_a_cluster() {
+        let c = cluster(serde_json::json!({
+            "serverIDBase": 100,
+            "maxDelaySecondsForPodDeletion": 30,
+            "startupWaitSeconds": 600,
+            "offline": true,
+        }));
+        let settings = EngineSettings {
+            flavor: Flavor::Mariadb,
+            external_source: None,
+            reclone_errant: true,
+        };
+        assert_eq!(
+            spec_facts(&c, &settings).unwrap(),
+            SpecFacts {
+                replicas: 3,
+                external_source: None,
+                restore: false,
+                offline: true,
+                server_id_base: 100,
+                max_delay_seconds_for_pod_deletion: 30,
+                flavor: Flavor::Mariadb,
+                reclone_errant: true,
+                startup_wait_seconds: 600,
+            }
+        );
+    }
+
+    #[test]
+    fn external_source_needs_the_secret_read() {
+        let c = cluster(serde_json::json!({
+            "serverIDBase": 1,
+            "replicationSourceSecretName": "source",
+        }));
+        let e = spec_facts(&c, &EngineSettings::default()).unwrap_err();
+        assert_eq!(e.path, "spec.replicationSourceSecretName");
+        let source = ExternalSource {
+            host: "db.example".into(),
+            port: 3306,
+        };
+        let settings = EngineSettings {
+            external_source: Some(source.clone()),
+            ..EngineSettings::default()
+        };
+        assert_eq!(
+            spec_facts(&c, &settings).unwrap().external_source,
+            Some(source)
+        );
+        // A Secret address without the spec naming one is ignored.
+        let plain = cluster(serde_json::json!({"serverIDBase": 1}));
+        assert_eq!(spec_facts(&plain, &settings).unwrap().external_source, None);
+    }
+
+    #[test]
+    fn impossible_values_name_their_field() {
+        let path = |spec: serde_json::Value| {
+            spec_facts(&cluster(spec), &EngineSettings::default())
+                .unwrap_err()
+                .path
+        };
+        assert_eq!(
+            path(serde_json::json!({"replicas": 0, "serverIDBase": 1})),
+            "spec.replicas"
+        );
+        assert_eq!(
+            path(serde_json::json!({"serverIDBase": 0})),
+            "spec.serverIDBase"
+        );
+        assert_eq!(
+            path(serde_json::json!({"serverIDBase": 1, "maxDelaySecondsForPodDeletion": -1})),
+            "spec.maxDelaySecondsForPodDeletion"
+        );
+        assert_eq!(
+            path(serde_json::json!({"serverIDBase": 1, "startupWaitSeconds": -5})),
+            "spec.startupWaitSeconds"
+        );
     }
 }
