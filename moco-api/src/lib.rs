@@ -7,7 +7,8 @@
 //! * [`crd`]: the CustomResourceDefinitions (with CEL rules) as installed;
 //! * [`convert`]: views of the objects for the pure rules of `moco_core::validate`;
 //! * [`offline`]: schema + CEL + admission checks of manifests without a cluster (`moco validate`);
-//! * [`admission`] and [`server`]: the admission webhooks served over HTTPS.
+//! * [`admission`]: the admission webhooks, `AdmissionReview` in and out (served over HTTPS by
+//!   `moco-operator`).
 #![deny(missing_docs)]
 
 pub mod admission;
@@ -18,7 +19,6 @@ pub mod labels;
 pub mod mysqlcluster;
 pub mod offline;
 pub mod schema_check;
-pub mod server;
 
 pub use backuppolicy::{BackupPolicy, BackupPolicySpec, BucketConfig, JobConfig};
 pub use mysqlcluster::{MySQLCluster, MySQLClusterSpec, MySQLClusterStatus};

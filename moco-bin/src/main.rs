@@ -1,11 +1,15 @@
 //! The `moco` command: the decision engine on files (`plan`, `schema`), a local replicated
-//! cluster (`local`), and the Kubernetes API tools (`crd`, `validate`).
+//! cluster (`local`), the Kubernetes API tools (`crd`, `validate`) and the in-cluster process
+//! (`controller`, from `moco_operator`). This crate parses arguments and dispatches; the work is
+//! in the library crates.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod logging;
+mod signals;
 
 /// moco-rs: a MOCO-compatible MySQL/MariaDB operator.
 #[derive(Debug, Parser)]
@@ -29,7 +33,7 @@ enum Command {
     Local(cmd::local::LocalArgs),
     /// The controller of the install manifests: today the admission webhooks, health probes and
     /// metrics (no reconciliation yet).
-    Controller(cmd::controller::ControllerArgs),
+    Controller(moco_operator::ControllerArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,4 +54,13 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The runtime of the subcommands that run servers or processes: two workers are plenty for a
+/// handful of listeners and child processes.
+fn async_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
 }

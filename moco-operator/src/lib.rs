@@ -1,4 +1,42 @@
 //! # moco-operator
 //!
-//! The library of the in-cluster process (`moco controller`).
+//! The library of the in-cluster process, `moco controller`: what the install manifests run
+//! (`deploy/`, `charts/moco/`), configured by the flags of MOCO's `moco-controller`.
+//!
+//! What it serves today, started together by [`Servers::start`] and run by [`run()`]:
+//!
+//! * the admission webhooks of [`moco_api::admission`] over HTTPS ([`webhook`], [`tls`]), with
+//!   the certificate re-read from `--cert-dir` every minute;
+//! * `/healthz` and `/readyz` ([`health`]): ready once the webhook listener serves, not ready
+//!   again once shutdown starts;
+//! * `/metrics` ([`metrics`]) in the OpenMetrics text format.
+//!
+//! It does not reconcile MySQLClusters yet. The reconcile pipeline (validate, build the objects
+//! from `moco_core::resources`, apply, update status) and the Kubernetes `Platform` adapter that
+//! drives the clustering manager will be modules of this crate, started by [`run()`] beside the
+//! servers.
+//!
+//! [`run()`] does not wait for signals: it stops when the future it is given completes, so the
+//! binary decides what stops it (SIGTERM/SIGINT) and tests stop it at will.
 #![deny(missing_docs)]
+
+pub mod config;
+pub mod error;
+pub mod flags;
+pub mod health;
+pub mod listen;
+pub mod metrics;
+pub mod run;
+pub mod servers;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod tls;
+pub mod webhook;
+
+pub use config::{CompatFlags, ControllerArgs, ServeConfig};
+pub use error::ControllerError;
+pub use health::Readiness;
+pub use listen::ListenAddr;
+pub use metrics::Metrics;
+pub use run::{announce, run};
+pub use servers::Servers;

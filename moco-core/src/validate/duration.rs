@@ -1,4 +1,5 @@
-//! Go `time.ParseDuration` semantics, needed by the `@every <duration>` cron descriptor.
+//! Go `time.ParseDuration` semantics: the `@every <duration>` cron descriptor, and the duration
+//! flags of the `moco` commands (MOCO's flags are Go flags), through [`parse_std_duration`].
 
 use thiserror::Error;
 
@@ -22,6 +23,9 @@ pub enum DurationError {
     /// The value does not fit in a signed 64-bit count of nanoseconds.
     #[error("invalid duration {0:?}: out of range")]
     Overflow(String),
+    /// A negative duration where only a length of time makes sense (a flag, an interval).
+    #[error("invalid duration {0:?}: a negative duration is not allowed")]
+    Negative(String),
 }
 
 const NANOS_PER_UNIT: [(&str, u128); 8] = [
@@ -121,6 +125,16 @@ pub fn parse_go_duration(input: &str) -> Result<i64, DurationError> {
     }
 }
 
+/// Parses a Go duration into a [`std::time::Duration`], refusing negative values.
+///
+/// The syntax is [`parse_go_duration`]'s; this is the one parser behind every duration flag, so
+/// that `--check-interval=1m30s` means the same to `moco controller` as to MOCO.
+pub fn parse_std_duration(input: &str) -> Result<std::time::Duration, DurationError> {
+    let nanos = parse_go_duration(input)?;
+    let nanos = u64::try_from(nanos).map_err(|_| DurationError::Negative(input.to_owned()))?;
+    Ok(std::time::Duration::from_nanos(nanos))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,5 +155,27 @@ mod tests {
         assert!(parse_go_duration(".s").is_err());
         assert!(parse_go_duration("1s ").is_err());
         assert!(parse_go_duration("9999999999h").is_err());
+    }
+
+    #[test]
+    fn std_durations_refuse_negatives() {
+        use std::time::Duration;
+        assert_eq!(parse_std_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_std_duration("-0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_std_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(
+            parse_std_duration("250\u{b5}s"),
+            Ok(Duration::from_micros(250))
+        );
+        assert_eq!(
+            parse_std_duration("-1s"),
+            Err(DurationError::Negative("-1s".to_owned()))
+        );
+        let message = parse_std_duration("-1s").map_err(|e| e.to_string());
+        assert_eq!(
+            message,
+            Err("invalid duration \"-1s\": a negative duration is not allowed".to_owned())
+        );
+        assert!(parse_std_duration("10").is_err());
     }
 }

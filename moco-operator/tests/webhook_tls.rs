@@ -1,26 +1,31 @@
-//! The webhook server over real TLS: a throwaway CA and server certificate, the server on a
-//! loopback port, and AdmissionReview JSON as the API server sends it, posted with rustls.
+//! The webhooks over real TLS through the one webhook server ([`Servers`]): a throwaway CA and
+//! server certificate in the cert dir, the server on a loopback port, and AdmissionReview JSON as
+//! the API server sends it, posted with rustls.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum_server::Handle;
 use moco_api::admission::StaticLookup;
-use moco_api::server::{WebhookState, router, run, serve, tls_config};
 use moco_core::validate::{ClusterReference, StorageClassFacts};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, ServerName};
+use moco_operator::testing::{https, write_certificates};
+use moco_operator::webhook::WebhookState;
+use moco_operator::{ListenAddr, ServeConfig, Servers};
+use rustls::pki_types::CertificateDer;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 struct Server {
     addr: SocketAddr,
     ca: CertificateDer<'static>,
-    handle: Handle<SocketAddr>,
+    servers: Servers,
     _dir: tempfile::TempDir,
+}
+
+impl Server {
+    async fn stop(self) {
+        check(self.servers.shutdown().await, "shutdown");
+    }
 }
 
 fn check<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
@@ -30,31 +35,11 @@ fn check<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
     }
 }
 
-async fn start(from_cert_dir: bool) -> Server {
-    let mut ca_params = check(CertificateParams::new(Vec::<String>::new()), "CA params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = check(
-        CertifiedIssuer::self_signed(ca_params, check(KeyPair::generate(), "CA key")),
-        "CA",
-    );
-    let leaf_key = check(KeyPair::generate(), "leaf key");
-    let leaf_params = check(
-        CertificateParams::new(vec![
-            "localhost".to_owned(),
-            "moco-webhook-service.moco-system.svc".to_owned(),
-        ]),
-        "leaf params",
-    );
-    let leaf = check(leaf_params.signed_by(&leaf_key, &ca), "leaf");
+/// The servers with the webhooks only, answering from fixed facts; with a fixed random source
+/// (`serverIDBase` 42) unless `os_random`.
+async fn start(os_random: bool) -> Server {
     let dir = check(tempfile::tempdir(), "tempdir");
-    let cert_path = dir.path().join("tls.crt");
-    let key_path = dir.path().join("tls.key");
-    check(std::fs::write(&cert_path, leaf.pem()), "write cert");
-    check(
-        std::fs::write(&key_path, leaf_key.serialize_pem()),
-        "write key",
-    );
-
+    let ca = write_certificates(dir.path());
     let lookup = StaticLookup {
         storage_classes: vec![StorageClassFacts {
             name: "standard".into(),
@@ -69,73 +54,44 @@ async fn start(from_cert_dir: bool) -> Server {
             }],
         )]),
     };
-    let handle = Handle::new();
-    let server_handle = handle.clone();
-    let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    if from_cert_dir {
-        let cert_dir = dir.path().to_owned();
-        tokio::spawn(async move {
-            if let Err(e) = run(any, &cert_dir, lookup, server_handle).await {
-                eprintln!("server: {e}");
-            }
-        });
-    } else {
-        let state = Arc::new(WebhookState::with_random(lookup, Arc::new(|| 41)));
-        let config = check(tls_config(&cert_path, &key_path).await, "tls config");
-        tokio::spawn(async move {
-            if let Err(e) = serve(any, config, router(state), server_handle).await {
-                eprintln!("server: {e}");
-            }
-        });
-    }
-    let addr = match handle.listening().await {
-        Some(a) => a,
-        None => panic!("server did not start"),
+    let config = ServeConfig {
+        namespace: "moco-system".into(),
+        webhook_addr: ListenAddr::Socket(SocketAddr::from(([127, 0, 0, 1], 0))),
+        health_addr: ListenAddr::Disabled,
+        metrics_addr: ListenAddr::Disabled,
+        cert_dir: dir.path().to_owned(),
+        cert_reload_interval: Duration::from_secs(60),
     };
+    let servers = if os_random {
+        Servers::start(&config, lookup).await
+    } else {
+        let state = WebhookState::with_random(lookup, Arc::new(|| 41));
+        Servers::start_with(&config, state).await
+    };
+    let servers = check(servers, "server did not start");
     Server {
-        addr,
-        ca: ca.der().clone(),
-        handle,
+        addr: servers.webhook_addr(),
+        ca,
+        servers,
         _dir: dir,
     }
 }
 
 /// POSTs `body` to `path` over TLS (SNI localhost) and returns status and JSON body.
 async fn post(server: &Server, path: &str, body: &Value) -> (u16, Value) {
-    let mut roots = rustls::RootCertStore::empty();
-    check(roots.add(server.ca.clone()), "root store");
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = TlsConnector::from(Arc::new(config));
-    let tcp = check(TcpStream::connect(server.addr).await, "connect");
-    let name = check(ServerName::try_from("localhost"), "server name");
-    let mut tls = check(connector.connect(name, tcp).await, "TLS handshake");
-    let payload = body.to_string();
-    let request = format!(
-        "POST {path}?timeout=10s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-        payload.len()
-    );
-    check(tls.write_all(request.as_bytes()).await, "write");
-    let mut raw = Vec::new();
-    // The server closes after the response (Connection: close); a TLS close_notify may be
-    // missing, so an unexpected EOF after the body is fine.
-    let _ = tls.read_to_end(&mut raw).await;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        panic!("no HTTP response: {text:?}");
-    };
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let json = if body.is_empty() {
+    let response = https(
+        server.addr,
+        &server.ca,
+        &format!("{path}?timeout=10s"),
+        &body.to_string(),
+    )
+    .await;
+    let json = if response.body.is_empty() {
         Value::Null
     } else {
-        check(serde_json::from_str(body), "response JSON")
+        check(serde_json::from_str(&response.body), "response JSON")
     };
-    (status, json)
+    (response.status, json)
 }
 
 fn cluster(name: &str, replicas: i64, extra: Value) -> Value {
@@ -513,11 +469,11 @@ async fn webhooks_over_tls() {
     let (status, _) = post(&server, "/validate-apps-v1-statefulset", &json!({})).await;
     assert_eq!(status, 404);
 
-    server.handle.shutdown();
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_serves_from_the_cert_dir_with_os_randomness() {
+async fn serves_from_the_cert_dir_with_os_randomness() {
     let server = start(true).await;
     let (status, body) = post(
         &server,
@@ -550,5 +506,5 @@ async fn run_serves_from_the_cert_dir_with_os_randomness() {
     assert!((1..=1 << 30).contains(&base), "serverIDBase {base}");
     let (status, _) = post(&server, "/healthz", &json!({})).await;
     assert_eq!(status, 405, "/healthz answers GET only");
-    server.handle.shutdown();
+    server.stop().await;
 }

@@ -17,6 +17,7 @@
 //! manager failed over (then as a replica, MariaDB with `--init-rpl-role=SLAVE`), or after
 //! 20 s when no failover is possible.
 
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -31,6 +32,14 @@ use moco_adapters::local::{Layout, LocalError, Manifest};
 use moco_core::facts::Flavor;
 use moco_core::state::ClusterState;
 use moco_core::status::ClusterStatus;
+use moco_core::validate::duration::{DurationError, parse_std_duration};
+use moco_operator::flags::LogEncoder;
+
+use crate::logging::{self, LogOutput};
+use crate::signals;
+use status::{LiveView, LocalStatus, flavor_name, live_pid, print_status_text};
+
+mod status;
 
 /// Arguments of `moco local`.
 #[derive(Debug, Args)]
@@ -215,41 +224,19 @@ fn usage(message: impl Into<String>) -> LocalCmdError {
     LocalCmdError::Usage(message.into())
 }
 
-/// Parses `500ms`, `1s`, `2m`, `1h` or plain seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+/// Parses a duration flag of `moco local`: a Go duration (`500ms`, `1s`, `2m`, `1h30m`), or a
+/// bare number of seconds (`3`, `1.5`), which these flags have always accepted.
+fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
-    let (number, unit) = match t.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(at) => t.split_at(at),
-        None => (t, "s"),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?}: expected a duration like 500ms, 1s, 2m"))?;
-    let scale = match unit {
-        "ms" => 0.001,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
-            ));
-        }
-    };
-    let secs = value * scale;
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("{text:?}: must be a non-negative duration"));
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return parse_std_duration(&format!("{t}s"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    parse_std_duration(t)
 }
 
 /// Runs `moco local`.
 pub fn run(args: LocalArgs) -> Result<ExitCode, LocalCmdError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(LocalCmdError::Runtime)?;
+    let runtime = crate::async_runtime().map_err(LocalCmdError::Runtime)?;
     runtime.block_on(async move {
         match args.command {
             LocalCommand::Up(a) => up(a).await,
@@ -274,20 +261,24 @@ fn open(dir: &Path) -> Result<(Layout, Manifest), LocalCmdError> {
     Ok((layout, manifest))
 }
 
-fn init_logging(layout: &Layout) -> Result<(), LocalCmdError> {
+/// Opens (creating) `DIR/manager.log` for appending.
+fn open_manager_log(layout: &Layout) -> Result<File, LocalError> {
     let path = layout.manager_log();
-    let file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&path)
-        .map_err(|e| LocalError::io(&path, "open", e))?;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MOCO_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(file))
-        .try_init();
+        .map_err(|e| LocalError::io(&path, "open", e))
+}
+
+/// The manager's log lines go to `DIR/manager.log`, at info unless `MOCO_LOG` says otherwise.
+fn init_logging(layout: &Layout) -> Result<(), LocalCmdError> {
+    let file = open_manager_log(layout)?;
+    logging::init(
+        LogOutput::File(file),
+        LogEncoder::Console,
+        tracing::Level::INFO,
+    );
     Ok(())
 }
 
@@ -344,11 +335,7 @@ async fn start_manager(
         let exe = std::env::current_exe()
             .map_err(|e| LocalError::io("/proc/self/exe", "locate moco", e))?;
         let log_path = layout.manager_log();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| LocalError::io(&log_path, "open", e))?;
+        let log = open_manager_log(layout)?;
         let err = log
             .try_clone()
             .map_err(|e| LocalError::io(&log_path, "duplicate handle of", e))?;
@@ -419,7 +406,7 @@ async fn start_manager(
     );
     let mut view = LiveView::new(layout);
     let mut healthy_reported = false;
-    let stop = wait_for_signal();
+    let stop = signals::shutdown();
     tokio::pin!(stop);
     loop {
         tokio::select! {
@@ -442,30 +429,11 @@ async fn start_manager(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGTERM");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
 async fn run_manager(a: RunArgs) -> Result<ExitCode, LocalCmdError> {
     let (layout, _manifest) = open(&a.dir.dir)?;
     init_logging(&layout)?;
     // A detached manager outlives the terminal that started it: ignore its hangup.
-    let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
-    if let Err(e) = &hangup {
-        tracing::warn!(error = %e, "cannot ignore SIGHUP");
-    }
+    signals::ignore_hangup();
     let options = RunOptions {
         check_interval: a.check_interval,
         ..RunOptions::default()
@@ -478,7 +446,7 @@ async fn run_manager(a: RunArgs) -> Result<ExitCode, LocalCmdError> {
         }
     };
     tracing::info!(pid = std::process::id(), "manager running");
-    wait_for_signal().await;
+    signals::shutdown().await;
     tracing::info!("stopping");
     cluster.stop().await?;
     tracing::info!("stopped");
@@ -489,252 +457,17 @@ fn status(a: StatusArgs) -> Result<ExitCode, LocalCmdError> {
     let (layout, manifest) = open(&a.dir.dir)?;
     let manager = local_run::running_manager(&layout)?;
     let snapshot = ClusterSnapshot::load(&layout)?;
+    let status = LocalStatus::gather(&layout, &manifest, manager, snapshot.as_ref());
     if a.json {
-        let value = status_json(&layout, &manifest, manager, snapshot.as_ref());
-        let text = serde_json::to_string_pretty(&value)
+        // Through a JSON value: keys come out sorted, as this command always printed them.
+        let text = serde_json::to_value(&status)
+            .and_then(|v| serde_json::to_string_pretty(&v))
             .map_err(|e| usage(format!("encoding status: {e}")))?;
         print_out(&format!("{text}\n"));
     } else {
-        print_status_text(&layout, &manifest, manager, snapshot.as_ref());
+        print_out(&status.render_text(true));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn flavor_name(f: Flavor) -> &'static str {
-    match f {
-        Flavor::Mariadb => "mariadb",
-        Flavor::Mysql => "mysql",
-    }
-}
-
-/// The live pid of instance `index` (from its pid file, checked against /proc).
-fn live_pid(layout: &Layout, index: u32) -> Option<u32> {
-    let text = std::fs::read_to_string(layout.pid_file(index)).ok()?;
-    let pid = text.trim().parse::<u32>().ok()?;
-    moco_adapters::mysqld::is_server_process(pid, &layout.mycnf(index)).then_some(pid)
-}
-
-fn status_json(
-    layout: &Layout,
-    manifest: &Manifest,
-    manager: Option<u32>,
-    snapshot: Option<&ClusterSnapshot>,
-) -> serde_json::Value {
-    let status: ClusterStatus = moco_adapters::local::files::read_json_opt(&layout.status())
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    let pods = PodsFile::load(layout).unwrap_or_default();
-    let running = manager.is_some();
-    let state = match (running, snapshot) {
-        (false, _) => "Stopped".to_owned(),
-        (true, Some(s)) => s.state_name().to_owned(),
-        (true, None) => "Starting".to_owned(),
-    };
-    let instances: Vec<serde_json::Value> = (0..manifest.replicas)
-        .map(|index| {
-            let snap = snapshot
-                .filter(|_| running)
-                .and_then(|s| s.instances.iter().find(|i| i.index == index));
-            let pid = live_pid(layout, index);
-            let role = pods.get(index).role.map_or("none", |r| r.as_str());
-            serde_json::json!({
-                "index": index,
-                "role": role,
-                "port": manifest.instance_port(index),
-                "pid": pid,
-                "reachable": pid.is_some() && snap.is_some_and(|s| s.reachable),
-                "ready": pid.is_some() && snap.is_some_and(|s| s.ready),
-                "executedGtids": snap.map(|s| s.executed_gtids.clone()).unwrap_or_default(),
-                "lag": snap.and_then(|s| s.lag),
-                "errant": status.errant_replica_list.contains(&index),
-                "readOnly": snap.and_then(|s| s.read_only),
-                "source": snap.and_then(|s| s.source.clone()),
-                "replicationError": snap.and_then(|s| s.replication_error.clone()),
-                "heldDown": pods.get(index).kill_hold.as_ref().is_some_and(|h| h.active(now_ms())),
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "dir": layout.root().display().to_string(),
-        "flavor": flavor_name(manifest.flavor),
-        "serverVersion": manifest.server_version,
-        "manager": {"running": running, "pid": manager.filter(|p| *p != 0)},
-        "state": state,
-        "currentPrimaryIndex": status.current_primary_index,
-        "candidates": snapshot.map(|s| s.candidates.clone()).unwrap_or_default(),
-        "endpoints": {
-            "primary": format!("127.0.0.1:{}", manifest.primary_port()),
-            "replica": format!("127.0.0.1:{}", manifest.replica_port()),
-        },
-        "conditions": status.conditions,
-        "updatedAt": snapshot.map(|s| s.updated_at.clone()),
-        "lastError": snapshot.and_then(|s| s.last_error.clone()),
-        "instances": instances,
-    })
-}
-
-fn render_status(
-    layout: &Layout,
-    manifest: &Manifest,
-    manager: Option<u32>,
-    snapshot: Option<&ClusterSnapshot>,
-    with_gtids: bool,
-) -> String {
-    let v = status_json(layout, manifest, manager, snapshot);
-    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
-    let mut out = String::new();
-    let manager_text = match manager {
-        Some(0) => "running".to_owned(),
-        Some(pid) => format!("pid {pid}"),
-        None => "not running".to_owned(),
-    };
-    out.push_str(&format!(
-        "cluster {} ({} {})  state: {}  primary: {}  manager: {}\n",
-        s("dir"),
-        s("flavor"),
-        s("serverVersion"),
-        s("state"),
-        v.get("currentPrimaryIndex")
-            .and_then(|x| x.as_u64())
-            .unwrap_or(0),
-        manager_text
-    ));
-    out.push_str(&format!(
-        "endpoints: primary 127.0.0.1:{}  replica 127.0.0.1:{}   client files: {}/<user>.cnf\n",
-        manifest.primary_port(),
-        manifest.replica_port(),
-        layout.client_dir().display()
-    ));
-    if let Some(err) = v.get("lastError").and_then(|x| x.as_str()) {
-        out.push_str(&format!("last round failed: {err}\n"));
-    }
-    let header = format!(
-        "{:>3}  {:<8} {:>6} {:>8}  {:<9} {:>5}  {:<6} {}",
-        "#",
-        "role",
-        "port",
-        "pid",
-        "reachable",
-        "lag",
-        "errant",
-        if with_gtids { "gtids" } else { "" }
-    );
-    out.push_str(header.trim_end());
-    out.push('\n');
-    for i in v
-        .get("instances")
-        .and_then(|x| x.as_array())
-        .into_iter()
-        .flatten()
-    {
-        let get = |k: &str| i.get(k).cloned().unwrap_or(serde_json::Value::Null);
-        let pid = get("pid")
-            .as_u64()
-            .map_or("-".to_owned(), |p| p.to_string());
-        let reachable = if get("reachable").as_bool().unwrap_or(false) {
-            "yes"
-        } else if get("heldDown").as_bool().unwrap_or(false) {
-            "held"
-        } else {
-            "no"
-        };
-        let lag = get("lag")
-            .as_u64()
-            .map_or("-".to_owned(), |l| l.to_string());
-        let errant = if get("errant").as_bool().unwrap_or(false) {
-            "YES"
-        } else {
-            "no"
-        };
-        let mut line = format!(
-            "{:>3}  {:<8} {:>6} {:>8}  {:<9} {:>5}  {:<6}",
-            get("index").as_u64().unwrap_or(0),
-            get("role").as_str().unwrap_or(""),
-            get("port").as_u64().unwrap_or(0),
-            pid,
-            reachable,
-            lag,
-            errant
-        );
-        if with_gtids {
-            line.push(' ');
-            line.push_str(get("executedGtids").as_str().unwrap_or(""));
-        }
-        if let Some(e) = get("replicationError").as_str() {
-            line.push_str(&format!("  ({e})"));
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-fn print_status_text(
-    layout: &Layout,
-    manifest: &Manifest,
-    manager: Option<u32>,
-    snapshot: Option<&ClusterSnapshot>,
-) {
-    print!(
-        "{}",
-        render_status(layout, manifest, manager, snapshot, true)
-    );
-}
-
-/// The foreground view: prints the status table when it changes, and new events.
-struct LiveView {
-    layout: Layout,
-    last: String,
-    events_seen: usize,
-}
-
-impl LiveView {
-    fn new(layout: &Layout) -> Self {
-        let events_seen = std::fs::read_to_string(layout.events())
-            .map(|t| t.lines().count())
-            .unwrap_or(0);
-        LiveView {
-            layout: layout.clone(),
-            last: String::new(),
-            events_seen,
-        }
-    }
-
-    fn tick(&mut self, manifest: &Manifest) -> Option<ClusterSnapshot> {
-        let snapshot = ClusterSnapshot::load(&self.layout).ok().flatten();
-        let text = render_status(
-            &self.layout,
-            manifest,
-            Some(std::process::id()),
-            snapshot.as_ref(),
-            false,
-        );
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        if let Ok(events) = std::fs::read_to_string(self.layout.events()) {
-            for line in events.lines().skip(self.events_seen) {
-                self.events_seen += 1;
-                if let Ok(e) = serde_json::from_str::<serde_json::Value>(line) {
-                    let _ = writeln!(
-                        out,
-                        "event {} {} {}: {}",
-                        e.get("time").and_then(|x| x.as_str()).unwrap_or(""),
-                        e.get("type").and_then(|x| x.as_str()).unwrap_or(""),
-                        e.get("reason").and_then(|x| x.as_str()).unwrap_or(""),
-                        e.get("message").and_then(|x| x.as_str()).unwrap_or("")
-                    );
-                }
-            }
-        }
-        if text != self.last {
-            let now = moco_core::time::Timestamp(i64::try_from(now_ms() / 1000).unwrap_or(0));
-            let _ = write!(out, "\n[{now}] {text}");
-            self.last = text;
-        }
-        let _ = out.flush();
-        snapshot
-    }
 }
 
 fn require_manager(layout: &Layout) -> Result<u32, LocalCmdError> {

@@ -1,0 +1,228 @@
+//! The configuration of the in-cluster process: the flags of MOCO's `moco-controller` (the
+//! operator's contract with its install manifests, so that the Deployment args are MOCO's), and
+//! [`ServeConfig`], what the servers need from them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use moco_core::validate::duration::parse_std_duration;
+
+use crate::error::ControllerError;
+use crate::flags::{LogEncoder, parse_go_bool, parse_zap_encoder, parse_zap_level};
+use crate::listen::{ListenAddr, parse_listen_addr};
+
+/// How often the webhook certificate and key are re-read from `--cert-dir`.
+pub const CERT_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Arguments of `moco controller`: the flags of MOCO's `moco-controller`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ControllerArgs {
+    /// Listen address of the Prometheus metrics endpoint (`/metrics`); `0` disables it.
+    #[arg(long, value_name = "ADDR", default_value = ":8080", value_parser = parse_listen_addr)]
+    pub metrics_addr: ListenAddr,
+    /// Listen address of the health probes (`/healthz`, `/readyz`); `0` disables them.
+    #[arg(long, value_name = "ADDR", default_value = ":8081", value_parser = parse_listen_addr)]
+    pub health_probe_addr: ListenAddr,
+    /// Listen address of the HTTPS admission webhooks.
+    #[arg(long, value_name = "ADDR", default_value = ":9443", value_parser = parse_listen_addr)]
+    pub webhook_addr: ListenAddr,
+    /// Directory with the webhook certificate `tls.crt` and key `tls.key` (re-read every
+    /// minute); empty means `$TMPDIR/k8s-webhook-server/serving-certs`, as in MOCO.
+    #[arg(long, value_name = "DIR", default_value = "")]
+    pub cert_dir: String,
+    /// Development logging defaults: console encoder, debug level.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "false",
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub zap_devel: bool,
+    /// Log encoding: `json` (default) or `console`.
+    #[arg(long, value_name = "ENCODER", value_parser = parse_zap_encoder)]
+    pub zap_encoder: Option<LogEncoder>,
+    /// Log level: `debug`, `info` (default), `error`, or an integer > 0 for more verbosity.
+    /// The `MOCO_LOG` environment variable (a tracing filter) overrides it.
+    #[arg(long, value_name = "LEVEL", value_parser = parse_zap_level)]
+    pub zap_log_level: Option<tracing::Level>,
+    /// MOCO flags this build accepts without using them (they configure reconciliation, pprof,
+    /// leader election or klog); logged at startup.
+    #[command(flatten)]
+    pub compat: Box<CompatFlags>,
+}
+
+/// Flags of MOCO's `moco-controller` that this build accepts for compatibility and does not use:
+/// reconciliation is not implemented yet.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Accepted for compatibility with MOCO, unused by this build")]
+pub struct CompatFlags {
+    /// MOCO: listen address of the pprof endpoints. Accepted; this build serves no pprof.
+    #[arg(long, value_name = "ADDR", default_value = "")]
+    pub pprof_addr: String,
+    /// MOCO: name of the leader-election Lease. Accepted; this build elects no leader, every
+    /// replica serves the webhooks and nothing reconciles.
+    #[arg(long, value_name = "ID", default_value = "moco")]
+    pub leader_election_id: String,
+    /// MOCO: directory of the gRPC client certificate for moco-agent. Accepted, unused.
+    #[arg(long, value_name = "DIR", default_value = "/grpc-cert")]
+    pub grpc_cert_dir: PathBuf,
+    /// MOCO: image of the moco-agent sidecar. Accepted, unused until reconciliation exists.
+    #[arg(long, value_name = "IMAGE")]
+    pub agent_image: Option<String>,
+    /// MOCO: image of the moco-backup container. Accepted, unused until reconciliation exists.
+    #[arg(long, value_name = "IMAGE")]
+    pub backup_image: Option<String>,
+    /// MOCO: image of the fluent-bit sidecar. Accepted, unused until reconciliation exists.
+    #[arg(long, value_name = "IMAGE")]
+    pub fluent_bit_image: Option<String>,
+    /// MOCO: image of the mysqld_exporter sidecar. Accepted, unused until reconciliation exists.
+    #[arg(long, value_name = "IMAGE")]
+    pub mysqld_exporter_image: Option<String>,
+    /// MOCO: annotation keys synced from volumeClaimTemplates to PVCs (comma-separated,
+    /// repeatable). Accepted, unused until reconciliation exists.
+    #[arg(long, value_name = "KEYS", value_delimiter = ',')]
+    pub pvc_sync_annotation_keys: Vec<String>,
+    /// MOCO: label keys synced from volumeClaimTemplates to PVCs (comma-separated,
+    /// repeatable). Accepted, unused until reconciliation exists.
+    #[arg(long, value_name = "KEYS", value_delimiter = ',')]
+    pub pvc_sync_label_keys: Vec<String>,
+    /// MOCO: interval of cluster maintenance (Go duration: `1m`, `30s`, `1h30m`). Accepted,
+    /// unused until reconciliation exists.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_std_duration)]
+    pub check_interval: Duration,
+    /// MOCO: maximum concurrent reconciles. Accepted, unused until reconciliation exists.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub max_concurrent_reconciles: u32,
+    /// MOCO: my.cnf ConfigMaps kept per cluster. Accepted, unused until reconciliation exists.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub mysql_configmap_history_limit: i32,
+    /// MOCO: minimum interval between StatefulSet partition updates (Go duration). Accepted,
+    /// unused until reconciliation exists.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_std_duration)]
+    pub partition_update_interval: Duration,
+    /// MOCO: do not inject the default securityContext (`--flag` or `--flag=true|false`).
+    /// Accepted, unused until reconciliation exists.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "false",
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub disable_default_security_context: bool,
+    /// MOCO: maximum queries per second to the API server (burst 1.5×). Accepted, unused: the
+    /// webhooks issue at most one list per request.
+    #[arg(long, value_name = "QPS", default_value_t = 20)]
+    pub apiserver_qps_throttle: u32,
+    /// MOCO: level at which zap captures stack traces. Accepted, ignored.
+    #[arg(long, value_name = "LEVEL")]
+    pub zap_stacktrace_level: Option<String>,
+    /// MOCO: zap time encoding. Accepted, ignored (timestamps are RFC 3339).
+    #[arg(long, value_name = "ENCODING")]
+    pub zap_time_encoding: Option<String>,
+    /// MOCO: klog verbosity (client-go logs). Accepted, ignored: there is no klog here.
+    #[arg(short = 'v', long = "v", value_name = "LEVEL")]
+    pub klog_verbosity: Option<u32>,
+    /// MOCO: klog per-file verbosity. Accepted, ignored.
+    #[arg(long, value_name = "SPEC")]
+    pub vmodule: Option<String>,
+    /// MOCO: klog stack trace location. Accepted, ignored.
+    #[arg(long = "log_backtrace_at", value_name = "FILE:N")]
+    pub log_backtrace_at: Option<String>,
+}
+
+/// Addresses and certificates of the servers.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The controller's namespace (`POD_NAMESPACE`), reported in `moco_controller_info`.
+    pub namespace: String,
+    /// HTTPS webhooks.
+    pub webhook_addr: ListenAddr,
+    /// `/healthz` and `/readyz`.
+    pub health_addr: ListenAddr,
+    /// `/metrics`.
+    pub metrics_addr: ListenAddr,
+    /// Directory with `tls.crt` and `tls.key`.
+    pub cert_dir: PathBuf,
+    /// How often the certificate is re-read.
+    pub cert_reload_interval: Duration,
+}
+
+impl ControllerArgs {
+    /// The log format the zap flags ask for: `--zap-encoder`, else console with `--zap-devel`,
+    /// else JSON.
+    pub fn log_encoder(&self) -> LogEncoder {
+        self.zap_encoder.unwrap_or(if self.zap_devel {
+            LogEncoder::Console
+        } else {
+            LogEncoder::Json
+        })
+    }
+
+    /// The default log level the zap flags ask for: `--zap-log-level`, else debug with
+    /// `--zap-devel`, else info.
+    pub fn log_level(&self) -> tracing::Level {
+        self.zap_log_level.unwrap_or(if self.zap_devel {
+            tracing::Level::DEBUG
+        } else {
+            tracing::Level::INFO
+        })
+    }
+}
+
+impl ServeConfig {
+    /// The configuration the flags describe.
+    pub fn from_args(args: &ControllerArgs, namespace: String) -> Self {
+        ServeConfig {
+            namespace,
+            webhook_addr: args.webhook_addr.clone(),
+            health_addr: args.health_probe_addr.clone(),
+            metrics_addr: args.metrics_addr.clone(),
+            cert_dir: cert_dir(&args.cert_dir),
+            cert_reload_interval: CERT_RELOAD_INTERVAL,
+        }
+    }
+}
+
+/// The namespace from the value of `POD_NAMESPACE`.
+pub fn pod_namespace(value: Option<std::ffi::OsString>) -> Result<String, ControllerError> {
+    match value.and_then(|v| v.into_string().ok()) {
+        Some(ns) if !ns.trim().is_empty() => Ok(ns.trim().to_owned()),
+        _ => Err(ControllerError::MissingNamespace),
+    }
+}
+
+/// `--cert-dir`, or controller-runtime's default when empty.
+pub fn cert_dir(flag: &str) -> PathBuf {
+    if flag.is_empty() {
+        std::env::temp_dir()
+            .join("k8s-webhook-server")
+            .join("serving-certs")
+    } else {
+        PathBuf::from(flag)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_from_the_environment_value() {
+        assert_eq!(
+            pod_namespace(Some("moco-system".into())).ok().as_deref(),
+            Some("moco-system")
+        );
+        for missing in [None, Some("".into()), Some("  ".into())] {
+            assert!(matches!(
+                pod_namespace(missing),
+                Err(ControllerError::MissingNamespace)
+            ));
+        }
+    }
+}

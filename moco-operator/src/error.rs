@@ -1,0 +1,76 @@
+//! Errors of the in-cluster process. Each names the flag, file or address to fix, because the
+//! reader is someone looking at a crash-looping pod's log.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Errors of `moco controller`.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// `POD_NAMESPACE` is not set.
+    #[error(
+        "the environment variable POD_NAMESPACE is not set (or empty); moco controller needs the \
+         namespace it runs in (the Deployment sets it from metadata.namespace)"
+    )]
+    MissingNamespace,
+    /// No Kubernetes client configuration was found.
+    #[error(
+        "cannot configure a Kubernetes client: no in-cluster service account \
+         (KUBERNETES_SERVICE_HOST) and no usable kubeconfig (KUBECONFIG or ~/.kube/config): {0}"
+    )]
+    KubeClient(#[source] kube::Error),
+    /// `--webhook-addr` was `0`.
+    #[error("--webhook-addr cannot be disabled: the webhooks are what this controller serves")]
+    WebhookDisabled,
+    /// A listener could not be bound.
+    #[error("cannot listen on {flag} {addr}: {source}")]
+    Bind {
+        /// The flag naming the address.
+        flag: &'static str,
+        /// The address as given (or as resolved).
+        addr: String,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// The webhook certificate could not be loaded.
+    #[error("webhook certificate from --cert-dir {dir}: {source}")]
+    Certificate {
+        /// The certificate directory.
+        dir: PathBuf,
+        /// The load error (names the files).
+        source: TlsError,
+    },
+    /// A server failed while running.
+    #[error("{server} server on {addr}: {source}")]
+    Serve {
+        /// Which server (`webhook`, `health probe`, `metrics`).
+        server: &'static str,
+        /// Its address.
+        addr: SocketAddr,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// A server stopped although no shutdown was requested.
+    #[error("{server} server on {addr} stopped unexpectedly")]
+    Stopped {
+        /// Which server.
+        server: &'static str,
+        /// Its address.
+        addr: SocketAddr,
+    },
+    /// A server task panicked or was cancelled.
+    #[error("a server task ended abnormally: {0}")]
+    Task(String),
+}
+
+/// The webhook certificate or key could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot load TLS certificate {cert} / key {key}: {source}")]
+pub struct TlsError {
+    /// Certificate file.
+    pub cert: PathBuf,
+    /// Key file.
+    pub key: PathBuf,
+    /// The IO or parse error.
+    pub source: std::io::Error,
+}

@@ -1,0 +1,174 @@
+//! `/metrics`: the controller's metrics in the OpenMetrics text format, with MOCO's names so
+//! that existing dashboards keep working.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `moco_controller_info` | gauge, always 1 | `version`, `namespace`, `reconciliation="none"` |
+//! | `moco_controller_webhook_requests_total` | counter | `path`, `result` (allowed, denied, error) |
+//! | `controller_runtime_webhook_requests_total` | counter | `code`, `webhook` |
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::webhook::{WEBHOOK_PATHS, WebhookResult};
+
+/// The content type of the OpenMetrics text format that [`Metrics::render`] writes.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Labels of `moco_controller_info`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct InfoLabels {
+    version: &'static str,
+    namespace: String,
+    /// `none`: this build reconciles nothing yet.
+    reconciliation: &'static str,
+}
+
+/// Labels of `moco_controller_webhook_requests_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ResultLabels {
+    path: &'static str,
+    result: WebhookResult,
+}
+
+/// Labels of `controller_runtime_webhook_requests_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CodeLabels {
+    code: u16,
+    webhook: &'static str,
+}
+
+impl EncodeLabelValue for WebhookResult {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+/// The controller's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    by_result: Family<ResultLabels, Counter>,
+    by_code: Family<CodeLabels, Counter>,
+}
+
+impl Metrics {
+    /// Metrics of a controller running in `namespace`; every webhook path/result counter starts
+    /// at zero, so that a rate over it exists before the first request.
+    pub fn new(namespace: &str) -> Self {
+        let mut registry = Registry::default();
+        let info = Family::<InfoLabels, Gauge>::default();
+        info.get_or_create(&InfoLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            namespace: namespace.to_owned(),
+            reconciliation: "none",
+        })
+        .set(1);
+        registry.register(
+            "moco_controller_info",
+            "Build and mode of the moco-rs controller; always 1. reconciliation=none: this build \
+             serves the admission webhooks only",
+            info,
+        );
+        let by_result = Family::<ResultLabels, Counter>::default();
+        for path in WEBHOOK_PATHS {
+            for result in WebhookResult::ALL {
+                // Creating the series is the point; the guard is dropped at once.
+                let _ = by_result.get_or_create(&ResultLabels { path, result });
+            }
+        }
+        registry.register(
+            "moco_controller_webhook_requests",
+            "Admission requests by webhook path and result (allowed, denied, error)",
+            by_result.clone(),
+        );
+        let by_code = Family::<CodeLabels, Counter>::default();
+        registry.register(
+            "controller_runtime_webhook_requests",
+            "Total number of admission requests by HTTP status code",
+            by_code.clone(),
+        );
+        Metrics {
+            registry,
+            by_result,
+            by_code,
+        }
+    }
+
+    /// Counts one request to a webhook path; other paths are not counted.
+    pub fn record(&self, path: &str, result: WebhookResult, code: u16) {
+        let Some(path) = WEBHOOK_PATHS.into_iter().find(|p| *p == path) else {
+            return;
+        };
+        self.by_result
+            .get_or_create(&ResultLabels { path, result })
+            .inc();
+        self.by_code
+            .get_or_create(&CodeLabels {
+                code,
+                webhook: path,
+            })
+            .inc();
+    }
+
+    /// The metrics in the OpenMetrics text format (ending with `# EOF`).
+    pub fn render(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+/// `/metrics`.
+pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(serve_metrics))
+        .with_state(metrics)
+}
+
+async fn serve_metrics(State(metrics): State<Arc<Metrics>>) -> Response {
+    match metrics.render() {
+        Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot encode the metrics");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        let metrics = Metrics::new("a\"b\\c\nd");
+        let text = metrics.render().unwrap_or_default();
+        assert!(text.contains(r#"namespace="a\"b\\c\nd""#), "{text}");
+    }
+
+    #[test]
+    fn only_webhook_paths_are_counted() {
+        let metrics = Metrics::new("ns");
+        metrics.record(WEBHOOK_PATHS[0], WebhookResult::Denied, 200);
+        metrics.record("/healthz", WebhookResult::Allowed, 200);
+        let text = metrics.render().unwrap_or_default();
+        let denied = format!(
+            "moco_controller_webhook_requests_total{{path=\"{}\",result=\"denied\"}} 1",
+            WEBHOOK_PATHS[0]
+        );
+        assert!(text.contains(&denied), "{text}");
+        assert!(!text.contains("/healthz"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}

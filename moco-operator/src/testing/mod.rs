@@ -1,0 +1,26 @@
+//! Helpers for tests of the servers, in this crate and in moco-bin (which runs the real binary):
+//! throwaway certificates, a minimal HTTP/1.1 client over TCP and TLS, AdmissionReview
+//! fixtures, a reader of the metrics exposition that checks its form, and the controller
+//! container of the install manifests. Enabled by the `testing` feature only.
+//!
+//! The helpers panic on failure, with what failed, as test code does.
+
+mod certs;
+mod client;
+mod exposition;
+mod manifests;
+mod reviews;
+
+pub use certs::write_certificates;
+pub use client::{Response, http, https};
+pub use exposition::samples;
+pub use manifests::{controller_container, deploy_container, repo, strings};
+pub use reviews::{allowed, cluster, policy, review};
+
+/// The value of `result`, or a panic naming `what` failed.
+fn check<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {
+    match result {
+        Ok(v) => v,
+        Err(e) => panic!("{what}: {e}"),
+    }
+}

@@ -1,0 +1,276 @@
+//! The admission webhooks over HTTP, on MOCO's paths: the rules are
+//! [`moco_api::admission`]'s; this module decodes the `AdmissionReview`, encodes the answer as
+//! the API server expects it, and counts each answer in the [`Metrics`].
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use kube::core::DynamicObject;
+use kube::core::admission::AdmissionReview;
+use moco_api::admission::{
+    ClusterLookup, mutate_mysqlcluster, validate_backuppolicy, validate_mysqlcluster,
+};
+use moco_api::labels::{
+    PATH_MUTATE_MYSQLCLUSTER, PATH_VALIDATE_BACKUPPOLICY, PATH_VALIDATE_MYSQLCLUSTER,
+};
+use serde_json::Value;
+
+use crate::metrics::Metrics;
+
+/// The webhook paths served (and counted in the metrics).
+pub const WEBHOOK_PATHS: [&str; 3] = [
+    PATH_MUTATE_MYSQLCLUSTER,
+    PATH_VALIDATE_BACKUPPOLICY,
+    PATH_VALIDATE_MYSQLCLUSTER,
+];
+
+/// Largest webhook response the metrics middleware reads to classify the answer.
+const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+/// How a webhook request ended (the `result` label of the metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WebhookResult {
+    /// Answered with `allowed: true`.
+    Allowed,
+    /// Answered with `allowed: false` by a rule.
+    Denied,
+    /// Not decided: no AdmissionReview in the answer (undecodable request), or a refusal because
+    /// a lookup failed (status code 5xx).
+    Error,
+}
+
+impl WebhookResult {
+    /// Every result, in label order.
+    pub const ALL: [WebhookResult; 3] = [
+        WebhookResult::Allowed,
+        WebhookResult::Denied,
+        WebhookResult::Error,
+    ];
+
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebhookResult::Allowed => "allowed",
+            WebhookResult::Denied => "denied",
+            WebhookResult::Error => "error",
+        }
+    }
+}
+
+/// Source of the random numbers the mutating webhook needs for `serverIDBase`.
+pub type RandomSource = Arc<dyn Fn() -> u32 + Send + Sync>;
+
+/// What the handlers share: where cluster facts come from, and the random source.
+pub struct WebhookState<L> {
+    lookup: L,
+    random: RandomSource,
+}
+
+impl<L> std::fmt::Debug for WebhookState<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookState").finish_non_exhaustive()
+    }
+}
+
+impl<L: ClusterLookup> WebhookState<L> {
+    /// State with the operating system's random numbers.
+    pub fn new(lookup: L) -> Self {
+        Self::with_random(lookup, Arc::new(os_random))
+    }
+
+    /// State with a given random source (tests that check the `serverIDBase` chosen).
+    pub fn with_random(lookup: L, random: RandomSource) -> Self {
+        WebhookState { lookup, random }
+    }
+}
+
+type Review = AdmissionReview<DynamicObject>;
+
+/// A random `u32` from the operating system; falls back to clock-derived bits if the OS source
+/// is unavailable (the value only needs to be unlikely to collide).
+pub fn os_random() -> u32 {
+    getrandom::u32().unwrap_or_else(|_| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
+            .unwrap_or(0);
+        nanos.wrapping_mul(0x9E37_79B9)
+    })
+}
+
+/// The three webhook paths and `/healthz`, each webhook answer counted in `metrics`.
+pub fn webhook_router<L: ClusterLookup>(
+    state: Arc<WebhookState<L>>,
+    metrics: Arc<Metrics>,
+) -> Router {
+    Router::new()
+        .route(PATH_VALIDATE_MYSQLCLUSTER, post(validate_cluster::<L>))
+        .route(PATH_MUTATE_MYSQLCLUSTER, post(mutate_cluster::<L>))
+        .route(PATH_VALIDATE_BACKUPPOLICY, post(validate_policy::<L>))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            count_webhook_request,
+        ))
+}
+
+async fn validate_cluster<L: ClusterLookup>(
+    State(state): State<Arc<WebhookState<L>>>,
+    Json(review): Json<Review>,
+) -> Json<Review> {
+    Json(validate_mysqlcluster(&state.lookup, review).await)
+}
+
+async fn mutate_cluster<L: ClusterLookup>(
+    State(state): State<Arc<WebhookState<L>>>,
+    Json(review): Json<Review>,
+) -> Json<Value> {
+    Json(patch_as_base64(&mutate_mysqlcluster(
+        review,
+        (state.random)(),
+    )))
+}
+
+async fn validate_policy<L: ClusterLookup>(
+    State(state): State<Arc<WebhookState<L>>>,
+    Json(review): Json<Review>,
+) -> Json<Review> {
+    Json(validate_backuppolicy(&state.lookup, review).await)
+}
+
+/// The review as JSON with `response.patch` encoded as a base64 string, the encoding Go's
+/// `[]byte` uses on the wire (kube serializes the bytes as a number array).
+pub fn patch_as_base64(review: &Review) -> Value {
+    let mut value = serde_json::to_value(review).unwrap_or(Value::Null);
+    if let Some(patch) = value.pointer_mut("/response/patch") {
+        let bytes: Vec<u8> = patch
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_u64)
+                    .filter_map(|b| u8::try_from(b).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        *patch = Value::String(base64(&bytes));
+    }
+    value
+}
+
+/// Standard base64 with padding.
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Counts the answer of a webhook path by its result and status code (other paths pass).
+async fn count_webhook_request(
+    State(metrics): State<Arc<Metrics>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    if !WEBHOOK_PATHS.contains(&path.as_str()) {
+        return response;
+    }
+    let status = response.status();
+    let (parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_RESPONSE_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            tracing::warn!(path, error = %e, "cannot read the webhook response");
+            metrics.record(&path, WebhookResult::Error, 500);
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+    };
+    let result = classify(status, &bytes);
+    metrics.record(&path, result, status.as_u16());
+    tracing::debug!(
+        path,
+        status = status.as_u16(),
+        result = result.as_str(),
+        "admission request"
+    );
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// Allowed/denied from the AdmissionReview in a successful response. A response that is not an
+/// AdmissionReview, or a refusal with a 5xx status (a failed lookup), is an error.
+fn classify(status: StatusCode, body: &[u8]) -> WebhookResult {
+    if !status.is_success() {
+        return WebhookResult::Error;
+    }
+    let Ok(review) = serde_json::from_slice::<Value>(body) else {
+        return WebhookResult::Error;
+    };
+    let code = review
+        .pointer("/response/status/code")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    match review.pointer("/response/allowed").and_then(Value::as_bool) {
+        Some(true) => WebhookResult::Allowed,
+        Some(false) if code >= 500 => WebhookResult::Error,
+        Some(false) => WebhookResult::Denied,
+        None => WebhookResult::Error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_rfc4648_vectors() {
+        let cases = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ];
+        for (plain, encoded) in cases {
+            assert_eq!(base64(plain.as_bytes()), encoded);
+        }
+    }
+
+    #[test]
+    fn responses_are_classified_by_allowed() {
+        let allowed = br#"{"response":{"uid":"u","allowed":true}}"#;
+        let denied = br#"{"response":{"uid":"u","allowed":false}}"#;
+        assert_eq!(classify(StatusCode::OK, allowed), WebhookResult::Allowed);
+        assert_eq!(classify(StatusCode::OK, denied), WebhookResult::Denied);
+        let failed = br#"{"response":{"uid":"u","allowed":false,"status":{"code":500}}}"#;
+        assert_eq!(classify(StatusCode::OK, failed), WebhookResult::Error);
+        assert_eq!(classify(StatusCode::OK, b"not json"), WebhookResult::Error);
+        assert_eq!(
+            classify(StatusCode::UNPROCESSABLE_ENTITY, allowed),
+            WebhookResult::Error
+        );
+    }
+}

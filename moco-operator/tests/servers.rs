@@ -1,0 +1,282 @@
+//! The servers of `moco controller` started in-process without an API server: webhooks over TLS
+//! with a `StaticLookup` and a throwaway certificate, health probes, metrics, their startup
+//! errors and their shutdown. (The real binary against an unreachable API server is
+//! moco-bin's `controller_server` test.)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use moco_api::admission::StaticLookup;
+use moco_core::validate::{ClusterReference, StorageClassFacts};
+use moco_operator::health::health_router;
+use moco_operator::testing::{
+    allowed, cluster, http, https, policy, review, samples, write_certificates,
+};
+use moco_operator::{ControllerError, ListenAddr, Readiness, ServeConfig, Servers};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+
+const VALIDATE: &str = "/validate-moco-cybozu-com-v1beta2-mysqlcluster";
+const MUTATE: &str = "/mutate-moco-cybozu-com-v1beta2-mysqlcluster";
+const POLICY: &str = "/validate-moco-cybozu-com-v1beta2-backuppolicy";
+
+fn loopback() -> ListenAddr {
+    ListenAddr::Socket(SocketAddr::from(([127, 0, 0, 1], 0)))
+}
+
+fn config(cert_dir: &Path) -> ServeConfig {
+    ServeConfig {
+        namespace: "moco-system".into(),
+        webhook_addr: loopback(),
+        health_addr: loopback(),
+        metrics_addr: loopback(),
+        cert_dir: cert_dir.to_owned(),
+        cert_reload_interval: Duration::from_secs(60),
+    }
+}
+
+fn lookup() -> StaticLookup {
+    StaticLookup {
+        storage_classes: vec![StorageClassFacts {
+            name: "standard".into(),
+            allow_volume_expansion: false,
+            is_default: true,
+        }],
+        clusters: BTreeMap::from([(
+            "backup".to_owned(),
+            vec![ClusterReference {
+                cluster_name: "source".into(),
+                backup_policy_name: Some("daily".into()),
+            }],
+        )]),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_webhooks_health_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = write_certificates(dir.path());
+    let servers = Servers::start(&config(dir.path()), lookup()).await.unwrap();
+    let webhook = servers.webhook_addr();
+    let health = servers.health_addr().expect("health enabled");
+    let metrics = servers.metrics_addr().expect("metrics enabled");
+    assert_ne!(webhook.port(), 0);
+
+    // Health probes.
+    let r = http(health, "GET", "/healthz").await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+    let r = http(health, "GET", "/readyz").await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+    assert_eq!(http(health, "GET", "/metrics").await.status, 404);
+
+    // Metrics before any request: the info gauge and zeroed counters.
+    let r = http(metrics, "GET", "/metrics").await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.headers
+            .contains("content-type: application/openmetrics-text; version=1.0.0"),
+        "{}",
+        r.headers
+    );
+    let before = samples(&r.body);
+    let info = format!(
+        "moco_controller_info{{version=\"{}\",namespace=\"moco-system\",reconciliation=\"none\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(before.get(&info), Some(&1.0), "{}", r.body);
+    for path in [VALIDATE, MUTATE, POLICY] {
+        for result in ["allowed", "denied", "error"] {
+            let series = format!(
+                "moco_controller_webhook_requests_total{{path=\"{path}\",result=\"{result}\"}}"
+            );
+            assert_eq!(before.get(&series), Some(&0.0), "{series}");
+        }
+    }
+
+    // Webhooks over TLS, the StaticLookup answering the BackupPolicy deletion.
+    let ok = review(
+        "MySQLCluster",
+        "mysqlclusters",
+        "CREATE",
+        "default",
+        "c1",
+        cluster("c1", 3),
+        Value::Null,
+    );
+    assert!(allowed(&https(webhook, &ca, VALIDATE, &ok).await));
+    let bad = review(
+        "MySQLCluster",
+        "mysqlclusters",
+        "CREATE",
+        "default",
+        "c1",
+        cluster("c1", 2),
+        Value::Null,
+    );
+    let r = https(webhook, &ca, VALIDATE, &bad).await;
+    assert!(!allowed(&r));
+    assert!(
+        r.body.contains("replicas must be a positive odd number"),
+        "{}",
+        r.body
+    );
+    let r = https(webhook, &ca, MUTATE, &ok).await;
+    assert!(allowed(&r));
+    assert_eq!(
+        r.json().pointer("/response/patchType"),
+        Some(&json!("JSONPatch"))
+    );
+    let delete = |name: &str| {
+        review(
+            "BackupPolicy",
+            "backuppolicies",
+            "DELETE",
+            "backup",
+            name,
+            Value::Null,
+            policy(name),
+        )
+    };
+    let r = https(webhook, &ca, POLICY, &delete("daily")).await;
+    assert!(!allowed(&r));
+    assert!(r.body.contains("MySQLCluster source"), "{}", r.body);
+    assert!(allowed(
+        &https(webhook, &ca, POLICY, &delete("weekly")).await
+    ));
+    let r = https(webhook, &ca, VALIDATE, "{not json").await;
+    assert!(
+        (400..500).contains(&r.status),
+        "undecodable review: {}",
+        r.status
+    );
+    // Not a webhook path: not counted.
+    assert_eq!(
+        https(webhook, &ca, "/validate-apps-v1-statefulset", "{}")
+            .await
+            .status,
+        404
+    );
+
+    let after = samples(&http(metrics, "GET", "/metrics").await.body);
+    let count = |path: &str, result: &str| {
+        after
+            .get(&format!(
+                "moco_controller_webhook_requests_total{{path=\"{path}\",result=\"{result}\"}}"
+            ))
+            .copied()
+    };
+    assert_eq!(count(VALIDATE, "allowed"), Some(1.0));
+    assert_eq!(count(VALIDATE, "denied"), Some(1.0));
+    assert_eq!(count(VALIDATE, "error"), Some(1.0));
+    assert_eq!(count(MUTATE, "allowed"), Some(1.0));
+    assert_eq!(count(POLICY, "allowed"), Some(1.0));
+    assert_eq!(count(POLICY, "denied"), Some(1.0));
+    assert_eq!(count(MUTATE, "denied"), Some(0.0));
+    let by_code = |code: u16, path: &str| {
+        after
+            .get(&format!(
+                "controller_runtime_webhook_requests_total{{code=\"{code}\",webhook=\"{path}\"}}"
+            ))
+            .copied()
+    };
+    assert_eq!(by_code(200, VALIDATE), Some(2.0));
+    assert_eq!(by_code(200, POLICY), Some(2.0));
+    assert!(
+        after.keys().all(|k| !k.contains("statefulset")),
+        "unknown paths are not counted"
+    );
+    let error_code = after
+        .iter()
+        .find(|(k, _)| {
+            k.starts_with("controller_runtime_webhook_requests_total{code=\"4")
+                && k.contains(VALIDATE)
+        })
+        .map(|(_, v)| *v);
+    assert_eq!(error_code, Some(1.0), "{after:?}");
+
+    // Shutdown stops every listener.
+    servers.shutdown().await.unwrap();
+    for addr in [webhook, health, metrics] {
+        assert!(
+            TcpStream::connect(addr).await.is_err(),
+            "{addr} still listening"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_follows_the_webhook_server() {
+    let readiness = Arc::new(Readiness::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = health_router(readiness.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let r = http(addr, "GET", "/readyz").await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains("webhook server is not serving"));
+    assert_eq!(
+        http(addr, "GET", "/healthz").await.status,
+        200,
+        "alive while not ready"
+    );
+    readiness.set_webhook_serving(true);
+    assert_eq!(http(addr, "GET", "/readyz").await.status, 200);
+    readiness.set_shutting_down();
+    assert_eq!(http(addr, "GET", "/readyz").await.status, 503);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_errors_name_what_is_wrong() {
+    // No certificate in --cert-dir.
+    let empty = tempfile::tempdir().unwrap();
+    let error = Servers::start(&config(empty.path()), lookup())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ControllerError::Certificate { .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("--cert-dir") && message.contains("tls.crt"),
+        "{message}"
+    );
+
+    // A port already taken.
+    let dir = tempfile::tempdir().unwrap();
+    write_certificates(dir.path());
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut cfg = config(dir.path());
+    cfg.metrics_addr = ListenAddr::Socket(taken.local_addr().unwrap());
+    let error = Servers::start(&cfg, lookup()).await.unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "cannot listen on --metrics-addr {}",
+            taken.local_addr().unwrap()
+        )),
+        "{message}"
+    );
+
+    // The webhooks cannot be switched off; metrics and health can.
+    let mut cfg = config(dir.path());
+    cfg.webhook_addr = ListenAddr::Disabled;
+    let error = Servers::start(&cfg, lookup()).await.unwrap_err();
+    assert!(
+        matches!(error, ControllerError::WebhookDisabled),
+        "{error:?}"
+    );
+    let mut cfg = config(dir.path());
+    cfg.metrics_addr = ListenAddr::Disabled;
+    cfg.health_addr = ListenAddr::Disabled;
+    let servers = Servers::start(&cfg, lookup()).await.unwrap();
+    assert_eq!(
+        (servers.health_addr(), servers.metrics_addr()),
+        (None, None)
+    );
+    servers.shutdown().await.unwrap();
+}
