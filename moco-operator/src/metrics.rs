@@ -20,10 +20,49 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::webhook::{WEBHOOK_PATHS, WebhookResult};
+use moco_api::labels::{
+    PATH_MUTATE_MYSQLCLUSTER, PATH_VALIDATE_BACKUPPOLICY, PATH_VALIDATE_MYSQLCLUSTER,
+};
 
 /// The content type of the OpenMetrics text format that [`Metrics::render`] writes.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The webhook paths served (each counted, from zero).
+pub const WEBHOOK_PATHS: [&str; 3] = [
+    PATH_MUTATE_MYSQLCLUSTER,
+    PATH_VALIDATE_BACKUPPOLICY,
+    PATH_VALIDATE_MYSQLCLUSTER,
+];
+
+/// How a webhook request ended (the `result` label of the metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WebhookResult {
+    /// Answered with `allowed: true`.
+    Allowed,
+    /// Answered with `allowed: false` by a rule.
+    Denied,
+    /// Not decided: no AdmissionReview in the answer (undecodable request), or a refusal because
+    /// a lookup failed (status code 5xx).
+    Error,
+}
+
+impl WebhookResult {
+    /// Every result, in label order.
+    pub const ALL: [WebhookResult; 3] = [
+        WebhookResult::Allowed,
+        WebhookResult::Denied,
+        WebhookResult::Error,
+    ];
+
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebhookResult::Allowed => "allowed",
+            WebhookResult::Denied => "denied",
+            WebhookResult::Error => "error",
+        }
+    }
+}
 
 /// Labels of `moco_controller_info`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]

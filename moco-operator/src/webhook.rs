@@ -22,46 +22,10 @@ use moco_api::labels::{
 use serde_json::Value;
 
 use crate::metrics::Metrics;
-
-/// The webhook paths served (and counted in the metrics).
-pub const WEBHOOK_PATHS: [&str; 3] = [
-    PATH_MUTATE_MYSQLCLUSTER,
-    PATH_VALIDATE_BACKUPPOLICY,
-    PATH_VALIDATE_MYSQLCLUSTER,
-];
+pub use crate::metrics::{WEBHOOK_PATHS, WebhookResult};
 
 /// Largest webhook response the metrics middleware reads to classify the answer.
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
-
-/// How a webhook request ended (the `result` label of the metrics).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum WebhookResult {
-    /// Answered with `allowed: true`.
-    Allowed,
-    /// Answered with `allowed: false` by a rule.
-    Denied,
-    /// Not decided: no AdmissionReview in the answer (undecodable request), or a refusal because
-    /// a lookup failed (status code 5xx).
-    Error,
-}
-
-impl WebhookResult {
-    /// Every result, in label order.
-    pub const ALL: [WebhookResult; 3] = [
-        WebhookResult::Allowed,
-        WebhookResult::Denied,
-        WebhookResult::Error,
-    ];
-
-    /// The metric label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WebhookResult::Allowed => "allowed",
-            WebhookResult::Denied => "denied",
-            WebhookResult::Error => "error",
-        }
-    }
-}
 
 /// Source of the random numbers the mutating webhook needs for `serverIDBase`.
 pub type RandomSource = Arc<dyn Fn() -> u32 + Send + Sync>;

@@ -1,26 +1,22 @@
-//! [`SimCluster`]: the simulated cluster, its fault controls and its [`Platform`] side.
+//! [`SimCluster`]: the simulated cluster, its fault controls and its clock (its [`Platform`]
+//! side is in `platform.rs`, its SQL ports in `instance.rs`).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
-use async_trait::async_trait;
 use moco_core::Decision;
-use moco_core::facts::{ClusterFacts, Flavor, PodFacts, Role, SpecFacts};
-use moco_core::operation::{Event, ReplicationSource};
-use moco_core::status::{ClusterStatus, ClusteringStatus};
+use moco_core::facts::{ClusterFacts, Flavor, Role};
+use moco_core::operation::Event;
+use moco_core::status::ClusterStatus;
 use moco_core::time::Timestamp;
 use tokio::sync::Notify;
 
-use super::instance::SimInstance;
 use super::model::{
     OpFault, PORT, Promotion, RelayPurge, SimGtid, State, WriteOutcome, WriteRecord, WriteState,
     WriteTarget, host_of,
 };
 use moco_adapters::manager::{Manager, ManagerConfig};
-use moco_adapters::ports::{
-    Clock, Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
-};
+use moco_adapters::ports::{Clock, Platform, PortError};
 
 /// Shape of a simulated cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,10 +54,10 @@ struct Shared {
 /// An in-memory cluster of simulated mysqld instances, deterministic: nothing happens unless
 /// a caller asks (a client write, a [`tick`](SimCluster::tick), a fault, a port call).
 ///
-/// Clones share the same cluster. It implements [`Platform`]; [`SimInstance`] implements
-/// [`MysqlPort`]. Operations that wait (read-only with pending commits, GTID waits) advance
-/// the simulation one tick per simulated second with `tokio::time`, so they are meant to run
-/// on a runtime with paused time. Instance indexes out of range are ignored by the fault
+/// Clones share the same cluster. It implements [`Platform`]; [`crate::SimInstance`]
+/// implements [`moco_adapters::ports::MysqlPort`]. Operations that wait (read-only with
+/// pending commits, GTID waits) advance the simulation one tick per simulated second with
+/// `tokio::time`, so they are meant to run on a runtime with paused time. Instance indexes out of range are ignored by the fault
 /// controls.
 #[derive(Clone, Debug)]
 pub struct SimCluster {
@@ -87,6 +83,12 @@ impl SimCluster {
         }
     }
 
+    pub(crate) fn count_port_built(&self) {
+        self.shared
+            .ports_built
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// How many times [`Platform::mysql`] was called.
     pub fn ports_built(&self) -> u64 {
         self.shared
@@ -106,11 +108,6 @@ impl SimCluster {
             .state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The SQL port of instance `index`.
-    pub fn instance(&self, index: u32) -> SimInstance {
-        SimInstance::new(self.clone(), index)
     }
 
     /// Number of instances.
@@ -497,165 +494,5 @@ impl Clock for SimCluster {
     fn now(&self) -> Timestamp {
         let ticks = i64::try_from(self.lock().ticks).unwrap_or(i64::MAX);
         Timestamp(SIM_EPOCH.saturating_add(ticks))
-    }
-}
-
-fn pod_target(i: u32) -> String {
-    format!("pod moco-sim-{i}")
-}
-
-#[async_trait]
-impl Platform for SimCluster {
-    async fn observe(&self) -> Result<Observation, PortError> {
-        let st = self.lock();
-        let instances = st
-            .insts
-            .iter()
-            .map(|x| InstanceSlot {
-                index: x.index,
-                host: host_of(x.index),
-                port: PORT,
-                pod: PodFacts {
-                    exists: true,
-                    ready: x.up,
-                    deleting: x.pod.deleting,
-                    demote: x.pod.demote,
-                    prevent_delete: x.pod.prevent_delete,
-                    role_label: x.pod.role,
-                },
-            })
-            .collect();
-        Ok(Observation {
-            spec: SpecFacts {
-                replicas: st.replicas(),
-                external_source: None,
-                restore: false,
-                offline: false,
-                server_id_base: st.server_id_base,
-                max_delay_seconds_for_pod_deletion: st.max_delay_seconds,
-                flavor: st.flavor,
-                reclone_errant: false,
-                startup_wait_seconds: 3600,
-            },
-            status: st.status.clone(),
-            instances,
-            switchover_to: None,
-        })
-    }
-
-    async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
-        self.shared
-            .ports_built
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(Arc::new(self.instance(slot.index)))
-    }
-
-    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
-        let name = match user {
-            MocoUser::Admin => "moco-admin",
-            MocoUser::Repl => "moco-repl",
-            MocoUser::CloneDonor => "moco-clone-donor",
-        };
-        Ok(Credentials {
-            user: name.to_owned(),
-            password: "sim".to_owned(),
-        })
-    }
-
-    async fn external_credentials(&self) -> Result<Credentials, PortError> {
-        Err(PortError::Failed {
-            target: "external source".to_owned(),
-            message: "the simulator has no external source".to_owned(),
-        })
-    }
-
-    async fn set_role_label(&self, index: u32, role: Option<Role>) -> Result<(), PortError> {
-        self.gate().await;
-        let mut st = self.lock();
-        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
-            target: pod_target(index),
-            message: "no such Pod".to_owned(),
-        })?;
-        x.pod.role = role;
-        Ok(())
-    }
-
-    async fn set_prevent_delete(&self, index: u32, enabled: bool) -> Result<(), PortError> {
-        self.gate().await;
-        let mut st = self.lock();
-        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
-            target: pod_target(index),
-            message: "no such Pod".to_owned(),
-        })?;
-        x.pod.prevent_delete = enabled;
-        Ok(())
-    }
-
-    async fn remove_demote(&self, index: u32) -> Result<(), PortError> {
-        self.gate().await;
-        let mut st = self.lock();
-        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
-            target: pod_target(index),
-            message: "no such Pod".to_owned(),
-        })?;
-        x.pod.demote = false;
-        Ok(())
-    }
-
-    async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {
-        self.gate().await;
-        let mut st = self.lock();
-        let from = st.status.current_primary_index;
-        let to = status.current_primary_index;
-        if from != to {
-            let (missing_acknowledged, problems) = st.judge_promotion(from, to);
-            let tick = st.ticks;
-            st.promotions.push(Promotion {
-                from,
-                to,
-                tick,
-                missing_acknowledged,
-                problems,
-            });
-        }
-        status.merge_into(&mut st.status);
-        Ok(())
-    }
-
-    async fn record_event(&self, event: &Event) -> Result<(), PortError> {
-        self.lock().events.push(event.clone());
-        Ok(())
-    }
-
-    async fn clone_instance(
-        &self,
-        index: u32,
-        donor: &ReplicationSource,
-        _boot_timeout: Duration,
-    ) -> Result<(), PortError> {
-        self.gate().await;
-        let mut st = self.lock();
-        reach(&st, index)?;
-        let ReplicationSource::Instance { index: from, .. } = donor else {
-            return Err(PortError::Failed {
-                target: format!("instance {index}"),
-                message: "clone from an external source is not simulated".to_owned(),
-            });
-        };
-        let from = *from;
-        if from == index || !st.up(from) || !st.link_ok(index, from) {
-            return Err(PortError::Sql {
-                target: format!("instance {index} ({}:{PORT})", host_of(index)),
-                what: format!("CLONE INSTANCE FROM {}:{PORT}", host_of(from)),
-                code: 3862,
-                message: format!("Clone Donor Error: cannot connect to instance {from}"),
-            });
-        }
-        st.clone_from(index, from);
-        Ok(())
-    }
-
-    async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {
-        self.lock().last_round = Some((facts.clone(), decision.clone()));
     }
 }

@@ -24,6 +24,13 @@ pub struct SimInstance {
     index: u32,
 }
 
+impl SimCluster {
+    /// The SQL port of instance `index`.
+    pub fn instance(&self, index: u32) -> SimInstance {
+        SimInstance::new(self.clone(), index)
+    }
+}
+
 impl SimInstance {
     pub(crate) fn new(cluster: SimCluster, index: u32) -> Self {
         SimInstance { cluster, index }

@@ -33,6 +33,7 @@
 mod cluster;
 mod instance;
 mod model;
+mod platform;
 
 pub use cluster::{SIM_EPOCH, SimCluster, SimConfig};
 pub use instance::SimInstance;

@@ -1,0 +1,175 @@
+//! The [`Platform`] side of [`SimCluster`]: Pods, labels, annotations, status and events as
+//! the manager sees them, and the SQL port of each instance ([`crate::SimInstance`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use moco_core::Decision;
+use moco_core::facts::{ClusterFacts, PodFacts, Role, SpecFacts};
+use moco_core::operation::{Event, ReplicationSource};
+use moco_core::status::ClusteringStatus;
+
+use super::cluster::{SimCluster, reach};
+use super::model::{PORT, Promotion, host_of};
+use moco_adapters::ports::{
+    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
+};
+
+fn pod_target(i: u32) -> String {
+    format!("pod moco-sim-{i}")
+}
+
+#[async_trait]
+impl Platform for SimCluster {
+    async fn observe(&self) -> Result<Observation, PortError> {
+        let st = self.lock();
+        let instances = st
+            .insts
+            .iter()
+            .map(|x| InstanceSlot {
+                index: x.index,
+                host: host_of(x.index),
+                port: PORT,
+                pod: PodFacts {
+                    exists: true,
+                    ready: x.up,
+                    deleting: x.pod.deleting,
+                    demote: x.pod.demote,
+                    prevent_delete: x.pod.prevent_delete,
+                    role_label: x.pod.role,
+                },
+            })
+            .collect();
+        Ok(Observation {
+            spec: SpecFacts {
+                replicas: st.replicas(),
+                external_source: None,
+                restore: false,
+                offline: false,
+                server_id_base: st.server_id_base,
+                max_delay_seconds_for_pod_deletion: st.max_delay_seconds,
+                flavor: st.flavor,
+                reclone_errant: false,
+                startup_wait_seconds: 3600,
+            },
+            status: st.status.clone(),
+            instances,
+            switchover_to: None,
+        })
+    }
+
+    async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
+        self.count_port_built();
+        Ok(Arc::new(self.instance(slot.index)))
+    }
+
+    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
+        let name = match user {
+            MocoUser::Admin => "moco-admin",
+            MocoUser::Repl => "moco-repl",
+            MocoUser::CloneDonor => "moco-clone-donor",
+        };
+        Ok(Credentials {
+            user: name.to_owned(),
+            password: "sim".to_owned(),
+        })
+    }
+
+    async fn external_credentials(&self) -> Result<Credentials, PortError> {
+        Err(PortError::Failed {
+            target: "external source".to_owned(),
+            message: "the simulator has no external source".to_owned(),
+        })
+    }
+
+    async fn set_role_label(&self, index: u32, role: Option<Role>) -> Result<(), PortError> {
+        self.gate().await;
+        let mut st = self.lock();
+        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
+            target: pod_target(index),
+            message: "no such Pod".to_owned(),
+        })?;
+        x.pod.role = role;
+        Ok(())
+    }
+
+    async fn set_prevent_delete(&self, index: u32, enabled: bool) -> Result<(), PortError> {
+        self.gate().await;
+        let mut st = self.lock();
+        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
+            target: pod_target(index),
+            message: "no such Pod".to_owned(),
+        })?;
+        x.pod.prevent_delete = enabled;
+        Ok(())
+    }
+
+    async fn remove_demote(&self, index: u32) -> Result<(), PortError> {
+        self.gate().await;
+        let mut st = self.lock();
+        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
+            target: pod_target(index),
+            message: "no such Pod".to_owned(),
+        })?;
+        x.pod.demote = false;
+        Ok(())
+    }
+
+    async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {
+        self.gate().await;
+        let mut st = self.lock();
+        let from = st.status.current_primary_index;
+        let to = status.current_primary_index;
+        if from != to {
+            let (missing_acknowledged, problems) = st.judge_promotion(from, to);
+            let tick = st.ticks;
+            st.promotions.push(Promotion {
+                from,
+                to,
+                tick,
+                missing_acknowledged,
+                problems,
+            });
+        }
+        status.merge_into(&mut st.status);
+        Ok(())
+    }
+
+    async fn record_event(&self, event: &Event) -> Result<(), PortError> {
+        self.lock().events.push(event.clone());
+        Ok(())
+    }
+
+    async fn clone_instance(
+        &self,
+        index: u32,
+        donor: &ReplicationSource,
+        _boot_timeout: Duration,
+    ) -> Result<(), PortError> {
+        self.gate().await;
+        let mut st = self.lock();
+        reach(&st, index)?;
+        let ReplicationSource::Instance { index: from, .. } = donor else {
+            return Err(PortError::Failed {
+                target: format!("instance {index}"),
+                message: "clone from an external source is not simulated".to_owned(),
+            });
+        };
+        let from = *from;
+        if from == index || !st.up(from) || !st.link_ok(index, from) {
+            return Err(PortError::Sql {
+                target: format!("instance {index} ({}:{PORT})", host_of(index)),
+                what: format!("CLONE INSTANCE FROM {}:{PORT}", host_of(from)),
+                code: 3862,
+                message: format!("Clone Donor Error: cannot connect to instance {from}"),
+            });
+        }
+        st.clone_from(index, from);
+        Ok(())
+    }
+
+    async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {
+        self.lock().last_round = Some((facts.clone(), decision.clone()));
+    }
+}
