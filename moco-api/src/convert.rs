@@ -155,6 +155,21 @@ fn spec_error(path: &str, message: impl Into<String>) -> SpecFactsError {
     }
 }
 
+fn non_negative<T, U>(value: T, path: &str) -> Result<U, SpecFactsError>
+where
+    T: Copy + std::fmt::Display,
+    U: TryFrom<T>,
+{
+    U::try_from(value).map_err(|_| spec_error(path, format!("{value} is negative or too large")))
+}
+
+fn positive(value: i32, path: &str) -> Result<u32, SpecFactsError> {
+    match non_negative(value, path)? {
+        0 => Err(spec_error(path, "must be at least 1")),
+        v => Ok(v),
+    }
+}
+
 /// The engine's spec facts of a MySQLCluster. Admission already refuses what fails here; the
 /// errors guard objects admitted before a webhook ran, or edited around it.
 pub fn spec_facts(
@@ -162,36 +177,13 @@ pub fn spec_facts(
     settings: &EngineSettings,
 ) -> Result<SpecFacts, SpecFactsError> {
     let spec = &cluster.spec;
-    let replicas = u32::try_from(spec.replicas)
-        .ok()
-        .filter(|r| *r >= 1)
-        .ok_or_else(|| {
-            spec_error(
-                "spec.replicas",
-                format!("{} is not a positive count", spec.replicas),
-            )
-        })?;
-    let server_id_base = u32::try_from(spec.server_id_base)
-        .ok()
-        .filter(|b| *b >= 1)
-        .ok_or_else(|| {
-            spec_error(
-                "spec.serverIDBase",
-                format!("{} is not a positive server_id", spec.server_id_base),
-            )
-        })?;
-    let max_delay = u64::try_from(spec.max_delay_seconds_for_pod_deletion).map_err(|_| {
-        spec_error(
-            "spec.maxDelaySecondsForPodDeletion",
-            format!("{} is negative", spec.max_delay_seconds_for_pod_deletion),
-        )
-    })?;
-    let startup_wait_seconds = u32::try_from(spec.startup_wait_seconds).map_err(|_| {
-        spec_error(
-            "spec.startupWaitSeconds",
-            format!("{} is negative", spec.startup_wait_seconds),
-        )
-    })?;
+    let replicas = positive(spec.replicas, "spec.replicas")?;
+    let server_id_base = positive(spec.server_id_base, "spec.serverIDBase")?;
+    let max_delay = non_negative(
+        spec.max_delay_seconds_for_pod_deletion,
+        "spec.maxDelaySecondsForPodDeletion",
+    )?;
+    let startup_wait_seconds = non_negative(spec.startup_wait_seconds, "spec.startupWaitSeconds")?;
     let external_source = match (
         &spec.replication_source_secret_name,
         &settings.external_source,

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use moco_operator::testing::{
-    allowed, cluster, http, https, policy, review, samples, write_certificates,
+    allowed, create_cluster_review, http, https, policy, review, samples, write_certificates,
 };
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
@@ -102,15 +102,7 @@ async fn binary_serves_until_sigterm() {
     let (webhook, health, metrics) = (addr("webhook"), addr("health"), addr("metrics"));
 
     assert_eq!(http(health, "GET", "/readyz").await.status, 200);
-    let ok = review(
-        "MySQLCluster",
-        "mysqlclusters",
-        "CREATE",
-        "default",
-        "c1",
-        cluster("c1", 3),
-        Value::Null,
-    );
+    let ok = create_cluster_review("c1", 3);
     assert!(allowed(&https(webhook, &ca, VALIDATE, &ok).await));
     // Deleting a BackupPolicy needs the MySQLClusters of the namespace: the API server does not
     // answer, so the webhook refuses with the lookup's error, counted as an error.

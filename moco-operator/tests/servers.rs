@@ -4,17 +4,15 @@
 //! moco-bin's `controller_server` test.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moco_api::admission::StaticLookup;
-use moco_core::validate::{ClusterReference, StorageClassFacts};
 use moco_operator::health::health_router;
 use moco_operator::testing::{
-    allowed, cluster, http, https, policy, review, samples, write_certificates,
+    allowed, create_cluster_review, http, https, policy, review, samples, static_lookup,
+    write_certificates,
 };
 use moco_operator::{ControllerError, ListenAddr, Readiness, ServeConfig, Servers};
 use serde_json::{Value, json};
@@ -39,28 +37,13 @@ fn config(cert_dir: &Path) -> ServeConfig {
     }
 }
 
-fn lookup() -> StaticLookup {
-    StaticLookup {
-        storage_classes: vec![StorageClassFacts {
-            name: "standard".into(),
-            allow_volume_expansion: false,
-            is_default: true,
-        }],
-        clusters: BTreeMap::from([(
-            "backup".to_owned(),
-            vec![ClusterReference {
-                cluster_name: "source".into(),
-                backup_policy_name: Some("daily".into()),
-            }],
-        )]),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_webhooks_health_and_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let ca = write_certificates(dir.path());
-    let servers = Servers::start(&config(dir.path()), lookup()).await.unwrap();
+    let servers = Servers::start(&config(dir.path()), static_lookup())
+        .await
+        .unwrap();
     let webhook = servers.webhook_addr();
     let health = servers.health_addr().expect("health enabled");
     let metrics = servers.metrics_addr().expect("metrics enabled");
@@ -98,25 +81,9 @@ async fn serves_webhooks_health_and_metrics() {
     }
 
     // Webhooks over TLS, the StaticLookup answering the BackupPolicy deletion.
-    let ok = review(
-        "MySQLCluster",
-        "mysqlclusters",
-        "CREATE",
-        "default",
-        "c1",
-        cluster("c1", 3),
-        Value::Null,
-    );
+    let ok = create_cluster_review("c1", 3);
     assert!(allowed(&https(webhook, &ca, VALIDATE, &ok).await));
-    let bad = review(
-        "MySQLCluster",
-        "mysqlclusters",
-        "CREATE",
-        "default",
-        "c1",
-        cluster("c1", 2),
-        Value::Null,
-    );
+    let bad = create_cluster_review("c1", 2);
     let r = https(webhook, &ca, VALIDATE, &bad).await;
     assert!(!allowed(&r));
     assert!(
@@ -233,7 +200,7 @@ async fn readyz_follows_the_webhook_server() {
 async fn startup_errors_name_what_is_wrong() {
     // No certificate in --cert-dir.
     let empty = tempfile::tempdir().unwrap();
-    let error = Servers::start(&config(empty.path()), lookup())
+    let error = Servers::start(&config(empty.path()), static_lookup())
         .await
         .unwrap_err();
     assert!(
@@ -252,7 +219,7 @@ async fn startup_errors_name_what_is_wrong() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let mut cfg = config(dir.path());
     cfg.metrics_addr = ListenAddr::Socket(taken.local_addr().unwrap());
-    let error = Servers::start(&cfg, lookup()).await.unwrap_err();
+    let error = Servers::start(&cfg, static_lookup()).await.unwrap_err();
     let message = error.to_string();
     assert!(
         message.starts_with(&format!(
@@ -265,7 +232,7 @@ async fn startup_errors_name_what_is_wrong() {
     // The webhooks cannot be switched off; metrics and health can.
     let mut cfg = config(dir.path());
     cfg.webhook_addr = ListenAddr::Disabled;
-    let error = Servers::start(&cfg, lookup()).await.unwrap_err();
+    let error = Servers::start(&cfg, static_lookup()).await.unwrap_err();
     assert!(
         matches!(error, ControllerError::WebhookDisabled),
         "{error:?}"
@@ -273,7 +240,7 @@ async fn startup_errors_name_what_is_wrong() {
     let mut cfg = config(dir.path());
     cfg.metrics_addr = ListenAddr::Disabled;
     cfg.health_addr = ListenAddr::Disabled;
-    let servers = Servers::start(&cfg, lookup()).await.unwrap();
+    let servers = Servers::start(&cfg, static_lookup()).await.unwrap();
     assert_eq!(
         (servers.health_addr(), servers.metrics_addr()),
         (None, None)

@@ -2,14 +2,11 @@
 //! server certificate in the cert dir, the server on a loopback port, and AdmissionReview JSON as
 //! the API server sends it, posted with rustls.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moco_api::admission::StaticLookup;
-use moco_core::validate::{ClusterReference, StorageClassFacts};
-use moco_operator::testing::{https, write_certificates};
+use moco_operator::testing::{self, https, static_lookup, write_certificates};
 use moco_operator::webhook::WebhookState;
 use moco_operator::{ListenAddr, ServeConfig, Servers};
 use rustls::pki_types::CertificateDer;
@@ -40,20 +37,7 @@ fn check<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
 async fn start(os_random: bool) -> Server {
     let dir = check(tempfile::tempdir(), "tempdir");
     let ca = write_certificates(dir.path());
-    let lookup = StaticLookup {
-        storage_classes: vec![StorageClassFacts {
-            name: "standard".into(),
-            allow_volume_expansion: false,
-            is_default: true,
-        }],
-        clusters: BTreeMap::from([(
-            "backup".to_owned(),
-            vec![ClusterReference {
-                cluster_name: "source".into(),
-                backup_policy_name: Some("daily".into()),
-            }],
-        )]),
-    };
+    let lookup = static_lookup();
     let config = ServeConfig {
         namespace: "moco-system".into(),
         webhook_addr: ListenAddr::Socket(SocketAddr::from(([127, 0, 0, 1], 0))),
@@ -128,7 +112,7 @@ fn policy(name: &str, schedule: &str) -> Value {
     })
 }
 
-/// An AdmissionReview as the API server posts it.
+/// An AdmissionReview as the API server posts it (argument order: name, then namespace).
 fn review(
     kind: &str,
     resource: &str,
@@ -138,25 +122,12 @@ fn review(
     object: Value,
     old: Value,
 ) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": format!("uid-{operation}-{name}"),
-            "kind": {"group": "moco.cybozu.com", "version": "v1beta2", "kind": kind},
-            "resource": {"group": "moco.cybozu.com", "version": "v1beta2", "resource": resource},
-            "requestKind": {"group": "moco.cybozu.com", "version": "v1beta2", "kind": kind},
-            "requestResource": {"group": "moco.cybozu.com", "version": "v1beta2", "resource": resource},
-            "name": name,
-            "namespace": namespace,
-            "operation": operation,
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
-            "object": object,
-            "oldObject": old,
-            "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
-        }
-    })
+    check(
+        serde_json::from_str(&testing::review(
+            kind, resource, operation, namespace, name, object, old,
+        )),
+        "review JSON",
+    )
 }
 
 fn response(v: &Value) -> (bool, String, i64) {

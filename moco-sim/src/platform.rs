@@ -11,13 +11,31 @@ use moco_core::operation::{Event, ReplicationSource};
 use moco_core::status::ClusteringStatus;
 
 use super::cluster::{SimCluster, reach};
-use super::model::{PORT, Promotion, host_of};
+use super::model::{PORT, PodState, Promotion, host_of};
 use moco_adapters::ports::{
     Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
 };
 
 fn pod_target(i: u32) -> String {
     format!("pod moco-sim-{i}")
+}
+
+impl SimCluster {
+    /// Changes the metadata of Pod `index` (after the manager-crash gate, as every write).
+    async fn edit_pod(
+        &self,
+        index: u32,
+        edit: impl FnOnce(&mut PodState),
+    ) -> Result<(), PortError> {
+        self.gate().await;
+        let mut st = self.lock();
+        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
+            target: pod_target(index),
+            message: "no such Pod".to_owned(),
+        })?;
+        edit(&mut x.pod);
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -84,36 +102,16 @@ impl Platform for SimCluster {
     }
 
     async fn set_role_label(&self, index: u32, role: Option<Role>) -> Result<(), PortError> {
-        self.gate().await;
-        let mut st = self.lock();
-        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
-            target: pod_target(index),
-            message: "no such Pod".to_owned(),
-        })?;
-        x.pod.role = role;
-        Ok(())
+        self.edit_pod(index, |pod| pod.role = role).await
     }
 
     async fn set_prevent_delete(&self, index: u32, enabled: bool) -> Result<(), PortError> {
-        self.gate().await;
-        let mut st = self.lock();
-        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
-            target: pod_target(index),
-            message: "no such Pod".to_owned(),
-        })?;
-        x.pod.prevent_delete = enabled;
-        Ok(())
+        self.edit_pod(index, |pod| pod.prevent_delete = enabled)
+            .await
     }
 
     async fn remove_demote(&self, index: u32) -> Result<(), PortError> {
-        self.gate().await;
-        let mut st = self.lock();
-        let x = st.inst_mut(index).ok_or_else(|| PortError::Failed {
-            target: pod_target(index),
-            message: "no such Pod".to_owned(),
-        })?;
-        x.pod.demote = false;
-        Ok(())
+        self.edit_pod(index, |pod| pod.demote = false).await
     }
 
     async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {

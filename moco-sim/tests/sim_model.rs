@@ -41,6 +41,31 @@ async fn cluster(n: u32, flavor: Flavor, acks: u32) -> SimCluster {
     sim
 }
 
+/// Instance 0 commits a transaction no other instance receives, crashes keeping it and
+/// restarts; the network heals.
+fn commit_unseen_tail(sim: &SimCluster) {
+    sim.cut_link(0, 1);
+    sim.cut_link(0, 2);
+    sim.client_write(WriteTarget::Instance(0));
+    sim.crash(0, true);
+    sim.restart(0);
+    sim.heal_network();
+}
+
+/// Points instance `i` at instance `from` and returns its replica status right after.
+async fn replicate(sim: &SimCluster, i: u32, from: u32) -> moco_core::facts::ReplicaStatus {
+    sim.instance(i)
+        .configure_replication(&source(from), &creds(), true)
+        .await
+        .unwrap();
+    sim.instance(i)
+        .status()
+        .await
+        .unwrap()
+        .replica_status
+        .unwrap()
+}
+
 fn gtid(o: WriteOutcome) -> moco_sim::SimGtid {
     match o {
         WriteOutcome::Acknowledged(g) | WriteOutcome::Pending(g) => g,
@@ -201,12 +226,7 @@ async fn mysql_connection_checks() {
     // the errant tail does not stop replication: the engine has to find it.
     sim.instance(1).stop_replica_io().await.unwrap();
     sim.instance(1).set_writable().await.unwrap();
-    sim.cut_link(0, 1);
-    sim.cut_link(0, 2);
-    sim.client_write(WriteTarget::Instance(0));
-    sim.crash(0, true);
-    sim.restart(0);
-    sim.heal_network();
+    commit_unseen_tail(&sim);
     sim.instance(0)
         .configure_replication(&source(1), &creds(), true)
         .await
@@ -230,17 +250,7 @@ async fn mysql_connection_checks() {
     assert!(!s1.gtid_purged.is_empty());
     sim.instance(1).set_writable().await.unwrap();
     sim.heal_network();
-    sim.instance(2)
-        .configure_replication(&source(1), &creds(), true)
-        .await
-        .unwrap();
-    let r = sim
-        .instance(2)
-        .status()
-        .await
-        .unwrap()
-        .replica_status
-        .unwrap();
+    let r = replicate(&sim, 2, 1).await;
     assert_eq!(r.io_running, ThreadState::No);
     assert_eq!(r.last_io_errno, 1236, "{}", r.last_io_error);
 }
@@ -251,12 +261,7 @@ async fn mariadb_position_must_be_in_the_sources_binlog() {
     sim.client_write(WriteTarget::Instance(0));
     sim.tick();
     // 0 writes a tail nobody receives, then 1 takes over and writes the same sequence number.
-    sim.cut_link(0, 1);
-    sim.cut_link(0, 2);
-    sim.client_write(WriteTarget::Instance(0));
-    sim.crash(0, true);
-    sim.restart(0);
-    sim.heal_network();
+    commit_unseen_tail(&sim);
     sim.instance(1).stop_replica_io().await.unwrap();
     sim.instance(1).set_writable().await.unwrap();
     sim.instance(1)
@@ -264,17 +269,7 @@ async fn mariadb_position_must_be_in_the_sources_binlog() {
         .await
         .unwrap();
     sim.client_write(WriteTarget::Instance(1));
-    sim.instance(0)
-        .configure_replication(&source(1), &creds(), true)
-        .await
-        .unwrap();
-    let r = sim
-        .instance(0)
-        .status()
-        .await
-        .unwrap()
-        .replica_status
-        .unwrap();
+    let r = replicate(&sim, 0, 1).await;
     assert_eq!(r.last_io_errno, 1236, "{}", r.last_io_error);
     assert!(r.last_io_error.contains("not in the master's binlog"));
     // The state as MariaDB reports it: the last sequence number per server id.

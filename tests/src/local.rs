@@ -91,6 +91,11 @@ pub fn server_or_skip(test: &str) -> Option<moco_adapters::mysqld::ServerBinary>
     }
 }
 
+/// Owned arguments.
+pub fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| (*s).to_owned()).collect()
+}
+
 /// Runs `moco <args>` and returns its output.
 pub fn moco(args: &[&str]) -> Output {
     match Command::new(moco_bin()).args(args).output() {
@@ -215,6 +220,16 @@ impl ClusterDir {
         }
     }
 
+    /// Fails a wait on the status, with the last status and the manager log's tail.
+    fn timed_out(&self, what: &str, limit: Duration, last: &Value) -> ! {
+        panic!(
+            "timed out after {} s waiting for {what}; last status:\n{}\nmanager.log tail:\n{}",
+            limit.as_secs(),
+            serde_json::to_string_pretty(last).unwrap_or_default(),
+            self.log_tail(40)
+        )
+    }
+
     /// Waits until `pred(status)` holds; returns that status. Panics with the last status on
     /// timeout.
     pub fn wait_status(&self, what: &str, limit: Duration, pred: impl Fn(&Value) -> bool) -> Value {
@@ -225,12 +240,7 @@ impl ClusterDir {
                 return s;
             }
             if Instant::now() >= deadline {
-                panic!(
-                    "timed out after {} s waiting for {what}; last status:\n{}\nmanager.log tail:\n{}",
-                    limit.as_secs(),
-                    serde_json::to_string_pretty(&s).unwrap_or_default(),
-                    self.log_tail(40)
-                );
+                self.timed_out(what, limit, &s);
             }
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -497,34 +507,55 @@ pub fn free_port_block(count: u16) -> u16 {
 /// `moco local up --detach` of `replicas` instances in `dir` (from a blocking thread);
 /// returns the time to Healthy and the status.
 pub async fn up_detached(dir: &ClusterDir, replicas: u32) -> (Duration, Value) {
-    let d = dir.arg();
     // Build (or locate) the binary first so that the timing is the bring-up alone.
     if let Err(e) = tokio::task::spawn_blocking(moco_bin).await {
         panic!("locating moco: {e}");
     }
     let base = free_port_block(u16::try_from(replicas).unwrap_or(1) + 2);
     let started = Instant::now();
-    let out = tokio::task::spawn_blocking(move || {
-        moco_ok(&[
-            "local",
-            "up",
-            "--dir",
-            &d,
-            "--replicas",
-            &replicas.to_string(),
-            "--base-port",
-            &base.to_string(),
-            "--detach",
-            "--wait-timeout",
-            "300s",
-        ])
-    })
-    .await;
-    let took = started.elapsed();
-    if let Err(e) = out {
-        panic!("moco local up: {e}");
+    moco_async(up_args(dir, replicas, base)).await;
+    (started.elapsed(), dir.status())
+}
+
+/// `moco local up --detach` of `replicas` instances in `dir` from `base` on, waiting up to
+/// 300 s for Healthy.
+pub fn up_args(dir: &ClusterDir, replicas: u32, base: u16) -> Vec<String> {
+    args(&[
+        "local",
+        "up",
+        "--dir",
+        &dir.arg(),
+        "--replicas",
+        &replicas.to_string(),
+        "--base-port",
+        &base.to_string(),
+        "--detach",
+        "--wait-timeout",
+        "300s",
+    ])
+}
+
+/// What most end-to-end tests start from: `replicas` instances brought up detached and
+/// Healthy, the test table created through the primary endpoint. Returns the directory, the
+/// Healthy status, the `moco-writable` password and the primary endpoint's port; `None` only
+/// when the test is skipped for lack of a server ([`SKIP_ENV`]).
+pub async fn started_with_table(
+    test: &str,
+    replicas: u32,
+) -> Option<(ClusterDir, Value, String, u16)> {
+    server_or_skip(test)?;
+    let dir = ClusterDir::new();
+    let (took, status) = up_detached(&dir, replicas).await;
+    println!(
+        "{replicas} instances Healthy after {:.1} s",
+        took.as_secs_f64()
+    );
+    let writable = dir.password("moco-writable");
+    let port = endpoint_port(&status, "primary");
+    if let Err(e) = create_table(port, &writable).await {
+        panic!("creating the test table: {e}");
     }
-    (took, dir.status())
+    Some((dir, status, writable, port))
 }
 
 /// Runs `moco <args>` on a blocking thread; returns stdout (panics on failure).
@@ -572,12 +603,7 @@ pub async fn wait_status_async(
             return s;
         }
         if Instant::now() >= deadline {
-            panic!(
-                "timed out after {} s waiting for {what}; last status:\n{}\nmanager.log tail:\n{}",
-                limit.as_secs(),
-                serde_json::to_string_pretty(&s).unwrap_or_default(),
-                dir.log_tail(40)
-            );
+            dir.timed_out(&what, limit, &s);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

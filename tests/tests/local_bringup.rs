@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, connect, endpoint_port, free_port_block, kill_processes_mentioning, moco_bin,
-    moco_ok, opts, server_or_skip, state_is,
+    ClusterDir, connect, endpoint_port, free_port_block, kill_processes_mentioning, moco_async,
+    moco_bin, moco_ok, opts, server_or_skip, state_is, up_args,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
@@ -19,26 +19,7 @@ async fn bring_up(replicas: u32) {
     tokio::task::spawn_blocking(moco_bin).await.unwrap();
     let base = free_port_block(u16::try_from(replicas).unwrap() + 2);
     let started = Instant::now();
-    let out = tokio::task::spawn_blocking({
-        let d = dir.arg();
-        move || {
-            moco_ok(&[
-                "local",
-                "up",
-                "--dir",
-                &d,
-                "--replicas",
-                &replicas.to_string(),
-                "--base-port",
-                &base.to_string(),
-                "--detach",
-                "--wait-timeout",
-                "300s",
-            ])
-        }
-    })
-    .await
-    .unwrap();
+    let out = moco_async(up_args(&dir, replicas, base)).await;
     let took = started.elapsed();
     println!(
         "{replicas} instance(s): Healthy after {:.1} s",

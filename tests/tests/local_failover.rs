@@ -7,22 +7,18 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, Writer, assert_no_acked_loss, create_table, endpoint_port, moco_async,
-    primary_index, server_or_skip, state_is, up_detached, wait_status_async,
+    Writer, assert_no_acked_loss, moco_async, primary_index, started_with_table, state_is,
+    wait_status_async,
 };
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failover_after_kill_loses_nothing() {
-    if server_or_skip("failover_after_kill_loses_nothing").is_none() {
+    let Some((dir, s, writable, port)) =
+        started_with_table("failover_after_kill_loses_nothing", 3).await
+    else {
         return;
-    }
-    let dir = ClusterDir::new();
-    let (took, s) = up_detached(&dir, 3).await;
-    println!("3 instances Healthy after {:.1} s", took.as_secs_f64());
-    let writable = dir.password("moco-writable");
-    let port = endpoint_port(&s, "primary");
-    create_table(port, &writable).await.unwrap();
+    };
     let writer = Writer::start(port, &writable);
     tokio::time::sleep(Duration::from_millis(1000)).await;
 

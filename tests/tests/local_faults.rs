@@ -7,36 +7,21 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, Writer, assert_no_acked_loss, connect, create_table, endpoint_port,
+    ClusterDir, Writer, args, assert_no_acked_loss, connect, create_table, endpoint_port,
     free_port_block, insert_rows as insert, instance_port, moco_async, moco_bin, moco_ok, opts,
-    primary_index, server_or_skip, state_is, up_detached, wait_status_async,
+    primary_index, server_or_skip, started_with_table, state_is, up_args, up_detached,
+    wait_status_async,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 const ERRANT_ID: u64 = 9_000_000;
 
-fn args(a: &[&str]) -> Vec<String> {
-    a.iter().map(|s| (*s).to_owned()).collect()
-}
-
 /// `moco local up --detach` with extra arguments; returns the Healthy status.
 async fn up_with(dir: &ClusterDir, replicas: u32, extra: &[&str]) -> Value {
     tokio::task::spawn_blocking(moco_bin).await.unwrap();
     let base = free_port_block(u16::try_from(replicas).unwrap() + 2);
-    let mut a = args(&[
-        "local",
-        "up",
-        "--dir",
-        &dir.arg(),
-        "--replicas",
-        &replicas.to_string(),
-        "--base-port",
-        &base.to_string(),
-        "--detach",
-        "--wait-timeout",
-        "300s",
-    ]);
+    let mut a = up_args(dir, replicas, base);
     a.extend(args(extra));
     moco_async(a).await;
     dir.status()
@@ -97,16 +82,11 @@ fn errant(s: &Value, index: u64) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn errant_replica_is_excluded() {
-    if server_or_skip("errant_replica_is_excluded").is_none() {
+    let Some((dir, s, writable, port)) = started_with_table("errant_replica_is_excluded", 3).await
+    else {
         return;
-    }
-    let dir = ClusterDir::new();
-    let (took, s) = up_detached(&dir, 3).await;
-    println!("3 instances Healthy after {:.1} s", took.as_secs_f64());
-    let writable = dir.password("moco-writable");
+    };
     let admin = dir.password("moco-admin");
-    let port = endpoint_port(&s, "primary");
-    create_table(port, &writable).await.unwrap();
     let acked = insert(port, &writable, 1..21).await;
     let primary = primary_index(&s);
     let bad = (0..3u64).find(|i| *i != primary).unwrap();

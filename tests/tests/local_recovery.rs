@@ -7,24 +7,19 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, assert_no_acked_loss, connect, create_table, endpoint_port, insert_rows as insert,
-    instance_port, moco_async, opts, primary_index, server_or_skip, state_is, up_detached,
-    wait_status_async,
+    assert_no_acked_loss, connect, insert_rows as insert, instance_port, moco_async, opts,
+    primary_index, started_with_table, state_is, wait_status_async,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replica_down_and_wiped_replica_recover() {
-    if server_or_skip("replica_down_and_wiped_replica_recover").is_none() {
+    let Some((dir, s, writable, port)) =
+        started_with_table("replica_down_and_wiped_replica_recover", 3).await
+    else {
         return;
-    }
-    let dir = ClusterDir::new();
-    let (took, s) = up_detached(&dir, 3).await;
-    println!("3 instances Healthy after {:.1} s", took.as_secs_f64());
-    let writable = dir.password("moco-writable");
-    let port = endpoint_port(&s, "primary");
-    create_table(port, &writable).await.unwrap();
+    };
     let mut acked = insert(port, &writable, 1..101).await;
     let primary = primary_index(&s);
     let replica = (0..3u64).find(|i| *i != primary).unwrap();

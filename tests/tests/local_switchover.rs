@@ -7,21 +7,17 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, Writer, assert_no_acked_loss, create_table, endpoint_port, moco_async,
-    primary_index, server_or_skip, state_is, up_detached, wait_status_async,
+    Writer, assert_no_acked_loss, moco_async, primary_index, started_with_table, state_is,
+    wait_status_async,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn switchover_under_writes_loses_nothing() {
-    if server_or_skip("switchover_under_writes_loses_nothing").is_none() {
+    let Some((dir, s, writable, port)) =
+        started_with_table("switchover_under_writes_loses_nothing", 3).await
+    else {
         return;
-    }
-    let dir = ClusterDir::new();
-    let (took, s) = up_detached(&dir, 3).await;
-    println!("3 instances Healthy after {:.1} s", took.as_secs_f64());
-    let writable = dir.password("moco-writable");
-    let port = endpoint_port(&s, "primary");
-    create_table(port, &writable).await.unwrap();
+    };
 
     let writer = Writer::start(port, &writable);
     // Let it write a while before switching.

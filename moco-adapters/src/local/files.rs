@@ -114,16 +114,20 @@ pub struct FileLock {
 }
 
 impl FileLock {
-    /// Blocks until the lock on `path` (created if missing) is held.
-    pub fn acquire(path: &Path) -> Result<Self, LocalError> {
-        let file = OpenOptions::new()
+    fn open(path: &Path) -> Result<File, LocalError> {
+        OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o644)
             .open(path)
-            .map_err(|e| LocalError::io(path, "open lock file", e))?;
+            .map_err(|e| LocalError::io(path, "open lock file", e))
+    }
+
+    /// Blocks until the lock on `path` (created if missing) is held.
+    pub fn acquire(path: &Path) -> Result<Self, LocalError> {
+        let file = Self::open(path)?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| LocalError::io(path, "lock", e.into()))?;
         Ok(FileLock { _file: file })
@@ -131,14 +135,7 @@ impl FileLock {
 
     /// Takes the lock if nobody holds it; `None` when another process does.
     pub fn try_acquire(path: &Path) -> Result<Option<Self>, LocalError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(path)
-            .map_err(|e| LocalError::io(path, "open lock file", e))?;
+        let file = Self::open(path)?;
         match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => Ok(Some(FileLock { _file: file })),
             Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(None),

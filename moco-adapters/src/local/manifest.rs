@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::error::LocalError;
 use super::files;
 use super::layout::Layout;
+use crate::mysqld::ServerBinary;
 
 /// The `kind` every manifest carries.
 pub const MANIFEST_KIND: &str = "moco-local-cluster";
@@ -64,6 +65,16 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// The server binary the cluster was created with.
+    pub fn server_binary(&self) -> Result<ServerBinary, LocalError> {
+        ServerBinary::from_path(&self.server).map_err(|e| {
+            LocalError::other(
+                format!("server binary {}", self.server.display()),
+                e.to_string(),
+            )
+        })
+    }
+
     /// Port of the primary endpoint (`base_port`).
     pub fn primary_port(&self) -> u16 {
         self.base_port

@@ -172,12 +172,7 @@ impl LocalPlatform {
             ));
         }
         let secret = Secret::load(layout)?;
-        let binary = ServerBinary::from_path(&manifest.server).map_err(|e| {
-            LocalError::other(
-                format!("server binary {}", manifest.server.display()),
-                e.to_string(),
-            )
-        })?;
+        let binary = manifest.server_binary()?;
         let mut servers = Vec::new();
         let mut ports = Vec::new();
         let mut busy = Vec::new();

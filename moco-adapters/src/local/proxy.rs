@@ -440,13 +440,19 @@ mod tests {
         "127.0.0.1:0".parse().unwrap()
     }
 
-    #[tokio::test]
-    async fn primary_follows_label_and_cuts_demoted_clients() {
-        let (a, _ta) = named_server("a").await;
-        let (b, _tb) = named_server("b").await;
+    /// Backends `a` and `b` (each greets with its name) and endpoints with no routes yet.
+    async fn two_backends() -> (SocketAddr, SocketAddr, Endpoints, impl Sized) {
+        let (a, ta) = named_server("a").await;
+        let (b, tb) = named_server("b").await;
         let ep = Endpoints::bind(any(), any(), ProxyConfig::default())
             .await
             .unwrap();
+        (a, b, ep, (ta, tb))
+    }
+
+    #[tokio::test]
+    async fn primary_follows_label_and_cuts_demoted_clients() {
+        let (a, b, ep, _servers) = two_backends().await;
         ep.set_routes(Routes {
             primary: Some(Backend { index: 0, addr: a }),
             replicas: vec![Backend { index: 1, addr: b }],
@@ -478,11 +484,7 @@ mod tests {
 
     #[tokio::test]
     async fn replica_round_robin() {
-        let (a, _ta) = named_server("a").await;
-        let (b, _tb) = named_server("b").await;
-        let ep = Endpoints::bind(any(), any(), ProxyConfig::default())
-            .await
-            .unwrap();
+        let (a, b, ep, _servers) = two_backends().await;
         ep.set_routes(Routes {
             primary: None,
             replicas: vec![Backend { index: 1, addr: a }, Backend { index: 2, addr: b }],

@@ -16,7 +16,7 @@ use super::platform::{LocalConfig, LocalPlatform};
 use super::proxy::{Endpoints, ProxyConfig};
 use super::servers::stop_servers;
 use crate::manager::{Manager, ManagerConfig};
-use crate::mysqld::{LocalMysqld, ServerBinary, process_alive};
+use crate::mysqld::{LocalMysqld, process_alive};
 use crate::ports::Platform;
 
 /// Options of the manager process.
@@ -224,12 +224,7 @@ pub async fn stop_instances(layout: &Layout, grace: Duration) -> Result<(), Loca
     if present.is_empty() {
         return Ok(());
     }
-    let binary = ServerBinary::from_path(&manifest.server).map_err(|e| {
-        LocalError::other(
-            format!("server binary {}", manifest.server.display()),
-            e.to_string(),
-        )
-    })?;
+    let binary = manifest.server_binary()?;
     let mut servers = Vec::new();
     for index in present {
         let server = LocalMysqld::open(binary.clone(), &layout.instance_dir(index))
@@ -249,12 +244,7 @@ pub async fn kill_instance(
     index: u32,
 ) -> Result<bool, LocalError> {
     manifest.check_index(index)?;
-    let binary = ServerBinary::from_path(&manifest.server).map_err(|e| {
-        LocalError::other(
-            format!("server binary {}", manifest.server.display()),
-            e.to_string(),
-        )
-    })?;
+    let binary = manifest.server_binary()?;
     let server = LocalMysqld::open(binary, &layout.instance_dir(index))
         .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))?;
     server

@@ -15,7 +15,7 @@ pub use certs::write_certificates;
 pub use client::{Response, http, https};
 pub use exposition::samples;
 pub use manifests::{controller_container, deploy_container, repo, strings};
-pub use reviews::{allowed, cluster, policy, review};
+pub use reviews::{allowed, cluster, create_cluster_review, policy, review, static_lookup};
 
 /// The value of `result`, or a panic naming `what` failed.
 fn check<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {

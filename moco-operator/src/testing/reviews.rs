@@ -1,5 +1,9 @@
 //! AdmissionReview fixtures as the API server posts them.
 
+use std::collections::BTreeMap;
+
+use moco_api::admission::StaticLookup;
+use moco_core::validate::{ClusterReference, StorageClassFacts};
 use serde_json::{Value, json};
 
 use super::client::Response;
@@ -21,6 +25,8 @@ pub fn review(
             "uid": format!("uid-{operation}-{name}"),
             "kind": {"group": "moco.cybozu.com", "version": "v1beta2", "kind": kind},
             "resource": {"group": "moco.cybozu.com", "version": "v1beta2", "resource": resource},
+            "requestKind": {"group": "moco.cybozu.com", "version": "v1beta2", "kind": kind},
+            "requestResource": {"group": "moco.cybozu.com", "version": "v1beta2", "resource": resource},
             "name": name,
             "namespace": namespace,
             "operation": operation,
@@ -31,6 +37,38 @@ pub fn review(
         }
     })
     .to_string()
+}
+
+/// A CREATE review of [`cluster`]`(name, replicas)` in namespace `default`.
+pub fn create_cluster_review(name: &str, replicas: i64) -> String {
+    review(
+        "MySQLCluster",
+        "mysqlclusters",
+        "CREATE",
+        "default",
+        name,
+        cluster(name, replicas),
+        Value::Null,
+    )
+}
+
+/// What the servers' tests look up: one default StorageClass `standard` (not expandable), and
+/// in namespace `backup` a MySQLCluster `source` that uses the BackupPolicy `daily`.
+pub fn static_lookup() -> StaticLookup {
+    StaticLookup {
+        storage_classes: vec![StorageClassFacts {
+            name: "standard".into(),
+            allow_volume_expansion: false,
+            is_default: true,
+        }],
+        clusters: BTreeMap::from([(
+            "backup".to_owned(),
+            vec![ClusterReference {
+                cluster_name: "source".into(),
+                backup_policy_name: Some("daily".into()),
+            }],
+        )]),
+    }
 }
 
 /// A MySQLCluster `name` in namespace `default` with `serverIDBase` 42.
