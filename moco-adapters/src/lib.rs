@@ -4,6 +4,7 @@
 //! made here: every choice comes from `moco-core`.
 #![deny(missing_docs)]
 
+pub mod health;
 pub mod instance;
 pub mod local;
 pub mod manager;

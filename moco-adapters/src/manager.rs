@@ -19,6 +19,7 @@ use moco_core::{Action, Decision, FactsError, decide};
 use thiserror::Error;
 use tokio::sync::{Notify, watch};
 
+use crate::health::{HealthConfig, InstanceWatch, Liveness};
 use crate::ports::{
     Clock, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
     SystemClock,
@@ -37,6 +38,9 @@ pub struct ManagerConfig {
     pub probe_retry_delay: Duration,
     /// Upper bound of any single operation (the engine's own timeouts are shorter).
     pub operation_timeout: Duration,
+    /// The continuous health watch: ping interval and the detection window (how long an
+    /// instance may stay silent before it counts as unreachable).
+    pub health: HealthConfig,
 }
 
 impl Default for ManagerConfig {
@@ -47,6 +51,7 @@ impl Default for ManagerConfig {
             probe_attempts: 2,
             probe_retry_delay: Duration::from_millis(100),
             operation_timeout: Duration::from_secs(600),
+            health: HealthConfig::default(),
         }
     }
 }
@@ -74,6 +79,14 @@ pub enum ManagerError {
         #[source]
         source: PortError,
     },
+    /// The primary is alive (it answers pings) but its status did not arrive within the
+    /// detection window: deciding without it would fail over a slow primary, so the round is
+    /// given up and the next one asks again.
+    #[error("the primary (instance {index}) answers but its status timed out; deciding next round")]
+    PrimarySlow {
+        /// The primary's ordinal.
+        index: u32,
+    },
     /// A step exceeded the manager's operation limit.
     #[error("step {position} ({operation}) did not finish within {seconds} s")]
     StepTimeout {
@@ -93,7 +106,9 @@ impl ManagerError {
         match self {
             ManagerError::Observe(e) | ManagerError::Status(e) => e.category(),
             ManagerError::Step { source, .. } => source.category(),
-            ManagerError::StepTimeout { .. } => ErrorCategory::Timeout,
+            ManagerError::StepTimeout { .. } | ManagerError::PrimarySlow { .. } => {
+                ErrorCategory::Timeout
+            }
             ManagerError::Facts(_) => ErrorCategory::Facts,
         }
     }
@@ -139,6 +154,18 @@ struct CachedPort {
     host: String,
     port: u16,
     mysql: Arc<dyn MysqlPort>,
+    watch: Arc<InstanceWatch>,
+}
+
+/// What a round learned of one instance.
+#[derive(Debug)]
+enum Probe {
+    /// Its status.
+    Status(Box<MysqldStatus>),
+    /// Gone, refusing, failing, or silent for the whole detection window.
+    Unreachable,
+    /// Answering pings, but its status did not arrive in time.
+    Slow,
 }
 
 impl Manager {
@@ -159,18 +186,27 @@ impl Manager {
         self
     }
 
-    /// The SQL port of `slot`, built by the platform once per instance address.
-    async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
+    /// The SQL port of `slot` and its health watch, built once per instance address.
+    async fn instance(
+        &self,
+        slot: &InstanceSlot,
+    ) -> Result<(Arc<dyn MysqlPort>, Arc<InstanceWatch>), PortError> {
         {
             let cache = self.ports.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(c) = cache.get(&slot.index)
                 && c.host == slot.host
                 && c.port == slot.port
             {
-                return Ok(Arc::clone(&c.mysql));
+                return Ok((Arc::clone(&c.mysql), Arc::clone(&c.watch)));
             }
         }
         let mysql = self.platform.mysql(slot).await?;
+        let watch = Arc::new(InstanceWatch::start(
+            format!("{} ({}:{})", slot.index, slot.host, slot.port),
+            Arc::clone(&mysql),
+            self.config.health,
+            Arc::clone(&self.wake),
+        ));
         self.ports
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -180,9 +216,10 @@ impl Manager {
                     host: slot.host.clone(),
                     port: slot.port,
                     mysql: Arc::clone(&mysql),
+                    watch: Arc::clone(&watch),
                 },
             );
-        Ok(mysql)
+        Ok((mysql, watch))
     }
 
     /// A handle that starts the next round at once (a switchover request, a Pod event).
@@ -190,19 +227,58 @@ impl Manager {
         Arc::clone(&self.wake)
     }
 
-    /// Probes one instance, retrying; `None` when every attempt failed.
-    async fn probe(&self, port: Arc<dyn MysqlPort>) -> Option<MysqldStatus> {
+    /// The SQL port of `slot`.
+    async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
+        Ok(self.instance(slot).await?.0)
+    }
+
+    /// Asks one instance for its status. An instance the health watch already knows to be
+    /// silent gets only a glance (no round waits for it twice). Otherwise the probe may take until
+    /// the instance would count as silent (at least `probe_timeout`); errors are retried
+    /// `probe_attempts` times, as a refused connection means the process is gone.
+    async fn probe(&self, slot: &InstanceSlot) -> Probe {
+        let (port, watch) = match self.instance(slot).await {
+            Ok(found) => found,
+            Err(err) => {
+                tracing::warn!(%err, index = slot.index, "no SQL port for the instance");
+                return Probe::Unreachable;
+            }
+        };
+        if watch.liveness() == Liveness::Unresponsive {
+            // Known silent: one short look (a quarter of the ping interval) in case it just
+            // came back, instead of waiting for it again.
+            let glance = self.config.health.ping_interval / 4;
+            return match tokio::time::timeout(glance, port.status()).await {
+                Ok(Ok(status)) => {
+                    watch.answered();
+                    Probe::Status(Box::new(status))
+                }
+                _ => Probe::Unreachable,
+            };
+        }
+        let deadline = watch
+            .answer_deadline()
+            .max(tokio::time::Instant::now() + self.config.probe_timeout);
         for attempt in 0..self.config.probe_attempts.max(1) {
             if attempt > 0 {
                 tokio::time::sleep(self.config.probe_retry_delay).await;
             }
-            match tokio::time::timeout(self.config.probe_timeout, port.status()).await {
-                Ok(Ok(status)) => return Some(status),
+            match tokio::time::timeout_at(deadline, port.status()).await {
+                Ok(Ok(status)) => {
+                    watch.answered();
+                    return Probe::Status(Box::new(status));
+                }
                 Ok(Err(err)) => tracing::debug!(%err, attempt, "probe failed"),
-                Err(_) => tracing::debug!(attempt, "probe timed out"),
+                Err(_) => {
+                    tracing::debug!(index = slot.index, "probe timed out");
+                    return match watch.liveness() {
+                        Liveness::Unresponsive => Probe::Unreachable,
+                        Liveness::Answering => Probe::Slow,
+                    };
+                }
             }
         }
-        None
+        Probe::Unreachable
     }
 
     /// Observes the platform and every instance (concurrently).
@@ -213,18 +289,25 @@ impl Manager {
             .await
             .map_err(ManagerError::Observe)?;
         let probes = view.instances.iter().map(|slot| async move {
-            if !slot.pod.exists {
-                return None;
-            }
-            match self.mysql(slot).await {
-                Ok(port) => self.probe(port).await,
-                Err(err) => {
-                    tracing::warn!(%err, index = slot.index, "no SQL port for the instance");
-                    None
-                }
+            if slot.pod.exists {
+                self.probe(slot).await
+            } else {
+                Probe::Unreachable
             }
         });
-        let statuses = future::join_all(probes).await;
+        let mut statuses = Vec::with_capacity(view.instances.len());
+        for (slot, probe) in view.instances.iter().zip(future::join_all(probes).await) {
+            statuses.push(match probe {
+                Probe::Status(s) => Some(*s),
+                Probe::Unreachable => None,
+                // A slow replica counts as unreachable this round: that only delays its own
+                // configuration. A slow primary does not: that would fail it over.
+                Probe::Slow if slot.index == view.status.current_primary_index => {
+                    return Err(ManagerError::PrimarySlow { index: slot.index });
+                }
+                Probe::Slow => None,
+            });
+        }
         let instances = view
             .instances
             .iter()

@@ -141,6 +141,11 @@ impl std::fmt::Debug for Credentials {
 pub trait MysqlPort: Send + Sync + std::fmt::Debug {
     /// Probes the server once (the caller applies timeouts and retries).
     async fn status(&self) -> Result<MysqldStatus, PortError>;
+    /// Whether the server answers at all, as cheaply as it allows (`COM_PING`): the health
+    /// watch calls it several times a second. The caller bounds it.
+    async fn ping(&self) -> Result<(), PortError> {
+        self.status().await.map(|_| ())
+    }
     /// The executed GTID set right now.
     async fn executed_gtid(&self) -> Result<GtidSet, PortError>;
     /// Makes the server read-only for everyone but replication; kills client connections if

@@ -50,6 +50,7 @@ fn manager_config() -> ManagerConfig {
         probe_attempts: 2,
         probe_retry_delay: Duration::from_millis(100),
         operation_timeout: Duration::from_secs(120),
+        health: Default::default(),
     }
 }
 

@@ -691,6 +691,11 @@ impl MysqlPort for MysqlInstance {
             .await
     }
 
+    async fn ping(&self) -> Result<(), PortError> {
+        let mut conn = self.conn().await?;
+        conn.ping().await.map_err(|e| self.sql_error("ping", e))
+    }
+
     async fn executed_gtid(&self) -> Result<GtidSet, PortError> {
         self.timed("executed GTID", Some(self.opts.call_timeout), async {
             let d = self.dialect().await?;
