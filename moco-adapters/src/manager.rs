@@ -245,9 +245,9 @@ impl Manager {
             }
         };
         if watch.liveness() == Liveness::Unresponsive {
-            // Known silent: one short look (a quarter of the ping interval) in case it just
-            // came back, instead of waiting for it again.
-            let glance = self.config.health.ping_interval / 4;
+            // Known silent: one short look (a tenth of the ping interval) in case it just came
+            // back, instead of waiting for it again; the watch notices a slower recovery.
+            let glance = self.config.health.ping_interval / 10;
             return match tokio::time::timeout(glance, port.status()).await {
                 Ok(Ok(status)) => {
                     watch.answered();

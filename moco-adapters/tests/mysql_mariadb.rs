@@ -641,3 +641,48 @@ async fn replication_switchover_and_errant_detection() {
         ps.version
     );
 }
+
+/// Regression (hung-primary drill): stopping a semi-sync replica's IO thread while its source
+/// answers nothing. MariaDB's `STOP SLAVE` first connects to the source to end the dump
+/// thread, bounded only by `rpl_semi_sync_slave_kill_conn_timeout` (0 = no bound: 24 s
+/// measured); the port stops it on the replica alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_replication_from_a_frozen_source_does_not_wait_for_it() {
+    let Some(binary) = server_binary("stopping_replication_from_a_frozen_source") else {
+        return;
+    };
+    let flavor = match binary.kind() {
+        ServerKind::Mariadb => Flavor::Mariadb,
+        ServerKind::Mysql => Flavor::Mysql,
+    };
+    let fleet = Fleet::start(binary, 2).await;
+    let pw = MocoPasswords::generate().unwrap();
+    initialise_all(&fleet, &pw).await;
+    let n = &fleet.nodes;
+    let (primary, replica) = (admin(&n[0], 0, &pw), admin(&n[1], 1, &pw));
+    replica
+        .configure_replication(&source(0, &n[0]), &repl_credentials(&pw), true)
+        .await
+        .unwrap();
+    primary
+        .configure_primary_semi_sync(1, SEMI_SYNC_TIMEOUT_MS)
+        .await
+        .unwrap();
+    primary.set_writable().await.unwrap();
+    wait_semi_sync_clients(&primary, flavor, 1).await;
+    if flavor == Flavor::Mariadb {
+        let mut c = client(&n[1], Account::Admin.name(), &pw.admin).await;
+        c.query_drop("SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout = 0")
+            .await
+            .unwrap();
+    }
+    n[0].freeze().unwrap().expect("the source runs");
+    let stopped = tokio::time::timeout(Duration::from_secs(10), replica.stop_replica_io()).await;
+    n[0].thaw().unwrap();
+    stopped
+        .expect("STOP of the IO thread waited for the frozen source")
+        .unwrap();
+    let r = replica.status().await.unwrap().replica_status.unwrap();
+    assert_eq!(r.io_running, ThreadState::No, "{r:?}");
+    fleet.stop().await;
+}

@@ -106,11 +106,19 @@ type SwitchRequest = (Option<u32>, Vec<u32>);
 
 #[derive(Debug, Default)]
 struct Observed {
-    /// Readiness per instance from the last observation.
+    /// Readiness per instance from the last readiness probe.
     ready: Vec<bool>,
+    /// When `ready` was probed.
+    ready_at: Option<Instant>,
+    /// Whether each instance accepted writes (`read_only` off) in the last round's facts.
+    writable: Vec<bool>,
     /// The last round's facts and decision.
     round: Option<(ClusterFacts, Decision)>,
 }
+
+/// Readiness older than this is probed again by `observe` itself (no background refresh
+/// running, or it is stuck).
+const READINESS_MAX_AGE: Duration = Duration::from_secs(1);
 
 /// The [`Platform`] of a local cluster directory.
 #[derive(Debug)]
@@ -254,8 +262,11 @@ impl LocalPlatform {
 
     /// Recomputes the endpoints' routes: labelled and ready instances only, as a Service
     /// selects Ready Pods by label. The primary endpoint also requires the instance to be
-    /// `status.currentPrimaryIndex`: between the switchover's commit point and the relabelling
-    /// round, new clients wait for the new primary instead of reaching the read-only old one.
+    /// `status.currentPrimaryIndex` and writable (MOCO's readiness of a primary): between the
+    /// switchover's or failover's commit point and the round that opens the new primary, new
+    /// clients wait for it instead of reaching a read-only instance. Once routed, the primary
+    /// stays routed while it keeps its label and readiness, so one inconclusive observation
+    /// does not cut its clients.
     fn refresh_routes(&self) {
         let Some(endpoints) = lock(&self.endpoints).clone() else {
             return;
@@ -267,8 +278,12 @@ impl LocalPlatform {
                 return;
             }
         };
-        let ready = lock(&self.observed).ready.clone();
+        let (ready, writable) = {
+            let o = lock(&self.observed);
+            (o.ready.clone(), o.writable.clone())
+        };
         let primary = lock(&self.status).current_primary_index;
+        let routed = endpoints.routes().primary.map(|b| b.index);
         let mut routes = Routes::default();
         for index in 0..self.manifest.replicas {
             if !ready.get(index as usize).copied().unwrap_or(false) {
@@ -279,7 +294,12 @@ impl LocalPlatform {
                 addr: self.instance_addr(index),
             };
             match pods.get(index).role {
-                Some(Role::Primary) if index == primary && routes.primary.is_none() => {
+                Some(Role::Primary)
+                    if index == primary
+                        && routes.primary.is_none()
+                        && (writable.get(index as usize).copied().unwrap_or(false)
+                            || routed == Some(index)) =>
+                {
                     routes.primary = Some(backend)
                 }
                 Some(Role::Replica) => routes.replicas.push(backend),
@@ -292,6 +312,21 @@ impl LocalPlatform {
     /// The pid of instance `index`'s server, if it runs.
     pub fn pid(&self, index: u32) -> Option<u32> {
         self.server(index).and_then(|s| s.running_pid())
+    }
+
+    /// Probes every instance's readiness (concurrently) and routes accordingly. The local
+    /// manager runs it in the background every few hundred milliseconds, so that rounds do
+    /// not wait for the greeting of a frozen server.
+    pub async fn refresh_readiness(&self) -> Vec<bool> {
+        let readiness =
+            futures::future::join_all((0..self.manifest.replicas).map(|i| self.is_ready(i))).await;
+        {
+            let mut o = lock(&self.observed);
+            o.ready = readiness.clone();
+            o.ready_at = Some(Instant::now());
+        }
+        self.refresh_routes();
+        readiness
     }
 
     /// True when instance `index` runs and answers.
@@ -659,10 +694,19 @@ impl Platform for LocalPlatform {
             .unwrap_or_default();
         *lock(&self.status) = status.clone();
         let pods = PodsFile::load(&self.layout).map_err(|e| port_err(root.clone(), e))?;
-        let readiness =
-            futures::future::join_all((0..self.manifest.replicas).map(|i| self.is_ready(i))).await;
-        lock(&self.observed).ready = readiness.clone();
-        self.refresh_routes();
+        let cached = {
+            let o = lock(&self.observed);
+            o.ready_at
+                .filter(|at| at.elapsed() < READINESS_MAX_AGE)
+                .map(|_| o.ready.clone())
+        };
+        let readiness = match cached {
+            Some(ready) => {
+                self.refresh_routes();
+                ready
+            }
+            None => self.refresh_readiness().await,
+        };
         let instances = (0..self.manifest.replicas)
             .zip(readiness)
             .map(|(index, ready)| {
@@ -769,6 +813,9 @@ impl Platform for LocalPlatform {
             }
         })
         .map_err(|e| port_err(self.layout.pods().display().to_string(), e))?;
+        if let Err(e) = self.write_snapshot(None) {
+            tracing::warn!(error = %e, "writing state.json failed");
+        }
         Ok(())
     }
 
@@ -837,6 +884,24 @@ impl Platform for LocalPlatform {
     }
 
     async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {
-        lock(&self.observed).round = Some((facts.clone(), decision.clone()));
+        {
+            let mut o = lock(&self.observed);
+            o.writable = (0..self.manifest.replicas)
+                .map(|index| {
+                    facts
+                        .instances
+                        .iter()
+                        .find(|i| i.index == index)
+                        .and_then(|i| i.mysqld.as_ref())
+                        .is_some_and(|m| !m.read_only)
+                })
+                .collect();
+            o.round = Some((facts.clone(), decision.clone()));
+        }
+        self.refresh_routes();
+        // `moco local status` shows the decision before its steps run, not a round late.
+        if let Err(e) = self.write_snapshot(None) {
+            tracing::warn!(error = %e, "writing state.json failed");
+        }
     }
 }

@@ -15,6 +15,7 @@ use super::manifest::Manifest;
 use super::platform::{LocalConfig, LocalPlatform};
 use super::proxy::{Endpoints, ProxyConfig};
 use super::servers::stop_servers;
+use crate::health::{DEFAULT_DETECTION_WINDOW, HealthConfig};
 use crate::manager::{Manager, ManagerConfig};
 use crate::mysqld::{LocalMysqld, process_alive};
 use crate::ports::Platform;
@@ -24,6 +25,9 @@ use crate::ports::Platform;
 pub struct RunOptions {
     /// Pause between rounds when nothing changes.
     pub check_interval: Duration,
+    /// How long an instance may stay silent before it counts as unreachable (see
+    /// [`crate::health`]).
+    pub detection_window: Duration,
     /// Platform timing.
     pub local: LocalConfig,
     /// Endpoint tuning.
@@ -38,6 +42,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             check_interval: Duration::from_secs(1),
+            detection_window: DEFAULT_DETECTION_WINDOW,
             local: LocalConfig::default(),
             proxy: ProxyConfig::default(),
             supervise_interval: Duration::from_millis(200),
@@ -107,6 +112,10 @@ impl RunningCluster {
             Arc::clone(&platform) as Arc<dyn Platform>,
             ManagerConfig {
                 check_interval: options.check_interval,
+                health: HealthConfig {
+                    detection_window: options.detection_window,
+                    ..HealthConfig::default()
+                },
                 ..ManagerConfig::default()
             },
         ));
@@ -120,6 +129,11 @@ impl RunningCluster {
                 shutdown_rx.clone(),
             )),
             tokio::spawn(supervisor_loop(
+                Arc::clone(&platform),
+                options.supervise_interval,
+                shutdown_rx.clone(),
+            )),
+            tokio::spawn(readiness_loop(
                 Arc::clone(&platform),
                 options.supervise_interval,
                 shutdown_rx,
@@ -214,6 +228,25 @@ async fn supervisor_loop(
     }
 }
 
+/// Probes readiness in the background (the kubelet's readiness probes): a frozen server's
+/// silent socket delays this loop, never a manager round.
+async fn readiness_loop(
+    platform: Arc<LocalPlatform>,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = platform.refresh_readiness() => {}
+            _ = shutdown.changed() => return,
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
 /// Stops every instance of a cluster whose manager does not run (by pid, as recorded in
 /// each instance's pid file).
 pub async fn stop_instances(layout: &Layout, grace: Duration) -> Result<(), LocalError> {
@@ -251,6 +284,32 @@ pub async fn kill_instance(
         .kill()
         .await
         .map_err(|e| LocalError::other(format!("instance {index}: kill"), e.to_string()))
+}
+
+/// What [`freeze_instance`] does to a server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Freeze {
+    /// SIGSTOP: it stops answering, as a hung process, a dead node or a network cut look.
+    Freeze,
+    /// SIGCONT: it runs again.
+    Thaw,
+}
+
+/// Freezes or thaws instance `index`'s server; returns its pid, `None` when it does not run.
+pub fn freeze_instance(
+    layout: &Layout,
+    manifest: &Manifest,
+    index: u32,
+    what: Freeze,
+) -> Result<Option<u32>, LocalError> {
+    manifest.check_index(index)?;
+    let server = LocalMysqld::open(manifest.server_binary()?, &layout.instance_dir(index))
+        .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))?;
+    let result = match what {
+        Freeze::Freeze => server.freeze(),
+        Freeze::Thaw => server.thaw(),
+    };
+    result.map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))
 }
 
 /// True when `pid`'s command line is a `moco local` manager (`moco local up|resume|run`).

@@ -808,6 +808,19 @@ impl MysqlPort for MysqlInstance {
             async {
                 let d = self.dialect().await?;
                 let mut conn = self.conn().await?;
+                if d == Dialect::Mariadb {
+                    // Stop it without asking a possibly silent source (see the query's doc).
+                    let q = sql::MARIADB_IO_THREAD_ID;
+                    for row in self.rows(&mut conn, q).await? {
+                        let kill = sql::kill_connection(self.cell::<u64>(&row, 0usize, q)?);
+                        match conn.query_drop(&kill).await {
+                            Ok(()) => {}
+                            Err(mysql_async::Error::Server(e))
+                                if e.code == sql::ER_NO_SUCH_THREAD => {}
+                            Err(e) => return Err(self.sql_error(&kill, e)),
+                        }
+                    }
+                }
                 self.exec(&mut conn, sql::stop_replica_io(d)).await
             },
         )

@@ -473,6 +473,8 @@ impl LocalMysqld {
             return Ok(StopOutcome::NotRunning);
         };
         send_signal(pid, Signal::TERM, "SIGTERM")?;
+        // A frozen server (`freeze`) acts on SIGTERM only once it runs again.
+        send_signal(pid, Signal::CONT, "SIGCONT")?;
         if self.wait_gone(pid, grace).await {
             self.remove_pid_file(Some(pid));
             return Ok(StopOutcome::Terminated);
@@ -480,6 +482,30 @@ impl LocalMysqld {
         tracing::warn!(pid, ?grace, "mysqld ignored SIGTERM; sending SIGKILL");
         self.kill_pid(pid).await?;
         Ok(StopOutcome::Killed)
+    }
+
+    /// Stops the running server with SIGSTOP, as a hung process, a dead node or a network cut
+    /// look to the manager: it keeps its pid and its connections but answers nothing.
+    /// Returns its pid, `None` when no server was running.
+    pub fn freeze(&self) -> Result<Option<u32>, MysqldError> {
+        self.signal_running(Signal::STOP, "SIGSTOP")
+    }
+
+    /// Lets a frozen server run again (SIGCONT). Returns its pid, `None` when none was running.
+    pub fn thaw(&self) -> Result<Option<u32>, MysqldError> {
+        self.signal_running(Signal::CONT, "SIGCONT")
+    }
+
+    fn signal_running(
+        &self,
+        signal: Signal,
+        name: &'static str,
+    ) -> Result<Option<u32>, MysqldError> {
+        let Some(pid) = self.running_pid() else {
+            return Ok(None);
+        };
+        send_signal(pid, signal, name)?;
+        Ok(Some(pid))
     }
 
     /// Kills the server with SIGKILL (a crash, for failover tests) and waits until it is gone.

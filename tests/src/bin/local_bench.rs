@@ -1,7 +1,8 @@
 //! `local-bench`: the numbers of `moco local` on a 3-instance MariaDB cluster — bring-up time,
-//! switchover write unavailability, failover time from `kill -9` to the first acknowledged
-//! write on the new primary, and clone time of a ~100 MB replica. Every run checks that no
-//! acknowledged row was lost. Run it with `scripts/bench-local.sh`; method and numbers are in
+//! switchover write unavailability, failover time from `kill -9` and from a frozen (SIGSTOP)
+//! primary to the first acknowledged write on the new primary, a false-failover soak (short
+//! stalls, a long query and both cores saturated: failovers counted, must be 0), and clone time
+//! of a ~100 MB replica. Every run checks that no acknowledged row was lost. Run it with `scripts/bench-local.sh`; method and numbers are in
 //! docs/benchmarks.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -19,6 +20,9 @@ struct Samples {
     bring_up: Vec<Duration>,
     switchover_gap: Vec<Duration>,
     failover: Vec<Duration>,
+    hung_failover: Vec<Duration>,
+    soak_failovers: u64,
+    soak_stalls: u64,
     clone: Vec<Duration>,
     clone_mb: Vec<u64>,
     rows: u64,
@@ -216,6 +220,108 @@ async fn run_once(samples: &mut Samples, clone_mb: u64) {
     );
 }
 
+fn failovers(dir: &ClusterDir) -> u64 {
+    std::fs::read_to_string(dir.path().join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"FailOver\""))
+        .count() as u64
+}
+
+async fn local(args: &[&str]) {
+    moco_async(args.iter().map(|a| (*a).to_owned()).collect()).await;
+}
+
+/// A frozen primary (SIGSTOP: what a dead node or a network cut look like) under writes: the
+/// time from the freeze to the first write acknowledged afterwards, and no acknowledged row
+/// lost. The thawed ex-primary must come back read-only.
+async fn run_hung(samples: &mut Samples) {
+    let dir = ClusterDir::new();
+    let (_, status) = up_detached(&dir, 3).await;
+    let writable = dir.password("moco-writable");
+    let port = endpoint_port(&status, "primary");
+    create_table(port, &writable).await.unwrap();
+    let victim = primary_index(&status);
+    let writer = Writer::start(port, &writable);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    local(&["local", "freeze", "--dir", &dir.arg(), &victim.to_string()]).await;
+    let frozen = Instant::now();
+    let status = wait_status_async(&dir, "primary moved", Duration::from_secs(60), move |s| {
+        primary_index(s) != victim && (state_is(s, "Degraded") || state_is(s, "Healthy"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let report = writer.finish().await;
+    let first = report.ack_times.iter().find(|t| **t > frozen).copied();
+    samples
+        .hung_failover
+        .push(first.map_or(Duration::MAX, |t| t.duration_since(frozen)));
+    assert!(assert_no_acked_loss(&dir, &status, &report.acked).await >= 1);
+    samples.rows += report.acked.len() as u64;
+    local(&["local", "thaw", "--dir", &dir.arg(), &victim.to_string()]).await;
+    wait_status_async(
+        &dir,
+        "ex-primary fenced",
+        Duration::from_secs(60),
+        move |s| s["instances"][victim as usize]["readOnly"] == serde_json::Value::Bool(true),
+    )
+    .await;
+}
+
+/// What must not fail over: stalls of half the detection window, a long-running query on the
+/// primary, and both cores saturated by busy loops while eight writers insert. Counts the
+/// failovers (FailOver events), which must be 0.
+async fn run_soak(samples: &mut Samples, stalls: u32) {
+    let dir = ClusterDir::new();
+    let (_, status) = up_detached(&dir, 3).await;
+    let writable = dir.password("moco-writable");
+    let port = endpoint_port(&status, "primary");
+    create_table(port, &writable).await.unwrap();
+    let primary = primary_index(&status);
+    let writers: Vec<Writer> = (0..8).map(|_| Writer::start(port, &writable)).collect();
+    let burners: Vec<std::process::Child> = (0..2)
+        .map(|_| {
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let long_query = tokio::spawn({
+        let o = opts(port, "moco-writable", &writable);
+        async move {
+            if let Ok(mut c) = connect(&o, Duration::from_secs(5)).await {
+                let _ = c.query_drop("SELECT SLEEP(20)").await;
+            }
+        }
+    });
+    for _ in 0..stalls {
+        local(&["local", "freeze", "--dir", &dir.arg(), &primary.to_string()]).await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        local(&["local", "thaw", "--dir", &dir.arg(), &primary.to_string()]).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        samples.soak_stalls += 1;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for mut b in burners {
+        let _ = b.kill();
+        let _ = b.wait();
+    }
+    let _ = long_query.await;
+    let mut acked = Vec::new();
+    for w in writers {
+        acked.extend(w.finish().await.acked);
+    }
+    let status = dir.status();
+    samples.soak_failovers += failovers(&dir);
+    assert_eq!(
+        primary_index(&status),
+        primary,
+        "the primary moved during the soak"
+    );
+    assert!(assert_no_acked_loss(&dir, &status, &acked).await >= 1);
+}
+
 #[tokio::main]
 async fn main() {
     let Some(server) = server_or_skip("local-bench") else {
@@ -233,6 +339,8 @@ async fn main() {
     for run in 1..=runs {
         eprintln!("run {run}/{runs} …");
         run_once(&mut samples, clone_mb).await;
+        run_hung(&mut samples).await;
+        run_soak(&mut samples, 5).await;
     }
     println!(
         "moco local, 3 instances, {} ({} runs, {} acknowledged rows, 0 lost)",
@@ -253,6 +361,14 @@ async fn main() {
     println!(
         "| failover: kill -9 → first acknowledged write on the new primary | {} | < 2 s |",
         summary(&samples.failover)
+    );
+    println!(
+        "| failover: primary frozen (SIGSTOP) → first acknowledged write on the new primary | {} | < 3 s |",
+        summary(&samples.hung_failover)
+    );
+    println!(
+        "| false failovers: {} stalls of half the detection window, a 20 s query, both cores busy, 8 writers | {} | 0 |",
+        samples.soak_stalls, samples.soak_failovers
     );
     println!(
         "| clone of a wiped replica (~{} MB, binlogs purged) → Healthy | {} | |",

@@ -7,6 +7,7 @@
 //! moco local switchover --dir DIR [--to N]
 //! moco local kill --dir DIR N [--down-for 30s | --keep-down]
 //! moco local start --dir DIR N
+//! moco local freeze --dir DIR N | thaw --dir DIR N
 //! moco local resume --dir DIR [--detach]
 //! moco local down --dir DIR [--wipe]
 //! ```
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand, ValueEnum};
 use moco_adapters::local::create::{self, CreateOptions};
 use moco_adapters::local::pods::{KillHold, PodsFile, now_ms};
-use moco_adapters::local::run::{self as local_run, RunOptions, RunningCluster};
+use moco_adapters::local::run::{self as local_run, Freeze, RunOptions, RunningCluster};
 use moco_adapters::local::snapshot::ClusterSnapshot;
 use moco_adapters::local::{Layout, LocalError, Manifest};
 use moco_core::facts::Flavor;
@@ -67,6 +68,11 @@ enum LocalCommand {
     Kill(KillArgs),
     /// Let a killed instance start again now.
     Start(StartArgs),
+    /// SIGSTOP one instance's server: it keeps running but answers nothing, as a hung
+    /// process, a dead node or a network cut look on Kubernetes (to drill failure detection).
+    Freeze(FreezeArgs),
+    /// SIGCONT a frozen instance's server: it resumes where it stopped.
+    Thaw(FreezeArgs),
     /// Stop the manager and every instance; `--wipe` also deletes DIR.
     Down(DownArgs),
     /// The manager process itself (what `--detach` runs in the background).
@@ -99,6 +105,11 @@ struct ManagerArgs {
     /// Pause between manager rounds when nothing changes (e.g. `1s`, `500ms`).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     check_interval: Duration,
+    /// How long an instance may stay silent (not answering pings) before it counts as
+    /// unreachable; a silent primary is then failed over. Shorter fails over sooner, longer
+    /// rides out longer stalls without a failover.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    detection_window: Duration,
     /// With `--detach`: how long to wait for the cluster to become Healthy.
     #[arg(long, default_value = "300s", value_parser = parse_duration)]
     wait_timeout: Duration,
@@ -149,6 +160,9 @@ struct RunArgs {
     /// Pause between manager rounds.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     check_interval: Duration,
+    /// How long an instance may stay silent before it counts as unreachable.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    detection_window: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -184,6 +198,14 @@ struct KillArgs {
     /// Keep it down until `moco local start --dir DIR N`.
     #[arg(long)]
     keep_down: bool,
+}
+
+#[derive(Debug, Args)]
+struct FreezeArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// The instance ordinal.
+    index: u32,
 }
 
 #[derive(Debug, Args)]
@@ -244,6 +266,8 @@ pub fn run(args: LocalArgs) -> Result<ExitCode, LocalCmdError> {
             LocalCommand::Status(a) => status(a),
             LocalCommand::Switchover(a) => switchover(a).await,
             LocalCommand::Kill(a) => kill(a).await,
+            LocalCommand::Freeze(a) => freeze(a, Freeze::Freeze),
+            LocalCommand::Thaw(a) => freeze(a, Freeze::Thaw),
             LocalCommand::Start(a) => start(a).await,
             LocalCommand::Down(a) => down(a).await,
             LocalCommand::Run(a) => run_manager(a).await,
@@ -347,6 +371,8 @@ async fn start_manager(
             .arg(layout.root())
             .arg("--check-interval")
             .arg(format!("{}ms", args.check_interval.as_millis()))
+            .arg("--detection-window")
+            .arg(format!("{}ms", args.detection_window.as_millis()))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err);
@@ -397,6 +423,7 @@ async fn start_manager(
     init_logging(layout)?;
     let options = RunOptions {
         check_interval: args.check_interval,
+        detection_window: args.detection_window,
         ..RunOptions::default()
     };
     let cluster = RunningCluster::start(layout, options).await?;
@@ -436,6 +463,7 @@ async fn run_manager(a: RunArgs) -> Result<ExitCode, LocalCmdError> {
     signals::ignore_hangup();
     let options = RunOptions {
         check_interval: a.check_interval,
+        detection_window: a.detection_window,
         ..RunOptions::default()
     };
     let cluster = match RunningCluster::start(&layout, options).await {
@@ -608,6 +636,27 @@ async fn kill(a: KillArgs) -> Result<ExitCode, LocalCmdError> {
         );
     } else {
         println!("instance {} was not running; {hold}", a.index);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn freeze(a: FreezeArgs, what: Freeze) -> Result<ExitCode, LocalCmdError> {
+    let (layout, manifest) = open(&a.dir.dir)?;
+    manifest
+        .check_index(a.index)
+        .map_err(|e| usage(format!("N = {}: {e}", a.index)))?;
+    let done = local_run::freeze_instance(&layout, &manifest, a.index, what)?;
+    match (done, what) {
+        (Some(pid), Freeze::Freeze) => println!(
+            "froze instance {} (pid {pid}) with SIGSTOP; `moco local thaw --dir {} {}` resumes it",
+            a.index,
+            layout.root().display(),
+            a.index
+        ),
+        (Some(pid), Freeze::Thaw) => {
+            println!("thawed instance {} (pid {pid}) with SIGCONT", a.index)
+        }
+        (None, _) => println!("instance {} is not running", a.index),
     }
     Ok(ExitCode::SUCCESS)
 }
