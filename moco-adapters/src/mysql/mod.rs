@@ -809,10 +809,13 @@ impl MysqlPort for MysqlInstance {
                 let d = self.dialect().await?;
                 let mut conn = self.conn().await?;
                 if d == Dialect::Mariadb {
-                    // Stop it without asking a possibly silent source (see the query's doc).
+                    // Stop it without waiting long for a possibly silent source (see the
+                    // query's doc).
+                    self.exec(&mut conn, sql::MARIADB_BOUND_KILL_CONN).await?;
                     let q = sql::MARIADB_IO_THREAD_ID;
                     for row in self.rows(&mut conn, q).await? {
                         let kill = sql::kill_connection(self.cell::<u64>(&row, 0usize, q)?);
+                        tracing::debug!(target: "moco::sql", instance = %self.opts.name, sql = %kill);
                         match conn.query_drop(&kill).await {
                             Ok(()) => {}
                             Err(mysql_async::Error::Server(e))

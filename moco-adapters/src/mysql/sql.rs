@@ -320,6 +320,10 @@ pub fn wait_reached(result: i64) -> bool {
 pub const MARIADB_IO_THREAD_ID: &str =
     "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'";
 
+/// MariaDB: the stopping IO thread of a semi-sync replica connects to its source to kill its
+/// dump thread and waits up to this many seconds (0 = without limit) for a silent one.
+pub const MARIADB_BOUND_KILL_CONN: &str = "SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout = 1";
+
 /// `STOP REPLICA IO_THREAD` (MariaDB: `STOP SLAVE IO_THREAD`).
 pub fn stop_replica_io(d: Dialect) -> &'static str {
     if d.is_mariadb() {
