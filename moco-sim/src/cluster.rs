@@ -12,8 +12,8 @@ use moco_core::time::Timestamp;
 use tokio::sync::Notify;
 
 use super::model::{
-    OpFault, PORT, Promotion, RelayPurge, SimGtid, State, WriteOutcome, WriteRecord, WriteState,
-    WriteTarget, host_of,
+    FrozenSpan, OpFault, PORT, Promotion, RelayPurge, SimGtid, State, WriteOutcome, WriteRecord,
+    WriteState, WriteTarget, host_of,
 };
 use moco_adapters::manager::{Manager, ManagerConfig};
 use moco_adapters::ports::{Clock, Platform, PortError};
@@ -47,6 +47,9 @@ impl SimConfig {
 struct Shared {
     state: Mutex<State>,
     killed: Arc<Notify>,
+    /// Notified when a fault changes (a thaw, a crash, a cut): calls waiting on a frozen
+    /// instance look again.
+    changed: Notify,
     /// How many SQL ports the platform handed out (a manager should build one per instance).
     ports_built: std::sync::atomic::AtomicU64,
 }
@@ -78,6 +81,7 @@ impl SimCluster {
             shared: Arc::new(Shared {
                 state: Mutex::new(state),
                 killed: Arc::new(Notify::new()),
+                changed: Notify::new(),
                 ports_built: std::sync::atomic::AtomicU64::new(0),
             }),
         }
@@ -101,6 +105,36 @@ impl SimCluster {
     pub fn manager(&self, config: ManagerConfig) -> Manager {
         Manager::new(Arc::new(self.clone()) as Arc<dyn Platform>, config)
             .with_clock(Arc::new(self.clone()))
+    }
+
+    /// Wakes the calls waiting on a frozen instance, after a fault changed.
+    fn changed(&self) {
+        self.shared.changed.notify_waiters();
+    }
+
+    /// Waits while instance `i` is frozen and still reachable (a crash or a cut ends the
+    /// wait: the caller's reach check then fails). Woken by every fault change, and looks
+    /// again after each second of (virtual) time in any case.
+    pub(crate) async fn wait_while_frozen(&self, i: u32) {
+        self.wait_while(|st| st.frozen(i) && reach(st, i).is_ok())
+            .await;
+    }
+
+    /// Waits while `blocked` holds, looking again at every fault change and after each second
+    /// of (virtual) time.
+    pub(crate) async fn wait_while(&self, blocked: impl Fn(&State) -> bool) {
+        loop {
+            let notified = self.shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !blocked(&self.lock()) {
+                return;
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            }
+        }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
@@ -150,6 +184,7 @@ impl SimCluster {
     /// received are lost.
     pub fn crash(&self, i: u32, keep_tail: bool) {
         self.lock().crash(i, keep_tail);
+        self.changed();
     }
 
     /// mysqld of instance `i` starts again (read-only, replication stopped).
@@ -164,10 +199,13 @@ impl SimCluster {
 
     /// The manager can no longer reach instance `i` (clients and other instances still can).
     pub fn cut_manager(&self, i: u32) {
-        let mut st = self.lock();
-        if i < st.replicas() {
-            st.mgr_cut.insert(i);
+        {
+            let mut st = self.lock();
+            if i < st.replicas() {
+                st.mgr_cut.insert(i);
+            }
         }
+        self.changed();
     }
 
     /// Undoes [`cut_manager`](Self::cut_manager).
@@ -196,6 +234,37 @@ impl SimCluster {
     /// Instance `i` is cut from the manager and from every other instance.
     pub fn isolate(&self, i: u32) {
         self.lock().isolate(i);
+        self.changed();
+    }
+
+    /// mysqld of instance `i` stops answering without dying: a SIGSTOPped process, a dead
+    /// node, a network black hole — on Kubernetes they look the same. Every call on it (the
+    /// manager's pings and probes included) waits until [`thaw`](Self::thaw), a crash or a
+    /// cut; it accepts no client write (the client times out; nothing is committed), serves
+    /// its replicas nothing new and receives nothing, acknowledges nothing, and keeps its
+    /// whole state (binlog, commits waiting for ACKs, `read_only`, replication settings, open
+    /// replication connections). Ignored unless mysqld runs. A crash, a re-created Pod or
+    /// [`wipe`](Self::wipe) ends the freeze (the process is gone).
+    pub fn freeze(&self, i: u32) {
+        self.lock().freeze(i);
+        self.changed();
+    }
+
+    /// A frozen instance resumes exactly where it was: a thawed ex-primary may still be
+    /// writable with commits waiting for ACKs. Pending calls on it go on.
+    pub fn thaw(&self, i: u32) {
+        self.lock().thaw(i);
+        self.changed();
+    }
+
+    /// True while instance `i` is frozen.
+    pub fn is_frozen(&self, i: u32) -> bool {
+        self.lock().frozen(i)
+    }
+
+    /// Every period an instance spent frozen, in the order they began.
+    pub fn frozen_spans(&self) -> Vec<FrozenSpan> {
+        self.lock().frozen_spans.clone()
     }
 
     /// `fault` strikes right before the manager's `n`-th next operation (0: the next one),
@@ -212,11 +281,14 @@ impl SimCluster {
 
     /// Every network fault is repaired.
     pub fn heal_network(&self) {
-        let mut st = self.lock();
-        st.mgr_cut.clear();
-        st.links_cut.clear();
-        st.refresh();
-        st.check_split_brain("heal network");
+        {
+            let mut st = self.lock();
+            st.mgr_cut.clear();
+            st.links_cut.clear();
+            st.refresh();
+            st.check_split_brain("heal network");
+        }
+        self.changed();
     }
 
     /// Instance `i` applies at most `per_tick` transactions per tick (`None`: no limit).
@@ -253,6 +325,8 @@ impl SimCluster {
         if let Some(x) = st.inst_mut(i) {
             x.pod = Default::default();
         }
+        drop(st);
+        self.changed();
     }
 
     /// An administrator kills every client session of instance `i` (`KILL CONNECTION`):
@@ -267,32 +341,42 @@ impl SimCluster {
     /// in a new Pod, as after deleting its PVC and Pod.
     pub fn wipe(&self, i: u32) {
         self.lock().wipe(i);
+        self.changed();
     }
 
-    /// Repairs every fault: network, slow replicas, crashed instances, pending Pod
-    /// deletions. Leaves data, demote requests and hung sessions alone.
+    /// Repairs every fault: network, slow replicas, frozen instances (they resume where they
+    /// were), crashed instances, pending Pod deletions. Leaves data, demote requests and hung
+    /// sessions alone.
     pub fn heal_all(&self) {
-        let mut st = self.lock();
-        st.mgr_cut.clear();
-        st.links_cut.clear();
-        let n = st.replicas();
-        for i in 0..n {
-            if let Some(x) = st.inst_mut(i) {
-                x.slow = None;
-            }
-            if st.inst(i).is_some_and(|x| x.pod.deleting) {
-                st.crash(i, true);
-                st.restart(i);
+        {
+            let mut st = self.lock();
+            st.mgr_cut.clear();
+            st.links_cut.clear();
+            let n = st.replicas();
+            for i in 0..n {
                 if let Some(x) = st.inst_mut(i) {
-                    x.pod = Default::default();
+                    x.slow = None;
+                }
+                if st.inst(i).is_some_and(|x| x.pod.deleting) {
+                    st.crash(i, true);
+                    st.restart(i);
+                    if let Some(x) = st.inst_mut(i) {
+                        x.pod = Default::default();
+                    }
+                }
+                if !st.up(i) {
+                    st.restart(i);
                 }
             }
-            if !st.up(i) {
-                st.restart(i);
+            // Last: each thaw can only add instances able to acknowledge, so the check it runs
+            // sees no state the healed cluster would not have.
+            for i in 0..n {
+                st.thaw(i);
             }
+            st.refresh();
+            st.check_split_brain("heal all");
         }
-        st.refresh();
-        st.check_split_brain("heal all");
+        self.changed();
     }
 
     /// The manager "crashes" at its `n`-th next operation (0: the next one): that call never
@@ -435,17 +519,21 @@ impl SimCluster {
 
     /// Counts one manager operation; hangs forever when a kill fires.
     pub(crate) async fn gate(&self) {
-        let hang = {
+        let (hang, struck) = {
             let mut st = self.lock();
-            match st.fault_at {
+            let struck = match st.fault_at {
                 Some((0, fault)) => {
                     st.fault_at = None;
                     st.inject(fault);
+                    true
                 }
-                Some((n, fault)) => st.fault_at = Some((n - 1, fault)),
-                None => {}
-            }
-            match st.kill_after {
+                Some((n, fault)) => {
+                    st.fault_at = Some((n - 1, fault));
+                    false
+                }
+                None => false,
+            };
+            let hang = match st.kill_after {
                 Some(0) => {
                     st.kill_after = None;
                     st.killed = true;
@@ -456,8 +544,12 @@ impl SimCluster {
                     false
                 }
                 None => st.killed,
-            }
+            };
+            (hang, struck)
         };
+        if struck {
+            self.changed();
+        }
         if hang {
             self.shared.killed.notify_one();
             std::future::pending::<()>().await;

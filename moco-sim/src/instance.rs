@@ -17,7 +17,9 @@ use moco_adapters::ports::{Credentials, MysqlPort, PortError};
 const UNLIMITED_WAIT: Duration = Duration::from_secs(3600);
 
 /// The SQL port of one simulated instance. Every call fails with
-/// [`PortError::Unreachable`] while mysqld is down or cut from the manager.
+/// [`PortError::Unreachable`] while mysqld is down or cut from the manager, and waits while
+/// it is frozen ([`SimCluster::freeze`]) until it is thawed, crashes or is cut: the caller's
+/// timeouts decide how long to wait, as with a SIGSTOPped mysqld.
 #[derive(Clone, Debug)]
 pub struct SimInstance {
     cluster: SimCluster,
@@ -45,12 +47,14 @@ impl SimInstance {
         format!("instance {} ({}:{PORT})", self.index, host_of(self.index))
     }
 
-    /// Runs `f` on the state once the instance is reachable, then re-checks the cluster.
-    fn with_reachable(
+    /// Runs `f` on the state once the instance answers (not frozen) and is reachable, then
+    /// re-checks the cluster.
+    async fn with_reachable(
         &self,
         context: &str,
         f: impl FnOnce(&mut super::model::State),
     ) -> Result<(), PortError> {
+        self.cluster.wait_while_frozen(self.index).await;
         let mut st = self.cluster.lock();
         reach(&st, self.index)?;
         f(&mut st);
@@ -63,6 +67,7 @@ impl SimInstance {
 #[async_trait]
 impl MysqlPort for SimInstance {
     async fn status(&self) -> Result<MysqldStatus, PortError> {
+        self.cluster.wait_while_frozen(self.index).await;
         let st = self.cluster.lock();
         reach(&st, self.index)?;
         st.mysqld_status(self.index)
@@ -72,7 +77,14 @@ impl MysqlPort for SimInstance {
             })
     }
 
+    /// `COM_PING`: only whether the server answers, no status.
+    async fn ping(&self) -> Result<(), PortError> {
+        self.cluster.wait_while_frozen(self.index).await;
+        reach(&self.cluster.lock(), self.index)
+    }
+
     async fn executed_gtid(&self) -> Result<GtidSet, PortError> {
+        self.cluster.wait_while_frozen(self.index).await;
         let st = self.cluster.lock();
         reach(&st, self.index)?;
         Ok(st.reported_executed(self.index))
@@ -83,6 +95,8 @@ impl MysqlPort for SimInstance {
         let start = Instant::now();
         let i = self.index;
         loop {
+            // A frozen server neither finishes the statement nor lets the kill through.
+            self.cluster.wait_while_frozen(i).await;
             {
                 let mut st = self.cluster.lock();
                 reach(&st, i)?;
@@ -111,6 +125,7 @@ impl MysqlPort for SimInstance {
         self.cluster.gate().await;
         let i = self.index;
         self.with_reachable("killConnections", |st| st.kill_connections(i))
+            .await
     }
 
     async fn wait_for_gtid(
@@ -123,6 +138,8 @@ impl MysqlPort for SimInstance {
         let limit = timeout.unwrap_or(UNLIMITED_WAIT);
         let i = self.index;
         loop {
+            // A frozen server does not answer, not even its own timeout.
+            self.cluster.wait_while_frozen(i).await;
             {
                 let st = self.cluster.lock();
                 reach(&st, i)?;
@@ -155,11 +172,13 @@ impl MysqlPort for SimInstance {
                 r.connected = false;
             }
         })
+        .await
     }
 
     async fn start_replica(&self, sql_thread_only: bool) -> Result<(), PortError> {
         self.cluster.gate().await;
         let i = self.index;
+        self.cluster.wait_while_frozen(i).await;
         let mut st = self.cluster.lock();
         reach(&st, i)?;
         if st.inst(i).is_some_and(|x| x.repl.is_none()) {
@@ -183,6 +202,7 @@ impl MysqlPort for SimInstance {
                 x.semi_master = false;
             }
         })
+        .await
     }
 
     async fn configure_replication(
@@ -200,6 +220,7 @@ impl MysqlPort for SimInstance {
         };
         let from = *from;
         let i = self.index;
+        self.cluster.wait_while_frozen(i).await;
         let mut st = self.cluster.lock();
         reach(&st, i)?;
         if st.inst(from).is_none() {
@@ -228,11 +249,13 @@ impl MysqlPort for SimInstance {
                 x.wait_count = wait_for_replica_count.max(1);
             }
         })
+        .await
     }
 
     async fn set_writable(&self) -> Result<(), PortError> {
         self.cluster.gate().await;
         let i = self.index;
         self.with_reachable("setWritable", |st| st.set_writable(i))
+            .await
     }
 }

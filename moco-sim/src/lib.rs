@@ -24,7 +24,9 @@
 //!   must be in the source's binlog) and copy missing transactions; SQL threads apply them;
 //! * faults: crashes (with or without the pending tail), restarts (read-only, replication
 //!   stopped), partitions between the manager and an instance or between two instances,
-//!   slow replicas, Pod deletion and demotion, data loss, manager crashes mid-round.
+//!   hung instances ([`SimCluster::freeze`]: every call waits until the thaw, nothing
+//!   replicates, the state is kept), slow replicas, Pod deletion and demotion, data loss,
+//!   manager crashes mid-round.
 //!
 //! Nothing is random: every choice comes from the caller.
 
@@ -38,5 +40,6 @@ mod platform;
 pub use cluster::{SIM_EPOCH, SimCluster, SimConfig};
 pub use instance::SimInstance;
 pub use model::{
-    OpFault, Promotion, RelayPurge, SimGtid, WriteOutcome, WriteRecord, WriteState, WriteTarget,
+    FrozenSpan, OpFault, Promotion, RelayPurge, SimGtid, SpanEnd, WriteOutcome, WriteRecord,
+    WriteState, WriteTarget,
 };

@@ -113,6 +113,10 @@ pub enum OpFault {
     CutManager(u32),
     /// An instance is cut from the manager and every other instance.
     Isolate(u32),
+    /// mysqld of an instance stops answering (see [`super::SimCluster::freeze`]).
+    Freeze(u32),
+    /// A frozen mysqld resumes where it was (see [`super::SimCluster::thaw`]).
+    Thaw(u32),
 }
 
 /// A change of `currentPrimaryIndex` the manager persisted, with what the simulator's true
@@ -128,9 +132,44 @@ pub struct Promotion {
     /// Acknowledged transactions the new primary neither holds nor has in its relay log.
     pub missing_acknowledged: Vec<SimGtid>,
     /// Why the choice was wrong (empty when it was right): acknowledged transactions the new
-    /// primary lacks, or reachable, non-hung, non-errant replicas (instances with a
-    /// replication channel) that hold more.
+    /// primary lacks, or reachable, non-hung, non-frozen, non-errant replicas (instances with
+    /// a replication channel) that hold more.
     pub problems: Vec<String>,
+    /// The previous primary was frozen at that moment (a hung primary was failed over).
+    pub from_frozen: bool,
+}
+
+/// One period an instance spent frozen (see [`super::SimCluster::freeze`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrozenSpan {
+    /// The instance.
+    pub instance: u32,
+    /// It was `currentPrimaryIndex` when it froze.
+    pub was_primary: bool,
+    /// Ticks elapsed when it froze.
+    pub tick: u64,
+    /// How it ended; `None` while it is still frozen.
+    pub end: Option<SpanEnd>,
+    /// `State::failover_rounds` when it froze.
+    rounds_at_freeze: u64,
+}
+
+/// How a [`FrozenSpan`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpanEnd {
+    /// It was thawed and resumed where it was.
+    Thawed {
+        /// Ticks elapsed when it resumed.
+        tick: u64,
+        /// Manager rounds that decided a failover (`Action::Failover`: stopping the IO
+        /// threads, or promoting) while it was frozen.
+        failover_rounds: u64,
+        /// `currentPrimaryIndex` pointed at it when it froze and no longer did when it resumed
+        /// (it was failed over while frozen).
+        replaced: bool,
+    },
+    /// The process was killed while frozen (a crash, a Pod re-created, a wiped instance).
+    Killed,
 }
 
 /// The Pod of one instance.
@@ -181,6 +220,9 @@ pub(crate) struct Inst {
     pub repl: Option<Repl>,
     pub clone_state: Option<CloneState>,
     pub slow: Option<u32>,
+    /// SIGSTOPped (or its node dead, or a network black hole): it answers nothing, serves and
+    /// receives no replication and accepts no writes, but keeps its whole state.
+    pub frozen: bool,
     pub pod: PodState,
 }
 
@@ -202,6 +244,7 @@ impl Inst {
             repl: None,
             clone_state: None,
             slow: None,
+            frozen: false,
             pod: PodState::default(),
         }
     }
@@ -260,6 +303,10 @@ pub(crate) struct State {
     pub fault_at: Option<(u32, OpFault)>,
     /// Break the model on purpose (tests of the tests): ignore semi-sync on the primary.
     pub ignore_semi_sync: bool,
+    /// Every period an instance spent frozen, in the order they began.
+    pub frozen_spans: Vec<FrozenSpan>,
+    /// Manager rounds so far that decided `Action::Failover`.
+    pub failover_rounds: u64,
 }
 
 /// The host name of instance `index`.
@@ -310,6 +357,8 @@ impl State {
             killed: false,
             fault_at: None,
             ignore_semi_sync: false,
+            frozen_spans: Vec::new(),
+            failover_rounds: 0,
         }
     }
 
@@ -380,6 +429,11 @@ impl State {
         self.inst(i).is_some_and(|x| x.up)
     }
 
+    /// mysqld of instance `i` runs but is frozen.
+    pub fn frozen(&self, i: u32) -> bool {
+        self.inst(i).is_some_and(|x| x.up && x.frozen)
+    }
+
     /// The manager can open a connection to instance `i`.
     pub fn manager_reaches(&self, i: u32) -> bool {
         self.up(i) && !self.mgr_cut.contains(&i)
@@ -393,11 +447,13 @@ impl State {
         }
     }
 
-    /// Semi-sync replicas connected to `p` right now.
-    pub fn semi_clients(&self, p: u32) -> usize {
+    /// Semi-sync replicas connected to `p` right now (`Rpl_semi_sync_master_clients`: a
+    /// frozen replica's connection stays open); with `live`, only those that could send an
+    /// ACK now (not frozen).
+    pub fn semi_clients(&self, p: u32, live: bool) -> usize {
         self.insts
             .iter()
-            .filter(|r| r.index != p && r.up && r.semi_slave)
+            .filter(|r| r.index != p && r.up && r.semi_slave && !(live && r.frozen))
             .filter(|r| {
                 r.repl
                     .as_ref()
@@ -406,15 +462,16 @@ impl State {
             .count()
     }
 
-    /// Instances that accept writes and would acknowledge them now.
+    /// Instances that accept writes and would acknowledge them now. A frozen instance
+    /// acknowledges nothing while frozen; thawing it re-runs the split-brain check.
     pub fn writable_ackers(&self) -> Vec<u32> {
         self.insts
             .iter()
-            .filter(|p| p.up && !p.read_only)
+            .filter(|p| p.up && !p.read_only && !p.frozen)
             .filter(|p| {
                 !p.semi_master
                     || self.ignore_semi_sync
-                    || self.semi_clients(p.index) >= self.needed_acks(p)
+                    || self.semi_clients(p.index, true) >= self.needed_acks(p)
             })
             .map(|p| p.index)
             .collect()
@@ -445,8 +502,13 @@ impl State {
             let src = repl.source;
             let can = self.up(i) && self.up(src) && self.link_ok(i, src);
             let connected = repl.connected;
+            // A frozen replica or source keeps an open connection (nothing flows through it)
+            // and cannot open a new one; a crash or a cut still drops it.
+            let frozen = self.frozen(i) || self.frozen(src);
             let outcome = if !can {
                 Some(Ok(false))
+            } else if frozen {
+                None
             } else if !connected {
                 Some(self.handshake(i, src).map(|()| true))
             } else {
@@ -513,10 +575,13 @@ impl State {
     fn fetch(&mut self, i: u32) {
         let Some((src, pos)) = self.inst(i).and_then(|x| {
             let r = x.repl.as_ref()?;
-            (x.up && r.io_running && r.connected).then_some((r.source, r.io_pos))
+            (x.up && !x.frozen && r.io_running && r.connected).then_some((r.source, r.io_pos))
         }) else {
             return;
         };
+        if self.frozen(src) {
+            return;
+        }
         let Some(s) = self.inst(src) else { return };
         let flavor = self.flavor;
         let incoming: Result<Vec<SimGtid>, (u32, String)> = match flavor {
@@ -553,7 +618,7 @@ impl State {
     fn apply(&mut self, i: u32) {
         let flavor = self.flavor;
         let Some(x) = self.inst_mut(i) else { return };
-        if !x.up {
+        if !x.up || x.frozen {
             return;
         }
         let limit = x.slow.unwrap_or(u32::MAX);
@@ -587,13 +652,14 @@ impl State {
     }
 
     /// Acknowledges pending commits that enough semi-sync replicas received; releases them
-    /// all when semi-sync is off on their server.
+    /// all when semi-sync is off on their server. A frozen server answers no client: its
+    /// commits wait until it resumes. (ACKs a frozen replica sent before it froze count.)
     pub fn settle_acks(&mut self) {
         let n = self.replicas();
         let mut acked: Vec<(u32, SimGtid)> = Vec::new();
         for p in 0..n {
             let Some(inst) = self.inst(p) else { continue };
-            if inst.pending.is_empty() || !inst.up {
+            if inst.pending.is_empty() || !inst.up || inst.frozen {
                 continue;
             }
             let need = self.needed_acks(inst);
@@ -666,7 +732,8 @@ impl State {
         let Some(x) = index.and_then(|i| self.inst_mut(i)) else {
             return WriteOutcome::Rejected;
         };
-        if !x.up || x.read_only {
+        // A frozen server does not answer: the client times out, nothing is committed.
+        if !x.up || x.read_only || x.frozen {
             return WriteOutcome::Rejected;
         }
         let seq = match flavor {
@@ -729,8 +796,10 @@ impl State {
         for (_, id) in &pending {
             self.set_write_state(*id, WriteState::Interrupted);
         }
+        self.end_frozen_span(i, SpanEnd::Killed);
         if let Some(x) = self.inst_mut(i) {
             x.up = false;
+            x.frozen = false;
             x.pending.clear();
             for g in &dropped {
                 x.data.remove(g);
@@ -787,6 +856,7 @@ impl State {
         for id in pending {
             self.set_write_state(id, WriteState::Interrupted);
         }
+        self.end_frozen_span(i, SpanEnd::Killed);
         if let Some(x) = self.inst_mut(i) {
             let slow = x.slow;
             *x = Inst::fresh(i, ident, flavor);
@@ -823,6 +893,70 @@ impl State {
                 }
             }
             OpFault::Isolate(i) => self.isolate(i),
+            OpFault::Freeze(i) => self.freeze(i),
+            OpFault::Thaw(i) => self.thaw(i),
+        }
+    }
+
+    /// mysqld of instance `i` stops answering, keeping its whole state (a running, unfrozen
+    /// instance only).
+    pub fn freeze(&mut self, i: u32) {
+        if !self.up(i) || self.frozen(i) {
+            return;
+        }
+        let was_primary = self.status.current_primary_index == i;
+        let tick = self.ticks;
+        if let Some(x) = self.inst_mut(i) {
+            x.frozen = true;
+        }
+        let rounds_at_freeze = self.failover_rounds;
+        self.frozen_spans.push(FrozenSpan {
+            instance: i,
+            was_primary,
+            tick,
+            end: None,
+            rounds_at_freeze,
+        });
+        self.refresh();
+        self.check_split_brain("freeze");
+    }
+
+    /// A frozen mysqld resumes exactly where it was.
+    pub fn thaw(&mut self, i: u32) {
+        if !self.frozen(i) {
+            return;
+        }
+        let replaced = self.status.current_primary_index != i;
+        let (tick, rounds) = (self.ticks, self.failover_rounds);
+        if let Some(span) = self
+            .frozen_spans
+            .iter()
+            .rev()
+            .find(|s| s.instance == i && s.end.is_none())
+        {
+            let failover_rounds = rounds.saturating_sub(span.rounds_at_freeze);
+            let end = SpanEnd::Thawed {
+                tick,
+                failover_rounds,
+                replaced: span.was_primary && replaced,
+            };
+            self.end_frozen_span(i, end);
+        }
+        if let Some(x) = self.inst_mut(i) {
+            x.frozen = false;
+        }
+        self.refresh();
+        self.check_split_brain("thaw");
+    }
+
+    fn end_frozen_span(&mut self, i: u32, end: SpanEnd) {
+        if let Some(span) = self
+            .frozen_spans
+            .iter_mut()
+            .rev()
+            .find(|s| s.instance == i && s.end.is_none())
+        {
+            span.end = Some(end);
         }
     }
 
@@ -892,7 +1026,7 @@ impl State {
                 port: PORT,
             })
             .collect();
-        let clients = u32::try_from(self.semi_clients(i)).unwrap_or(u32::MAX);
+        let clients = u32::try_from(self.semi_clients(i, false)).unwrap_or(u32::MAX);
         Some(MysqldStatus {
             flavor: self.flavor,
             version: match self.flavor {
@@ -1108,11 +1242,12 @@ impl State {
             }
         }
         for j in &self.insts {
-            // The engine's eligibility rule (MOCO's): reachable, not hung, with a replication
-            // channel. A restarted ex-primary without one is not a candidate, and whatever it
+            // The engine's eligibility rule (MOCO's): reachable (answering: not frozen), not
+            // hung, with a replication channel. A restarted ex-primary without one is not a candidate, and whatever it
             // holds that nobody else does was never acknowledged (checked above).
             if j.index == to
                 || !self.manager_reaches(j.index)
+                || j.frozen
                 || !j.pending.is_empty()
                 || j.repl.is_none()
             {
@@ -1158,10 +1293,11 @@ impl State {
             });
             let data: Vec<String> = x.data.iter().map(ToString::to_string).collect();
             out.push_str(&format!(
-                "  [{}] ident={} up={} ro={} semi(m={} k={} s={}) pending={} role={:?} pod(del={} demote={}) repl({repl}) data={{{}}}\n",
+                "  [{}] ident={} up={}{} ro={} semi(m={} k={} s={}) pending={} role={:?} pod(del={} demote={}) repl({repl}) data={{{}}}\n",
                 x.index,
                 x.ident,
                 x.up,
+                if x.frozen { " FROZEN" } else { "" },
                 x.read_only,
                 x.semi_master,
                 x.wait_count,

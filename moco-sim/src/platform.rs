@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use moco_core::Decision;
 use moco_core::facts::{ClusterFacts, PodFacts, Role, SpecFacts};
 use moco_core::operation::{Event, ReplicationSource};
 use moco_core::status::ClusteringStatus;
+use moco_core::{Action, Decision};
 
 use super::cluster::{SimCluster, reach};
 use super::model::{PORT, PodState, Promotion, host_of};
@@ -122,12 +122,14 @@ impl Platform for SimCluster {
         if from != to {
             let (missing_acknowledged, problems) = st.judge_promotion(from, to);
             let tick = st.ticks;
+            let from_frozen = st.frozen(from);
             st.promotions.push(Promotion {
                 from,
                 to,
                 tick,
                 missing_acknowledged,
                 problems,
+                from_frozen,
             });
         }
         status.merge_into(&mut st.status);
@@ -146,8 +148,6 @@ impl Platform for SimCluster {
         _boot_timeout: Duration,
     ) -> Result<(), PortError> {
         self.gate().await;
-        let mut st = self.lock();
-        reach(&st, index)?;
         let ReplicationSource::Instance { index: from, .. } = donor else {
             return Err(PortError::Failed {
                 target: format!("instance {index}"),
@@ -155,6 +155,11 @@ impl Platform for SimCluster {
             });
         };
         let from = *from;
+        // A frozen recipient runs nothing; a frozen donor sends nothing: the clone waits.
+        self.wait_while(|st| reach(st, index).is_ok() && (st.frozen(index) || st.frozen(from)))
+            .await;
+        let mut st = self.lock();
+        reach(&st, index)?;
         if from == index || !st.up(from) || !st.link_ok(index, from) {
             return Err(PortError::Sql {
                 target: format!("instance {index} ({}:{PORT})", host_of(index)),
@@ -168,6 +173,10 @@ impl Platform for SimCluster {
     }
 
     async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {
-        self.lock().last_round = Some((facts.clone(), decision.clone()));
+        let mut st = self.lock();
+        if decision.action == Action::Failover {
+            st.failover_rounds += 1;
+        }
+        st.last_round = Some((facts.clone(), decision.clone()));
     }
 }

@@ -394,3 +394,109 @@ async fn manager_reuses_one_port_per_instance() {
     );
     assert_eq!(sim.ports_built(), 3);
 }
+
+/// A frozen instance answers nothing — pings, probes and operations wait until it thaws —
+/// accepts no writes, serves and receives no replication, acknowledges nothing, and keeps its
+/// whole state; thawed, it goes on where it was. A crash ends the wait with an error.
+#[tokio::test(start_paused = true)]
+async fn frozen_instances_hang_and_resume_where_they_were() {
+    use moco_sim::SpanEnd;
+    use tokio::time::timeout;
+
+    let sim = cluster(3, Flavor::Mysql, 1).await;
+    let g1 = gtid(sim.client_write(WriteTarget::Instance(0)));
+    sim.tick();
+    // A commit waiting for its ACK when the primary freezes.
+    let g2 = gtid(sim.client_write(WriteTarget::Instance(0)));
+    assert_eq!(sim.pending(0), 1);
+    sim.freeze(0);
+    assert!(sim.is_frozen(0));
+    let p = sim.instance(0);
+    let long = Duration::from_secs(30);
+    assert!(timeout(long, p.ping()).await.is_err(), "ping waits");
+    assert!(timeout(long, p.status()).await.is_err(), "status waits");
+    assert!(
+        timeout(long, p.set_super_read_only(Duration::ZERO))
+            .await
+            .is_err()
+    );
+    assert!(timeout(long, p.executed_gtid()).await.is_err());
+    assert_eq!(
+        sim.client_write(WriteTarget::Instance(0)),
+        WriteOutcome::Rejected
+    );
+    sim.tick_n(3);
+    assert!(
+        !sim.received(1).contains(&g2),
+        "a frozen source serves nothing"
+    );
+    assert_eq!(sim.pending(0), 1, "its commit still waits");
+    assert!(sim.writable_ackers().is_empty(), "it acknowledges nothing");
+    // Its replicas' IO threads stay connected to it (nothing flows).
+    let r = sim
+        .instance(1)
+        .status()
+        .await
+        .unwrap()
+        .replica_status
+        .unwrap();
+    assert_eq!(r.io_running, ThreadState::Yes);
+
+    // A call under way answers as soon as it thaws; the state is as it was.
+    let waiting = tokio::spawn({
+        let p = p.clone();
+        async move { p.status().await }
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!waiting.is_finished());
+    let before = tokio::time::Instant::now();
+    sim.thaw(0);
+    let s = waiting.await.unwrap().unwrap();
+    assert!(
+        before.elapsed() < Duration::from_millis(10),
+        "woken at once"
+    );
+    assert!(!s.read_only && s.semi_sync.master_enabled);
+    assert_eq!(s.semi_sync.wait_sessions, 1);
+    assert!(sim.is_writable(0));
+    sim.tick();
+    assert!(sim.received(1).contains(&g2));
+    assert_eq!(sim.pending(0), 0, "acknowledged once a replica received it");
+    assert_eq!(sim.acknowledged(), vec![g1, g2]);
+    let spans = sim.frozen_spans();
+    assert_eq!(spans.len(), 1);
+    assert!(spans[0].was_primary);
+    assert!(matches!(
+        spans[0].end,
+        Some(SpanEnd::Thawed {
+            replaced: false,
+            failover_rounds: 0,
+            ..
+        })
+    ));
+
+    // A frozen replica receives nothing and applies nothing; its ACK is missing.
+    sim.freeze(1);
+    sim.freeze(2);
+    let g3 = gtid(sim.client_write(WriteTarget::Instance(0)));
+    sim.tick_n(2);
+    assert!(!sim.received(1).contains(&g3));
+    assert_eq!(sim.pending(0), 1);
+    sim.thaw(1);
+    sim.tick();
+    assert_eq!(sim.pending(0), 0);
+
+    // A crash ends a wait on a frozen instance: the caller gets an error.
+    let waiting = tokio::spawn({
+        let r = sim.instance(2);
+        async move { r.stop_replica_io().await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    sim.crash(2, true);
+    assert!(matches!(
+        waiting.await.unwrap(),
+        Err(PortError::Unreachable { .. })
+    ));
+    assert!(!sim.is_frozen(2));
+    assert_eq!(sim.frozen_spans()[2].end, Some(SpanEnd::Killed));
+}
