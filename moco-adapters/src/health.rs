@@ -30,7 +30,7 @@ pub struct HealthConfig {
 }
 
 /// The documented default detection window (`--detection-window`).
-pub const DEFAULT_DETECTION_WINDOW: Duration = Duration::from_secs(2);
+pub const DEFAULT_DETECTION_WINDOW: Duration = Duration::from_millis(1500);
 
 impl Default for HealthConfig {
     fn default() -> Self {

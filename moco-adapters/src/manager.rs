@@ -350,39 +350,67 @@ impl Manager {
             tracing::info!(state = %decision.state, action = ?decision.action, steps = decision.steps.len(), "executing plan");
         }
         let mut steps_done = 0;
-        for (position, step) in decision.steps.iter().enumerate() {
-            let operation = step.operation.label();
+        let mut position = 0;
+        let view = &view;
+        while position < decision.steps.len() {
+            // Consecutive IO-thread stops act on distinct replicas and nothing orders them:
+            // they run together. A stop can take a second against a silent source (MariaDB's
+            // semi-sync replica asks the source to end its dump thread), and fencing every
+            // replica at once also ends the old primary's acknowledgements sooner.
+            let batch = decision.steps[position..]
+                .iter()
+                .take_while(|s| matches!(s.operation, Operation::StopReplicaIoThread { .. }))
+                .count()
+                .max(1);
             let limit = self.config.operation_timeout;
-            let result =
-                tokio::time::timeout(limit, self.execute(&view, step, &mut persisted)).await;
-            let error = match result {
-                Ok(Ok(())) => None,
-                Ok(Err(source)) => Some(ManagerError::Step {
-                    position,
-                    operation,
-                    source,
-                }),
-                Err(_) => Some(ManagerError::StepTimeout {
-                    position,
-                    operation,
-                    seconds: limit.as_secs(),
-                }),
-            };
-            if let Some(err) = error {
-                let detail = err.to_string();
-                tracing::warn!(error = %detail, "plan stopped");
-                if let Some(ev) = &step.on_failure {
-                    self.record(ev, Some(&detail)).await;
-                } else {
-                    let ev = Event::warning("OperationFailed", "an operation failed");
-                    self.record(&ev, Some(&detail)).await;
+            let runs = decision.steps[position..position + batch]
+                .iter()
+                .map(|step| {
+                    let persisted = persisted.clone();
+                    async move {
+                        let mut persisted = persisted;
+                        tokio::time::timeout(limit, self.execute(view, step, &mut persisted))
+                            .await
+                            .map(|r| r.map(|()| persisted))
+                    }
+                });
+            let results = future::join_all(runs).await;
+            for (offset, result) in results.into_iter().enumerate() {
+                let step = &decision.steps[position + offset];
+                let operation = step.operation.label();
+                let error = match result {
+                    Ok(Ok(next)) => {
+                        persisted = next;
+                        None
+                    }
+                    Ok(Err(source)) => Some(ManagerError::Step {
+                        position: position + offset,
+                        operation,
+                        source,
+                    }),
+                    Err(_) => Some(ManagerError::StepTimeout {
+                        position: position + offset,
+                        operation,
+                        seconds: limit.as_secs(),
+                    }),
+                };
+                if let Some(err) = error {
+                    let detail = err.to_string();
+                    tracing::warn!(error = %detail, "plan stopped");
+                    if let Some(ev) = &step.on_failure {
+                        self.record(ev, Some(&detail)).await;
+                    } else {
+                        let ev = Event::warning("OperationFailed", "an operation failed");
+                        self.record(&ev, Some(&detail)).await;
+                    }
+                    return Err(err);
                 }
-                return Err(err);
+                if let Some(ev) = &step.on_success {
+                    self.record(ev, None).await;
+                }
+                steps_done += 1;
             }
-            if let Some(ev) = &step.on_success {
-                self.record(ev, None).await;
-            }
-            steps_done += 1;
+            position += batch;
         }
         Ok(RoundReport {
             facts,
@@ -461,9 +489,15 @@ impl Manager {
                     .wait_for_gtid(gtid, limit)
                     .await
             }
-            Operation::SetPrimaryIndex { index, .. } => {
+            Operation::SetPrimaryIndex {
+                index,
+                errant_replica_list,
+                ..
+            } => {
                 let mut next = persisted.clone();
                 next.current_primary_index = *index;
+                next.errant_replica_list = errant_replica_list.clone();
+                next.errant_replicas = u32::try_from(errant_replica_list.len()).unwrap_or(u32::MAX);
                 p.write_status(&ClusteringStatus::of(&next)).await?;
                 *persisted = next;
                 Ok(())

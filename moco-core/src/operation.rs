@@ -57,7 +57,11 @@ pub enum Operation {
         /// Seconds before failing; `None` = no limit.
         timeout_seconds: Option<u32>,
     },
-    /// Persist `status.currentPrimaryIndex = index` (the switchover/failover commit point).
+    /// Persist `status.currentPrimaryIndex = index` (the switchover/failover commit point),
+    /// together with `errantReplicaList` re-based on the new primary: a verdict computed
+    /// against the old primary must not outlive the promotion, or a later failover may exclude
+    /// an instance that holds nothing the new primary lacks (found by the simulator's
+    /// hung-primary schedules).
     SetPrimaryIndex {
         /// New primary ordinal.
         index: u32,
@@ -65,6 +69,9 @@ pub enum Operation {
         previous: u32,
         /// Why the primary moves.
         reason: PrimaryChange,
+        /// `status.errantReplicaList` relative to the new primary, written with the index.
+        #[serde(default)]
+        errant_replica_list: Vec<u32>,
     },
     /// Remove the Pod annotation `moco.cybozu.com/demote`.
     RemoveDemoteAnnotation {
@@ -360,6 +367,7 @@ mod tests {
                 index: 1,
                 previous: 0,
                 reason: PrimaryChange::Failover,
+                errant_replica_list: vec![2],
             },
             Operation::RemoveDemoteAnnotation { index: 1 },
             Operation::StopReplicaIoThread { index: 1 },

@@ -379,7 +379,7 @@ proptest! {
         let d = decide(&f).unwrap();
         let steps = ops(&d);
         for (pos, op) in steps.iter().enumerate() {
-            if let Operation::SetPrimaryIndex { index, previous, reason: PrimaryChange::Switchover } = op {
+            if let Operation::SetPrimaryIndex { index, previous, reason: PrimaryChange::Switchover, .. } = op {
                 prop_assert!(d.assessment.candidates.contains(index));
                 prop_assert!(!d.assessment.errant.contains(index));
                 let before = &steps[..pos];

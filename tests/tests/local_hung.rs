@@ -108,10 +108,10 @@ async fn a_stall_shorter_than_the_window_keeps_the_primary() {
     let primary = primary_index(&s);
     let writer = Writer::start(port, &writable);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    // Half the default 2 s window, twice, with a pause between.
+    // Half the default 1.5 s window, twice, with a pause between.
     for _ in 0..2 {
         local(&["local", "freeze", "--dir", &dir.arg(), &primary.to_string()]).await;
-        tokio::time::sleep(Duration::from_millis(1000)).await;
+        tokio::time::sleep(Duration::from_millis(750)).await;
         local(&["local", "thaw", "--dir", &dir.arg(), &primary.to_string()]).await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }

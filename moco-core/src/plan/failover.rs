@@ -4,9 +4,34 @@
 //! received set contains every other eligible replica's.
 
 use crate::assessment::{View, received_set};
+use crate::gtid::GtidSet;
 use crate::operation::{Event, Operation, PrimaryChange, Step};
 
 use super::{Action, CATCH_UP_TIMEOUT_SECONDS, Planned};
+
+/// The instances errant against the new primary once it holds `set`: reachable ones by their
+/// executed sets (as the assessment judges against a primary); an unreachable one keeps the
+/// verdict it had, since nothing new is known of it.
+fn errant_against(v: &View<'_>, target: u32, set: &GtidSet) -> Vec<u32> {
+    let identity = v.mysqld(target).and_then(|s| s.identity());
+    v.facts
+        .instances
+        .iter()
+        .filter(|i| i.index != target)
+        .filter(|i| match v.mysqld(i.index) {
+            Some(s) => {
+                let extra = s.gtid_executed.subtract(set);
+                let foreign = match &identity {
+                    Some(id) => extra.without_server(id),
+                    None => extra,
+                };
+                !foreign.is_empty()
+            }
+            None => v.assessment.is_errant(i.index),
+        })
+        .map(|i| i.index)
+        .collect()
+}
 
 pub(super) fn failover(v: &View<'_>) -> Planned {
     let mut p = Planned::new(Action::Failover);
@@ -30,7 +55,7 @@ pub(super) fn failover(v: &View<'_>) -> Planned {
         return p;
     }
 
-    let eligible: Vec<(u32, crate::gtid::GtidSet, u128)> = v
+    let eligible: Vec<(u32, GtidSet, u128)> = v
         .non_primaries()
         .filter(|i| !v.assessment.is_errant(i.index))
         .filter_map(|i| v.mysqld(i.index).map(|s| (i.index, s)))
@@ -87,6 +112,7 @@ pub(super) fn failover(v: &View<'_>) -> Planned {
             index: *target,
             previous: from,
             reason: PrimaryChange::Failover,
+            errant_replica_list: errant_against(v, *target, set),
         })
         .failing_with(failed)
         .succeeding_with(Event::normal(

@@ -46,6 +46,9 @@ pub(super) fn switchover(v: &View<'_>, target: u32) -> Planned {
             index: target,
             previous: from,
             reason: PrimaryChange::Switchover,
+            // The target caught up with the old primary and holds nothing else (it is a
+            // candidate), so what was errant against the old primary still is.
+            errant_replica_list: v.assessment.errant.clone(),
         })
         .succeeding_with(Event::normal(
             "SwitchOver",

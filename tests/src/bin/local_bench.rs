@@ -297,7 +297,7 @@ async fn run_soak(samples: &mut Samples, stalls: u32) {
     });
     for _ in 0..stalls {
         local(&["local", "freeze", "--dir", &dir.arg(), &primary.to_string()]).await;
-        tokio::time::sleep(Duration::from_millis(1000)).await;
+        tokio::time::sleep(Duration::from_millis(750)).await;
         local(&["local", "thaw", "--dir", &dir.arg(), &primary.to_string()]).await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
         samples.soak_stalls += 1;
@@ -367,7 +367,7 @@ async fn main() {
         summary(&samples.hung_failover)
     );
     println!(
-        "| false failovers: {} stalls of half the detection window, a 20 s query, both cores busy, 8 writers | {} | 0 |",
+        "| false failovers: {} stalls of 750 ms (half the detection window), a 20 s query, both cores busy, 8 writers | {} | 0 |",
         samples.soak_stalls, samples.soak_failovers
     );
     println!(

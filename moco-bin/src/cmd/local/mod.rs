@@ -108,7 +108,7 @@ struct ManagerArgs {
     /// How long an instance may stay silent (not answering pings) before it counts as
     /// unreachable; a silent primary is then failed over. Shorter fails over sooner, longer
     /// rides out longer stalls without a failover.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1500ms", value_parser = parse_duration)]
     detection_window: Duration,
     /// With `--detach`: how long to wait for the cluster to become Healthy.
     #[arg(long, default_value = "300s", value_parser = parse_duration)]
@@ -161,7 +161,7 @@ struct RunArgs {
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     check_interval: Duration,
     /// How long an instance may stay silent before it counts as unreachable.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1500ms", value_parser = parse_duration)]
     detection_window: Duration,
 }
 
