@@ -55,6 +55,13 @@ async fn frozen_primary_is_failed_over_and_fenced() {
         report.failures
     );
     assert!(first.is_some(), "no acknowledged write after the freeze");
+    // The primary endpoint routes only to a writable primary: no client is refused as
+    // read-only (ERROR 1290) while the role moves.
+    assert!(
+        !report.errors.iter().any(|e| e.contains("1290")),
+        "a client reached a read-only instance: {:?}",
+        report.errors
+    );
     assert!(
         events(dir.path()).contains("\"reason\":\"FailOver\""),
         "no FailOver event:\n{}",

@@ -1,0 +1,204 @@
+//! A primary that answers pings but whose status probes are slow (heavy load, a saturated
+//! node) is never failed over: the round that cannot get its status is given up
+//! (`ManagerError::PrimarySlow`) and the next one asks again. The simulator's instances answer
+//! everything or nothing, so this test wraps its platform to make one instance's status slow.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use moco_adapters::manager::{Manager, ManagerConfig, ManagerError};
+use moco_adapters::ports::{
+    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
+};
+use moco_core::Decision;
+use moco_core::facts::{ClusterFacts, Flavor, MysqldStatus, Role};
+use moco_core::gtid::GtidSet;
+use moco_core::operation::{Event, Operation, ReplicationSource};
+use moco_core::state::ClusterState;
+use moco_core::status::ClusteringStatus;
+use moco_sim::{SimCluster, SimConfig, WriteTarget};
+
+/// A port whose `status` takes `delay` while `slow` is set; everything else is the inner one.
+#[derive(Debug)]
+struct SlowStatus {
+    inner: Arc<dyn MysqlPort>,
+    slow: Arc<AtomicBool>,
+    delay: Duration,
+}
+
+#[async_trait]
+impl MysqlPort for SlowStatus {
+    async fn status(&self) -> Result<MysqldStatus, PortError> {
+        if self.slow.load(Ordering::SeqCst) {
+            tokio::time::sleep(self.delay).await;
+        }
+        self.inner.status().await
+    }
+    async fn ping(&self) -> Result<(), PortError> {
+        self.inner.ping().await
+    }
+    async fn executed_gtid(&self) -> Result<GtidSet, PortError> {
+        self.inner.executed_gtid().await
+    }
+    async fn set_super_read_only(&self, kill_after: Duration) -> Result<(), PortError> {
+        self.inner.set_super_read_only(kill_after).await
+    }
+    async fn kill_connections(&self) -> Result<(), PortError> {
+        self.inner.kill_connections().await
+    }
+    async fn wait_for_gtid(&self, gtid: &GtidSet, t: Option<Duration>) -> Result<(), PortError> {
+        self.inner.wait_for_gtid(gtid, t).await
+    }
+    async fn stop_replica_io(&self) -> Result<(), PortError> {
+        self.inner.stop_replica_io().await
+    }
+    async fn start_replica(&self, sql_only: bool) -> Result<(), PortError> {
+        self.inner.start_replica(sql_only).await
+    }
+    async fn set_replica_semi_sync(&self, enabled: bool) -> Result<(), PortError> {
+        self.inner.set_replica_semi_sync(enabled).await
+    }
+    async fn configure_replication(
+        &self,
+        source: &ReplicationSource,
+        credentials: &Credentials,
+        semi_sync: bool,
+    ) -> Result<(), PortError> {
+        self.inner
+            .configure_replication(source, credentials, semi_sync)
+            .await
+    }
+    async fn configure_primary_semi_sync(
+        &self,
+        count: u32,
+        timeout_ms: u64,
+    ) -> Result<(), PortError> {
+        self.inner
+            .configure_primary_semi_sync(count, timeout_ms)
+            .await
+    }
+    async fn set_writable(&self) -> Result<(), PortError> {
+        self.inner.set_writable().await
+    }
+}
+
+/// The simulated cluster, with instance `slow_index`'s status made slow on demand.
+#[derive(Debug)]
+struct Wrapped {
+    sim: SimCluster,
+    slow_index: u32,
+    slow: Arc<AtomicBool>,
+    delay: Duration,
+}
+
+#[async_trait]
+impl Platform for Wrapped {
+    async fn observe(&self) -> Result<Observation, PortError> {
+        self.sim.observe().await
+    }
+    async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
+        let inner = self.sim.mysql(slot).await?;
+        if slot.index != self.slow_index {
+            return Ok(inner);
+        }
+        Ok(Arc::new(SlowStatus {
+            inner,
+            slow: Arc::clone(&self.slow),
+            delay: self.delay,
+        }))
+    }
+    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
+        self.sim.credentials(user).await
+    }
+    async fn external_credentials(&self) -> Result<Credentials, PortError> {
+        self.sim.external_credentials().await
+    }
+    async fn set_role_label(&self, index: u32, role: Option<Role>) -> Result<(), PortError> {
+        self.sim.set_role_label(index, role).await
+    }
+    async fn set_prevent_delete(&self, index: u32, enabled: bool) -> Result<(), PortError> {
+        self.sim.set_prevent_delete(index, enabled).await
+    }
+    async fn remove_demote(&self, index: u32) -> Result<(), PortError> {
+        self.sim.remove_demote(index).await
+    }
+    async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {
+        self.sim.write_status(status).await
+    }
+    async fn record_event(&self, event: &Event) -> Result<(), PortError> {
+        self.sim.record_event(event).await
+    }
+    async fn clone_instance(
+        &self,
+        index: u32,
+        donor: &ReplicationSource,
+        boot_timeout: Duration,
+    ) -> Result<(), PortError> {
+        self.sim.clone_instance(index, donor, boot_timeout).await
+    }
+    async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {
+        self.sim.observed(facts, decision).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_primary_with_slow_status_but_live_pings_is_not_failed_over() {
+    let sim = SimCluster::new(SimConfig::new(3, Flavor::Mysql));
+    let config = ManagerConfig::default();
+    let window = config.health.detection_window;
+    let slow = Arc::new(AtomicBool::new(false));
+    let platform = Arc::new(Wrapped {
+        sim: sim.clone(),
+        slow_index: 0,
+        slow: Arc::clone(&slow),
+        // Longer than the window: a round cannot wait for it.
+        delay: window * 2,
+    });
+    let manager =
+        Manager::new(platform as Arc<dyn Platform>, config).with_clock(Arc::new(sim.clone()));
+    for _ in 0..12 {
+        sim.tick();
+        if let Ok(r) = manager.run_once().await
+            && r.state() == ClusterState::Healthy
+        {
+            break;
+        }
+    }
+    assert_eq!(sim.status().current_primary_index, 0);
+    sim.client_write(WriteTarget::Primary);
+    sim.tick();
+
+    slow.store(true, Ordering::SeqCst);
+    let mut slow_rounds = 0;
+    for _ in 0..5 {
+        sim.tick();
+        match manager.run_once().await {
+            Err(ManagerError::PrimarySlow { index: 0 }) => slow_rounds += 1,
+            Err(e) => panic!("unexpected round failure: {e}"),
+            Ok(r) => assert!(
+                !r.decision
+                    .steps
+                    .iter()
+                    .any(|s| matches!(s.operation, Operation::StopReplicaIoThread { .. })),
+                "a failover started against a slow primary: {:?}",
+                r.decision.steps
+            ),
+        }
+    }
+    assert!(
+        slow_rounds >= 4,
+        "the slow primary's rounds were not given up ({slow_rounds})"
+    );
+    assert_eq!(sim.status().current_primary_index, 0);
+    assert!(!sim.events().iter().any(|e| e.reason == "FailOver"));
+
+    // Fast again: decided normally, still Healthy with the same primary.
+    slow.store(false, Ordering::SeqCst);
+    sim.tick();
+    let r = manager.run_once().await.unwrap();
+    assert_eq!(r.state(), ClusterState::Healthy);
+    assert_eq!(sim.status().current_primary_index, 0);
+}
