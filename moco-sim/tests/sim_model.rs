@@ -52,18 +52,23 @@ fn commit_unseen_tail(sim: &SimCluster) {
     sim.heal_network();
 }
 
-/// Points instance `i` at instance `from` and returns its replica status right after.
-async fn replicate(sim: &SimCluster, i: u32, from: u32) -> moco_core::facts::ReplicaStatus {
-    sim.instance(i)
-        .configure_replication(&source(from), &creds(), true)
-        .await
-        .unwrap();
+/// Instance `i`'s replication status (it must have a channel).
+async fn replica_status(sim: &SimCluster, i: u32) -> moco_core::facts::ReplicaStatus {
     sim.instance(i)
         .status()
         .await
         .unwrap()
         .replica_status
         .unwrap()
+}
+
+/// Points instance `i` at instance `from` and returns its replica status right after.
+async fn replicate(sim: &SimCluster, i: u32, from: u32) -> moco_core::facts::ReplicaStatus {
+    sim.instance(i)
+        .configure_replication(&source(from), &creds(), true)
+        .await
+        .unwrap();
+    replica_status(sim, i).await
 }
 
 fn gtid(o: WriteOutcome) -> moco_sim::SimGtid {
@@ -292,13 +297,7 @@ async fn relay_log_survives_restart_and_start_replica_on_mysql_only() {
         assert_eq!(sim.received(1).len(), 3);
         sim.crash(1, true);
         sim.restart(1);
-        let r = sim
-            .instance(1)
-            .status()
-            .await
-            .unwrap()
-            .replica_status
-            .unwrap();
+        let r = replica_status(&sim, 1).await;
         assert!(!r.sql_running && r.io_running == ThreadState::No);
         assert_eq!(sim.received(1).len(), 3, "relay_log_recovery=OFF keeps it");
         sim.cut_link(0, 1);
@@ -433,13 +432,7 @@ async fn frozen_instances_hang_and_resume_where_they_were() {
     assert_eq!(sim.pending(0), 1, "its commit still waits");
     assert!(sim.writable_ackers().is_empty(), "it acknowledges nothing");
     // Its replicas' IO threads stay connected to it (nothing flows).
-    let r = sim
-        .instance(1)
-        .status()
-        .await
-        .unwrap()
-        .replica_status
-        .unwrap();
+    let r = replica_status(&sim, 1).await;
     assert_eq!(r.io_running, ThreadState::Yes);
 
     // A call under way answers as soon as it thaws; the state is as it was.

@@ -1,3 +1,16 @@
 //! Shared helpers for the integration tests.
 
 pub mod local;
+
+/// `let (dir, status, writable, port) = started_or_skip!("test name", 3);`: a Healthy cluster
+/// with the test table ([`local::started_with_table`]), or `return` from the test when it is
+/// skipped for lack of a server.
+#[macro_export]
+macro_rules! started_or_skip {
+    ($test:expr, $replicas:expr) => {
+        match $crate::local::started_with_table($test, $replicas).await {
+            Some(started) => started,
+            None => return,
+        }
+    };
+}

@@ -609,6 +609,22 @@ pub async fn wait_status_async(
     }
 }
 
+/// Waits until former primary `old` is back: the cluster Healthy (it rejoined) or `old`
+/// reported errant, and `old` read-only when `read_only` is asked for.
+pub async fn wait_ex_primary_back(dir: &ClusterDir, old: u64, read_only: bool) -> Value {
+    wait_status_async(
+        dir,
+        "former primary back as a replica (or errant)",
+        Duration::from_secs(180),
+        move |s| {
+            let o = &s["instances"][old as usize];
+            (state_is(s, "Healthy") || o["errant"] == Value::Bool(true))
+                && (!read_only || o["readOnly"] == Value::Bool(true))
+        },
+    )
+    .await
+}
+
 /// Checks that every acknowledged id is stored on every instance listed in `status` as
 /// reachable and not errant (waiting for replicas to catch up); returns how many instances
 /// were checked.

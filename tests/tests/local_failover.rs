@@ -7,18 +7,15 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    Writer, assert_no_acked_loss, moco_async, primary_index, started_with_table, state_is,
+    Writer, assert_no_acked_loss, moco_async, primary_index, wait_ex_primary_back,
     wait_status_async,
 };
+use moco_tests::started_or_skip;
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failover_after_kill_loses_nothing() {
-    let Some((dir, s, writable, port)) =
-        started_with_table("failover_after_kill_loses_nothing", 3).await
-    else {
-        return;
-    };
+    let (dir, s, writable, port) = started_or_skip!("failover_after_kill_loses_nothing", 3);
     let writer = Writer::start(port, &writable);
     tokio::time::sleep(Duration::from_millis(1000)).await;
 
@@ -54,17 +51,7 @@ async fn failover_after_kill_loses_nothing() {
     );
 
     // The old primary is restarted by the supervisor and rejoins (or is flagged errant).
-    let after = wait_status_async(
-        &dir,
-        "old primary back as replica (or errant)",
-        Duration::from_secs(180),
-        move |s| {
-            let old_inst = &s["instances"][old as usize];
-            let errant = old_inst["errant"] == Value::Bool(true);
-            state_is(s, "Healthy") || errant
-        },
-    )
-    .await;
+    let after = wait_ex_primary_back(&dir, old, false).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let report = writer.finish().await;
     let first_ack_after_kill = report.ack_times.iter().find(|t| **t > killed_at).copied();

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use moco_tests::local::{
     ClusterDir, Writer, args, assert_no_acked_loss, connect, create_table, endpoint_port,
     free_port_block, insert_rows as insert, instance_port, moco_async, moco_bin, moco_ok, opts,
-    primary_index, server_or_skip, started_with_table, state_is, up_args, up_detached,
-    wait_status_async,
+    primary_index, server_or_skip, state_is, up_args, up_detached, wait_status_async,
 };
+use moco_tests::started_or_skip;
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
@@ -82,10 +82,7 @@ fn errant(s: &Value, index: u64) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn errant_replica_is_excluded() {
-    let Some((dir, s, writable, port)) = started_with_table("errant_replica_is_excluded", 3).await
-    else {
-        return;
-    };
+    let (dir, s, writable, port) = started_or_skip!("errant_replica_is_excluded", 3);
     let admin = dir.password("moco-admin");
     let acked = insert(port, &writable, 1..21).await;
     let primary = primary_index(&s);

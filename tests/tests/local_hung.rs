@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use moco_tests::local::{
     Writer, assert_no_acked_loss, connect, instance_port, moco_async, opts, primary_index,
-    started_with_table, state_is, wait_status_async,
+    state_is, wait_ex_primary_back, wait_status_async,
 };
+use moco_tests::started_or_skip;
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
@@ -26,11 +27,7 @@ fn events(dir: &std::path::Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn frozen_primary_is_failed_over_and_fenced() {
-    let Some((dir, s, writable, port)) =
-        started_with_table("frozen_primary_is_failed_over_and_fenced", 3).await
-    else {
-        return;
-    };
+    let (dir, s, writable, port) = started_or_skip!("frozen_primary_is_failed_over_and_fenced", 3);
     let old = primary_index(&s);
     let old_port = instance_port(&s, old);
     let writer = Writer::start(port, &writable);
@@ -72,17 +69,7 @@ async fn frozen_primary_is_failed_over_and_fenced() {
     // Thawed, the ex-primary must not take writes: the manager fences it and it rejoins as a
     // replica, or is reported errant (its semi-sync commits were never acknowledged).
     local(&["local", "thaw", "--dir", &dir.arg(), &old.to_string()]).await;
-    let after = wait_status_async(
-        &dir,
-        "ex-primary back as replica (or errant)",
-        Duration::from_secs(180),
-        move |s| {
-            let o = &s["instances"][old as usize];
-            (state_is(s, "Healthy") || o["errant"] == Value::Bool(true))
-                && o["readOnly"] == Value::Bool(true)
-        },
-    )
-    .await;
+    let after = wait_ex_primary_back(&dir, old, true).await;
     assert_eq!(primary_index(&after), new, "{after:#}");
     let admin = dir.password("moco-admin");
     let mut c = connect(
@@ -107,11 +94,8 @@ async fn frozen_primary_is_failed_over_and_fenced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stall_shorter_than_the_window_keeps_the_primary() {
-    let Some((dir, s, writable, port)) =
-        started_with_table("a_stall_shorter_than_the_window_keeps_the_primary", 3).await
-    else {
-        return;
-    };
+    let (dir, s, writable, port) =
+        started_or_skip!("a_stall_shorter_than_the_window_keeps_the_primary", 3);
     let primary = primary_index(&s);
     let writer = Writer::start(port, &writable);
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -8,18 +8,15 @@ use std::time::{Duration, Instant};
 
 use moco_tests::local::{
     assert_no_acked_loss, connect, insert_rows as insert, instance_port, moco_async, opts,
-    primary_index, started_with_table, state_is, wait_status_async,
+    primary_index, state_is, wait_status_async,
 };
+use moco_tests::started_or_skip;
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replica_down_and_wiped_replica_recover() {
-    let Some((dir, s, writable, port)) =
-        started_with_table("replica_down_and_wiped_replica_recover", 3).await
-    else {
-        return;
-    };
+    let (dir, s, writable, port) = started_or_skip!("replica_down_and_wiped_replica_recover", 3);
     let mut acked = insert(port, &writable, 1..101).await;
     let primary = primary_index(&s);
     let replica = (0..3u64).find(|i| *i != primary).unwrap();

@@ -7,17 +7,13 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    Writer, assert_no_acked_loss, moco_async, primary_index, started_with_table, state_is,
-    wait_status_async,
+    Writer, assert_no_acked_loss, moco_async, primary_index, state_is, wait_status_async,
 };
+use moco_tests::started_or_skip;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn switchover_under_writes_loses_nothing() {
-    let Some((dir, s, writable, port)) =
-        started_with_table("switchover_under_writes_loses_nothing", 3).await
-    else {
-        return;
-    };
+    let (dir, s, writable, port) = started_or_skip!("switchover_under_writes_loses_nothing", 3);
 
     let writer = Writer::start(port, &writable);
     // Let it write a while before switching.

@@ -13,6 +13,7 @@ use moco_tests::local::{
     ClusterDir, Writer, assert_no_acked_loss, connect, create_table, endpoint_port, instance_port,
     moco_async, opts, primary_index, server_or_skip, state_is, up_detached, wait_status_async,
 };
+use moco_tests::started_or_skip;
 use mysql_async::prelude::Queryable;
 
 #[derive(Default)]
@@ -236,11 +237,7 @@ async fn local(args: &[&str]) {
 /// time from the freeze to the first write acknowledged afterwards, and no acknowledged row
 /// lost. The thawed ex-primary must come back read-only.
 async fn run_hung(samples: &mut Samples) {
-    let dir = ClusterDir::new();
-    let (_, status) = up_detached(&dir, 3).await;
-    let writable = dir.password("moco-writable");
-    let port = endpoint_port(&status, "primary");
-    create_table(port, &writable).await.unwrap();
+    let (dir, status, writable, port) = started_or_skip!("local-bench hung primary", 3);
     let victim = primary_index(&status);
     let writer = Writer::start(port, &writable);
     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -272,11 +269,7 @@ async fn run_hung(samples: &mut Samples) {
 /// primary, and both cores saturated by busy loops while eight writers insert. Counts the
 /// failovers (FailOver events), which must be 0.
 async fn run_soak(samples: &mut Samples, stalls: u32) {
-    let dir = ClusterDir::new();
-    let (_, status) = up_detached(&dir, 3).await;
-    let writable = dir.password("moco-writable");
-    let port = endpoint_port(&status, "primary");
-    create_table(port, &writable).await.unwrap();
+    let (dir, status, writable, port) = started_or_skip!("local-bench soak", 3);
     let primary = primary_index(&status);
     let writers: Vec<Writer> = (0..8).map(|_| Writer::start(port, &writable)).collect();
     let burners: Vec<std::process::Child> = (0..2)
