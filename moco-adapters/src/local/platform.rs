@@ -108,6 +108,8 @@ type SwitchRequest = (Option<u32>, Vec<u32>);
 struct Observed {
     /// Readiness per instance from the last readiness probe.
     ready: Vec<bool>,
+    /// Silent readiness probes in a row, per instance.
+    ready_failures: Vec<u32>,
     /// When `ready` was probed.
     ready_at: Option<Instant>,
     /// Whether each instance accepted writes (`read_only` off) in the last round's facts.
@@ -115,6 +117,10 @@ struct Observed {
     /// The last round's facts and decision.
     round: Option<(ClusterFacts, Decision)>,
 }
+
+/// Silent readiness probes in a row before a running instance is not ready (about 1.2 s with
+/// the 500 ms probe limit and the background loop's 200 ms pause).
+pub const READINESS_FAILURES: u32 = 2;
 
 /// Readiness older than this is probed again by `observe` itself (no background refresh
 /// running, or it is stuck).
@@ -317,14 +323,47 @@ impl LocalPlatform {
     /// Probes every instance's readiness (concurrently) and routes accordingly. The local
     /// manager runs it in the background every few hundred milliseconds, so that rounds do
     /// not wait for the greeting of a frozen server.
+    ///
+    /// Like a kubelet's `failureThreshold`, a running instance turns not ready only after
+    /// [`READINESS_FAILURES`] silent probes in a row, so a stall shorter than that keeps its
+    /// clients; one whose process is gone turns not ready at once.
     pub async fn refresh_readiness(&self) -> Vec<bool> {
-        let readiness =
-            futures::future::join_all((0..self.manifest.replicas).map(|i| self.is_ready(i))).await;
-        {
+        let probes = futures::future::join_all((0..self.manifest.replicas).map(|i| async move {
+            match self.pid(i) {
+                None => None,
+                Some(_) => Some(
+                    socket_greets(&self.layout.socket(i), self.config.ready_probe_timeout).await,
+                ),
+            }
+        }))
+        .await;
+        let readiness = {
             let mut o = lock(&self.observed);
+            o.ready_failures.resize(probes.len(), 0);
+            let was = o.ready.clone();
+            let readiness: Vec<bool> = probes
+                .iter()
+                .enumerate()
+                .map(|(i, probe)| match probe {
+                    None => {
+                        o.ready_failures[i] = READINESS_FAILURES;
+                        false
+                    }
+                    Some(true) => {
+                        o.ready_failures[i] = 0;
+                        true
+                    }
+                    Some(false) => {
+                        o.ready_failures[i] = o.ready_failures[i].saturating_add(1);
+                        was.get(i).copied().unwrap_or(false)
+                            && o.ready_failures[i] < READINESS_FAILURES
+                    }
+                })
+                .collect();
             o.ready = readiness.clone();
             o.ready_at = Some(Instant::now());
-        }
+            readiness
+        };
         self.refresh_routes();
         readiness
     }
