@@ -26,8 +26,7 @@ use mysql_async::prelude::Queryable;
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::process::{Child, ChildStdout, Command};
 
-use super::InstanceError;
-use super::datadir::tail;
+use super::{InstanceError, file_tail};
 use crate::mysql::{self, MysqlInstance};
 use crate::ports::Credentials;
 
@@ -82,15 +81,11 @@ fn log_handle(path: &Path) -> Result<Stdio, InstanceError> {
         .map_err(|e| InstanceError::io(path, "open", e))
 }
 
-fn log_tail(path: &Path) -> String {
-    tail(&std::fs::read_to_string(path).unwrap_or_default(), 15)
-}
-
 fn failed(command: String, status: impl ToString, log: &Path) -> InstanceError {
     InstanceError::Command {
         command,
         status: status.to_string(),
-        output_tail: format!("{}:\n{}", log.display(), log_tail(log)),
+        output_tail: format!("{}:\n{}", log.display(), file_tail(log)),
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::InstanceError;
+use super::{InstanceError, tail};
 
 /// The program that creates the system tables.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,11 +115,6 @@ pub async fn initialize_datadir(init: &DatadirInit) -> Result<bool, InstanceErro
         });
     }
     Ok(true)
-}
-
-pub(crate) fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 #[cfg(test)]

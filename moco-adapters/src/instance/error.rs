@@ -54,3 +54,14 @@ impl InstanceError {
         }
     }
 }
+
+/// The last `lines` lines of `text`, for error messages.
+pub(crate) fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The last 15 lines of the file at `path` (empty when it cannot be read).
+pub(crate) fn file_tail(path: &std::path::Path) -> String {
+    tail(&std::fs::read_to_string(path).unwrap_or_default(), 15)
+}

@@ -18,3 +18,4 @@ pub mod datadir;
 mod error;
 
 pub use error::InstanceError;
+pub(crate) use error::{file_tail, tail};

@@ -2,7 +2,6 @@
 //! procedures of [`crate::instance::clone`]: both halves run here and the backup stream goes
 //! through a pipe. Tool output goes to `instances/<i>/clone.log`.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,8 +13,8 @@ use super::layout::Layout;
 use super::manifest::Manifest;
 use super::secret::Secret;
 use super::sql;
-use crate::instance::InstanceError;
 use crate::instance::clone::{self, BackupSource, RestoreTarget};
+use crate::instance::{InstanceError, file_tail};
 use crate::mysql::MysqlInstance;
 use crate::mysqld::{LocalMysqld, ServerBinary};
 use crate::ports::{MocoUser, MysqlPort};
@@ -178,7 +177,7 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
         move |_| LocalError::Timeout {
             what,
             seconds: COPY_TIMEOUT.as_secs(),
-            detail: Some(log_tail(&log_path)),
+            detail: Some(file_tail(&log_path)),
         }
     };
     let bytes = tokio::time::timeout(COPY_TIMEOUT, copy)
@@ -213,10 +212,4 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
     let seeded = clone::seed(&recipient, &donor_state, &position).await;
     let _ = recipient.disconnect().await;
     seeded.map_err(|e| fail(format!("seed GTID state after clone: {e}")))
-}
-
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(15)..].join("\n")
 }

@@ -269,6 +269,17 @@ pub async fn stop_instances(layout: &Layout, grace: Duration) -> Result<(), Loca
     stop_servers(&servers, status.current_primary_index, grace).await
 }
 
+/// The launcher handle of instance `index`, from another process than the manager.
+fn open_instance(
+    layout: &Layout,
+    manifest: &Manifest,
+    index: u32,
+) -> Result<LocalMysqld, LocalError> {
+    manifest.check_index(index)?;
+    LocalMysqld::open(manifest.server_binary()?, &layout.instance_dir(index))
+        .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))
+}
+
 /// SIGKILLs instance `index`'s server (a simulated crash) and waits until it is gone.
 /// Returns `false` when it was not running.
 pub async fn kill_instance(
@@ -276,11 +287,7 @@ pub async fn kill_instance(
     manifest: &Manifest,
     index: u32,
 ) -> Result<bool, LocalError> {
-    manifest.check_index(index)?;
-    let binary = manifest.server_binary()?;
-    let server = LocalMysqld::open(binary, &layout.instance_dir(index))
-        .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))?;
-    server
+    open_instance(layout, manifest, index)?
         .kill()
         .await
         .map_err(|e| LocalError::other(format!("instance {index}: kill"), e.to_string()))
@@ -302,9 +309,7 @@ pub fn freeze_instance(
     index: u32,
     what: Freeze,
 ) -> Result<Option<u32>, LocalError> {
-    manifest.check_index(index)?;
-    let server = LocalMysqld::open(manifest.server_binary()?, &layout.instance_dir(index))
-        .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))?;
+    let server = open_instance(layout, manifest, index)?;
     let result = match what {
         Freeze::Freeze => server.freeze(),
         Freeze::Thaw => server.thaw(),

@@ -181,11 +181,7 @@ fn parse_version(text: &str) -> String {
     text.trim().to_owned()
 }
 
-/// The last `lines` lines of `text`.
-pub(crate) fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
+pub(crate) use crate::instance::tail;
 
 #[cfg(test)]
 mod tests {
