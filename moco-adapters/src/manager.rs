@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future;
-use moco_core::facts::{ClusterFacts, InstanceFacts, MysqldStatus};
+use moco_core::facts::{ClusterFacts, FACTS_SCHEMA_VERSION, InstanceFacts, MysqldStatus};
 use moco_core::operation::{Event, Operation, ReplicationSource, Step};
 use moco_core::state::ClusterState;
 use moco_core::status::{ClusterStatus, ClusteringStatus};
@@ -321,6 +321,7 @@ impl Manager {
             })
             .collect();
         let facts = ClusterFacts {
+            schema_version: FACTS_SCHEMA_VERSION,
             spec: view.spec.clone(),
             status: view.status.clone(),
             now: self.clock.now(),

@@ -111,7 +111,7 @@ async fn insert_rows(m: &LocalMysqld, pw: &MocoPasswords, from: u32, to: u32) {
 async fn wait_semi_sync_clients(primary: &MysqlInstance, flavor: Flavor, n: u32) -> MysqldStatus {
     let s = eventually("semi-sync replicas connected", WAIT, || async {
         let s = primary.status().await.unwrap();
-        let clients_ok = s.semi_sync.master_clients == Some(n);
+        let clients_ok = s.semi_sync.source_clients == Some(n);
         (clients_ok && s.replica_hosts.len() == n as usize).then_some(s)
     })
     .await;
@@ -153,7 +153,7 @@ async fn fresh_instance_initialisation_and_clone_seeding() {
         s.replica_status.is_none() && s.replica_hosts.is_empty(),
         "{s:?}"
     );
-    assert!(!s.semi_sync.master_enabled, "{s:?}");
+    assert!(!s.semi_sync.source_enabled, "{s:?}");
     assert_eq!(s.clone_state, None);
     match kind {
         ServerKind::Mariadb => {
@@ -161,9 +161,9 @@ async fn fresh_instance_initialisation_and_clone_seeding() {
             assert!(s.server_uuid.is_none());
             // The test my.cnf starts MariaDB read-only; read_only stands for super_read_only.
             assert!(s.read_only && s.super_read_only);
-            assert_eq!(s.semi_sync.wait_for_slave_count, None);
-            assert_eq!(s.semi_sync.master_timeout_ms, Some(10_000));
-            assert_eq!(s.semi_sync.master_clients, Some(0));
+            assert_eq!(s.semi_sync.wait_for_replica_count, None);
+            assert_eq!(s.semi_sync.source_timeout_ms, Some(10_000));
+            assert_eq!(s.semi_sync.source_clients, Some(0));
         }
         ServerKind::Mysql => {
             assert_eq!(s.flavor, Flavor::Mysql);
@@ -353,10 +353,10 @@ async fn replication_switchover_and_errant_detection() {
     );
     assert!(!ps.read_only && !ps.super_read_only, "{ps:?}");
     assert!(
-        ps.semi_sync.master_enabled && !ps.semi_sync.slave_enabled,
+        ps.semi_sync.source_enabled && !ps.semi_sync.replica_enabled,
         "{ps:?}"
     );
-    assert_eq!(ps.semi_sync.master_timeout_ms, Some(SEMI_SYNC_TIMEOUT_MS));
+    assert_eq!(ps.semi_sync.source_timeout_ms, Some(SEMI_SYNC_TIMEOUT_MS));
     assert_eq!(ps.semi_sync.wait_sessions, 0);
     assert!(
         ps.replica_status.is_none(),
@@ -396,7 +396,7 @@ async fn replication_switchover_and_errant_detection() {
         assert!(gtid.is_subset(&s.gtid_executed), "{s:?}");
         assert!(s.read_only && s.super_read_only, "{s:?}");
         assert!(
-            s.semi_sync.slave_enabled && !s.semi_sync.master_enabled,
+            s.semi_sync.replica_enabled && !s.semi_sync.source_enabled,
             "{s:?}"
         );
         let r = s.replica_status.clone().unwrap();
@@ -405,7 +405,7 @@ async fn replication_switchover_and_errant_detection() {
             ("127.0.0.1", n[0].port())
         );
         assert_eq!(r.io_running, ThreadState::Yes, "{r:?}");
-        assert!(r.sql_running, "{r:?}");
+        assert_eq!(r.sql_running, ThreadState::Yes, "{r:?}");
         assert_eq!((r.last_io_errno, r.last_sql_errno), (0, 0), "{r:?}");
         assert!(
             gtid.is_subset(&r.retrieved_gtid_set),
@@ -444,7 +444,7 @@ async fn replication_switchover_and_errant_detection() {
     inst[2].stop_replica_io().await.unwrap();
     let r = inst[2].status().await.unwrap().replica_status.unwrap();
     assert_eq!(r.io_running, ThreadState::No, "{r:?}");
-    assert!(r.sql_running, "{r:?}");
+    assert_eq!(r.sql_running, ThreadState::Yes, "{r:?}");
     insert_rows(&n[0], &pw, 50, 60).await; // replica 1 still acknowledges
     let gtid = inst[0].executed_gtid().await.unwrap();
     assert!(!gtid.is_subset(&inst[2].executed_gtid().await.unwrap()));
@@ -559,8 +559,8 @@ async fn replication_switchover_and_errant_detection() {
         let s = inst[i].status().await.unwrap();
         let r = s.replica_status.clone().unwrap();
         assert_eq!(r.source_port, n[1].port(), "{r:?}");
-        assert!(r.io_running == ThreadState::Yes && r.sql_running, "{r:?}");
-        assert!(s.super_read_only && s.semi_sync.slave_enabled && !s.semi_sync.master_enabled);
+        assert!(r.io_running == ThreadState::Yes && r.sql_running == ThreadState::Yes, "{r:?}");
+        assert!(s.super_read_only && s.semi_sync.replica_enabled && !s.semi_sync.source_enabled);
     }
     let expected = before + 20;
     let mut sums = Vec::new();

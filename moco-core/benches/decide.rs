@@ -36,8 +36,8 @@ fn scaled(n: u32) -> ClusterFacts {
         .collect();
     if let Some(p) = f.instances[0].mysqld.as_mut() {
         p.replica_hosts = hosts;
-        p.semi_sync.wait_for_slave_count = Some(n / 2);
-        p.semi_sync.master_clients = Some(n - 1);
+        p.semi_sync.wait_for_replica_count = Some(n / 2);
+        p.semi_sync.source_clients = Some(n - 1);
     }
     f
 }

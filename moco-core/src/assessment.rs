@@ -61,14 +61,24 @@ impl Assessment {
 pub(crate) struct View<'a> {
     pub facts: &'a ClusterFacts,
     pub assessment: Assessment,
-    /// Position in `facts.instances` of each ordinal (lookups stay O(1) for 99 instances).
-    slots: Vec<Option<usize>>,
+    /// The instances by ordinal. Plans iterate this, never `facts.instances`, so that no
+    /// decision depends on the order an adapter lists instances in (Pods listed by name put
+    /// `-10` before `-2`).
+    ordered: Vec<&'a InstanceFacts>,
 }
 
 impl<'a> View<'a> {
     pub fn instance(&self, index: u32) -> Option<&'a InstanceFacts> {
-        let pos = (*self.slots.get(usize::try_from(index).ok()?)?)?;
-        self.facts.instances.get(pos)
+        let pos = self
+            .ordered
+            .binary_search_by_key(&index, |i| i.index)
+            .ok()?;
+        self.ordered.get(pos).copied()
+    }
+
+    /// Every instance, lowest ordinal first.
+    pub fn instances(&self) -> impl Iterator<Item = &'a InstanceFacts> + '_ {
+        self.ordered.iter().copied()
     }
 
     /// mysqld status, or `None` when unreachable or hung.
@@ -87,9 +97,10 @@ impl<'a> View<'a> {
         self.mysqld(self.assessment.primary)
     }
 
+    /// Every instance but the primary, lowest ordinal first.
     pub fn non_primaries(&self) -> impl Iterator<Item = &'a InstanceFacts> + '_ {
         let p = self.assessment.primary;
-        self.facts.instances.iter().filter(move |i| i.index != p)
+        self.instances().filter(move |i| i.index != p)
     }
 
     pub fn replicas(&self) -> u32 {
@@ -122,7 +133,7 @@ impl<'a> View<'a> {
             && self.replicates_from_primary(s)
             && s.replica_status
                 .as_ref()
-                .is_some_and(|r| r.io_running == ThreadState::Yes && r.sql_running)
+                .is_some_and(|r| r.io_running == ThreadState::Yes && r.sql_running == ThreadState::Yes)
     }
 
     /// Replicas connected to the primary whose server_id belongs to this cluster.
@@ -246,17 +257,10 @@ pub(crate) fn assess(facts: &ClusterFacts) -> View<'_> {
     )
     .unwrap_or(u32::MAX);
 
-    let mut slots = vec![None; facts.instances.len().max(facts.spec.replicas as usize)];
-    for (pos, inst) in facts.instances.iter().enumerate() {
-        if let Some(slot) = usize::try_from(inst.index)
-            .ok()
-            .and_then(|i| slots.get_mut(i))
-        {
-            *slot = Some(pos);
-        }
-    }
+    let mut ordered: Vec<&InstanceFacts> = facts.instances.iter().collect();
+    ordered.sort_by_key(|i| i.index);
     let mut view = View {
-        slots,
+        ordered,
         facts,
         assessment: Assessment {
             primary,

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::assessment::{Assessment, View, assess, failover_quorum, required_acks};
 use crate::error::FactsError;
-use crate::facts::ClusterFacts;
+use crate::facts::{ClusterFacts, FACTS_SCHEMA_VERSION, Flavor, MysqldStatus, SpecFacts};
+use crate::gtid::parse_server_uuid;
 use crate::operation::{Event, Step};
 use crate::plan::{self, Action};
 use crate::state::ClusterState;
@@ -33,12 +34,21 @@ pub struct Decision {
 
 /// Checks that the facts describe a possible cluster; errors name the JSON path.
 pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
+    if facts.schema_version != FACTS_SCHEMA_VERSION {
+        return Err(FactsError::new(
+            "schemaVersion",
+            format!(
+                "{} is not a facts layout this engine reads (it reads {FACTS_SCHEMA_VERSION}; see CHANGELOG.md)",
+                facts.schema_version
+            ),
+        ));
+    }
     let spec = &facts.spec;
     if spec.replicas == 0 {
         return Err(FactsError::new("spec.replicas", "must be at least 1"));
     }
     if spec.server_id_base == 0 {
-        return Err(FactsError::new("spec.serverIDBase", "must be positive"));
+        return Err(FactsError::new("spec.serverIdBase", "must be positive"));
     }
     let primary = facts.status.current_primary_index;
     if primary >= spec.replicas {
@@ -100,16 +110,8 @@ pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
                 "superReadOnly is true while readOnly is false",
             ));
         }
-        if let Some(m) = &inst.mysqld
-            && m.flavor != spec.flavor
-        {
-            return Err(FactsError::new(
-                format!("instances[{n}].mysqld.flavor"),
-                format!(
-                    "{:?} does not match spec.flavor {:?}",
-                    m.flavor, spec.flavor
-                ),
-            ));
+        if let Some(m) = &inst.mysqld {
+            check_mysqld(spec, n, inst.index, m)?;
         }
     }
     if !spec.offline && facts.instances.len() != seen.len() {
@@ -121,6 +123,58 @@ pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
                 spec.replicas
             ),
         ));
+    }
+    Ok(())
+}
+
+/// The per-instance rules of [`check_facts`] for a reachable mysqld.
+fn check_mysqld(
+    spec: &SpecFacts,
+    n: usize,
+    index: u32,
+    m: &MysqldStatus,
+) -> Result<(), FactsError> {
+    let path = |field: &str| format!("instances[{n}].mysqld.{field}");
+    if m.flavor != spec.flavor {
+        return Err(FactsError::new(
+            path("flavor"),
+            format!(
+                "\"{}\" does not match spec.flavor \"{}\"",
+                m.flavor, spec.flavor
+            ),
+        ));
+    }
+    // Instance i runs with server_id = serverIdBase + i (MOCO's my.cnf); MariaDB names its
+    // transactions by server_id, so a wrong one would make the primary's own transactions
+    // look foreign, or another server's look like the primary's.
+    let want = u64::from(spec.server_id_base) + u64::from(index);
+    if u64::from(m.server_id) != want {
+        return Err(FactsError::new(
+            path("serverId"),
+            format!(
+                "{} is not spec.serverIdBase + index = {} + {index} = {want}",
+                m.server_id, spec.server_id_base
+            ),
+        ));
+    }
+    // MySQL names transactions by server_uuid; without it the primary's own transactions on a
+    // replica would count as errant and a healthy replica would be fenced.
+    if spec.flavor == Flavor::Mysql {
+        match m.server_uuid.as_deref() {
+            None => {
+                return Err(FactsError::new(
+                    path("serverUuid"),
+                    "is null; MySQL facts need @@server_uuid to tell the primary's own transactions",
+                ));
+            }
+            Some(text) if parse_server_uuid(text).is_none() => {
+                return Err(FactsError::new(
+                    path("serverUuid"),
+                    format!("\"{text}\" is not a UUID"),
+                ));
+            }
+            Some(_) => {}
+        }
     }
     Ok(())
 }
@@ -209,15 +263,15 @@ fn decide_state(v: &View<'_>) -> ClusterState {
 /// ACKs is not available.
 fn write_block(v: &View<'_>) -> Option<String> {
     let p = v.primary_status()?;
-    if !p.semi_sync.master_enabled || v.replicas() < 2 {
+    if !p.semi_sync.source_enabled || v.replicas() < 2 {
         return None;
     }
     let need = p
         .semi_sync
-        .wait_for_slave_count
+        .wait_for_replica_count
         .unwrap_or_else(|| required_acks(v.replicas(), v.flavor()))
         .max(1);
-    let clients = p.semi_sync.master_clients?;
+    let clients = p.semi_sync.source_clients?;
     (clients < need).then(|| {
         format!(
             "the primary waits for {need} semi-sync acknowledgement(s) but only {clients} replica(s) are connected: commits block"
@@ -289,6 +343,88 @@ mod tests {
         f.spec.flavor = crate::facts::Flavor::Mariadb;
         assert_eq!(path_of(&f), "instances[0].mysqld.flavor");
         assert!(check_facts(&healthy()).is_ok());
+    }
+
+    #[test]
+    fn facts_of_another_layout_are_rejected() {
+        let mut f = healthy();
+        f.schema_version = 2;
+        let err = check_facts(&f).unwrap_err();
+        assert_eq!(err.path, "schemaVersion");
+        assert!(err.message.contains("reads 1"), "{err}");
+    }
+
+    /// Messages use the JSON names and values an adapter wrote, not Rust's.
+    #[test]
+    fn messages_use_json_spellings() {
+        let mut f = healthy();
+        f.spec.server_id_base = 0;
+        assert_eq!(path_of(&f), "spec.serverIdBase");
+        let mut f = healthy();
+        f.spec.flavor = crate::facts::Flavor::Mariadb;
+        let err = check_facts(&f).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"instances[0].mysqld.flavor: "mysql" does not match spec.flavor "mariadb""#
+        );
+    }
+
+    #[test]
+    fn server_id_must_follow_the_base() {
+        let mut f = healthy();
+        if let Some(m) = f.instances[2].mysqld.as_mut() {
+            m.server_id = 1001;
+        }
+        let err = check_facts(&f).unwrap_err();
+        assert_eq!(err.path, "instances[2].mysqld.serverId");
+        assert!(err.message.contains("1000 + 2 = 1002"), "{err}");
+    }
+
+    /// Without the primary's server_uuid, a replica ahead on the primary's own source would
+    /// look errant and be fenced: such facts are refused instead.
+    #[test]
+    fn mysql_facts_need_a_server_uuid() {
+        let mut f = healthy();
+        if let Some(m) = f.instances[0].mysqld.as_mut() {
+            m.server_uuid = None;
+        }
+        assert_eq!(path_of(&f), "instances[0].mysqld.serverUuid");
+        let mut f = healthy();
+        if let Some(m) = f.instances[1].mysqld.as_mut() {
+            m.server_uuid = Some("not-a-uuid".into());
+        }
+        let err = check_facts(&f).unwrap_err();
+        assert_eq!(err.path, "instances[1].mysqld.serverUuid");
+        assert!(err.message.contains("\"not-a-uuid\""), "{err}");
+    }
+
+    /// The JSON reader refuses facts that leave out a field that changes decisions, naming it.
+    #[test]
+    fn omitted_facts_are_errors_not_defaults() {
+        let full: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/examples/facts/healthy.json")).unwrap();
+        for (pointer, field) in [
+            ("/instances/1/pod", "ready"),
+            ("/instances/1/pod", "exists"),
+            ("/instances/1/mysqld", "replicaStatus"),
+            ("/instances/1/mysqld", "serverUuid"),
+            ("/instances/1/mysqld/semiSync", "waitSessions"),
+            ("/instances/1/mysqld/replicaStatus", "secondsBehindSource"),
+            ("/spec", "startupWaitSeconds"),
+            ("", "schemaVersion"),
+            ("", "status"),
+        ] {
+            let mut v = full.clone();
+            v.pointer_mut(pointer)
+                .and_then(|o| o.as_object_mut())
+                .unwrap()
+                .remove(field);
+            let err = serde_json::from_value::<ClusterFacts>(v).unwrap_err();
+            assert!(
+                err.to_string().contains(&format!("missing field `{field}`")),
+                "{pointer}/{field}: {err}"
+            );
+        }
     }
 
     /// Regression (fuzz target `decide`): a probe reporting super_read_only without

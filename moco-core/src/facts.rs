@@ -2,6 +2,17 @@
 //!
 //! Everything is plain data that serialises to the JSON `moco plan --facts` reads. Nothing here
 //! is derived: the engine computes roles, errant replicas and the state from these fields.
+//!
+//! The JSON is a public API: other operators build it themselves. Its rules (see
+//! `docs/facts.md`):
+//! - `schemaVersion` names the layout; [`FACTS_SCHEMA_VERSION`] is the only one accepted.
+//! - Every field that can change a decision is required. A value that may be unknown (a
+//!   `SHOW REPLICA STATUS` with no row, MariaDB's missing `server_uuid`) is a required field
+//!   that may be `null`. Only fields whose absence means "not there" are optional:
+//!   `switchoverTo`, `spec.externalSource`, `pod.roleLabel`, `mysqld.version` and the
+//!   `last*Error` columns of a replica status.
+//! - One vocabulary: source and replica (never master/slave), camelCase names, and enum values
+//!   in lower camelCase (`mysql`, `primary`, `yes`, `inProgress`).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -10,19 +21,25 @@ use crate::gtid::{GtidSet, ServerIdentity, parse_server_uuid};
 use crate::status::ClusterStatus;
 use crate::time::Timestamp;
 
+/// The facts layout this engine reads (`schemaVersion`). It changes only with a changelog
+/// entry (`CHANGELOG.md`); an adapter built for another layout gets an error, never a
+/// silently different reading.
+pub const FACTS_SCHEMA_VERSION: u32 = 1;
+
 /// Everything observed about one MySQLCluster in one round.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterFacts {
+    /// The layout of this document: [`FACTS_SCHEMA_VERSION`].
+    pub schema_version: u32,
     /// The spec fields that steer clustering.
     pub spec: SpecFacts,
-    /// The status recorded by the previous round (or the defaults for a new cluster).
-    #[serde(default)]
+    /// The status recorded by the previous round (`{}` for a new cluster: the Kubernetes
+    /// defaults of an empty status).
     pub status: ClusterStatus,
     /// The instant of this observation; used only for condition transition times.
     pub now: Timestamp,
-    /// One entry per instance ordinal `0..spec.replicas` (empty when offline).
-    #[serde(default)]
+    /// One entry per instance ordinal `0..spec.replicas` (empty when offline), in any order.
     pub instances: Vec<InstanceFacts>,
     /// A requested switchover target (`moco local switchover --to N`). Kubernetes has no
     /// such request: the demote annotation picks the lowest-ordinal candidate.
@@ -43,6 +60,22 @@ pub enum Flavor {
     Mariadb,
 }
 
+impl Flavor {
+    /// The JSON value (`mysql`, `mariadb`), for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flavor::Mysql => "mysql",
+            Flavor::Mariadb => "mariadb",
+        }
+    }
+}
+
+impl std::fmt::Display for Flavor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The spec fields of a MySQLCluster that clustering depends on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -51,35 +84,26 @@ pub struct SpecFacts {
     /// `spec.replicas`: number of instances.
     pub replicas: u32,
     /// `spec.replicationSourceSecretName` is set: the primary replicates from an external
-    /// source and stays read-only (an "intermediate primary").
-    #[serde(default)]
+    /// source and stays read-only (an "intermediate primary"). Omitted when not set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_source: Option<ExternalSource>,
     /// `spec.restore` is set.
-    #[serde(default)]
     pub restore: bool,
     /// `spec.offline`.
-    #[serde(default)]
     pub offline: bool,
-    /// `spec.serverIDBase`: instance `i` has `server_id = base + i`.
+    /// The MySQLCluster's `spec.serverIDBase`: instance `i` has `server_id = base + i`.
     pub server_id_base: u32,
     /// `spec.maxDelaySecondsForPodDeletion` (0 disables the check).
-    #[serde(default)]
     pub max_delay_seconds_for_pod_deletion: u64,
     /// The server family the cluster runs.
-    #[serde(default)]
     pub flavor: Flavor,
     /// Opt-in: re-clone an errant replica from a healthy donor instead of only excluding it.
     /// Its errant transactions are discarded (they were never on the primary). MOCO leaves the
     /// replica excluded until an operator deletes its volume (MOCO #797).
-    #[serde(default)]
     pub reclone_errant: bool,
-    /// Seconds the external clone may take to boot (`spec.startupWaitSeconds`).
-    #[serde(default = "default_startup_wait")]
+    /// Seconds a cloned instance may take to boot (`spec.startupWaitSeconds`, 3600 in MOCO's
+    /// CRD defaults).
     pub startup_wait_seconds: u32,
-}
-
-fn default_startup_wait() -> u32 {
-    3600
 }
 
 /// Where an intermediate primary replicates from. Credentials stay with the adapter (they come
@@ -109,7 +133,8 @@ pub struct InstanceFacts {
     pub pod: PodFacts,
     /// mysqld as probed this round; `null` when the probes failed (after the adapter's
     /// retries) or the Pod has no address.
-    #[serde(default)]
+    #[serde(deserialize_with = "required")]
+    #[schemars(required)]
     pub mysqld: Option<MysqldStatus>,
 }
 
@@ -118,28 +143,31 @@ pub struct InstanceFacts {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct PodFacts {
-    /// The Pod exists.
-    #[serde(default = "yes")]
+    /// The Pod exists. While any Pod of a cluster is missing (a StatefulSet re-creating it),
+    /// the engine plans nothing, as MOCO does.
     pub exists: bool,
     /// The Pod is Ready.
-    #[serde(default)]
     pub ready: bool,
     /// The Pod has a deletionTimestamp.
-    #[serde(default)]
     pub deleting: bool,
     /// The Pod carries `moco.cybozu.com/demote: "true"`.
-    #[serde(default)]
     pub demote: bool,
     /// The Pod carries `moco.cybozu.com/prevent-delete: "true"`.
-    #[serde(default)]
     pub prevent_delete: bool,
-    /// The value of the Pod's `moco.cybozu.com/role` label, if any.
-    #[serde(default)]
+    /// The value of the Pod's `moco.cybozu.com/role` label; omitted when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role_label: Option<Role>,
 }
 
-fn yes() -> bool {
-    true
+/// Deserializes an `Option` field that must be present (it may be `null`): serde treats a
+/// missing `Option` as `None` unless told otherwise, and a missing fact must not silently
+/// read as "none".
+fn required<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d)
 }
 
 /// The role label values.
@@ -167,22 +195,21 @@ impl Role {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MysqldStatus {
-    /// Server family.
-    #[serde(default)]
+    /// Server family; must equal `spec.flavor`.
     pub flavor: Flavor,
     /// `@@version`, for events and docs.
     #[serde(default)]
     pub version: String,
-    /// `@@server_id`.
+    /// `@@server_id`; must equal `spec.serverIdBase + index`.
     pub server_id: u32,
-    /// `@@server_uuid` (MySQL only).
-    #[serde(default)]
+    /// `@@server_uuid`: required for MySQL (errant detection tells the primary's own
+    /// transactions by it), `null` for MariaDB, which names transactions by server_id.
+    #[serde(deserialize_with = "required")]
+    #[schemars(required)]
     pub server_uuid: Option<String>,
     /// `@@gtid_executed` (MySQL) or `@@gtid_binlog_state` (MariaDB).
-    #[serde(default)]
     pub gtid_executed: GtidSet,
     /// `@@gtid_purged` (MySQL); for MariaDB the state before the oldest binlog, if known.
-    #[serde(default)]
     pub gtid_purged: GtidSet,
     /// `@@read_only`.
     pub read_only: bool,
@@ -190,16 +217,17 @@ pub struct MysqldStatus {
     /// `READ_ONLY ADMIN`, which the adapter guarantees.
     pub super_read_only: bool,
     /// Semi-synchronous replication settings and counters.
-    #[serde(default)]
     pub semi_sync: SemiSyncFacts,
-    /// `SHOW REPLICA STATUS`; `None` when replication was never configured.
-    #[serde(default)]
+    /// `SHOW REPLICA STATUS`; `null` when it returns no row (replication never configured,
+    /// or reset).
+    #[serde(deserialize_with = "required")]
+    #[schemars(required)]
     pub replica_status: Option<ReplicaStatus>,
     /// `SHOW REPLICAS` / `SHOW SLAVE HOSTS`: the replicas connected to this server.
-    #[serde(default)]
     pub replica_hosts: Vec<ReplicaHost>,
-    /// Clone progress on this instance, if a clone ever ran.
-    #[serde(default)]
+    /// Clone progress on this instance; `null` when no clone ever ran.
+    #[serde(deserialize_with = "required")]
+    #[schemars(required)]
     pub clone_state: Option<CloneState>,
 }
 
@@ -224,34 +252,40 @@ impl MysqldStatus {
     }
 }
 
-/// Semi-sync variables (`rpl_semi_sync_*`) and status counters.
+/// Semi-sync settings and status counters: the source (primary) side and the replica side.
+/// MySQL 8.0 and MariaDB name them `rpl_semi_sync_master_*` / `rpl_semi_sync_slave_*`, MySQL
+/// 8.4 `rpl_semi_sync_source_*` / `rpl_semi_sync_replica_*`; the facts use the new names.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct SemiSyncFacts {
-    /// `rpl_semi_sync_master_enabled`.
-    #[serde(default)]
-    pub master_enabled: bool,
-    /// `rpl_semi_sync_slave_enabled`.
-    #[serde(default)]
-    pub slave_enabled: bool,
-    /// `rpl_semi_sync_master_wait_for_slave_count`; `None` on MariaDB, which always waits
+    /// `rpl_semi_sync_source_enabled` (`…_master_enabled`).
+    pub source_enabled: bool,
+    /// `rpl_semi_sync_replica_enabled` (`…_slave_enabled`).
+    pub replica_enabled: bool,
+    /// `rpl_semi_sync_source_wait_for_replica_count`; `null` on MariaDB, which always waits
     /// for exactly one acknowledgement.
-    #[serde(default)]
-    pub wait_for_slave_count: Option<u32>,
-    /// `rpl_semi_sync_master_timeout` in milliseconds.
-    #[serde(default)]
-    pub master_timeout_ms: Option<u64>,
-    /// Status `Rpl_semi_sync_master_wait_sessions`: sessions waiting for an ACK.
-    #[serde(default)]
+    #[serde(deserialize_with = "required")]
+    #[schemars(required)]
+    pub wait_for_replica_count: Option<u32>,
+    /// `rpl_semi_sync_source_timeout` in milliseconds; `null` when not read.
+    #[serde(deserialize_with = "required")]
+    #[schemars(required)]
+    pub source_timeout_ms: Option<u64>,
+    /// Status `Rpl_semi_sync_source_wait_sessions`: sessions waiting for an acknowledgement.
+    /// On a non-primary it marks a hung former primary.
     pub wait_sessions: u64,
-    /// Status `Rpl_semi_sync_master_clients`: semi-sync replicas connected.
-    #[serde(default)]
-    pub master_clients: Option<u32>,
+    /// Status `Rpl_semi_sync_source_clients`: semi-sync replicas connected; `null` when not
+    /// read.
+    #[serde(deserialize_with = "required")]
+    #[schemars(required)]
+    pub source_clients: Option<u32>,
 }
 
-/// Replication IO thread state.
+/// A replication thread's state (`Replica_IO_Running`, `Replica_SQL_Running`). The SQL thread
+/// is never `connecting`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum ThreadState {
     /// `Yes`.
@@ -272,8 +306,8 @@ pub struct ReplicaStatus {
     pub source_port: u16,
     /// `Replica_IO_Running` / `Slave_IO_Running`.
     pub io_running: ThreadState,
-    /// `Replica_SQL_Running` / `Slave_SQL_Running` is `Yes`.
-    pub sql_running: bool,
+    /// `Replica_SQL_Running` / `Slave_SQL_Running`.
+    pub sql_running: ThreadState,
     /// `Last_IO_Errno`.
     #[serde(default)]
     pub last_io_errno: u32,
@@ -287,10 +321,10 @@ pub struct ReplicaStatus {
     #[serde(default)]
     pub last_sql_error: String,
     /// `Retrieved_Gtid_Set` (MySQL) or `Gtid_IO_Pos` (MariaDB).
-    #[serde(default)]
     pub retrieved_gtid_set: GtidSet,
-    /// `Seconds_Behind_Source`; `None` when NULL.
-    #[serde(default)]
+    /// `Seconds_Behind_Source`; `null` when NULL.
+    #[serde(deserialize_with = "required")]
+    #[schemars(required)]
     pub seconds_behind_source: Option<u64>,
 }
 
@@ -301,16 +335,15 @@ pub struct ReplicaStatus {
 pub struct ReplicaHost {
     /// `Server_Id`.
     pub server_id: u32,
-    /// `Host` (the replica's `report_host`).
-    #[serde(default)]
+    /// `Host` (the replica's `report_host`; empty when it reports none).
     pub host: String,
     /// `Port`.
-    #[serde(default)]
     pub port: u16,
 }
 
 /// `performance_schema.clone_status.state`, or the MariaDB adapter's equivalent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum CloneState {
     /// `Not Started`.
@@ -334,7 +367,11 @@ mod arbitrary_impls {
                 source_host: format!("h{}", u.int_in_range(0u8..=5)?),
                 source_port: 3306,
                 io_running: u.arbitrary()?,
-                sql_running: u.arbitrary()?,
+                sql_running: if u.arbitrary()? {
+                    ThreadState::Yes
+                } else {
+                    ThreadState::No
+                },
                 last_io_errno: 0,
                 last_io_error: String::new(),
                 last_sql_errno: 0,
@@ -353,7 +390,8 @@ mod arbitrary_impls {
                 flavor,
                 version: String::new(),
                 server_id,
-                server_uuid: Some(format!("00000000-0000-0000-0000-00000000000{server_id}")),
+                server_uuid: (flavor == Flavor::Mysql)
+                    .then(|| format!("00000000-0000-0000-0000-00000000000{server_id}")),
                 gtid_executed: u.arbitrary()?,
                 gtid_purged: u.arbitrary()?,
                 read_only: u.arbitrary()?,

@@ -73,18 +73,18 @@ fn healthy(n: u32, primary: u32, flavor: Flavor, history: &GtidSet, writes: u64)
                     read_only: !is_p,
                     super_read_only: !is_p,
                     semi_sync: SemiSyncFacts {
-                        master_enabled: is_p && n > 1,
-                        slave_enabled: !is_p,
-                        wait_for_slave_count: (flavor == Flavor::Mysql).then_some(n / 2),
-                        master_timeout_ms: Some(86_400_000),
+                        source_enabled: is_p && n > 1,
+                        replica_enabled: !is_p,
+                        wait_for_replica_count: (flavor == Flavor::Mysql).then_some(n / 2),
+                        source_timeout_ms: Some(86_400_000),
                         wait_sessions: 0,
-                        master_clients: Some(if is_p { n - 1 } else { 0 }),
+                        source_clients: Some(if is_p { n - 1 } else { 0 }),
                     },
                     replica_status: (!is_p).then(|| ReplicaStatus {
                         source_host: host(primary),
                         source_port: 3306,
                         io_running: ThreadState::Yes,
-                        sql_running: true,
+                        sql_running: ThreadState::Yes,
                         last_io_errno: 0,
                         last_io_error: String::new(),
                         last_sql_errno: 0,
@@ -110,6 +110,7 @@ fn healthy(n: u32, primary: u32, flavor: Flavor, history: &GtidSet, writes: u64)
         })
         .collect();
     ClusterFacts {
+        schema_version: moco_core::facts::FACTS_SCHEMA_VERSION,
         spec: SpecFacts {
             replicas: n,
             external_source: None,

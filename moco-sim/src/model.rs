@@ -988,7 +988,11 @@ impl State {
                     (true, false) => ThreadState::Connecting,
                     _ => ThreadState::No,
                 },
-                sql_running: r.sql_running,
+                sql_running: if r.sql_running {
+                    ThreadState::Yes
+                } else {
+                    ThreadState::No
+                },
                 last_io_errno: r.io_error.as_ref().map_or(0, |e| e.0),
                 last_io_error: r.io_error.as_ref().map(|e| e.1.clone()).unwrap_or_default(),
                 last_sql_errno: r.sql_error.as_ref().map_or(0, |e| e.0),
@@ -1040,12 +1044,12 @@ impl State {
             read_only: x.read_only,
             super_read_only: x.super_read_only,
             semi_sync: SemiSyncFacts {
-                master_enabled: x.semi_master,
-                slave_enabled: x.semi_slave,
-                wait_for_slave_count: (self.flavor == Flavor::Mysql).then_some(x.wait_count),
-                master_timeout_ms: Some(moco_core::SEMI_SYNC_TIMEOUT_MS),
+                source_enabled: x.semi_master,
+                replica_enabled: x.semi_slave,
+                wait_for_replica_count: (self.flavor == Flavor::Mysql).then_some(x.wait_count),
+                source_timeout_ms: Some(moco_core::SEMI_SYNC_TIMEOUT_MS),
                 wait_sessions: x.pending.len() as u64,
-                master_clients: Some(clients),
+                source_clients: Some(clients),
             },
             replica_status,
             replica_hosts,

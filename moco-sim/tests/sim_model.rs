@@ -298,7 +298,7 @@ async fn relay_log_survives_restart_and_start_replica_on_mysql_only() {
         sim.crash(1, true);
         sim.restart(1);
         let r = replica_status(&sim, 1).await;
-        assert!(!r.sql_running && r.io_running == ThreadState::No);
+        assert!(r.sql_running == ThreadState::No && r.io_running == ThreadState::No);
         assert_eq!(sim.received(1).len(), 3, "relay_log_recovery=OFF keeps it");
         sim.cut_link(0, 1);
         sim.instance(1).start_replica(false).await.unwrap();
@@ -449,7 +449,7 @@ async fn frozen_instances_hang_and_resume_where_they_were() {
         before.elapsed() < Duration::from_millis(10),
         "woken at once"
     );
-    assert!(!s.read_only && s.semi_sync.master_enabled);
+    assert!(!s.read_only && s.semi_sync.source_enabled);
     assert_eq!(s.semi_sync.wait_sessions, 1);
     assert!(sim.is_writable(0));
     sim.tick();

@@ -529,12 +529,12 @@ impl MysqlInstance {
             let (name, value) = name_value(&row, sql::SEMI_SYNC_VARIABLES)?;
             let on = value.eq_ignore_ascii_case("ON") || value == "1";
             match name.as_str() {
-                "rpl_semi_sync_master_enabled" => facts.master_enabled = on,
-                "rpl_semi_sync_slave_enabled" => facts.slave_enabled = on,
+                "rpl_semi_sync_master_enabled" => facts.source_enabled = on,
+                "rpl_semi_sync_slave_enabled" => facts.replica_enabled = on,
                 "rpl_semi_sync_master_wait_for_slave_count" => {
-                    facts.wait_for_slave_count = value.parse().ok()
+                    facts.wait_for_replica_count = value.parse().ok()
                 }
-                "rpl_semi_sync_master_timeout" => facts.master_timeout_ms = value.parse().ok(),
+                "rpl_semi_sync_master_timeout" => facts.source_timeout_ms = value.parse().ok(),
                 _ => {}
             }
         }
@@ -544,7 +544,7 @@ impl MysqlInstance {
                 "rpl_semi_sync_master_wait_sessions" => {
                     facts.wait_sessions = value.parse().unwrap_or_default()
                 }
-                "rpl_semi_sync_master_clients" => facts.master_clients = value.parse().ok(),
+                "rpl_semi_sync_master_clients" => facts.source_clients = value.parse().ok(),
                 _ => {}
             }
         }
@@ -573,7 +573,7 @@ impl MysqlInstance {
                 .cell::<Option<u16>>(&row, c.source_port, q)?
                 .unwrap_or_default(),
             io_running: parse_thread_state(&text(c.io_running)?),
-            sql_running: text(c.sql_running)? == "Yes",
+            sql_running: parse_thread_state(&text(c.sql_running)?),
             last_io_errno: self
                 .cell::<Option<u32>>(&row, sql::LAST_IO_ERRNO, q)?
                 .unwrap_or_default(),

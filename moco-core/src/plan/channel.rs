@@ -51,7 +51,7 @@ pub(super) fn decide_channel(
         // received, so discarding the old relay log loses nothing.
         return Channel::Rebuild;
     }
-    let flags_ok = s.semi_sync.slave_enabled == semi_sync && !s.semi_sync.master_enabled;
+    let flags_ok = s.semi_sync.replica_enabled == semi_sync && !s.semi_sync.source_enabled;
     let wanted = match r.io_running {
         ThreadState::Yes | ThreadState::Connecting if r.last_io_errno == ER_ACCESS_DENIED => {
             Channel::Rebuild
@@ -75,7 +75,7 @@ pub(super) fn decide_channel(
     let unapplied = !r.retrieved_gtid_set.is_subset(&s.gtid_executed);
     if drops_relay_log && unapplied {
         return Channel::ApplyFirst {
-            start_sql: !r.sql_running,
+            start_sql: r.sql_running != ThreadState::Yes,
         };
     }
     wanted

@@ -43,7 +43,7 @@ pub(super) fn fix_labels(v: &View<'_>) -> Planned {
 fn label_changes(v: &View<'_>) -> (Vec<Step>, Vec<(u32, Role)>) {
     let mut removals = Vec::new();
     let mut additions = Vec::new();
-    for inst in v.facts.instances.iter().filter(|i| i.pod.exists) {
+    for inst in v.instances().filter(|i| i.pod.exists) {
         let want = desired_role(v, inst.index);
         let have = inst.pod.role_label;
         if have.is_some() && have != want {
@@ -147,11 +147,11 @@ fn own_primary(v: &View<'_>, ps: &MysqldStatus, p: &mut Planned) {
     }
     let acks = required_acks(replicas, v.flavor());
     let want_count = replicas / 2;
-    let count_ok = match ps.semi_sync.wait_for_slave_count {
+    let count_ok = match ps.semi_sync.wait_for_replica_count {
         Some(n) => n == want_count,
         None => true,
     };
-    if ps.semi_sync.master_enabled && count_ok {
+    if ps.semi_sync.source_enabled && count_ok {
         return;
     }
     p.steps.push(Step::new(Operation::ConfigurePrimarySemiSync {

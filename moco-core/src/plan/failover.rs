@@ -4,6 +4,7 @@
 //! received set contains every other eligible replica's.
 
 use crate::assessment::{View, received_set};
+use crate::facts::ThreadState;
 use crate::gtid::GtidSet;
 use crate::operation::{Event, Operation, PrimaryChange, Step};
 
@@ -14,9 +15,7 @@ use super::{Action, CATCH_UP_TIMEOUT_SECONDS, Planned};
 /// verdict it had, since nothing new is known of it.
 fn errant_against(v: &View<'_>, target: u32, set: &GtidSet) -> Vec<u32> {
     let identity = v.mysqld(target).and_then(|s| s.identity());
-    v.facts
-        .instances
-        .iter()
+    v.instances()
         .filter(|i| i.index != target)
         .filter(|i| match v.mysqld(i.index) {
             Some(s) => {
@@ -92,7 +91,7 @@ pub(super) fn failover(v: &View<'_>) -> Planned {
     // The candidate applies its relay log only if its SQL thread runs.
     if v.mysqld(*target)
         .and_then(|s| s.replica_status.as_ref())
-        .is_some_and(|r| !r.sql_running)
+        .is_some_and(|r| r.sql_running != ThreadState::Yes)
     {
         p.steps.push(
             Step::new(Operation::StartReplicaSqlThread { index: *target })

@@ -76,6 +76,27 @@ impl Planned {
 
 /// Plans the round for `state`.
 pub(crate) fn plan(v: &View<'_>, state: ClusterState) -> Planned {
+    // A missing Pod is one the StatefulSet is about to re-create (with the same volume): MOCO
+    // skips the whole round ("too few pods"), so a primary whose Pod is being replaced is not
+    // failed over in the gap. Once the Pod exists again, its readiness decides.
+    if state != ClusterState::Offline {
+        let missing: Vec<String> = v
+            .instances()
+            .filter(|i| !i.pod.exists)
+            .map(|i| i.index.to_string())
+            .collect();
+        if !missing.is_empty() {
+            let mut p = Planned::new(Action::Wait);
+            p.events.push(Event::warning(
+                "PodsMissing",
+                format!(
+                    "waiting for the Pods of instance(s) {} to exist again; nothing is changed until then",
+                    missing.join(", ")
+                ),
+            ));
+            return p;
+        }
+    }
     // The prevent-delete annotation is kept in line whatever the state (MOCO does it before
     // dispatching on the state).
     let guard = annotations::prevent_delete(v);
