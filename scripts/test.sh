@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 source scripts/lib/install.sh
 ensure_mariadb
 export CARGO_TERM_COLOR=never
+# The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
+# adding one.
+MIN_REAL_SERVER_TESTS=18
 
 step() { printf '\n=== %s\n' "$*"; }
 
@@ -15,8 +18,21 @@ cargo fmt --all -- --check
 step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 step "tests (unit, property, scenario, real MariaDB, moco local end to end)"
+# Under the test command a missing server fails the real-server tests (never a skip), and
+# each of them records itself in the ledger so that the count below shows they ran.
+unset MOCO_SKIP_REAL_SERVER
+ledger=$(mktemp -d)
+trap 'rm -rf "$ledger"' EXIT
+export MOCO_REAL_SERVER_LEDGER="$ledger"
 cargo test --workspace
-step "fuzz targets compile"
-cargo build --quiet --manifest-path fuzz/Cargo.toml
+ran=$(find "$ledger" -type f | wc -l)
+echo "real-server tests that ran: $ran (want at least $MIN_REAL_SERVER_TESTS)"
+find "$ledger" -type f -exec cut -f2 {} + | sort | uniq -c
+if [ "$ran" -lt "$MIN_REAL_SERVER_TESTS" ]; then
+    echo "fewer real-server tests ran than exist: a server test stopped using its server" >&2
+    exit 1
+fi
+step "fuzz (each target ${FUZZ_SECONDS:-60}s from fuzz/corpus)"
+./scripts/fuzz.sh
 step "manifests"
 bash scripts/validate-manifests.sh

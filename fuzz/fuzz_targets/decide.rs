@@ -21,12 +21,14 @@ struct Input {
     external: bool,
     reclone_errant: bool,
     errant_memory: Vec<u8>,
+    switchover_to: Option<u8>,
     instances: Vec<(PodFacts, Option<MysqldStatus>)>,
 }
 
 fuzz_target!(|input: Input| {
     let replicas = u32::from(input.replicas % 8);
     let mut facts = ClusterFacts {
+        schema_version: moco_core::facts::FACTS_SCHEMA_VERSION,
         spec: SpecFacts {
             replicas,
             external_source: input.external.then(|| moco_core::facts::ExternalSource {
@@ -49,12 +51,18 @@ fuzz_target!(|input: Input| {
         },
         now: Timestamp(1_800_000_000),
         instances: Vec::new(),
-        switchover_to: None,
+        switchover_to: input.switchover_to.map(|t| u32::from(t % 8)),
     };
     for (n, (pod, mysqld)) in input.instances.into_iter().take(8).enumerate() {
         let index = n as u32;
+        // Identities the engine accepts (server_id = base + index, a MySQL server_uuid) and
+        // that match the sources arbitrary GTID sets use (uuids 0..=3, MariaDB server ids
+        // 1..=5), so that primaries' own transactions occur.
         let mysqld = mysqld.map(|mut m| {
             m.flavor = input.flavor;
+            m.server_id = 1 + index;
+            m.server_uuid = (input.flavor == Flavor::Mysql)
+                .then(|| format!("00000000-0000-0000-0000-{index:012x}"));
             m
         });
         facts.instances.push(InstanceFacts {

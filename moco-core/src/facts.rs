@@ -121,6 +121,7 @@ pub struct ExternalSource {
 /// One instance (one Pod and its mysqld).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = require_instance_fields)]
 pub struct InstanceFacts {
     /// The ordinal.
     pub index: u32,
@@ -134,7 +135,6 @@ pub struct InstanceFacts {
     /// mysqld as probed this round; `null` when the probes failed (after the adapter's
     /// retries) or the Pod has no address.
     #[serde(deserialize_with = "required")]
-    #[schemars(required)]
     pub mysqld: Option<MysqldStatus>,
 }
 
@@ -157,6 +157,47 @@ pub struct PodFacts {
     /// The value of the Pod's `moco.cybozu.com/role` label; omitted when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role_label: Option<Role>,
+}
+
+/// Adds `fields` to a schema's `required` list: schemars leaves `Option` fields out of it
+/// (and drops their `null` when told they are required), while these must be present and may
+/// be `null`, as [`required`] reads them.
+fn require(schema: &mut schemars::Schema, fields: &[&str]) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    let list = obj
+        .entry("required")
+        .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+    if let Some(list) = list.as_array_mut() {
+        for field in fields {
+            if !list.iter().any(|v| v == field) {
+                list.push(serde_json::Value::from(*field));
+            }
+        }
+    }
+}
+/// Marks the nullable-but-required fields of [`InstanceFacts`] as required in the JSON Schema.
+fn require_instance_fields(schema: &mut schemars::Schema) {
+    require(schema, &["mysqld"]);
+}
+
+/// Marks the nullable-but-required fields of [`MysqldStatus`] as required in the JSON Schema.
+fn require_mysqld_fields(schema: &mut schemars::Schema) {
+    require(schema, &["serverUuid", "replicaStatus", "cloneState"]);
+}
+
+/// Marks the nullable-but-required fields of [`SemiSyncFacts`] as required in the JSON Schema.
+fn require_semi_sync_fields(schema: &mut schemars::Schema) {
+    require(
+        schema,
+        &["waitForReplicaCount", "sourceTimeoutMs", "sourceClients"],
+    );
+}
+
+/// Marks the nullable-but-required fields of [`ReplicaStatus`] as required in the JSON Schema.
+fn require_replica_status_fields(schema: &mut schemars::Schema) {
+    require(schema, &["secondsBehindSource"]);
 }
 
 /// Deserializes an `Option` field that must be present (it may be `null`): serde treats a
@@ -194,6 +235,7 @@ impl Role {
 /// What mysqld reported.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = require_mysqld_fields)]
 pub struct MysqldStatus {
     /// Server family; must equal `spec.flavor`.
     pub flavor: Flavor,
@@ -205,7 +247,6 @@ pub struct MysqldStatus {
     /// `@@server_uuid`: required for MySQL (errant detection tells the primary's own
     /// transactions by it), `null` for MariaDB, which names transactions by server_id.
     #[serde(deserialize_with = "required")]
-    #[schemars(required)]
     pub server_uuid: Option<String>,
     /// `@@gtid_executed` (MySQL) or `@@gtid_binlog_state` (MariaDB).
     pub gtid_executed: GtidSet,
@@ -221,13 +262,11 @@ pub struct MysqldStatus {
     /// `SHOW REPLICA STATUS`; `null` when it returns no row (replication never configured,
     /// or reset).
     #[serde(deserialize_with = "required")]
-    #[schemars(required)]
     pub replica_status: Option<ReplicaStatus>,
     /// `SHOW REPLICAS` / `SHOW SLAVE HOSTS`: the replicas connected to this server.
     pub replica_hosts: Vec<ReplicaHost>,
     /// Clone progress on this instance; `null` when no clone ever ran.
     #[serde(deserialize_with = "required")]
-    #[schemars(required)]
     pub clone_state: Option<CloneState>,
 }
 
@@ -258,6 +297,7 @@ impl MysqldStatus {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[schemars(transform = require_semi_sync_fields)]
 pub struct SemiSyncFacts {
     /// `rpl_semi_sync_source_enabled` (`…_master_enabled`).
     pub source_enabled: bool,
@@ -266,11 +306,9 @@ pub struct SemiSyncFacts {
     /// `rpl_semi_sync_source_wait_for_replica_count`; `null` on MariaDB, which always waits
     /// for exactly one acknowledgement.
     #[serde(deserialize_with = "required")]
-    #[schemars(required)]
     pub wait_for_replica_count: Option<u32>,
     /// `rpl_semi_sync_source_timeout` in milliseconds; `null` when not read.
     #[serde(deserialize_with = "required")]
-    #[schemars(required)]
     pub source_timeout_ms: Option<u64>,
     /// Status `Rpl_semi_sync_source_wait_sessions`: sessions waiting for an acknowledgement.
     /// On a non-primary it marks a hung former primary.
@@ -278,7 +316,6 @@ pub struct SemiSyncFacts {
     /// Status `Rpl_semi_sync_source_clients`: semi-sync replicas connected; `null` when not
     /// read.
     #[serde(deserialize_with = "required")]
-    #[schemars(required)]
     pub source_clients: Option<u32>,
 }
 
@@ -299,6 +336,7 @@ pub enum ThreadState {
 /// `SHOW REPLICA STATUS`, with MySQL's column names.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = require_replica_status_fields)]
 pub struct ReplicaStatus {
     /// `Source_Host` / `Master_Host`.
     pub source_host: String,
@@ -324,7 +362,6 @@ pub struct ReplicaStatus {
     pub retrieved_gtid_set: GtidSet,
     /// `Seconds_Behind_Source`; `null` when NULL.
     #[serde(deserialize_with = "required")]
-    #[schemars(required)]
     pub seconds_behind_source: Option<u64>,
 }
 

@@ -75,9 +75,19 @@ pub fn server_or_skip(test: &str) -> Option<moco_adapters::mysqld::ServerBinary>
                 b.version(),
                 b.path().display()
             );
+            if let Err(e) = b.record_test(test) {
+                panic!("{test}: cannot record the test in the real-server ledger: {e}");
+            }
             Some(b)
         }
         Err(e) => {
+            // An explicitly named server that does not work is a failure, not a skip.
+            if std::env::var_os(moco_adapters::mysqld::MYSQLD_ENV).is_some_and(|v| !v.is_empty()) {
+                panic!(
+                    "{test}: {} is set but unusable: {e}",
+                    moco_adapters::mysqld::MYSQLD_ENV
+                );
+            }
             // A missing server is a failure under the test command, not a silent pass.
             if std::env::var_os(SKIP_ENV).is_some_and(|v| v == "1") {
                 println!("SKIPPED {test} ({SKIP_ENV}=1): no server binary ({e})");

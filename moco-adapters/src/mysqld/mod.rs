@@ -48,7 +48,7 @@ use crate::instance::InstanceError;
 use crate::instance::datadir::{DatadirInit, InitProgram, initialize_datadir};
 use tokio::io::AsyncReadExt;
 
-pub use binary::{MYSQLD_ENV, ServerBinary, ServerKind};
+pub use binary::{MYSQLD_ENV, REAL_SERVER_LEDGER_ENV, ServerBinary, ServerKind};
 pub use config::MycnfSettings;
 pub use process::{is_server_process, process_alive};
 

@@ -26,6 +26,8 @@ pub fn server_binary(test: &str) -> Option<ServerBinary> {
                 b.kind(),
                 b.version()
             );
+            b.record_test(test)
+                .expect("record the test in the real-server ledger");
             Some(b)
         }
         Err(e) => {

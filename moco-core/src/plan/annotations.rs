@@ -6,9 +6,7 @@ use crate::operation::{Operation, Step};
 
 pub(super) fn prevent_delete(v: &View<'_>) -> Vec<Step> {
     let want_on_primary = v.assessment.prevent_pod_deletion;
-    v.facts
-        .instances
-        .iter()
+    v.instances()
         .filter(|i| i.pod.exists)
         .filter_map(|i| {
             let want = want_on_primary && i.index == v.assessment.primary;
