@@ -559,7 +559,10 @@ async fn replication_switchover_and_errant_detection() {
         let s = inst[i].status().await.unwrap();
         let r = s.replica_status.clone().unwrap();
         assert_eq!(r.source_port, n[1].port(), "{r:?}");
-        assert!(r.io_running == ThreadState::Yes && r.sql_running == ThreadState::Yes, "{r:?}");
+        assert!(
+            r.io_running == ThreadState::Yes && r.sql_running == ThreadState::Yes,
+            "{r:?}"
+        );
         assert!(s.super_read_only && s.semi_sync.replica_enabled && !s.semi_sync.source_enabled);
     }
     let expected = before + 20;

@@ -131,9 +131,9 @@ impl<'a> View<'a> {
             && s.super_read_only
             && !self.assessment.is_errant(inst.index)
             && self.replicates_from_primary(s)
-            && s.replica_status
-                .as_ref()
-                .is_some_and(|r| r.io_running == ThreadState::Yes && r.sql_running == ThreadState::Yes)
+            && s.replica_status.as_ref().is_some_and(|r| {
+                r.io_running == ThreadState::Yes && r.sql_running == ThreadState::Yes
+            })
     }
 
     /// Replicas connected to the primary whose server_id belongs to this cluster.

@@ -421,7 +421,8 @@ mod tests {
                 .remove(field);
             let err = serde_json::from_value::<ClusterFacts>(v).unwrap_err();
             assert!(
-                err.to_string().contains(&format!("missing field `{field}`")),
+                err.to_string()
+                    .contains(&format!("missing field `{field}`")),
                 "{pointer}/{field}: {err}"
             );
         }
