@@ -57,6 +57,45 @@ pub struct BackupStream {
     child: Child,
     command: String,
     log: PathBuf,
+    /// The 0600 option file holding the donor's credentials; removed when the backup ends.
+    options: PathBuf,
+}
+
+impl Drop for BackupStream {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.options);
+    }
+}
+
+/// The option file `mariadb-backup` reads instead of a password on its command line (where
+/// any local user sees it in `ps`): the donor's my.cnf, then the client credentials.
+fn backup_options(defaults_file: &Path, credentials: &Credentials) -> String {
+    format!(
+        "!include {}\n[mariadb-backup]\nuser={}\npassword={}\n",
+        defaults_file.display(),
+        option_value(&credentials.user),
+        option_value(&credentials.password)
+    )
+}
+
+/// A double-quoted option-file value: `#` and spaces stay part of it, `\` and `"` escaped.
+fn option_value(value: &str) -> String {
+    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Writes `contents` to a new file readable only by its owner.
+fn write_private(path: &Path, contents: &str) -> Result<(), InstanceError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| InstanceError::io(path, "create", e))?;
+    file.write_all(contents.as_bytes())
+        .map_err(|e| InstanceError::io(path, "write", e))
 }
 
 /// The recipient side of a MariaDB copy.
@@ -94,33 +133,46 @@ fn failed(command: String, status: impl ToString, log: &Path) -> InstanceError {
 pub fn start_backup(source: &BackupSource) -> Result<BackupStream, InstanceError> {
     std::fs::create_dir_all(&source.scratch_dir)
         .map_err(|e| InstanceError::io(&source.scratch_dir, "create", e))?;
-    let args = [
-        format!("--defaults-file={}", source.defaults_file.display()),
+    let options = source.scratch_dir.with_extension("client.cnf");
+    write_private(
+        &options,
+        &backup_options(&source.defaults_file, &source.credentials),
+    )?;
+    let args = backup_args(source, &options);
+    let command = format!("{} {}", source.tool.display(), args.join(" "));
+    let child = Command::new(&source.tool)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log_handle(&source.log)?)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&options);
+            InstanceError::io(&source.tool, "run", e)
+        })?;
+    Ok(BackupStream {
+        child,
+        command,
+        log: source.log.clone(),
+        options,
+    })
+}
+
+/// The command line of the donor's backup. It carries no secret: the credentials are in the
+/// `options` file.
+fn backup_args(source: &BackupSource, options: &Path) -> Vec<String> {
+    vec![
+        format!("--defaults-file={}", options.display()),
         "--backup".to_owned(),
         "--stream=xbstream".to_owned(),
         "--slave-info".to_owned(),
         "--safe-slave-backup".to_owned(),
         format!("--host={}", source.host),
         format!("--port={}", source.port),
-        format!("--user={}", source.credentials.user),
         format!("--datadir={}", source.datadir.display()),
         format!("--target-dir={}", source.scratch_dir.display()),
-    ];
-    let command = format!("{} {}", source.tool.display(), args.join(" "));
-    let child = Command::new(&source.tool)
-        .args(&args)
-        .arg(format!("--password={}", source.credentials.password))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log_handle(&source.log)?)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| InstanceError::io(&source.tool, "run", e))?;
-    Ok(BackupStream {
-        child,
-        command,
-        log: source.log.clone(),
-    })
+    ]
 }
 
 impl BackupStream {
@@ -139,7 +191,7 @@ impl BackupStream {
         if status.success() {
             Ok(())
         } else {
-            Err(failed(self.command, status, &self.log))
+            Err(failed(self.command.clone(), status, &self.log))
         }
     }
 }
@@ -336,6 +388,50 @@ mod tests {
             !target.datadir.join("stale").exists(),
             "datadir emptied first"
         );
+    }
+
+    /// Regression (hardening review): the donor's password was an argument of
+    /// `mariadb-backup`, visible to any local user in `ps` until the tool masked it.
+    #[tokio::test]
+    async fn the_backup_password_is_never_on_the_command_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = "s3cr#t \"quoted\" \\ pass";
+        let source = BackupSource {
+            // A tool that prints its arguments: what `ps` would show.
+            tool: "/bin/echo".into(),
+            defaults_file: dir.path().join("my.cnf"),
+            datadir: dir.path().join("data"),
+            host: "127.0.0.1".into(),
+            port: 3306,
+            credentials: Credentials {
+                user: "moco-clone-donor".into(),
+                password: secret.into(),
+            },
+            scratch_dir: dir.path().join("scratch"),
+            log: dir.path().join("clone.log"),
+        };
+        let mut backup = start_backup(&source).unwrap();
+        let options = source.scratch_dir.with_extension("client.cnf");
+        let text = std::fs::read_to_string(&options).unwrap();
+        assert!(text.starts_with(&format!("!include {}\n", source.defaults_file.display())));
+        assert!(
+            text.contains(r#"password="s3cr#t \"quoted\" \\ pass""#),
+            "{text}"
+        );
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&options).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "option file mode {mode:o}");
+        let mut argv = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut backup.take_stream().unwrap(), &mut argv)
+            .await
+            .unwrap();
+        backup.finish().await.unwrap();
+        assert!(argv.contains("--defaults-file="), "{argv}");
+        assert!(
+            !argv.contains("s3cr"),
+            "password on the command line: {argv}"
+        );
+        assert!(!options.exists(), "the option file outlived the backup");
     }
 
     fn which(name: &str) -> Result<PathBuf, ()> {
