@@ -15,6 +15,7 @@ use super::model::{
     FrozenSpan, OpFault, PORT, Promotion, RelayPurge, SimGtid, State, WriteOutcome, WriteRecord,
     WriteState, WriteTarget, host_of,
 };
+use super::truth::{AppliedOp, ErrantWrite, WipeRecord};
 use moco_adapters::manager::{Manager, ManagerConfig};
 use moco_adapters::ports::{Clock, Platform, PortError};
 
@@ -337,11 +338,31 @@ impl SimCluster {
         st.check_split_brain("kill client sessions");
     }
 
-    /// Re-initialises instance `i`: a new empty data directory (MySQL: a new `server_uuid`)
-    /// in a new Pod, as after deleting its PVC and Pod.
+    /// Re-initialises instance `i`: a new empty data directory (MySQL: a new `server_uuid`;
+    /// MariaDB: the same `server_id`, an empty GTID state) in a new Pod, as after deleting its
+    /// PVC and Pod, or losing the disk. Works on the primary too.
     pub fn wipe(&self, i: u32) {
         self.lock().wipe(i);
         self.changed();
+    }
+
+    /// An operator moves `status.currentPrimaryIndex` to instance `i` by hand (a status
+    /// patch), as after a data loss the engine rightly refuses to decide: the lineage becomes
+    /// what `i` holds or will hold. No promotion is recorded (the manager did not make it).
+    pub fn force_primary(&self, i: u32) {
+        let mut st = self.lock();
+        if i < st.replicas() && st.status.current_primary_index != i {
+            st.status.current_primary_index = i;
+            st.promote_lineage(i);
+        }
+    }
+
+    /// A transaction committed straight on instance `i`, outside the primary's stream — a
+    /// client that found `read_only` off, a session with `sql_log_bin=1` and `SUPER` — while
+    /// its replication channel stays as it is (running or not). Not a client write of the
+    /// cluster: not in the ledger. `None` when mysqld is down or frozen.
+    pub fn errant_write(&self, i: u32) -> Option<SimGtid> {
+        self.lock().errant_write(i)
     }
 
     /// Repairs every fault: network, slow replicas, frozen instances (they resume where they
@@ -467,6 +488,49 @@ impl SimCluster {
     /// Split-brain moments seen so far (two writable instances able to acknowledge).
     pub fn violations(&self) -> Vec<String> {
         self.lock().violations.clone()
+    }
+
+    /// Every operation the manager applied, with the truth at that moment.
+    pub fn operations(&self) -> Vec<AppliedOp> {
+        self.lock().truth.ops.clone()
+    }
+
+    /// The operations applied after the first `n`.
+    pub fn operations_since(&self, n: usize) -> Vec<AppliedOp> {
+        self.lock().truth.ops.iter().skip(n).cloned().collect()
+    }
+
+    /// Operations that broke a rule (see [`crate::AppliedOp`]): an instance holding a
+    /// known-errant transaction promoted, labelled, used as a source or donor; an instance
+    /// made writable while another one the manager could fence, or that can acknowledge, is
+    /// writable.
+    pub fn operation_violations(&self) -> Vec<String> {
+        self.lock().truth.violations.clone()
+    }
+
+    /// The transactions of the primaries' history (see `docs/simulation.md`).
+    pub fn lineage(&self) -> BTreeSet<SimGtid> {
+        self.lock().truth.lineage.clone()
+    }
+
+    /// Instance `i`'s transactions outside the lineage: non-empty when it is errant.
+    pub fn out_of_lineage(&self, i: u32) -> BTreeSet<SimGtid> {
+        self.lock().out_of_lineage(i)
+    }
+
+    /// Of those, the ones a round could see (the engine must treat `i` as errant).
+    pub fn known_errant(&self, i: u32) -> BTreeSet<SimGtid> {
+        self.lock().known_errant(i)
+    }
+
+    /// Every errant write ([`errant_write`](Self::errant_write)).
+    pub fn errant_writes(&self) -> Vec<ErrantWrite> {
+        self.lock().truth.errant_writes.clone()
+    }
+
+    /// Every lost data directory ([`wipe`](Self::wipe) and wipes striking mid-round).
+    pub fn wipes(&self) -> Vec<WipeRecord> {
+        self.lock().truth.wipes.clone()
     }
 
     /// Every change of `currentPrimaryIndex`, judged against the true data.

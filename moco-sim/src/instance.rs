@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::cluster::{SimCluster, reach};
 use super::model::{PORT, host_of};
+use super::truth::SimOp;
 use moco_adapters::ports::{Credentials, MysqlPort, PortError};
 
 /// How long a wait without limit may advance the simulation before giving up (the manager's
@@ -52,6 +53,7 @@ impl SimInstance {
     async fn with_reachable(
         &self,
         context: &str,
+        op: SimOp,
         f: impl FnOnce(&mut super::model::State),
     ) -> Result<(), PortError> {
         self.cluster.wait_while_frozen(self.index).await;
@@ -60,6 +62,7 @@ impl SimInstance {
         f(&mut st);
         st.refresh();
         st.check_split_brain(&format!("{context}:{}", self.index));
+        st.applied(op);
         Ok(())
     }
 }
@@ -68,13 +71,16 @@ impl SimInstance {
 impl MysqlPort for SimInstance {
     async fn status(&self) -> Result<MysqldStatus, PortError> {
         self.cluster.wait_while_frozen(self.index).await;
-        let st = self.cluster.lock();
+        let mut st = self.cluster.lock();
         reach(&st, self.index)?;
-        st.mysqld_status(self.index)
+        let status = st
+            .mysqld_status(self.index)
             .ok_or_else(|| PortError::Failed {
                 target: self.target(),
                 message: "no such instance".to_owned(),
-            })
+            })?;
+        st.note_read(self.index);
+        Ok(status)
     }
 
     /// `COM_PING`: only whether the server answers, no status.
@@ -113,6 +119,7 @@ impl MysqlPort for SimInstance {
                     }
                     st.refresh();
                     st.check_split_brain(&format!("setSuperReadOnly:{i}"));
+                    st.applied(SimOp::SetSuperReadOnly(i));
                     return Ok(());
                 }
             }
@@ -124,8 +131,10 @@ impl MysqlPort for SimInstance {
     async fn kill_connections(&self) -> Result<(), PortError> {
         self.cluster.gate().await;
         let i = self.index;
-        self.with_reachable("killConnections", |st| st.kill_connections(i))
-            .await
+        self.with_reachable("killConnections", SimOp::KillConnections(i), |st| {
+            st.kill_connections(i);
+        })
+        .await
     }
 
     async fn wait_for_gtid(
@@ -141,9 +150,10 @@ impl MysqlPort for SimInstance {
             // A frozen server does not answer, not even its own timeout.
             self.cluster.wait_while_frozen(i).await;
             {
-                let st = self.cluster.lock();
+                let mut st = self.cluster.lock();
                 reach(&st, i)?;
                 if st.has_executed(i, gtid) {
+                    st.applied(SimOp::WaitForGtid(i));
                     return Ok(());
                 }
             }
@@ -166,7 +176,7 @@ impl MysqlPort for SimInstance {
     async fn stop_replica_io(&self) -> Result<(), PortError> {
         self.cluster.gate().await;
         let i = self.index;
-        self.with_reachable("stopReplicaIo", |st| {
+        self.with_reachable("stopReplicaIo", SimOp::StopReplicaIo(i), |st| {
             if let Some(r) = st.inst_mut(i).and_then(|x| x.repl.as_mut()) {
                 r.io_running = false;
                 r.connected = false;
@@ -190,13 +200,17 @@ impl MysqlPort for SimInstance {
             });
         }
         st.start_replica(i, sql_thread_only);
+        st.applied(SimOp::StartReplica {
+            instance: i,
+            sql_thread_only,
+        });
         Ok(())
     }
 
     async fn set_replica_semi_sync(&self, enabled: bool) -> Result<(), PortError> {
         self.cluster.gate().await;
         let i = self.index;
-        self.with_reachable("setReplicaSemiSync", |st| {
+        self.with_reachable("setReplicaSemiSync", SimOp::SetReplicaSemiSync(i), |st| {
             if let Some(x) = st.inst_mut(i) {
                 x.semi_slave = enabled;
                 x.semi_master = false;
@@ -232,6 +246,10 @@ impl MysqlPort for SimInstance {
             });
         }
         st.configure_replication(i, from, semi_sync);
+        st.applied(SimOp::ConfigureReplication {
+            instance: i,
+            source: from,
+        });
         Ok(())
     }
 
@@ -242,20 +260,26 @@ impl MysqlPort for SimInstance {
     ) -> Result<(), PortError> {
         self.cluster.gate().await;
         let i = self.index;
-        self.with_reachable("configurePrimarySemiSync", |st| {
-            if let Some(x) = st.inst_mut(i) {
-                x.semi_slave = false;
-                x.semi_master = true;
-                x.wait_count = wait_for_replica_count.max(1);
-            }
-        })
+        self.with_reachable(
+            "configurePrimarySemiSync",
+            SimOp::ConfigurePrimarySemiSync(i),
+            |st| {
+                if let Some(x) = st.inst_mut(i) {
+                    x.semi_slave = false;
+                    x.semi_master = true;
+                    x.wait_count = wait_for_replica_count.max(1);
+                }
+            },
+        )
         .await
     }
 
     async fn set_writable(&self) -> Result<(), PortError> {
         self.cluster.gate().await;
         let i = self.index;
-        self.with_reachable("setWritable", |st| st.set_writable(i))
-            .await
+        self.with_reachable("setWritable", SimOp::SetWritable(i), |st| {
+            st.set_writable(i);
+        })
+        .await
     }
 }

@@ -26,7 +26,11 @@
 //!   stopped), partitions between the manager and an instance or between two instances,
 //!   hung instances ([`SimCluster::freeze`]: every call waits until the thaw, nothing
 //!   replicates, the state is kept), slow replicas, Pod deletion and demotion, data loss,
-//!   manager crashes mid-round.
+//!   manager crashes mid-round, errant writes on replicas ([`SimCluster::errant_write`]);
+//! * ground truth for the checks: the lineage (the transactions of the primaries' history),
+//!   which instances hold data outside it (errant), which of those a round could see, and
+//!   every operation the manager applied, checked against it when it took effect
+//!   ([`SimCluster::operations`], [`SimCluster::operation_violations`]).
 //!
 //! Nothing is random: every choice comes from the caller.
 
@@ -36,6 +40,7 @@ mod cluster;
 mod instance;
 mod model;
 mod platform;
+mod truth;
 
 pub use cluster::{SIM_EPOCH, SimCluster, SimConfig};
 pub use instance::SimInstance;
@@ -43,3 +48,4 @@ pub use model::{
     FrozenSpan, OpFault, Promotion, RelayPurge, SimGtid, SpanEnd, WriteOutcome, WriteRecord,
     WriteState, WriteTarget,
 };
+pub use truth::{AppliedOp, ErrantWrite, SimOp, WipeRecord};

@@ -13,6 +13,8 @@ use moco_core::operation::Event;
 use moco_core::status::ClusterStatus;
 use moco_core::{Decision, facts::ClusterFacts};
 
+use super::truth::{Truth, WipeRecord};
+
 /// MySQL error 1236: the source cannot serve what the replica asks for.
 pub(crate) const ER_SOURCE_FATAL_READING_BINLOG: u32 = 1236;
 /// MariaDB error 1950: an out-of-order sequence number under `gtid_strict_mode`.
@@ -117,6 +119,12 @@ pub enum OpFault {
     Freeze(u32),
     /// A frozen mysqld resumes where it was (see [`super::SimCluster::thaw`]).
     Thaw(u32),
+    /// An instance's data directory is lost; it restarts empty at once (see
+    /// [`super::SimCluster::wipe`]).
+    Wipe(u32),
+    /// An instance's data directory is lost and its Pod is being re-created: mysqld is down
+    /// (empty) until restarted.
+    WipeDown(u32),
 }
 
 /// A change of `currentPrimaryIndex` the manager persisted, with what the simulator's true
@@ -224,6 +232,10 @@ pub(crate) struct Inst {
     /// receives no replication and accepts no writes, but keeps its whole state.
     pub frozen: bool,
     pub pod: PodState,
+    /// MariaDB `gtid_slave_pos` (domain 0): the last transaction the SQL thread applied, or the
+    /// binlog position `CHANGE MASTER` started from (the adapter sets it to
+    /// `@@gtid_binlog_pos` first), or a clone's position. Local commits do not move it.
+    pub slave_pos: Option<SimGtid>,
 }
 
 impl Inst {
@@ -246,6 +258,7 @@ impl Inst {
             slow: None,
             frozen: false,
             pod: PodState::default(),
+            slave_pos: None,
         }
     }
 
@@ -271,6 +284,27 @@ impl Inst {
 
     fn max_seq(&self) -> u64 {
         self.data.iter().map(|g| g.seq).max().unwrap_or(0)
+    }
+
+    /// The GTID of the next transaction this server commits: per `server_uuid` on MySQL, the
+    /// domain's next sequence number on MariaDB.
+    pub(crate) fn next_gtid(&self, flavor: Flavor) -> SimGtid {
+        let seq = match flavor {
+            Flavor::Mysql => {
+                self.data
+                    .iter()
+                    .filter(|g| g.origin == self.ident)
+                    .map(|g| g.seq)
+                    .max()
+                    .unwrap_or(0)
+                    + 1
+            }
+            Flavor::Mariadb => self.max_seq() + 1,
+        };
+        SimGtid {
+            origin: self.ident,
+            seq,
+        }
     }
 
     /// MariaDB `@@gtid_binlog_pos` for domain 0: the transaction with the highest number.
@@ -307,6 +341,8 @@ pub(crate) struct State {
     pub frozen_spans: Vec<FrozenSpan>,
     /// Manager rounds so far that decided `Action::Failover`.
     pub failover_rounds: u64,
+    /// The lineage, what rounds could see, and every applied operation.
+    pub truth: Truth,
 }
 
 /// The host name of instance `index`.
@@ -359,6 +395,7 @@ impl State {
             ignore_semi_sync: false,
             frozen_spans: Vec::new(),
             failover_rounds: 0,
+            truth: Truth::default(),
         }
     }
 
@@ -646,6 +683,9 @@ impl State {
             }
             x.data.insert(g);
             x.binlog.push(g);
+            if flavor == Flavor::Mariadb {
+                x.slave_pos = Some(g);
+            }
             max_seq = max_seq.max(g.seq);
             applied += 1;
         }
@@ -736,22 +776,7 @@ impl State {
         if !x.up || x.read_only || x.frozen {
             return WriteOutcome::Rejected;
         }
-        let seq = match flavor {
-            Flavor::Mysql => {
-                x.data
-                    .iter()
-                    .filter(|g| g.origin == x.ident)
-                    .map(|g| g.seq)
-                    .max()
-                    .unwrap_or(0)
-                    + 1
-            }
-            Flavor::Mariadb => x.max_seq() + 1,
-        };
-        let g = SimGtid {
-            origin: x.ident,
-            seq,
-        };
+        let g = x.next_gtid(flavor);
         x.data.insert(g);
         x.binlog.push(g);
         let instance = x.index;
@@ -762,6 +787,7 @@ impl State {
             gtid: g,
             state: WriteState::Pending,
         });
+        self.note_commit(instance, g);
         self.settle_acks();
         self.check_split_brain("client write");
         match self.writes.iter().find(|w| w.id == id).map(|w| w.state) {
@@ -838,8 +864,15 @@ impl State {
         self.check_split_brain("restart");
     }
 
-    /// The data directory is replaced by an empty one (PVC re-created): new `server_uuid`.
+    /// The data directory is replaced by an empty one (PVC re-created; the primary's too):
+    /// MySQL gets a new `server_uuid`, MariaDB keeps its `server_id` with an empty GTID state.
+    /// mysqld runs again at once, read-only, in a Pod without labels. Records which
+    /// acknowledged writes no instance holds any more.
     pub fn wipe(&mut self, i: u32) {
+        if self.inst(i).is_none() {
+            return;
+        }
+        let held_before = self.acknowledged_held();
         let flavor = self.flavor;
         let ident = match flavor {
             Flavor::Mysql => {
@@ -862,8 +895,27 @@ impl State {
             *x = Inst::fresh(i, ident, flavor);
             x.slow = slow;
         }
+        self.forget_known(i);
+        let held_after = self.acknowledged_held();
+        let record = WipeRecord {
+            instance: i,
+            was_primary: self.status.current_primary_index == i,
+            tick: self.ticks,
+            destroyed: held_before.difference(&held_after).copied().collect(),
+        };
+        self.truth.wipes.push(record);
         self.refresh();
         self.check_split_brain("wipe");
+    }
+
+    /// Acknowledged transactions some instance holds or will hold.
+    fn acknowledged_held(&self) -> BTreeSet<SimGtid> {
+        let held: BTreeSet<SimGtid> = self.insts.iter().flat_map(Inst::received).collect();
+        self.writes
+            .iter()
+            .filter(|w| w.state == WriteState::Acknowledged && held.contains(&w.gtid))
+            .map(|w| w.gtid)
+            .collect()
     }
 
     /// Cuts instance `i` from the manager and every other instance.
@@ -895,6 +947,11 @@ impl State {
             OpFault::Isolate(i) => self.isolate(i),
             OpFault::Freeze(i) => self.freeze(i),
             OpFault::Thaw(i) => self.thaw(i),
+            OpFault::Wipe(i) => self.wipe(i),
+            OpFault::WipeDown(i) => {
+                self.wipe(i);
+                self.crash(i, false);
+            }
         }
     }
 
@@ -1066,22 +1123,25 @@ impl State {
         }
     }
 
-    /// `WAIT_FOR_EXECUTED_GTID_SET` (MySQL: every GTID executed) or `MASTER_GTID_WAIT`
-    /// (MariaDB: per domain, a sequence number at least as high).
+    /// `WAIT_FOR_EXECUTED_GTID_SET` (MySQL: every GTID executed). MariaDB, as the adapter
+    /// does it: done when the goal is within the reported `gtid_binlog_state`; otherwise, with
+    /// a replication channel, `MASTER_GTID_WAIT` on the highest sequence number, which compares
+    /// with `gtid_slave_pos` (what the SQL thread applied: local commits do not count), and
+    /// without one, polling the binlog state.
     pub fn has_executed(&self, i: u32, goal: &GtidSet) -> bool {
         match self.flavor {
             Flavor::Mysql => goal.is_subset(&self.reported_executed(i)),
             Flavor::Mariadb => {
+                if goal.is_subset(&self.reported_executed(i)) {
+                    return true;
+                }
                 let want = goal
                     .sources()
                     .filter_map(|s| goal.intervals(s).last().map(|&(_, b)| b))
                     .max()
                     .unwrap_or(0);
-                let have = self
-                    .inst(i)
-                    .map(|x| x.committed().iter().map(|g| g.seq).max().unwrap_or(0))
-                    .unwrap_or(0);
-                have >= want
+                self.inst(i)
+                    .is_some_and(|x| x.repl.is_some() && x.slave_pos.map_or(0, |g| g.seq) >= want)
             }
         }
     }
@@ -1099,6 +1159,9 @@ impl State {
             };
             x.semi_slave = semi_sync;
             x.semi_master = false;
+            if flavor == Flavor::Mariadb {
+                x.slave_pos = pos;
+            }
             x.repl = Some(Repl {
                 source,
                 io_running: true,
@@ -1127,7 +1190,7 @@ impl State {
             self.record_relay_purge(i);
         }
         if let Some(x) = self.inst_mut(i) {
-            let pos = x.mariadb_pos();
+            let pos = x.slave_pos;
             if let Some(r) = x.repl.as_mut() {
                 r.sql_running = true;
                 r.sql_error = None;
@@ -1178,10 +1241,14 @@ impl State {
             *x = Inst::fresh(i, ident, flavor);
             x.slow = slow;
             x.pod = pod;
+            if flavor == Flavor::Mariadb {
+                x.slave_pos = copy.iter().copied().max_by_key(|g| (g.seq, g.origin));
+            }
             x.data = copy.clone();
             x.purged = copy;
             x.clone_state = Some(CloneState::Completed);
         }
+        self.forget_known(i);
         self.refresh();
         self.check_split_brain("clone");
     }
@@ -1246,10 +1313,12 @@ impl State {
             }
         }
         for j in &self.insts {
-            // The engine's eligibility rule (MOCO's): reachable (answering: not frozen), not
-            // hung, with a replication channel. A restarted ex-primary without one is not a candidate, and whatever it
+            // The engine's eligibility rule (MOCO's): a non-primary (the old primary is never
+            // a candidate, even when it still has a channel: promoted, never opened),
+            // reachable (answering: not frozen), not hung, with a replication channel. A restarted ex-primary without one is not a candidate, and whatever it
             // holds that nobody else does was never acknowledged (checked above).
             if j.index == to
+                || j.index == from
                 || !self.manager_reaches(j.index)
                 || j.frozen
                 || !j.pending.is_empty()

@@ -12,6 +12,7 @@ use moco_core::{Action, Decision};
 
 use super::cluster::{SimCluster, reach};
 use super::model::{PORT, PodState, Promotion, host_of};
+use super::truth::SimOp;
 use moco_adapters::ports::{
     Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
 };
@@ -25,6 +26,7 @@ impl SimCluster {
     async fn edit_pod(
         &self,
         index: u32,
+        op: SimOp,
         edit: impl FnOnce(&mut PodState),
     ) -> Result<(), PortError> {
         self.gate().await;
@@ -34,6 +36,7 @@ impl SimCluster {
             message: "no such Pod".to_owned(),
         })?;
         edit(&mut x.pod);
+        st.applied(op);
         Ok(())
     }
 }
@@ -41,7 +44,8 @@ impl SimCluster {
 #[async_trait]
 impl Platform for SimCluster {
     async fn observe(&self) -> Result<Observation, PortError> {
-        let st = self.lock();
+        let mut st = self.lock();
+        st.note_observe();
         let instances = st
             .insts
             .iter()
@@ -102,21 +106,29 @@ impl Platform for SimCluster {
     }
 
     async fn set_role_label(&self, index: u32, role: Option<Role>) -> Result<(), PortError> {
-        self.edit_pod(index, |pod| pod.role = role).await
+        let op = SimOp::SetRoleLabel {
+            instance: index,
+            role,
+        };
+        self.edit_pod(index, op, |pod| pod.role = role).await
     }
 
     async fn set_prevent_delete(&self, index: u32, enabled: bool) -> Result<(), PortError> {
-        self.edit_pod(index, |pod| pod.prevent_delete = enabled)
-            .await
+        self.edit_pod(index, SimOp::SetPreventDelete(index), |pod| {
+            pod.prevent_delete = enabled;
+        })
+        .await
     }
 
     async fn remove_demote(&self, index: u32) -> Result<(), PortError> {
-        self.edit_pod(index, |pod| pod.demote = false).await
+        self.edit_pod(index, SimOp::RemoveDemote(index), |pod| pod.demote = false)
+            .await
     }
 
     async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {
         self.gate().await;
         let mut st = self.lock();
+        st.commit_known();
         let from = st.status.current_primary_index;
         let to = status.current_primary_index;
         if from != to {
@@ -131,8 +143,12 @@ impl Platform for SimCluster {
                 problems,
                 from_frozen,
             });
+            st.applied(SimOp::SetPrimaryIndex { from, to });
         }
         status.merge_into(&mut st.status);
+        if from != to {
+            st.promote_lineage(to);
+        }
         Ok(())
     }
 
@@ -168,6 +184,10 @@ impl Platform for SimCluster {
                 message: format!("Clone Donor Error: cannot connect to instance {from}"),
             });
         }
+        st.applied(SimOp::Clone {
+            instance: index,
+            donor: from,
+        });
         st.clone_from(index, from);
         Ok(())
     }
@@ -178,5 +198,6 @@ impl Platform for SimCluster {
             st.failover_rounds += 1;
         }
         st.last_round = Some((facts.clone(), decision.clone()));
+        st.note_facts(facts, decision);
     }
 }

@@ -201,6 +201,48 @@ async fn wait_for_gtid_ticks_until_applied_or_times_out() {
     );
 }
 
+/// MariaDB: an errant write on a replica keeps its channel; the primary's next transaction
+/// then stops the replica's applier (1950, out of order), and `MASTER_GTID_WAIT` compares with
+/// `gtid_slave_pos`, which local commits do not move: waiting for the primary's position times
+/// out, while a goal within the replica's own binlog state is reached at once.
+#[tokio::test(start_paused = true)]
+async fn mariadb_errant_write_keeps_the_channel_and_gtid_slave_pos() {
+    let sim = cluster(3, Flavor::Mariadb, 1).await;
+    let errant = sim.errant_write(1).unwrap();
+    assert!(sim.errant_writes()[0].channel_running);
+    assert_eq!(
+        sim.out_of_lineage(1).into_iter().collect::<Vec<_>>(),
+        vec![errant]
+    );
+    let g = gtid(sim.client_write(WriteTarget::Instance(0)));
+    sim.tick();
+    let r = replica_status(&sim, 1).await;
+    assert_eq!(r.io_running, ThreadState::Yes);
+    assert_eq!(r.last_sql_errno, 1950);
+    assert!(sim.received(1).contains(&g) && !sim.executed(1).contains(&g));
+    assert!(
+        sim.out_of_lineage(0).is_empty(),
+        "the primary's commits are the history"
+    );
+    let goal = sim.instance(0).executed_gtid().await.unwrap();
+    let err = sim
+        .instance(1)
+        .wait_for_gtid(&goal, Some(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PortError::Timeout { .. }), "{err}");
+    let own = sim.instance(1).executed_gtid().await.unwrap();
+    sim.instance(1)
+        .wait_for_gtid(&own, Some(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    // Replica 2 applied the primary's transaction: its gtid_slave_pos reached it.
+    sim.instance(2)
+        .wait_for_gtid(&goal, Some(Duration::from_secs(1)))
+        .await
+        .unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn unreachable_instances_fail_every_call() {
     let sim = cluster(3, Flavor::Mysql, 1).await;
