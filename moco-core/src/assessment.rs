@@ -183,6 +183,23 @@ pub(crate) fn assess(facts: &ClusterFacts) -> View<'_> {
                     !foreign.is_empty()
                 })
                 .map(|(i, _)| i)
+                // An instance that did not answer keeps the verdict it had: nothing new is
+                // known of it, and forgetting it would make it a failover candidate, with its
+                // errant transactions, once it answers again (simulator bug 9).
+                .chain(
+                    facts
+                        .status
+                        .errant_replica_list
+                        .iter()
+                        .copied()
+                        .filter(|&i| {
+                            i != primary
+                                && facts
+                                    .instances
+                                    .iter()
+                                    .any(|x| x.index == i && x.mysqld.is_none())
+                        }),
+                )
                 .collect()
         }
         _ => facts

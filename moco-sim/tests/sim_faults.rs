@@ -150,12 +150,13 @@ enum KnownBug {
     /// its catch-up wait (`MASTER_GTID_WAIT`) times out: the failover never completes, though
     /// the other replicas hold every acknowledged write.
     FailoverStuckOnBrokenErrantCandidate,
-    /// 9, open (found by the errant-write schedules, see
+    /// 9, fixed (found by the errant-write schedules, see
     /// `engine_bug_errant_verdict_forgotten_while_the_replica_is_away`): the errant list is
     /// recomputed from the instances that answered; one the engine had found errant that does
     /// not answer in a round where the primary does drops out of `errantReplicaList`, and once
     /// the primary is lost it is a failover candidate again — and, holding the most, promoted
-    /// with its errant transactions.
+    /// with its errant transactions. The assessment now keeps the remembered verdict of an
+    /// instance that did not answer.
     ForgottenErrantVerdict,
 }
 
@@ -167,7 +168,6 @@ impl KnownBug {
             KnownBug::OpenedInstanceThatLostData
                 | KnownBug::OpenedEmptyPrimaryWhileReplicasAway
                 | KnownBug::FailoverStuckOnBrokenErrantCandidate
-                | KnownBug::ForgottenErrantVerdict
         )
     }
 }
@@ -2394,7 +2394,7 @@ fn engine_bug_failover_stuck_on_an_unseen_errant_mariadb_replica() {
     assert!(outcome.known.is_empty(), "{outcome:?}");
 }
 
-/// Engine bug 9 (`KnownBug::ForgottenErrantVerdict`, open): replica 2 gets an errant write;
+/// Engine bug 9 (`KnownBug::ForgottenErrantVerdict`, fixed): replica 2 gets an errant write;
 /// a round finds it errant (`errantReplicaList = [2]`) and stops its IO thread. Replica 2
 /// then hangs for a round while the primary answers: the errant list is recomputed from the
 /// instances that answered and 2 drops out of it. The primary dies; replica 2, back, is a
@@ -2403,7 +2403,6 @@ fn engine_bug_failover_stuck_on_an_unseen_errant_mariadb_replica() {
 /// that did not answer (as the failover plan's `errant_against` does). Found as
 /// `PROPTEST_RNG_SEED=20260101 … faults_mariadb_3` (shrunk by hand).
 #[test]
-#[ignore = "engine bug: the errant verdict of an instance that misses a round is forgotten, then it is promoted"]
 fn engine_bug_errant_verdict_forgotten_while_the_replica_is_away() {
     for flavor in [Flavor::Mysql, Flavor::Mariadb] {
         let outcome = replay(

@@ -32,8 +32,8 @@ fn primary_can_judge(l: &Ledger) -> bool {
     p.reachable && !p.executed.is_empty()
 }
 
-/// The errant instances: against the primary's executed set when it can be asked, otherwise
-/// the remembered list.
+/// The errant instances: against the primary's executed set when it can be asked (an
+/// unreachable instance keeps its remembered verdict), otherwise the remembered list.
 pub fn errant(l: &Ledger) -> Vec<u32> {
     let p = l.inst(l.primary);
     if primary_can_judge(l) {
@@ -41,7 +41,11 @@ pub fn errant(l: &Ledger) -> Vec<u32> {
             .into_iter()
             .filter(|&i| {
                 let inst = l.inst(i);
-                inst.reachable && foreign_beyond(&inst.executed, &p.executed, p.identity)
+                if inst.reachable {
+                    foreign_beyond(&inst.executed, &p.executed, p.identity)
+                } else {
+                    l.remembered_errant.contains(&i)
+                }
             })
             .collect()
     } else {
