@@ -353,6 +353,7 @@ impl Manager {
         let mut steps_done = 0;
         let mut position = 0;
         let view = &view;
+        let observed = &facts;
         while position < decision.steps.len() {
             // Consecutive IO-thread stops act on distinct replicas and nothing orders them:
             // they run together. A stop can take a second against a silent source (MariaDB's
@@ -370,9 +371,12 @@ impl Manager {
                     let persisted = persisted.clone();
                     async move {
                         let mut persisted = persisted;
-                        tokio::time::timeout(limit, self.execute(view, step, &mut persisted))
-                            .await
-                            .map(|r| r.map(|()| persisted))
+                        tokio::time::timeout(
+                            limit,
+                            self.execute(view, observed, step, &mut persisted),
+                        )
+                        .await
+                        .map(|r| r.map(|()| persisted))
                     }
                 });
             let results = future::join_all(runs).await;
@@ -447,6 +451,7 @@ impl Manager {
     async fn execute(
         &self,
         view: &Observation,
+        observed: &ClusterFacts,
         step: &Step,
         persisted: &mut ClusterStatus,
     ) -> Result<(), PortError> {
@@ -544,7 +549,18 @@ impl Manager {
                     .configure_primary_semi_sync(*wait_for_replica_count, *timeout_ms)
                     .await
             }
-            Operation::SetWritable { index } => self.port(view, *index).await?.set_writable().await,
+            Operation::SetWritable { index } => {
+                let port = self.port(view, *index).await?;
+                let seen = observed
+                    .instances
+                    .iter()
+                    .find(|i| i.index == *index)
+                    .and_then(|i| i.mysqld.as_ref());
+                if let Some(seen) = seen {
+                    same_instance(*index, seen, &port.status().await?)?;
+                }
+                port.set_writable().await
+            }
             Operation::Clone {
                 index,
                 donor,
@@ -583,5 +599,69 @@ impl Manager {
                 }
             }
         }
+    }
+}
+
+/// Refuses to open an instance that is no longer the one the round observed: its data
+/// directory replaced (a new MySQL `server_uuid`) or transactions it had are gone. The plan was
+/// made for the observed instance; opening a replacement would let an empty server accept
+/// writes next to replicas holding the acknowledged history (simulator bug 6).
+fn same_instance(index: u32, seen: &MysqldStatus, now: &MysqldStatus) -> Result<(), PortError> {
+    let target = format!("instance {index}");
+    if seen.server_uuid.is_some() && now.server_uuid != seen.server_uuid {
+        return Err(PortError::Failed {
+            target,
+            message: format!(
+                "refusing to open it for writes: its server_uuid changed since this round observed it ({} → {}); its data directory was replaced",
+                seen.server_uuid.as_deref().unwrap_or("?"),
+                now.server_uuid.as_deref().unwrap_or("none")
+            ),
+        });
+    }
+    let missing = seen.gtid_executed.subtract(&now.gtid_executed);
+    if !missing.is_empty() {
+        return Err(PortError::Failed {
+            target,
+            message: format!(
+                "refusing to open it for writes: transactions it held when this round observed it are gone ({missing}); its data directory was replaced"
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(uuid: Option<&str>, executed: &str) -> MysqldStatus {
+        let facts: ClusterFacts =
+            serde_json::from_str(include_str!("../../docs/examples/facts/healthy.json")).unwrap();
+        let mut s = facts.instances[0].mysqld.clone().unwrap();
+        s.server_uuid = uuid.map(str::to_owned);
+        s.gtid_executed = moco_core::gtid::GtidSet::parse(executed).unwrap();
+        s
+    }
+
+    const A: &str = "00000000-0000-0000-0000-000000000001";
+    const B: &str = "00000000-0000-0000-0000-000000000009";
+
+    #[test]
+    fn an_instance_replaced_since_the_round_is_not_opened() {
+        let seen = status(Some(A), &format!("{A}:1-5"));
+        // Still the same server, with more transactions (it applied its relay log): opened.
+        assert!(same_instance(1, &seen, &status(Some(A), &format!("{A}:1-7"))).is_ok());
+        // A wiped MySQL datadir: a new server_uuid.
+        let e = same_instance(1, &seen, &status(Some(B), "")).unwrap_err();
+        assert!(e.to_string().contains("server_uuid changed"), "{e}");
+        // A wiped MariaDB server keeps its server_id: its history is gone.
+        let maria = |set: &str| {
+            let mut s = status(None, "");
+            s.gtid_executed = moco_core::gtid::GtidSet::from_mariadb(set).unwrap();
+            s
+        };
+        let e = same_instance(2, &maria("0-1000-5"), &maria("")).unwrap_err();
+        assert!(e.to_string().contains("are gone"), "{e}");
+        assert!(same_instance(2, &maria("0-1000-5"), &maria("0-1000-6")).is_ok());
     }
 }

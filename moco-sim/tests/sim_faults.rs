@@ -125,14 +125,15 @@ enum KnownBug {
     /// instance (no longer errant) and stayed Lost instead of failing over. `SetPrimaryIndex`
     /// now persists the list re-based on the new primary.
     StaleErrantVerdictAfterFailover,
-    /// 6, open (found by the wiped-primary schedules, see
+    /// 6, fixed (found by the wiped-primary schedules, see
     /// `engine_bug_opens_an_instance_replaced_mid_round`): the manager executes a plan
     /// computed on facts gathered before the primary's data directory was replaced, and opens
     /// the new, empty instance for writes (`SetWritable` checks nothing), with semi-sync off
     /// (configured on the old one). Replicas that take its new writes hold acknowledged
     /// transactions it lacks and look errant (re-initialising them loses those); without
     /// semi-sync it acknowledges alone, so after a failover away from it, it is a second
-    /// primary able to acknowledge.
+    /// primary able to acknowledge. The manager now re-reads the instance before
+    /// `SetWritable` and refuses one whose identity or executed set changed.
     OpenedInstanceThatLostData,
     /// 7, open (found by the wiped-primary schedules, see
     /// `engine_bug_opens_a_wiped_primary_while_no_replica_answers`): a primary that lost its
@@ -165,8 +166,7 @@ impl KnownBug {
     fn is_open(self) -> bool {
         matches!(
             self,
-            KnownBug::OpenedInstanceThatLostData
-                | KnownBug::OpenedEmptyPrimaryWhileReplicasAway
+            KnownBug::OpenedEmptyPrimaryWhileReplicasAway
                 | KnownBug::FailoverStuckOnBrokenErrantCandidate
         )
     }
@@ -2303,7 +2303,7 @@ fn operation_checks_catch_forbidden_operations() {
     });
 }
 
-/// Engine bug 6 (`KnownBug::OpenedInstanceThatLostData`, open): the round after a failover
+/// Engine bug 6 (`KnownBug::OpenedInstanceThatLostData`, fixed): the round after a failover
 /// configures the new primary 1 (semi-sync on, read-only); before it opens it, 1's data
 /// directory is replaced and it restarts at once, empty and with semi-sync off. The plan
 /// goes on and `SetWritable` opens the new, empty instance: the acknowledged writes are on
@@ -2313,7 +2313,6 @@ fn operation_checks_catch_forbidden_operations() {
 /// holding what it read), or the engine re-plan. Found as
 /// `PROPTEST_RNG_SEED=1795394040821882832 … faults_mysql_3` (before the default seed).
 #[test]
-#[ignore = "engine bug: SetWritable opens an instance whose data directory was replaced since the round observed it"]
 fn engine_bug_opens_an_instance_replaced_mid_round() {
     for flavor in [Flavor::Mysql, Flavor::Mariadb] {
         let outcome = replay(
