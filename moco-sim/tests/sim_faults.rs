@@ -135,13 +135,14 @@ enum KnownBug {
     /// primary able to acknowledge. The manager now re-reads the instance before
     /// `SetWritable` and refuses one whose identity or executed set changed.
     OpenedInstanceThatLostData,
-    /// 7, open (found by the wiped-primary schedules, see
+    /// 7, fixed (found by the wiped-primary schedules, see
     /// `engine_bug_opens_a_wiped_primary_while_no_replica_answers`): a primary that lost its
     /// data directory while no replica answers looks like a new cluster (its "lost data" rule
     /// needs a reachable replica with data), so the engine opens it for writes; the replicas
     /// holding the acknowledged history come back to a primary that lacks it (MySQL: they look
     /// errant and re-initialising them loses it; MariaDB, same server id: they fail with 1236
-    /// for ever).
+    /// for ever). The engine now opens an empty primary only once `replicas − acks` replicas
+    /// answered.
     OpenedEmptyPrimaryWhileReplicasAway,
     /// 8, open (found by the errant-write schedules, see
     /// `engine_bug_failover_stuck_on_an_unseen_errant_mariadb_replica`): MariaDB, a replica
@@ -164,11 +165,7 @@ enum KnownBug {
 impl KnownBug {
     /// Not fixed yet: tolerated (counted) even in strict mode.
     fn is_open(self) -> bool {
-        matches!(
-            self,
-            KnownBug::OpenedEmptyPrimaryWhileReplicasAway
-                | KnownBug::FailoverStuckOnBrokenErrantCandidate
-        )
+        matches!(self, KnownBug::FailoverStuckOnBrokenErrantCandidate)
     }
 }
 
@@ -2334,7 +2331,7 @@ fn engine_bug_opens_an_instance_replaced_mid_round() {
     }
 }
 
-/// Engine bug 7 (`KnownBug::OpenedEmptyPrimaryWhileReplicasAway`, open): the primary's data
+/// Engine bug 7 (`KnownBug::OpenedEmptyPrimaryWhileReplicasAway`, fixed): the primary's data
 /// directory is lost while neither replica answers (one cut off, one down). The engine's
 /// "lost data" rule needs a reachable replica with data, so the empty primary looks like a
 /// new cluster and is opened for writes. The acknowledged history is on the replicas only;
@@ -2346,7 +2343,6 @@ fn engine_bug_opens_an_instance_replaced_mid_round() {
 /// for a quorum of replicas before opening an empty primary). Found as
 /// `PROPTEST_RNG_SEED=20260101 … faults_mariadb_3` (shrunk).
 #[test]
-#[ignore = "engine bug: an empty (wiped) primary is opened while no replica answers"]
 fn engine_bug_opens_a_wiped_primary_while_no_replica_answers() {
     for flavor in [Flavor::Mysql, Flavor::Mariadb] {
         let outcome = replay(

@@ -1,7 +1,7 @@
 //! Configure: bring role labels, replication, semi-sync and read-only flags in line with
 //! `currentPrimaryIndex` (MOCO's `configure`, run in the Degraded and Incomplete states).
 
-use crate::assessment::{View, required_acks};
+use crate::assessment::{View, failover_quorum, required_acks};
 use crate::facts::{ExternalSource, Flavor, InstanceFacts, MysqldStatus, Role, ThreadState};
 use crate::operation::{Event, Operation, ReplicationSource, Step};
 
@@ -95,8 +95,38 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
     }
 
     // 5–6. Labels for live instances; the primary opens for writes last.
-    let open = (semi_sync && ps.read_only).then_some(v.assessment.primary);
-    finish_with(p, additions, open)
+    let open = semi_sync && ps.read_only && !empty_primary_unverified(v, ps, &mut p);
+    finish_with(p, additions, open.then_some(v.assessment.primary))
+}
+
+/// An empty primary opens only once enough replicas answered to show the cluster has no data
+/// elsewhere: an acknowledged commit is on `acks` replicas, so any `replicas − acks` of them
+/// hold it. Otherwise a primary that lost its data directory while the replicas were away
+/// would look like a new cluster and accept writes next to replicas holding the acknowledged
+/// history (simulator bug 7); with data on an answering replica the state is Failed instead.
+fn empty_primary_unverified(v: &View<'_>, ps: &MysqldStatus, p: &mut Planned) -> bool {
+    let replicas = v.replicas();
+    if !ps.gtid_executed.is_empty() || replicas <= 1 {
+        return false;
+    }
+    let need = failover_quorum(replicas, v.flavor());
+    let answering = v
+        .non_primaries()
+        .filter(|i| v.mysqld(i.index).is_some())
+        .count();
+    let answering = u32::try_from(answering).unwrap_or(u32::MAX);
+    if answering >= need {
+        return false;
+    }
+    p.events.push(Event::warning(
+        "WaitingForReplicas",
+        format!(
+            "instance {} has no transactions and {answering} of {} replicas answer: it opens for writes once {need} answer, so that a primary that lost its data is never opened in place of one whose replicas hold it",
+            v.assessment.primary,
+            replicas - 1
+        ),
+    ));
+    true
 }
 
 /// The primary of an intermediate cluster: read-only, replicating from the external source.

@@ -409,5 +409,21 @@ pub fn clones(l: &Ledger) -> Vec<u32> {
 /// The primary must be opened by this plan.
 pub fn opens_primary(l: &Ledger) -> bool {
     let p = l.inst(l.primary);
-    expect(l) == Expect::Configure && p.reachable && !l.external && p.read_only
+    expect(l) == Expect::Configure
+        && p.reachable
+        && !l.external
+        && p.read_only
+        && !empty_primary_held(l)
+}
+
+/// An empty primary waits until `quorum` replicas answer (none of them has data, or the state
+/// would be Failed): only then can no acknowledged commit exist elsewhere.
+pub fn empty_primary_held(l: &Ledger) -> bool {
+    let p = l.inst(l.primary);
+    let answering = l
+        .others()
+        .into_iter()
+        .filter(|&i| usable_mysqld(l, i).is_some())
+        .count() as u32;
+    p.executed.is_empty() && l.n > 1 && answering < quorum(l)
 }
