@@ -428,6 +428,19 @@ mod tests {
         }
     }
 
+    /// `status.syncedReplicas` counts the Pods that exist and are ready (a survivor of the
+    /// mutation run: nothing checked it).
+    #[test]
+    fn synced_replicas_counts_ready_pods() {
+        let mut f = healthy();
+        assert_eq!(decide(&f).unwrap().status.synced_replicas, 3);
+        f.instances[1].pod.ready = false;
+        assert_eq!(decide(&f).unwrap().status.synced_replicas, 2);
+        f.instances[2].pod.exists = false;
+        f.instances[2].pod.ready = true;
+        assert_eq!(decide(&f).unwrap().status.synced_replicas, 1);
+    }
+
     /// Regression (fuzz target `decide`): a probe reporting super_read_only without
     /// read_only made configure skip fencing a writable replica before opening the primary.
     #[test]
