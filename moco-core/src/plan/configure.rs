@@ -95,7 +95,11 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
     }
 
     // 5–6. Labels for live instances; the primary opens for writes last.
-    let open = semi_sync && ps.read_only && !empty_primary_unverified(v, ps, &mut p);
+    let mut open = semi_sync && ps.read_only;
+    if open && let Some(held) = empty_primary_held(v, ps) {
+        p.events.push(held);
+        open = false;
+    }
     finish_with(p, additions, open.then_some(v.assessment.primary))
 }
 
@@ -104,10 +108,11 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
 /// hold it. Otherwise a primary that lost its data directory while the replicas were away
 /// would look like a new cluster and accept writes next to replicas holding the acknowledged
 /// history (simulator bug 7); with data on an answering replica the state is Failed instead.
-fn empty_primary_unverified(v: &View<'_>, ps: &MysqldStatus, p: &mut Planned) -> bool {
+/// Returns the warning that says why the primary stays read-only, if it does.
+fn empty_primary_held(v: &View<'_>, ps: &MysqldStatus) -> Option<Event> {
     let replicas = v.replicas();
     if !ps.gtid_executed.is_empty() || replicas <= 1 {
-        return false;
+        return None;
     }
     let need = failover_quorum(replicas, v.flavor());
     let answering = v
@@ -115,18 +120,16 @@ fn empty_primary_unverified(v: &View<'_>, ps: &MysqldStatus, p: &mut Planned) ->
         .filter(|i| v.mysqld(i.index).is_some())
         .count();
     let answering = u32::try_from(answering).unwrap_or(u32::MAX);
-    if answering >= need {
-        return false;
-    }
-    p.events.push(Event::warning(
-        "WaitingForReplicas",
-        format!(
-            "instance {} has no transactions and {answering} of {} replicas answer: it opens for writes once {need} answer, so that a primary that lost its data is never opened in place of one whose replicas hold it",
-            v.assessment.primary,
-            replicas - 1
-        ),
-    ));
-    true
+    (answering < need).then(|| {
+        Event::warning(
+            "WaitingForReplicas",
+            format!(
+                "instance {} has no transactions and {answering} of {} replicas answer: it opens for writes once {need} answer, so that a primary that lost its data is never opened in place of one whose replicas hold it",
+                v.assessment.primary,
+                replicas - 1
+            ),
+        )
+    })
 }
 
 /// The primary of an intermediate cluster: read-only, replicating from the external source.
