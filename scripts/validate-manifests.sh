@@ -6,7 +6,8 @@
 # * the chart must render (helm template, or scripts/manifests/render_chart.py without helm),
 #   with default values and with every optional value set; its crds/ must equal deploy/crds/,
 #   and it must install the same objects as deploy/ (Helm labels and image aside);
-# * every built-in object: kubernetes-validate --strict -k 1.33.0;
+# * every built-in object (the manifests, and what `moco render` makes of each example
+#   cluster): kubernetes-validate --strict -k 1.33.0;
 # * every MySQLCluster/BackupPolicy: JSON Schema of the generated CRD (strict, nullable-aware);
 #   cert-manager objects: scripts/manifests/cert-manager.json;
 # * the Dockerfile: multi-stage, distroless/static final stage, non-root user.
@@ -98,6 +99,20 @@ inputs=()
 [ -s "$work/chart.yaml" ] && inputs+=("chart=$work/chart.yaml")
 [ -s "$work/chart-values.yaml" ] && inputs+=("chart(values)=$work/chart-values.yaml")
 for f in docs/examples/*.yaml; do inputs+=("$f=$f"); done
+# 3a. what the operator creates for each example: `moco render` output
+MOCO_BIN=${MOCO_BIN:-target/debug/moco}
+if [ ! -x "$MOCO_BIN" ]; then
+  cargo build --quiet -p moco-bin >&2 || fail "cargo build -p moco-bin"
+fi
+for f in docs/examples/*.yaml; do
+  grep -q '^kind: MySQLCluster' "$f" || continue
+  out="$work/render-$(basename "$f")"
+  if "$MOCO_BIN" render "$f" >"$out" 2>"$out.err"; then
+    inputs+=("moco render $f=$out")
+  else
+    fail "moco render $f: $(cat "$out" "$out.err")"
+  fi
+done
 python3 scripts/manifests/check_docs.py --k8s-version "$K8S_VERSION" \
   --crds deploy/crds/moco.cybozu.com_mysqlclusters.yaml \
   --crds deploy/crds/moco.cybozu.com_backuppolicies.yaml \

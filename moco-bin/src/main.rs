@@ -29,6 +29,9 @@ enum Command {
     Crd(cmd::crd::Args),
     /// Check MySQLCluster/BackupPolicy manifests offline (schema, CEL and admission rules).
     Validate(cmd::validate::Args),
+    /// Print, offline, every object the operator would create for the MySQLClusters of some
+    /// manifests.
+    Render(cmd::render::Args),
     /// A replicated cluster as local processes (`up`, `status`, `switchover`, `kill`, `down`).
     Local(cmd::local::LocalArgs),
     /// The controller of the install manifests: today the admission webhooks, health probes and
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         Command::Schema(args) => cmd::plan::run_schema(&args).map_err(Into::into),
         Command::Crd(args) => cmd::crd::run(&args).map_err(Into::into),
         Command::Validate(args) => cmd::validate::run(&args).map_err(Into::into),
+        Command::Render(args) => cmd::render::run(&args).map_err(Into::into),
         Command::Local(args) => cmd::local::run(args).map_err(Into::into),
         Command::Controller(args) => cmd::controller::run(&args).map_err(Into::into),
     };

@@ -72,6 +72,21 @@ impl Account {
         }
     }
 
+    /// The key of this account's password in MOCO's password Secrets (`ADMIN_PASSWORD`, …),
+    /// which the agent also reads from its environment.
+    pub fn secret_key(self) -> &'static str {
+        match self {
+            Account::Admin => "ADMIN_PASSWORD",
+            Account::Agent => "AGENT_PASSWORD",
+            Account::Repl => "REPLICATION_PASSWORD",
+            Account::CloneDonor => "CLONE_DONOR_PASSWORD",
+            Account::Exporter => "EXPORTER_PASSWORD",
+            Account::Backup => "BACKUP_PASSWORD",
+            Account::ReadOnly => "READONLY_PASSWORD",
+            Account::Writable => "WRITABLE_PASSWORD",
+        }
+    }
+
     /// MOCO's "system users": never killed by `KillConnections`.
     pub fn is_system(self) -> bool {
         !matches!(self, Account::ReadOnly | Account::Writable)
@@ -127,6 +142,31 @@ impl MocoPasswords {
             backup: random_password()?,
             readonly: random_password()?,
             writable: random_password()?,
+        })
+    }
+
+    /// The passwords from the data of a password Secret, keyed by [`Account::secret_key`].
+    /// `Err` names the first key that is missing or not UTF-8.
+    pub fn from_secret_data<V: AsRef<[u8]>>(
+        data: &std::collections::BTreeMap<String, V>,
+    ) -> Result<Self, &'static str> {
+        let get = |account: Account| {
+            let key = account.secret_key();
+            data.get(key)
+                .and_then(|v| std::str::from_utf8(v.as_ref()).ok())
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+                .ok_or(key)
+        };
+        Ok(MocoPasswords {
+            admin: get(Account::Admin)?,
+            agent: get(Account::Agent)?,
+            repl: get(Account::Repl)?,
+            clone_donor: get(Account::CloneDonor)?,
+            exporter: get(Account::Exporter)?,
+            backup: get(Account::Backup)?,
+            readonly: get(Account::ReadOnly)?,
+            writable: get(Account::Writable)?,
         })
     }
 
@@ -368,6 +408,26 @@ mod tests {
         unique.dedup();
         assert_eq!(unique.len(), 8);
         assert_eq!(format!("{p:?}"), "MocoPasswords(<redacted>)");
+    }
+
+    #[test]
+    fn passwords_round_trip_through_secret_data_and_name_a_missing_key() {
+        let p = MocoPasswords::generate().unwrap();
+        let mut data: std::collections::BTreeMap<String, Vec<u8>> = Account::ALL
+            .iter()
+            .map(|a| (a.secret_key().to_owned(), p.get(*a).as_bytes().to_vec()))
+            .collect();
+        assert_eq!(MocoPasswords::from_secret_data(&data), Ok(p.clone()));
+        data.remove("CLONE_DONOR_PASSWORD");
+        assert_eq!(
+            MocoPasswords::from_secret_data(&data),
+            Err("CLONE_DONOR_PASSWORD")
+        );
+        data.insert("CLONE_DONOR_PASSWORD".into(), vec![0xff]);
+        assert_eq!(
+            MocoPasswords::from_secret_data(&data),
+            Err("CLONE_DONOR_PASSWORD")
+        );
     }
 
     #[test]

@@ -4,4 +4,5 @@ pub mod controller;
 pub mod crd;
 pub mod local;
 pub mod plan;
+pub mod render;
 pub mod validate;

@@ -38,7 +38,8 @@ pub enum Error {
     StdinTwice,
 }
 
-fn read_all(files: &[String], stdin_used: &mut bool) -> Result<Vec<Document>, Error> {
+/// Reads and splits every file (`-` = standard input, once).
+pub fn read_all(files: &[String], stdin_used: &mut bool) -> Result<Vec<Document>, Error> {
     let mut docs = Vec::new();
     for file in files {
         let text = if file == "-" {

@@ -1,0 +1,50 @@
+//! The agent's serving certificate: a cert-manager `Certificate` in the controller namespace
+//! (issued by the gRPC CA the install manifests create) and the copy of its Secret that the
+//! cluster's Pods mount. The controller presents the client half of the same CA.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use serde_json::{Value, json};
+
+use super::meta::ClusterId;
+
+/// The Issuer of the install manifests that signs agent certificates.
+pub const GRPC_ISSUER: &str = "moco-grpc-issuer";
+/// The keys copied from the cert-manager Secret.
+pub const CERTIFICATE_KEYS: [&str; 3] = ["ca.crt", "tls.crt", "tls.key"];
+
+/// The `Certificate` `moco-agent-<ns>.<name>`: valid for every Pod of the headless Service.
+pub fn certificate(id: &ClusterId, system_namespace: &str) -> Value {
+    let name = id.certificate();
+    json!({
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {
+            "name": name,
+            "namespace": system_namespace,
+            "labels": id.system_labels(),
+        },
+        "spec": {
+            "secretName": name,
+            "dnsNames": [format!("*.{}.{}.svc", id.prefixed(), id.namespace)],
+            "usages": ["digital signature", "key encipherment", "server auth"],
+            "issuerRef": {"kind": "Issuer", "name": GRPC_ISSUER},
+        },
+    })
+}
+
+/// `moco-<name>-grpc`: the certificate, key and CA from cert-manager's Secret (other keys are
+/// not copied).
+pub fn grpc_secret(id: &ClusterId, source: &BTreeMap<String, ByteString>) -> Secret {
+    let data = CERTIFICATE_KEYS
+        .iter()
+        .filter_map(|k| source.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+        .collect();
+    Secret {
+        metadata: id.owned_meta(id.grpc_secret(), id.labels()),
+        data: Some(data),
+        ..Secret::default()
+    }
+}

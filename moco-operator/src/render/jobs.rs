@@ -1,0 +1,392 @@
+//! The backup CronJob and the restore Job of a cluster, each with the Role and RoleBinding its
+//! Pod needs to record what it did on the MySQLCluster.
+//!
+//! The program in the Job (`moco-backup`) is a separate image; this module only builds the
+//! objects and their arguments, which are that program's command line contract.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, EnvVar, EnvVarSource, PodAffinityTerm, PodAntiAffinity, PodSpec,
+    PodTemplateSpec, ResourceRequirements, SecretKeySelector, SecurityContext, VolumeMount,
+    WeightedPodAffinityTerm,
+};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
+use moco_adapters::mysql::Account;
+use moco_api::backuppolicy::{
+    BackendType, BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig,
+};
+use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAME};
+use moco_api::mysqlcluster::RestoreSpec;
+
+use super::meta::ClusterId;
+use super::pod_template::{pod_security_context, with_default_user};
+use super::{JobObjects, RenderError, RenderSettings};
+
+/// The name of the work volume and where the Job mounts it.
+const WORK_VOLUME: &str = "work";
+
+/// The time format of restore points and backup keys: UTC `YYYYMMDD-hhmmss`.
+pub const BACKUP_TIME_FORMAT: &str = "%Y%m%d-%H%M%S";
+
+fn bucket_args(bucket: &BucketConfig) -> Vec<String> {
+    let mut args = Vec::new();
+    if !bucket.region.is_empty() {
+        args.push(format!("--region={}", bucket.region));
+    }
+    if !bucket.endpoint_url.is_empty() {
+        args.push(format!("--endpoint={}", bucket.endpoint_url));
+    }
+    if bucket.use_path_style {
+        args.push("--use-path-style".into());
+    }
+    let backend = match bucket.backend_type {
+        BackendType::S3 => "s3",
+        BackendType::Gcs => "gcs",
+        BackendType::Azure => "azure",
+    };
+    args.push(format!("--backend-type={backend}"));
+    if !bucket.ca_cert.is_empty() {
+        args.push(format!("--ca-cert={}", bucket.ca_cert));
+    }
+    args
+}
+
+fn password_env(id: &ClusterId, account: Account) -> EnvVar {
+    EnvVar {
+        name: "MYSQL_PASSWORD".into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: id.prefixed(),
+                key: account.secret_key().into(),
+                ..SecretKeySelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+fn job_resources(config: &JobConfig) -> ResourceRequirements {
+    let pick = |cpu: &Option<_>, memory: &Option<_>| {
+        let mut m = BTreeMap::new();
+        if let Some(q) = cpu {
+            m.insert("cpu".to_owned(), Clone::clone(q));
+        }
+        if let Some(q) = memory {
+            m.insert("memory".to_owned(), Clone::clone(q));
+        }
+        (!m.is_empty()).then_some(m)
+    };
+    ResourceRequirements {
+        requests: pick(&config.cpu, &config.memory),
+        limits: pick(&config.max_cpu, &config.max_memory),
+        ..ResourceRequirements::default()
+    }
+}
+
+/// The Job container: the program's arguments, the password of `account`, the user's
+/// environment and mounts, a read-only root file system.
+fn job_container(
+    name: &str,
+    image: &str,
+    args: Vec<String>,
+    id: &ClusterId,
+    account: Account,
+    config: &JobConfig,
+    security_context: SecurityContext,
+) -> Container {
+    let mut env = vec![password_env(id, account)];
+    env.extend(config.env.iter().cloned());
+    let mut mounts = vec![VolumeMount {
+        name: WORK_VOLUME.into(),
+        mount_path: "/work".into(),
+        ..VolumeMount::default()
+    }];
+    mounts.extend(config.volume_mounts.iter().cloned());
+    Container {
+        name: name.into(),
+        image: Some(image.to_owned()),
+        args: Some(args),
+        env: Some(env),
+        env_from: (!config.env_from.is_empty()).then(|| config.env_from.clone()),
+        volume_mounts: Some(mounts),
+        resources: Some(job_resources(config)),
+        security_context: Some(security_context),
+        ..Container::default()
+    }
+}
+
+fn job_pod_spec(
+    config: &JobConfig,
+    settings: &RenderSettings,
+    container: Container,
+    affinity: Option<Affinity>,
+    field: &str,
+) -> Result<PodSpec, RenderError> {
+    let work = config.work_volume.to_volume(WORK_VOLUME).map_err(|e| {
+        RenderError::invalid(
+            format!("{field}.workVolume"),
+            format!("not a volume source: {e}"),
+        )
+    })?;
+    let mut volumes = vec![work];
+    volumes.extend(config.volumes.iter().cloned());
+    Ok(PodSpec {
+        restart_policy: Some("Never".into()),
+        service_account_name: Some(config.service_account_name.clone()),
+        volumes: Some(volumes),
+        security_context: Some(pod_security_context(
+            None,
+            settings.default_security_context,
+        )),
+        affinity,
+        containers: vec![container],
+        ..PodSpec::default()
+    })
+}
+
+/// Spread backup Pods over nodes unless the policy sets an affinity.
+fn default_backup_affinity() -> Affinity {
+    let term = |key: &str, value: &str| LabelSelectorRequirement {
+        key: key.to_owned(),
+        operator: "In".into(),
+        values: Some(vec![value.to_owned()]),
+    };
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        topology_key: "kubernetes.io/hostname".into(),
+                        label_selector: Some(LabelSelector {
+                            match_expressions: Some(vec![
+                                term(LABEL_NAME, APP_MYSQL_BACKUP),
+                                term(LABEL_CREATED_BY, CREATED_BY),
+                            ]),
+                            ..LabelSelector::default()
+                        }),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}
+
+fn rule(group: &str, resources: &[&str], verbs: &[&str], names: Option<&str>) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_owned()]),
+        resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
+        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+        resource_names: names.map(|n| vec![n.to_owned()]),
+        ..PolicyRule::default()
+    }
+}
+
+fn rbac(
+    id: &ClusterId,
+    name: String,
+    rules: Vec<PolicyRule>,
+    service_account: &str,
+) -> (Role, RoleBinding) {
+    let role = Role {
+        metadata: id.owned_meta(name.clone(), id.backup_labels()),
+        rules: Some(rules),
+    };
+    let binding = RoleBinding {
+        metadata: id.owned_meta(name.clone(), id.backup_labels()),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name,
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: service_account.to_owned(),
+            namespace: Some(id.namespace.clone()),
+            ..Subject::default()
+        }]),
+    };
+    (role, binding)
+}
+
+fn labelled_meta(id: &ClusterId) -> Option<ObjectMeta> {
+    Some(ObjectMeta {
+        labels: Some(id.backup_labels()),
+        ..ObjectMeta::default()
+    })
+}
+
+/// `moco-backup-<name>`: the CronJob of `policy`, its Role and RoleBinding.
+pub fn backup(
+    id: &ClusterId,
+    settings: &RenderSettings,
+    policy: &BackupPolicy,
+) -> Result<JobObjects<CronJob>, RenderError> {
+    let p = &policy.spec;
+    let config = &p.job_config;
+    let mut args = vec!["backup".to_owned(), format!("--threads={}", config.threads)];
+    args.extend(bucket_args(&config.bucket_config));
+    args.extend([
+        config.bucket_config.bucket_name.clone(),
+        id.namespace.clone(),
+        id.name.clone(),
+    ]);
+    let mut sc = with_default_user(None, settings.default_security_context);
+    sc.read_only_root_filesystem = Some(true);
+    let container = job_container(
+        "backup",
+        &settings.images.backup,
+        args,
+        id,
+        Account::Backup,
+        config,
+        sc,
+    );
+    let affinity = config
+        .affinity
+        .clone()
+        .unwrap_or_else(default_backup_affinity);
+    let pod = job_pod_spec(
+        config,
+        settings,
+        container,
+        Some(affinity),
+        "BackupPolicy spec.jobConfig",
+    )?;
+    let cronjob = CronJob {
+        metadata: id.owned_meta(id.backup(), id.backup_labels()),
+        spec: Some(CronJobSpec {
+            schedule: p.schedule.clone(),
+            time_zone: p.time_zone.clone(),
+            starting_deadline_seconds: p.starting_deadline_seconds,
+            concurrency_policy: Some(
+                match p.concurrency_policy {
+                    ConcurrencyPolicy::Allow => "Allow",
+                    ConcurrencyPolicy::Forbid => "Forbid",
+                    ConcurrencyPolicy::Replace => "Replace",
+                }
+                .into(),
+            ),
+            successful_jobs_history_limit: p.successful_jobs_history_limit,
+            failed_jobs_history_limit: p.failed_jobs_history_limit,
+            job_template: JobTemplateSpec {
+                metadata: labelled_meta(id),
+                spec: Some(JobSpec {
+                    active_deadline_seconds: p.active_deadline_seconds,
+                    backoff_limit: p.backoff_limit,
+                    template: PodTemplateSpec {
+                        metadata: labelled_meta(id),
+                        spec: Some(pod),
+                    },
+                    ..JobSpec::default()
+                }),
+            },
+            ..CronJobSpec::default()
+        }),
+        ..CronJob::default()
+    };
+    let (role, role_binding) = rbac(
+        id,
+        id.backup(),
+        vec![
+            rule(
+                "moco.cybozu.com",
+                &["mysqlclusters", "mysqlclusters/status"],
+                &["get", "update"],
+                Some(&id.name),
+            ),
+            rule("", &["pods"], &["get", "list", "watch"], None),
+            rule("", &["events"], &["create", "update", "patch"], None),
+        ],
+        &config.service_account_name,
+    );
+    Ok(JobObjects {
+        workload: cronjob,
+        role,
+        role_binding,
+    })
+}
+
+/// `moco-restore-<name>`: the Job restoring `restore`, its Role and RoleBinding.
+pub fn restore(
+    id: &ClusterId,
+    settings: &RenderSettings,
+    restore: &RestoreSpec,
+) -> Result<JobObjects<Job>, RenderError> {
+    let config = &restore.job_config;
+    let point = restore
+        .restore_point
+        .0
+        .strftime(BACKUP_TIME_FORMAT)
+        .to_string();
+    let mut args = vec![
+        "restore".to_owned(),
+        format!("--threads={}", config.threads),
+    ];
+    args.extend(bucket_args(&config.bucket_config));
+    args.extend([
+        config.bucket_config.bucket_name.clone(),
+        restore.source_namespace.clone(),
+        restore.source_name.clone(),
+        id.namespace.clone(),
+        id.name.clone(),
+        point,
+        restore.schema.clone(),
+        restore.users.clone(),
+    ]);
+    let sc = SecurityContext {
+        read_only_root_filesystem: Some(true),
+        ..SecurityContext::default()
+    };
+    let container = job_container(
+        "restore",
+        &settings.images.backup,
+        args,
+        id,
+        Account::Admin,
+        config,
+        sc,
+    );
+    let pod = job_pod_spec(config, settings, container, None, "spec.restore.jobConfig")?;
+    let job = Job {
+        metadata: id.owned_meta(id.restore(), id.backup_labels()),
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            template: PodTemplateSpec {
+                metadata: labelled_meta(id),
+                spec: Some(pod),
+            },
+            ..JobSpec::default()
+        }),
+        ..Job::default()
+    };
+    let (role, role_binding) = rbac(
+        id,
+        id.restore(),
+        vec![
+            rule(
+                "moco.cybozu.com",
+                &["mysqlclusters", "mysqlclusters/status"],
+                &["get", "update"],
+                Some(&id.name),
+            ),
+            rule("", &["pods"], &["get"], None),
+            rule("", &["events"], &["create"], None),
+        ],
+        &config.service_account_name,
+    );
+    Ok(JobObjects {
+        workload: job,
+        role,
+        role_binding,
+    })
+}

@@ -1,0 +1,336 @@
+//! Every object the operator keeps for a MySQLCluster, built as a pure function of the cluster,
+//! the operator's settings and what reconcile read from the API server.
+//!
+//! Reconcile reads (the cluster, its ConfigMap of user options, the password Secret, the
+//! certificate Secret, the BackupPolicy, the deployed StatefulSet), calls [`render_cluster`],
+//! and applies what comes back. `moco render` calls the same function with placeholders for
+//! what only a live cluster has (the uid, the passwords), so what users review offline is what
+//! the operator would create.
+//!
+//! Names, labels, fields and defaults are MOCO's (`docs/resources.md`); where this build departs
+//! from MOCO, the module that builds the object says so.
+
+pub mod certificate;
+pub mod config_maps;
+pub mod jobs;
+pub mod meta;
+pub mod offline;
+pub mod pod_template;
+pub mod secrets;
+pub mod services;
+pub mod statefulset;
+pub mod template;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use moco_adapters::mysql::MocoPasswords;
+use moco_api::backuppolicy::BackupPolicy;
+use moco_api::mysqlcluster::MySQLCluster;
+use moco_core::facts::Flavor;
+use moco_core::resources::{MycnfError, PdbDecision, PdbInput, decide_pdb};
+use serde_json::Value;
+
+pub use meta::ClusterId;
+
+/// MOCO v0.36's default moco-agent image (it also carries `moco-init`).
+pub const DEFAULT_AGENT_IMAGE: &str = "ghcr.io/cybozu-go/moco-agent:0.16.0";
+/// MOCO v0.36's default backup image.
+pub const DEFAULT_BACKUP_IMAGE: &str = "ghcr.io/cybozu-go/moco-backup:0.36.0";
+/// MOCO v0.36's default fluent-bit image of the slow-log sidecar.
+pub const DEFAULT_FLUENT_BIT_IMAGE: &str = "ghcr.io/cybozu-go/moco/fluent-bit:5.0.2.1";
+/// MOCO v0.36's default mysqld_exporter image.
+pub const DEFAULT_MYSQLD_EXPORTER_IMAGE: &str = "ghcr.io/cybozu-go/moco/mysqld_exporter:0.19.0.1";
+
+/// The images of the containers the operator adds (`--agent-image` and friends).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Images {
+    /// `agent` sidecar and the `copy-moco-init` init container.
+    pub agent: String,
+    /// `backup` and `restore` Job containers.
+    pub backup: String,
+    /// `slow-log` sidecar.
+    pub fluent_bit: String,
+    /// `mysqld-exporter` sidecar.
+    pub mysqld_exporter: String,
+}
+
+impl Default for Images {
+    fn default() -> Self {
+        Images {
+            agent: DEFAULT_AGENT_IMAGE.into(),
+            backup: DEFAULT_BACKUP_IMAGE.into(),
+            fluent_bit: DEFAULT_FLUENT_BIT_IMAGE.into(),
+            mysqld_exporter: DEFAULT_MYSQLD_EXPORTER_IMAGE.into(),
+        }
+    }
+}
+
+/// What the operator's flags contribute to every cluster's objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderSettings {
+    /// The controller's namespace (`POD_NAMESPACE`): the password Secret and the Certificate
+    /// live there.
+    pub system_namespace: String,
+    /// Images of the added containers.
+    pub images: Images,
+    /// Inject `fsGroup`/`runAsUser`/`runAsGroup` 10000 where the user left them unset
+    /// (`--disable-default-security-context` turns it off).
+    pub default_security_context: bool,
+}
+
+impl RenderSettings {
+    /// Settings with MOCO's defaults in `system_namespace`.
+    pub fn new(system_namespace: impl Into<String>) -> Self {
+        RenderSettings {
+            system_namespace: system_namespace.into(),
+            images: Images::default(),
+            default_security_context: true,
+        }
+    }
+}
+
+/// What reconcile read besides the cluster itself.
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterInputs<'a> {
+    /// The cluster, admitted by the webhook (defaults applied), with its uid.
+    pub cluster: &'a MySQLCluster,
+    /// The server family of the `mysqld` image. MOCO runs MySQL; MariaDB is this build's
+    /// extension (`docs/operator.md`).
+    pub flavor: Flavor,
+    /// Data of the ConfigMap `spec.mysqlConfigMapName` (empty when unset).
+    pub user_config: &'a BTreeMap<String, String>,
+    /// The passwords of the eight accounts (from the controller Secret, created once).
+    pub passwords: &'a MocoPasswords,
+    /// Data of the cert-manager Secret of the agent certificate, once cert-manager wrote it.
+    pub certificate_secret: Option<&'a BTreeMap<String, ByteString>>,
+    /// The BackupPolicy `spec.backupPolicyName` names, as read.
+    pub backup_policy: Option<&'a BackupPolicy>,
+    /// The backup CronJob has an active Job (the PDB then allows no eviction).
+    pub backup_job_active: bool,
+    /// The `slow-log` container of the deployed StatefulSet: reused while the cluster's
+    /// generation is the one last reconciled, so a new fluent-bit image alone rolls no Pod.
+    pub deployed_slow_log: Option<&'a Container>,
+}
+
+/// Every object of one cluster, as it should be.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterObjects {
+    /// `mysql-<ns>.<name>` in the controller namespace: the passwords.
+    pub controller_secret: Secret,
+    /// `moco-<name>`: the same passwords for the agent's environment.
+    pub user_secret: Secret,
+    /// `moco-my-cnf-<name>`: client option files of the accounts.
+    pub mycnf_secret: Secret,
+    /// cert-manager `Certificate` `moco-agent-<ns>.<name>` in the controller namespace.
+    pub certificate: Value,
+    /// `moco-<name>-grpc`: the copy of the certificate Secret, once it exists.
+    pub grpc_secret: Option<Secret>,
+    /// `moco-<name>.<hash>`: my.cnf.
+    pub mycnf_config_map: ConfigMap,
+    /// `moco-slow-log-agent-config-<name>.<hash>`, unless the slow-log sidecar is disabled.
+    pub slow_log_config_map: Option<ConfigMap>,
+    /// `moco-<name>`: the identity of the mysqld Pods.
+    pub service_account: ServiceAccount,
+    /// `moco-<name>` (headless), `moco-<name>-primary`, `moco-<name>-replica`.
+    pub services: [Service; 3],
+    /// `moco-<name>`.
+    pub statefulset: StatefulSet,
+    /// `moco-<name>`, when the cluster gets a budget (see `moco_core::resources::pdb`).
+    pub pdb: Option<PodDisruptionBudget>,
+    /// Backup CronJob, Role and RoleBinding, while `spec.backupPolicyName` is set.
+    pub backup: Option<JobObjects<CronJob>>,
+    /// Restore Job, Role and RoleBinding, while `spec.restore` is set and not yet done.
+    pub restore: Option<JobObjects<Job>>,
+}
+
+/// A backup or restore workload with the RBAC its Pods need.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobObjects<W> {
+    /// The CronJob or Job.
+    pub workload: W,
+    /// What the Job may read and write.
+    pub role: Role,
+    /// Binds the role to the Job's ServiceAccount.
+    pub role_binding: RoleBinding,
+}
+
+/// Why the objects of a cluster cannot be built. Each error names the field (JSON path) or the
+/// object at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// A field every rendered object needs is missing.
+    #[error("{path} is missing")]
+    MissingField {
+        /// JSON path of the field.
+        path: &'static str,
+    },
+    /// A field holds a value no object can be built from.
+    #[error("{path}: {message}")]
+    InvalidField {
+        /// JSON path of the field.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The user's my.cnf options cannot be written.
+    #[error("ConfigMap {config_map} (spec.mysqlConfigMapName): {source}")]
+    Mycnf {
+        /// The ConfigMap named by `spec.mysqlConfigMapName`.
+        config_map: String,
+        /// What the generator refused.
+        #[source]
+        source: MycnfError,
+    },
+    /// `spec.backupPolicyName` names a BackupPolicy that was not found.
+    #[error("spec.backupPolicyName: BackupPolicy {namespace}/{name} not found")]
+    BackupPolicyNotFound {
+        /// Namespace searched.
+        namespace: String,
+        /// The name given.
+        name: String,
+    },
+}
+
+impl RenderError {
+    /// The metrics category: `input` for what the user can fix in the cluster or the objects
+    /// it names.
+    pub fn category(&self) -> &'static str {
+        "input"
+    }
+
+    pub(crate) fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
+        RenderError::InvalidField {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Builds every object of one cluster.
+pub fn render_cluster(
+    settings: &RenderSettings,
+    inputs: &ClusterInputs<'_>,
+) -> Result<ClusterObjects, RenderError> {
+    let cluster = inputs.cluster;
+    let id = ClusterId::of(cluster)?;
+    let spec = &cluster.spec;
+
+    let mycnf_config_map = config_maps::mycnf(&id, inputs)?;
+    let slow_log_config_map = if spec.disable_slow_query_log_container {
+        None
+    } else {
+        Some(config_maps::slow_log(
+            &id,
+            spec.slow_query_log_config_tmpl.as_deref(),
+        )?)
+    };
+    let pod_inputs = pod_template::PodInputs {
+        id: &id,
+        settings,
+        cluster,
+        flavor: inputs.flavor,
+        mycnf_config_map: config_maps::name_of(&mycnf_config_map),
+        slow_log_config_map: slow_log_config_map.as_ref().map(config_maps::name_of),
+        lower_case_table_names: inputs.user_config.get("lower_case_table_names").cloned(),
+        deployed_slow_log: inputs.deployed_slow_log,
+    };
+    let statefulset = statefulset::statefulset(&pod_inputs)?;
+
+    let replicas = u32::try_from(spec.replicas)
+        .map_err(|_| RenderError::invalid("spec.replicas", "must not be negative"))?;
+    let pdb = match decide_pdb(&PdbInput {
+        replicas,
+        offline: spec.offline,
+        backup_job_active: inputs.backup_job_active,
+    }) {
+        PdbDecision::Absent => None,
+        PdbDecision::Present { max_unavailable } => Some(statefulset::pdb(&id, max_unavailable)),
+    };
+
+    let backup = match (&spec.backup_policy_name, inputs.backup_policy) {
+        (None, _) => None,
+        (Some(name), None) => {
+            return Err(RenderError::BackupPolicyNotFound {
+                namespace: id.namespace.clone(),
+                name: name.clone(),
+            });
+        }
+        (Some(_), Some(policy)) => Some(jobs::backup(&id, settings, policy)?),
+    };
+    let restore = match (&spec.restore, cluster.status.as_ref()) {
+        (Some(_), Some(status)) if status.restored_time.is_some() => None,
+        (Some(restore), _) => Some(jobs::restore(&id, settings, restore)?),
+        (None, _) => None,
+    };
+
+    Ok(ClusterObjects {
+        controller_secret: secrets::controller(&id, &settings.system_namespace, inputs.passwords),
+        user_secret: secrets::user(&id, inputs.passwords),
+        mycnf_secret: secrets::mycnf(&id, inputs.passwords),
+        certificate: certificate::certificate(&id, &settings.system_namespace),
+        grpc_secret: inputs
+            .certificate_secret
+            .map(|data| certificate::grpc_secret(&id, data)),
+        mycnf_config_map,
+        slow_log_config_map,
+        service_account: services::service_account(&id),
+        services: services::services(&id, spec),
+        statefulset,
+        pdb,
+        backup,
+        restore,
+    })
+}
+
+impl ClusterObjects {
+    /// Every object as JSON with `apiVersion` and `kind`, in the order reconcile applies them.
+    pub fn to_values(&self) -> Result<Vec<Value>, serde_json::Error> {
+        let mut out = vec![
+            typed(&self.controller_secret)?,
+            typed(&self.user_secret)?,
+            typed(&self.mycnf_secret)?,
+            self.certificate.clone(),
+        ];
+        if let Some(s) = &self.grpc_secret {
+            out.push(typed(s)?);
+        }
+        out.push(typed(&self.mycnf_config_map)?);
+        if let Some(c) = &self.slow_log_config_map {
+            out.push(typed(c)?);
+        }
+        out.push(typed(&self.service_account)?);
+        for s in &self.services {
+            out.push(typed(s)?);
+        }
+        out.push(typed(&self.statefulset)?);
+        if let Some(p) = &self.pdb {
+            out.push(typed(p)?);
+        }
+        if let Some(b) = &self.backup {
+            out.extend([
+                typed(&b.workload)?,
+                typed(&b.role)?,
+                typed(&b.role_binding)?,
+            ]);
+        }
+        if let Some(r) = &self.restore {
+            out.extend([
+                typed(&r.workload)?,
+                typed(&r.role)?,
+                typed(&r.role_binding)?,
+            ]);
+        }
+        Ok(out)
+    }
+}
+
+/// `object` as JSON; k8s-openapi writes `apiVersion` and `kind` itself.
+fn typed<K: serde::Serialize>(object: &K) -> Result<Value, serde_json::Error> {
+    serde_json::to_value(object)
+}

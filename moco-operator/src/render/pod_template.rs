@@ -1,0 +1,546 @@
+//! The Pod template of the mysqld StatefulSet: the user's template with MOCO's containers,
+//! init containers, volumes, probes and security defaults added.
+//!
+//! The user's `mysqld` container is kept and completed (configuration file, ports, probes,
+//! mounts); the system containers are built here and can only have their `resources` and
+//! `securityContext` replaced (`spec.podTemplate.overwriteContainers`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvFromSource,
+    EnvVar, EnvVarSource, ExecAction, HTTPGetAction, Lifecycle, LifecycleHandler,
+    ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, SecretEnvSource, SecretVolumeSource,
+    SecurityContext, Volume, VolumeMount, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use moco_api::labels::{APP_MYSQL, CREATED_BY, LABEL_CREATED_BY, LABEL_INSTANCE, LABEL_NAME};
+use moco_api::mysqlcluster::{MySQLCluster, OverwriteableContainerName};
+use moco_core::facts::Flavor;
+use moco_core::validate::{DATA_CLAIM_NAME, MYSQLD_CONTAINER_NAME};
+
+use super::config_maps::mysqld_container;
+use super::meta::{ClusterId, overlay};
+use super::secrets::CREDENTIALS_DIR;
+use super::services::{ADMIN_PORT, MYSQL_PORT, MYSQLX_PORT};
+use super::{RenderError, RenderSettings};
+
+/// The user and group the containers run as unless the template says otherwise.
+pub const DEFAULT_UID: i64 = 10000;
+/// Seconds Kubernetes waits for mysqld to stop when the template does not say.
+pub const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 300;
+/// The agent's mysqld health port (`/healthz`, `/readyz`).
+pub const HEALTH_PORT: i32 = 9081;
+/// The agent's gRPC port.
+pub const AGENT_PORT: i32 = 9080;
+/// The agent's metrics port.
+pub const AGENT_METRICS_PORT: i32 = 8080;
+/// mysqld_exporter's port.
+pub const EXPORTER_PORT: i32 = 9104;
+/// How long mysqld keeps serving after a Pod is told to stop, so that a switchover away from
+/// a deleted primary can finish first.
+pub const PRESTOP_SLEEP_SECONDS: &str = "20";
+
+/// Names of the containers and init containers the operator adds.
+pub mod names {
+    /// The agent sidecar.
+    pub const AGENT: &str = "agent";
+    /// The slow query log sidecar.
+    pub const SLOW_LOG: &str = "slow-log";
+    /// The mysqld_exporter sidecar.
+    pub const EXPORTER: &str = "mysqld-exporter";
+    /// Copies `moco-init` from the agent image to the shared volume.
+    pub const COPY_INIT: &str = "copy-moco-init";
+    /// Initialises the data directory and writes the per-instance options.
+    pub const INIT: &str = "moco-init";
+}
+
+/// What the Pod template is built from.
+#[derive(Clone, Debug)]
+pub struct PodInputs<'a> {
+    /// The cluster's identity.
+    pub id: &'a ClusterId,
+    /// The operator's settings.
+    pub settings: &'a RenderSettings,
+    /// The cluster.
+    pub cluster: &'a MySQLCluster,
+    /// The server family (decides nothing in the Pod today; kept for the init program).
+    pub flavor: Flavor,
+    /// Name of the my.cnf ConfigMap.
+    pub mycnf_config_map: String,
+    /// Name of the slow-log ConfigMap, when the sidecar runs.
+    pub slow_log_config_map: Option<String>,
+    /// `lower_case_table_names` from the user's options, passed to the init program (it can
+    /// only be set when the data directory is created).
+    pub lower_case_table_names: Option<String>,
+    /// The deployed `slow-log` container to keep (see [`super::ClusterInputs`]).
+    pub deployed_slow_log: Option<&'a Container>,
+}
+
+fn quantity(text: &str) -> Quantity {
+    Quantity(text.to_owned())
+}
+
+/// Requests equal to limits: the sidecars are guaranteed what they are limited to.
+fn fixed_resources(cpu: &str, memory: &str) -> ResourceRequirements {
+    let amounts = BTreeMap::from([
+        ("cpu".to_owned(), quantity(cpu)),
+        ("memory".to_owned(), quantity(memory)),
+    ]);
+    ResourceRequirements {
+        requests: Some(amounts.clone()),
+        limits: Some(amounts),
+        ..ResourceRequirements::default()
+    }
+}
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+fn tcp_port(name: &str, number: i32) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.to_owned()),
+        container_port: number,
+        protocol: Some("TCP".into()),
+        ..ContainerPort::default()
+    }
+}
+
+fn pod_name_env() -> EnvVar {
+    EnvVar {
+        name: "POD_NAME".into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: "metadata.name".into(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+fn http_get(path: &str) -> HTTPGetAction {
+    HTTPGetAction {
+        path: Some(path.to_owned()),
+        port: IntOrString::String("health".into()),
+        scheme: Some("HTTP".into()),
+        ..HTTPGetAction::default()
+    }
+}
+
+/// The user's probe (or a new one) with its handler replaced by an HTTP GET of `path`.
+fn probe_with_handler(probe: Option<Probe>, path: &str) -> Probe {
+    let mut p = probe.unwrap_or_default();
+    p.exec = None;
+    p.grpc = None;
+    p.tcp_socket = None;
+    p.http_get = Some(http_get(path));
+    p
+}
+
+/// Names of the emptyDir and configuration volumes every Pod gets.
+mod volume {
+    pub const TMP: &str = "tmp";
+    pub const RUN: &str = "run";
+    pub const VAR_LOG: &str = "var-log";
+    pub const CONF_D: &str = "mysql-conf-d";
+    pub const SHARED: &str = "shared";
+    pub const CONF: &str = "mysql-conf";
+    pub const MYCNF_SECRET: &str = "my-cnf-secret";
+    pub const GRPC_CERT: &str = "grpc-cert";
+    pub const SLOW_LOG_CONFIG: &str = "slow-fluent-bit-config";
+}
+
+/// Mode 0644 for mounted ConfigMaps and Secrets: mysqld runs as a user other than the
+/// file owner and must read them.
+const FILE_MODE: i32 = 0o644;
+
+fn system_volumes(inputs: &PodInputs<'_>) -> Vec<Volume> {
+    let empty = |name: &str| Volume {
+        name: name.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    };
+    let config_map = |name: &str, config_map: &str| Volume {
+        name: name.to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map.to_owned(),
+            default_mode: Some(FILE_MODE),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    };
+    let secret = |name: &str, secret: String| Volume {
+        name: name.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret),
+            default_mode: Some(FILE_MODE),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    };
+    let mut out = vec![
+        empty(volume::TMP),
+        empty(volume::RUN),
+        empty(volume::VAR_LOG),
+        empty(volume::CONF_D),
+        empty(volume::SHARED),
+        config_map(volume::CONF, &inputs.mycnf_config_map),
+        secret(volume::MYCNF_SECRET, inputs.id.mycnf_secret()),
+        secret(volume::GRPC_CERT, inputs.id.grpc_secret()),
+    ];
+    if let Some(name) = &inputs.slow_log_config_map {
+        out.push(config_map(volume::SLOW_LOG_CONFIG, name));
+    }
+    out
+}
+
+/// The user's `mysqld` container, completed.
+fn mysqld(inputs: &PodInputs<'_>) -> Result<Container, RenderError> {
+    let (_, user) = mysqld_container(inputs.cluster)?;
+    let mut c = user.clone();
+    c.args
+        .get_or_insert_with(Vec::new)
+        .push("--defaults-file=/etc/mysql/my.cnf".into());
+    c.lifecycle = Some(Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            exec: Some(ExecAction {
+                command: Some(vec!["sleep".into(), PRESTOP_SLEEP_SECONDS.into()]),
+            }),
+            ..LifecycleHandler::default()
+        }),
+        ..c.lifecycle.unwrap_or_default()
+    });
+    c.ports.get_or_insert_with(Vec::new).extend([
+        tcp_port("mysql", MYSQL_PORT),
+        tcp_port("mysqlx", MYSQLX_PORT),
+        tcp_port("mysql-admin", ADMIN_PORT),
+        tcp_port("health", HEALTH_PORT),
+    ]);
+    let mut startup = probe_with_handler(c.startup_probe.take(), "/healthz");
+    if startup.period_seconds.is_none() {
+        startup.period_seconds = Some(10);
+    }
+    if startup.failure_threshold.is_none() {
+        startup.failure_threshold = Some((inputs.cluster.spec.startup_wait_seconds / 10).max(1));
+    }
+    c.startup_probe = Some(startup);
+    c.liveness_probe = Some(probe_with_handler(c.liveness_probe.take(), "/healthz"));
+    c.readiness_probe = Some(probe_with_handler(c.readiness_probe.take(), "/readyz"));
+    c.volume_mounts.get_or_insert_with(Vec::new).extend([
+        mount(volume::TMP, "/tmp", false),
+        mount(volume::RUN, "/run", false),
+        mount(volume::VAR_LOG, "/var/log/mysql", false),
+        mount(volume::CONF, "/etc/mysql", false),
+        mount(volume::CONF_D, "/etc/mysql-conf.d", false),
+        mount(volume::MYCNF_SECRET, CREDENTIALS_DIR, true),
+        mount(DATA_CLAIM_NAME, "/var/lib/mysql", false),
+    ]);
+    Ok(c)
+}
+
+fn agent(inputs: &PodInputs<'_>) -> Container {
+    let spec = &inputs.cluster.spec;
+    let mut args = Vec::new();
+    if let Some(delay) = spec.max_delay_seconds {
+        args.extend(["--max-delay".to_owned(), format!("{delay}s")]);
+    }
+    if !spec.log_rotation_schedule.is_empty() {
+        args.extend([
+            "--log-rotation-schedule".to_owned(),
+            spec.log_rotation_schedule.clone(),
+        ]);
+    }
+    if spec.log_rotation_size > 0 {
+        args.extend([
+            "--log-rotation-size".to_owned(),
+            spec.log_rotation_size.to_string(),
+        ]);
+    }
+    if spec.agent_use_localhost {
+        args.extend(["--mysqld-localhost".to_owned(), "true".to_owned()]);
+    }
+    Container {
+        name: names::AGENT.into(),
+        image: Some(inputs.settings.images.agent.clone()),
+        args: (!args.is_empty()).then_some(args),
+        env: Some(vec![
+            pod_name_env(),
+            EnvVar {
+                name: "CLUSTER_NAME".into(),
+                value: Some(inputs.id.name.clone()),
+                ..EnvVar::default()
+            },
+        ]),
+        env_from: Some(vec![EnvFromSource {
+            secret_ref: Some(SecretEnvSource {
+                name: inputs.id.prefixed(),
+                ..SecretEnvSource::default()
+            }),
+            ..EnvFromSource::default()
+        }]),
+        ports: Some(vec![
+            tcp_port("agent", AGENT_PORT),
+            tcp_port("agent-metrics", AGENT_METRICS_PORT),
+        ]),
+        volume_mounts: Some(vec![
+            mount(volume::RUN, "/run", false),
+            mount(volume::VAR_LOG, "/var/log/mysql", false),
+            mount(volume::GRPC_CERT, "/grpc-cert", true),
+        ]),
+        resources: Some(fixed_resources("100m", "100Mi")),
+        ..Container::default()
+    }
+}
+
+fn slow_log(inputs: &PodInputs<'_>) -> Container {
+    if let Some(deployed) = inputs.deployed_slow_log {
+        return deployed.clone();
+    }
+    Container {
+        name: names::SLOW_LOG.into(),
+        image: Some(inputs.settings.images.fluent_bit.clone()),
+        volume_mounts: Some(vec![
+            mount(volume::SLOW_LOG_CONFIG, "/fluent-bit/etc", true),
+            mount(volume::VAR_LOG, "/var/log/mysql", false),
+        ]),
+        resources: Some(fixed_resources("100m", "20Mi")),
+        ..Container::default()
+    }
+}
+
+fn exporter(inputs: &PodInputs<'_>) -> Container {
+    let mut args = vec![format!(
+        "--config.my-cnf={CREDENTIALS_DIR}/moco-exporter-my.cnf"
+    )];
+    args.extend(
+        inputs
+            .cluster
+            .spec
+            .collectors
+            .iter()
+            .map(|c| format!("--collect.{c}")),
+    );
+    Container {
+        name: names::EXPORTER.into(),
+        image: Some(inputs.settings.images.mysqld_exporter.clone()),
+        args: Some(args),
+        ports: Some(vec![tcp_port("mysqld-metrics", EXPORTER_PORT)]),
+        volume_mounts: Some(vec![
+            mount(volume::RUN, "/run", false),
+            mount(volume::MYCNF_SECRET, CREDENTIALS_DIR, true),
+        ]),
+        resources: Some(fixed_resources("200m", "100Mi")),
+        ..Container::default()
+    }
+}
+
+fn copy_init(inputs: &PodInputs<'_>) -> Container {
+    Container {
+        name: names::COPY_INIT.into(),
+        image: Some(inputs.settings.images.agent.clone()),
+        command: Some(vec![
+            "cp".into(),
+            "/moco-init".into(),
+            "/shared/moco-init".into(),
+        ]),
+        volume_mounts: Some(vec![mount(volume::SHARED, "/shared", false)]),
+        resources: Some(fixed_resources("100m", "512Mi")),
+        ..Container::default()
+    }
+}
+
+fn init(inputs: &PodInputs<'_>, mysqld_image: Option<String>) -> Container {
+    let spec = &inputs.cluster.spec;
+    let mut command = vec![
+        "/shared/moco-init".to_owned(),
+        "--data-dir=/var/lib/mysql".to_owned(),
+        "--conf-dir=/etc/mysql-conf.d".to_owned(),
+        format!("--init-timezones={}", spec.initialize_timezone_data),
+    ];
+    if spec.agent_use_localhost {
+        command.push("--mysqld-localhost=true".to_owned());
+    }
+    command.push(spec.server_id_base.to_string());
+    Container {
+        name: names::INIT.into(),
+        image: mysqld_image,
+        command: Some(command),
+        args: inputs
+            .lower_case_table_names
+            .as_ref()
+            .map(|v| vec![format!("--lower-case-table-names={v}")]),
+        env: Some(vec![pod_name_env()]),
+        volume_mounts: Some(vec![
+            mount(volume::TMP, "/tmp", false),
+            mount(DATA_CLAIM_NAME, "/var/lib/mysql", false),
+            mount(volume::CONF_D, "/etc/mysql-conf.d", false),
+            mount(volume::SHARED, "/shared", false),
+        ]),
+        resources: Some(fixed_resources("100m", "512Mi")),
+        ..Container::default()
+    }
+}
+
+/// Prefer spreading the cluster's Pods over nodes, when the template sets no affinity at all.
+fn default_affinity(id: &ClusterId) -> Affinity {
+    let term = |key: &str, value: &str| LabelSelectorRequirement {
+        key: key.to_owned(),
+        operator: "In".into(),
+        values: Some(vec![value.to_owned()]),
+    };
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        topology_key: "kubernetes.io/hostname".into(),
+                        label_selector: Some(LabelSelector {
+                            match_expressions: Some(vec![
+                                term(LABEL_NAME, APP_MYSQL),
+                                term(LABEL_INSTANCE, &id.name),
+                                term(LABEL_CREATED_BY, CREATED_BY),
+                            ]),
+                            ..LabelSelector::default()
+                        }),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}
+
+/// The container security context with the default user and group filled in where unset (or
+/// only created, when the defaults are off).
+pub fn with_default_user(sc: Option<SecurityContext>, defaults: bool) -> SecurityContext {
+    let mut sc = sc.unwrap_or_default();
+    if defaults {
+        sc.run_as_user.get_or_insert(DEFAULT_UID);
+        sc.run_as_group.get_or_insert(DEFAULT_UID);
+    }
+    sc
+}
+
+/// The pod security context: `fsGroup` so mysqld can write its volumes, changed only when the
+/// volume root does not match (a full recursive chown of a large datadir delays start-up).
+pub fn pod_security_context(sc: Option<PodSecurityContext>, defaults: bool) -> PodSecurityContext {
+    let mut sc = sc.unwrap_or_default();
+    if defaults {
+        sc.fs_group.get_or_insert(DEFAULT_UID);
+    }
+    sc.fs_group_change_policy
+        .get_or_insert_with(|| "OnRootMismatch".into());
+    sc
+}
+
+fn overwritten_name(name: OverwriteableContainerName) -> &'static str {
+    match name {
+        OverwriteableContainerName::Agent => names::AGENT,
+        OverwriteableContainerName::CopyMocoInit => names::COPY_INIT,
+        OverwriteableContainerName::MocoInit => names::INIT,
+        OverwriteableContainerName::SlowLog => names::SLOW_LOG,
+        OverwriteableContainerName::MysqldExporter => names::EXPORTER,
+    }
+}
+
+/// The Pod template of the StatefulSet.
+pub fn pod_template(inputs: &PodInputs<'_>) -> Result<PodTemplateSpec, RenderError> {
+    let cluster = inputs.cluster;
+    let template = &cluster.spec.pod_template;
+    let defaults = inputs.settings.default_security_context;
+    let mut spec: PodSpec = template.spec.clone();
+
+    spec.service_account_name = Some(inputs.id.prefixed());
+    spec.termination_grace_period_seconds
+        .get_or_insert(DEFAULT_TERMINATION_GRACE_SECONDS);
+    spec.security_context = Some(pod_security_context(spec.security_context.take(), defaults));
+    if spec.affinity.is_none() {
+        spec.affinity = Some(default_affinity(inputs.id));
+    }
+    spec.volumes
+        .get_or_insert_with(Vec::new)
+        .extend(system_volumes(inputs));
+
+    let mysqld = mysqld(inputs)?;
+    let slow_log_on = inputs.slow_log_config_map.is_some();
+    let exporter_on = !cluster.spec.collectors.is_empty();
+    let mut system = vec![agent(inputs)];
+    if slow_log_on {
+        system.push(slow_log(inputs));
+    }
+    if exporter_on {
+        system.push(exporter(inputs));
+    }
+    let mut init_system = vec![copy_init(inputs), init(inputs, mysqld.image.clone())];
+    for c in system.iter_mut().chain(init_system.iter_mut()) {
+        c.security_context = Some(with_default_user(c.security_context.take(), defaults));
+    }
+    for o in &template.overwrite_containers {
+        let name = overwritten_name(o.name);
+        for c in system.iter_mut().chain(init_system.iter_mut()) {
+            if c.name == name {
+                if let Some(r) = &o.resources {
+                    c.resources = Some(r.clone());
+                }
+                if let Some(sc) = &o.security_context {
+                    c.security_context = Some(sc.clone());
+                }
+            }
+        }
+    }
+
+    let user_kept = template.spec.containers.iter().filter(|c| {
+        let name = c.name.as_str();
+        name != MYSQLD_CONTAINER_NAME
+            && name != names::AGENT
+            && !(slow_log_on && name == names::SLOW_LOG)
+            && !(exporter_on && name == names::EXPORTER)
+    });
+    let user_init = template.spec.init_containers.iter().flatten();
+    for (i, c) in user_init.clone().enumerate() {
+        if c.name == names::COPY_INIT || c.name == names::INIT {
+            return Err(RenderError::invalid(
+                format!("spec.podTemplate.spec.initContainers[{i}].name"),
+                format!("{:?} is the name of an init container MOCO adds", c.name),
+            ));
+        }
+    }
+    let with_defaults = |mut c: Container| {
+        c.security_context = Some(with_default_user(c.security_context.take(), defaults));
+        c
+    };
+    let mut containers = vec![with_defaults(mysqld)];
+    containers.extend(system);
+    containers.extend(user_kept.cloned().map(with_defaults));
+    let mut init_containers = init_system;
+    init_containers.extend(user_init.cloned().map(with_defaults));
+    spec.containers = containers;
+    spec.init_containers = Some(init_containers);
+
+    let metadata = ObjectMeta {
+        labels: Some(overlay(&template.metadata.labels, &inputs.id.labels())),
+        annotations: (!template.metadata.annotations.is_empty())
+            .then(|| template.metadata.annotations.clone()),
+        ..ObjectMeta::default()
+    };
+    Ok(PodTemplateSpec {
+        metadata: Some(metadata),
+        spec: Some(spec),
+    })
+}

@@ -1,0 +1,111 @@
+//! The ServiceAccount of the mysqld Pods and the three Services: headless (stable Pod names),
+//! primary (writes) and replica (reads).
+
+use k8s_openapi::api::core::v1::{Service, ServiceAccount, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use moco_api::labels::{LABEL_ROLE, ROLE_PRIMARY, ROLE_REPLICA};
+use moco_api::mysqlcluster::{MySQLClusterSpec, ServiceTemplate};
+
+use super::meta::{ClusterId, overlay};
+
+/// The MySQL protocol port of every instance.
+pub const MYSQL_PORT: i32 = 3306;
+/// The X protocol port (MySQL only; harmless on MariaDB, where nothing listens on it).
+pub const MYSQLX_PORT: i32 = 33060;
+/// The admin port the controller connects to.
+pub const ADMIN_PORT: i32 = 33062;
+
+fn port(name: &str, number: i32) -> ServicePort {
+    ServicePort {
+        name: Some(name.to_owned()),
+        protocol: Some("TCP".into()),
+        port: number,
+        target_port: Some(IntOrString::String(name.to_owned())),
+        ..ServicePort::default()
+    }
+}
+
+/// `moco-<name>`.
+pub fn service_account(id: &ClusterId) -> ServiceAccount {
+    ServiceAccount {
+        metadata: id.owned_meta(id.prefixed(), id.labels()),
+        ..ServiceAccount::default()
+    }
+}
+
+/// Headless, primary and replica Services, in that order.
+pub fn services(id: &ClusterId, spec: &MySQLClusterSpec) -> [Service; 3] {
+    let headless = Service {
+        metadata: id.owned_meta(id.prefixed(), id.labels()),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            type_: Some("ClusterIP".into()),
+            publish_not_ready_addresses: Some(true),
+            selector: Some(id.labels()),
+            ports: Some(vec![
+                port("mysql", MYSQL_PORT),
+                port("mysqlx", MYSQLX_PORT),
+                port("mysql-admin", ADMIN_PORT),
+            ]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    };
+    [
+        headless,
+        role_service(
+            id,
+            id.primary_service(),
+            ROLE_PRIMARY,
+            spec.primary_service_template.as_ref(),
+        ),
+        role_service(
+            id,
+            id.replica_service(),
+            ROLE_REPLICA,
+            spec.replica_service_template.as_ref(),
+        ),
+    ]
+}
+
+/// A role Service: the template's metadata and spec, with MOCO's labels, selector and the
+/// `mysql`/`mysqlx` ports forced (other ports of the template kept).
+fn role_service(
+    id: &ClusterId,
+    name: String,
+    role: &str,
+    template: Option<&ServiceTemplate>,
+) -> Service {
+    let mut metadata = id.owned_meta(name, id.labels());
+    let mut spec = ServiceSpec::default();
+    if let Some(t) = template {
+        metadata.labels = Some(overlay(&t.metadata.labels, &id.labels()));
+        if !t.metadata.annotations.is_empty() {
+            metadata.annotations = Some(t.metadata.annotations.clone());
+        }
+        if let Some(s) = &t.spec {
+            spec = s.clone();
+        }
+    }
+    let mut selector = id.labels();
+    selector.insert(LABEL_ROLE.into(), role.into());
+    spec.selector = Some(selector);
+    let mut ports = spec.ports.take().unwrap_or_default();
+    for (name, number) in [("mysql", MYSQL_PORT), ("mysqlx", MYSQLX_PORT)] {
+        let forced = port(name, number);
+        match ports.iter_mut().find(|p| p.name.as_deref() == Some(name)) {
+            Some(p) => {
+                p.protocol = forced.protocol;
+                p.port = forced.port;
+                p.target_port = forced.target_port;
+            }
+            None => ports.push(forced),
+        }
+    }
+    spec.ports = Some(ports);
+    Service {
+        metadata,
+        spec: Some(spec),
+        ..Service::default()
+    }
+}

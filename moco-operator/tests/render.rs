@@ -1,0 +1,802 @@
+//! The objects the operator builds for a cluster: snapshots of every example spec (reviewed by
+//! hand, so a change in any field shows in review), and the rules behind them one by one.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, PodSpec, Service};
+use moco_adapters::mysql::MocoPasswords;
+use moco_api::backuppolicy::BackupPolicy;
+use moco_api::mysqlcluster::{MySQLCluster, MySQLClusterStatus};
+use moco_api::offline::parse_documents;
+use moco_core::facts::Flavor;
+use moco_operator::render::offline::{OfflineRenderError, render_documents};
+use moco_operator::render::{
+    ClusterInputs, ClusterObjects, RenderError, RenderSettings, render_cluster,
+};
+use serde_json::{Value, json};
+
+fn settings() -> RenderSettings {
+    RenderSettings::new("moco-system")
+}
+
+fn passwords() -> MocoPasswords {
+    let p = |s: &str| s.to_owned();
+    MocoPasswords {
+        admin: p("a"),
+        agent: p("b"),
+        repl: p("c"),
+        clone_donor: p("d"),
+        exporter: p("e"),
+        backup: p("f"),
+        readonly: p("g"),
+        writable: p("h"),
+    }
+}
+
+/// A cluster as the API server stores it after admission; `patch` is merged into `spec`.
+fn cluster(patch: Value) -> MySQLCluster {
+    let mut v = json!({
+        "apiVersion": "moco.cybozu.com/v1beta2",
+        "kind": "MySQLCluster",
+        "metadata": {"name": "db", "namespace": "ns", "uid": "uid-1", "generation": 1},
+        "spec": {
+            "replicas": 3,
+            "serverIDBase": 100,
+            "podTemplate": {"spec": {"containers": [
+                {"name": "mysqld", "image": "mysql:8.4"}
+            ]}},
+            "volumeClaimTemplates": [{
+                "metadata": {"name": "mysql-data"},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}}
+            }]
+        }
+    });
+    merge(&mut v["spec"], patch);
+    serde_json::from_value(v).unwrap()
+}
+
+fn merge(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(t.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+struct Inputs {
+    user_config: BTreeMap<String, String>,
+    passwords: MocoPasswords,
+    policy: Option<BackupPolicy>,
+    backup_job_active: bool,
+    deployed_slow_log: Option<Container>,
+    settings: RenderSettings,
+}
+
+impl Inputs {
+    fn new() -> Self {
+        Inputs {
+            user_config: BTreeMap::new(),
+            passwords: passwords(),
+            policy: None,
+            backup_job_active: false,
+            deployed_slow_log: None,
+            settings: settings(),
+        }
+    }
+
+    fn render(&self, cluster: &MySQLCluster) -> Result<ClusterObjects, RenderError> {
+        render_cluster(
+            &self.settings,
+            &ClusterInputs {
+                cluster,
+                flavor: Flavor::Mysql,
+                user_config: &self.user_config,
+                passwords: &self.passwords,
+                certificate_secret: None,
+                backup_policy: self.policy.as_ref(),
+                backup_job_active: self.backup_job_active,
+                deployed_slow_log: self.deployed_slow_log.as_ref(),
+            },
+        )
+    }
+}
+
+fn render(cluster: &MySQLCluster) -> ClusterObjects {
+    Inputs::new().render(cluster).unwrap()
+}
+
+fn pod(objects: &ClusterObjects) -> &PodSpec {
+    objects
+        .statefulset
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+}
+
+fn container<'a>(spec: &'a PodSpec, name: &str) -> &'a Container {
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no container {name}"))
+}
+
+fn names(containers: &[Container]) -> Vec<&str> {
+    containers.iter().map(|c| c.name.as_str()).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshots of the example specs, through `moco render`'s path.
+
+#[test]
+fn every_example_renders_as_reviewed() {
+    let mut rendered = 0;
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/examples")).unwrap()
+    {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        if !text.contains("kind: MySQLCluster") {
+            continue;
+        }
+        let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        let docs = parse_documents(&name, &text).unwrap();
+        let out = render_documents(&docs, &settings(), Flavor::Mysql)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut yaml = String::new();
+        for object in &out.objects {
+            yaml.push_str("---\n");
+            yaml.push_str(&serde_saphyr::to_string(object).unwrap());
+        }
+        insta::assert_snapshot!(format!("example-{name}"), yaml);
+        rendered += 1;
+    }
+    assert!(rendered >= 7, "only {rendered} examples rendered");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names, labels, ownership.
+
+#[test]
+fn cluster_objects_are_owned_by_the_cluster_and_controller_objects_name_its_namespace() {
+    let objects = render(&cluster(json!({})));
+    let values = objects.to_values().unwrap();
+    let mut owned = 0;
+    for v in &values {
+        let ns = v["metadata"]["namespace"].as_str().unwrap();
+        let labels = &v["metadata"]["labels"];
+        assert_eq!(labels["app.kubernetes.io/instance"], "db", "{v}");
+        assert_eq!(labels["app.kubernetes.io/created-by"], "moco", "{v}");
+        if ns == "moco-system" {
+            assert_eq!(labels["app.kubernetes.io/instance-namespace"], "ns");
+            assert!(v["metadata"].get("ownerReferences").is_none(), "{v}");
+        } else {
+            assert_eq!(ns, "ns");
+            assert_eq!(
+                v["metadata"]["ownerReferences"],
+                json!([{"apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+                        "name": "db", "uid": "uid-1", "controller": true,
+                        "blockOwnerDeletion": true}]),
+                "{v}"
+            );
+            owned += 1;
+        }
+    }
+    let kinds: Vec<(&str, &str)> = values
+        .iter()
+        .map(|v| {
+            (
+                v["kind"].as_str().unwrap(),
+                v["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("Secret", "mysql-ns.db"),
+            ("Secret", "moco-db"),
+            ("Secret", "moco-my-cnf-db"),
+            ("Certificate", "moco-agent-ns.db"),
+            ("ConfigMap", kinds[4].1),
+            ("ConfigMap", kinds[5].1),
+            ("ServiceAccount", "moco-db"),
+            ("Service", "moco-db"),
+            ("Service", "moco-db-primary"),
+            ("Service", "moco-db-replica"),
+            ("StatefulSet", "moco-db"),
+            ("PodDisruptionBudget", "moco-db"),
+        ]
+    );
+    assert!(kinds[4].1.starts_with("moco-db.") && kinds[4].1.len() == "moco-db.".len() + 8);
+    assert!(kinds[5].1.starts_with("moco-slow-log-agent-config-db."));
+    assert_eq!(owned, 10);
+    // The claim templates carry the owner too, so PVCs go with the cluster.
+    let claims = objects
+        .statefulset
+        .spec
+        .as_ref()
+        .unwrap()
+        .volume_claim_templates
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        claims[0].metadata.owner_references.as_ref().unwrap()[0].uid,
+        "uid-1"
+    );
+    assert_eq!(
+        claims[0].spec.as_ref().unwrap().access_modes,
+        Some(vec!["ReadWriteOnce".to_owned()])
+    );
+}
+
+#[test]
+fn passwords_land_in_both_secrets_and_the_option_files() {
+    let objects = render(&cluster(json!({})));
+    for s in [&objects.controller_secret, &objects.user_secret] {
+        let data = s.data.as_ref().unwrap();
+        assert_eq!(data.len(), 8);
+        assert_eq!(data["ADMIN_PASSWORD"].0, b"a");
+        assert_eq!(data["REPLICATION_PASSWORD"].0, b"c");
+        assert_eq!(data["WRITABLE_PASSWORD"].0, b"h");
+        assert_eq!(
+            s.metadata.annotations.as_ref().unwrap()["moco.cybozu.com/secret-version"],
+            "1"
+        );
+    }
+    let files = objects.mycnf_secret.data.as_ref().unwrap();
+    let keys: Vec<&str> = files.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "moco-admin-my.cnf",
+            "moco-backup-my.cnf",
+            "moco-exporter-my.cnf",
+            "moco-readonly-my.cnf",
+            "moco-writable-my.cnf"
+        ]
+    );
+    assert_eq!(
+        String::from_utf8(files["moco-readonly-my.cnf"].0.clone()).unwrap(),
+        "[client]\nuser=\"moco-readonly\"\npassword=\"g\"\n"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Pod template.
+
+#[test]
+fn mysqld_is_completed_and_the_system_containers_follow_in_order() {
+    let c = cluster(json!({
+        "collectors": ["engine_innodb_status", "info_schema.innodb_metrics"],
+        "startupWaitSeconds": 95,
+        "podTemplate": {"spec": {"containers": [
+            {"name": "mysqld", "image": "mysql:8.4", "args": ["--user-arg"],
+             "ports": [{"name": "custom", "containerPort": 1234}],
+             "livenessProbe": {"exec": {"command": ["true"]}, "failureThreshold": 7},
+             "readinessProbe": {"periodSeconds": 3}},
+            {"name": "sidecar", "image": "busybox"},
+            {"name": "agent", "image": "user-agent-is-dropped"}
+        ]}}
+    }));
+    let objects = render(&c);
+    let spec = pod(&objects);
+    assert_eq!(
+        names(&spec.containers),
+        ["mysqld", "agent", "slow-log", "mysqld-exporter", "sidecar"]
+    );
+    assert_eq!(
+        names(spec.init_containers.as_ref().unwrap()),
+        ["copy-moco-init", "moco-init"]
+    );
+    let mysqld = container(spec, "mysqld");
+    assert_eq!(
+        mysqld.args.as_deref().unwrap(),
+        ["--user-arg", "--defaults-file=/etc/mysql/my.cnf"]
+    );
+    let ports: Vec<(&str, i32)> = mysqld
+        .ports
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|p| (p.name.as_deref().unwrap(), p.container_port))
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            ("custom", 1234),
+            ("mysql", 3306),
+            ("mysqlx", 33060),
+            ("mysql-admin", 33062),
+            ("health", 9081)
+        ]
+    );
+    // The handler is forced; the user's other probe fields stay.
+    let live = mysqld.liveness_probe.as_ref().unwrap();
+    assert!(live.exec.is_none());
+    assert_eq!(
+        live.http_get.as_ref().unwrap().path.as_deref(),
+        Some("/healthz")
+    );
+    assert_eq!(live.failure_threshold, Some(7));
+    let ready = mysqld.readiness_probe.as_ref().unwrap();
+    assert_eq!(ready.http_get.as_ref().unwrap().path.as_deref(), Some("/readyz"));
+    assert_eq!(ready.period_seconds, Some(3));
+    let startup = mysqld.startup_probe.as_ref().unwrap();
+    assert_eq!(startup.failure_threshold, Some(9));
+    assert_eq!(startup.period_seconds, Some(10));
+    let mounts: Vec<(&str, &str)> = mysqld
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|m| (m.name.as_str(), m.mount_path.as_str()))
+        .collect();
+    assert!(mounts.contains(&("mysql-data", "/var/lib/mysql")));
+    assert!(mounts.contains(&("my-cnf-secret", "/mysql-credentials")));
+    assert_eq!(
+        container(spec, "mysqld-exporter").args.as_deref().unwrap(),
+        [
+            "--config.my-cnf=/mysql-credentials/moco-exporter-my.cnf",
+            "--collect.engine_innodb_status",
+            "--collect.info_schema.innodb_metrics"
+        ]
+    );
+    // moco-init runs in the mysqld image and gets the server_id base last.
+    let init = container(spec, "moco-init");
+    assert_eq!(init.image.as_deref(), Some("mysql:8.4"));
+    assert_eq!(init.command.as_ref().unwrap().last().unwrap(), "100");
+    assert_eq!(spec.service_account_name.as_deref(), Some("moco-db"));
+    assert_eq!(spec.termination_grace_period_seconds, Some(300));
+}
+
+#[test]
+fn user_sidecars_named_like_optional_system_ones_are_kept_only_when_those_are_off() {
+    let both = json!({"podTemplate": {"spec": {"containers": [
+        {"name": "mysqld", "image": "mysql:8.4"},
+        {"name": "slow-log", "image": "mine"},
+        {"name": "mysqld-exporter", "image": "mine"}
+    ]}}});
+    // Slow log on (default), no collectors: the user's exporter stays, their slow-log goes.
+    let objects = render(&cluster(both.clone()));
+    let spec = pod(&objects);
+    assert_eq!(
+        names(&spec.containers),
+        ["mysqld", "agent", "slow-log", "mysqld-exporter"]
+    );
+    assert_ne!(container(spec, "slow-log").image.as_deref(), Some("mine"));
+    assert_eq!(container(spec, "mysqld-exporter").image.as_deref(), Some("mine"));
+    // Slow log off, collectors on: the reverse.
+    let mut patch = both;
+    merge(
+        &mut patch,
+        json!({"disableSlowQueryLogContainer": true, "collectors": ["x"]}),
+    );
+    let objects = render(&cluster(patch));
+    let spec = pod(&objects);
+    assert_eq!(container(spec, "slow-log").image.as_deref(), Some("mine"));
+    assert_ne!(container(spec, "mysqld-exporter").image.as_deref(), Some("mine"));
+    assert!(objects.slow_log_config_map.is_none());
+    let volumes: Vec<&str> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert!(!volumes.contains(&"slow-fluent-bit-config"));
+}
+
+#[test]
+fn security_defaults_fill_only_unset_fields_and_the_flag_turns_them_off() {
+    let c = cluster(json!({"podTemplate": {"spec": {
+        "securityContext": {"fsGroup": 5},
+        "containers": [
+            {"name": "mysqld", "image": "mysql:8.4", "securityContext": {"runAsUser": 7}},
+            {"name": "sidecar", "image": "busybox"}
+        ]}}}));
+    let objects = render(&c);
+    let spec = pod(&objects);
+    let psc = spec.security_context.as_ref().unwrap();
+    assert_eq!(psc.fs_group, Some(5));
+    assert_eq!(psc.fs_group_change_policy.as_deref(), Some("OnRootMismatch"));
+    let mysqld = container(spec, "mysqld").security_context.as_ref().unwrap();
+    assert_eq!((mysqld.run_as_user, mysqld.run_as_group), (Some(7), Some(10000)));
+    for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
+        if c.name != "mysqld" {
+            let sc = c.security_context.as_ref().unwrap();
+            assert_eq!((sc.run_as_user, sc.run_as_group), (Some(10000), Some(10000)), "{}", c.name);
+        }
+    }
+
+    let mut inputs = Inputs::new();
+    inputs.settings.default_security_context = false;
+    let objects = inputs.render(&cluster(json!({}))).unwrap();
+    let spec = pod(&objects);
+    assert_eq!(spec.security_context.as_ref().unwrap().fs_group, None);
+    for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
+        assert_eq!(
+            c.security_context.as_ref(),
+            Some(&Default::default()),
+            "{}",
+            c.name
+        );
+    }
+}
+
+#[test]
+fn overwrite_containers_replace_resources_and_security_context_of_system_containers() {
+    let c = cluster(json!({"podTemplate": {
+        "spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4"}]},
+        "overwriteContainers": [
+            {"name": "agent", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "moco-init", "securityContext": {"runAsNonRoot": true}}
+        ]}}));
+    let objects = render(&c);
+    let spec = pod(&objects);
+    let agent = container(spec, "agent").resources.as_ref().unwrap();
+    assert_eq!(
+        serde_json::to_value(agent).unwrap(),
+        json!({"requests": {"cpu": "1"}})
+    );
+    let init = container(spec, "moco-init").security_context.as_ref().unwrap();
+    assert_eq!(
+        serde_json::to_value(init).unwrap(),
+        json!({"runAsNonRoot": true})
+    );
+    // Others keep the defaults.
+    let copy = container(spec, "copy-moco-init").resources.as_ref().unwrap();
+    assert_eq!(
+        serde_json::to_value(copy).unwrap(),
+        json!({"requests": {"cpu": "100m", "memory": "512Mi"},
+               "limits": {"cpu": "100m", "memory": "512Mi"}})
+    );
+}
+
+#[test]
+fn anti_affinity_is_added_only_when_the_template_has_no_affinity() {
+    let objects = render(&cluster(json!({})));
+    let affinity = serde_json::to_value(pod(&objects).affinity.as_ref().unwrap()).unwrap();
+    let term = &affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(term["weight"], 100);
+    assert_eq!(
+        term["podAffinityTerm"]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    assert_eq!(
+        term["podAffinityTerm"]["labelSelector"]["matchExpressions"][1],
+        json!({"key": "app.kubernetes.io/instance", "operator": "In", "values": ["db"]})
+    );
+    let user = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "disk", "operator": "In", "values": ["ssd"]}]}]}}});
+    let objects = render(&cluster(json!({"podTemplate": {"spec": {"affinity": user.clone()}}})));
+    assert_eq!(
+        serde_json::to_value(pod(&objects).affinity.as_ref().unwrap()).unwrap(),
+        user
+    );
+}
+
+#[test]
+fn a_deployed_slow_log_container_is_kept_as_it_is() {
+    let mut inputs = Inputs::new();
+    inputs.deployed_slow_log = Some(Container {
+        name: "slow-log".into(),
+        image: Some("fluent-bit:old".into()),
+        ..Container::default()
+    });
+    inputs.settings.images.fluent_bit = "fluent-bit:new".into();
+    let objects = inputs.render(&cluster(json!({}))).unwrap();
+    assert_eq!(
+        container(pod(&objects), "slow-log").image.as_deref(),
+        Some("fluent-bit:old")
+    );
+    inputs.deployed_slow_log = None;
+    let objects = inputs.render(&cluster(json!({}))).unwrap();
+    assert_eq!(
+        container(pod(&objects), "slow-log").image.as_deref(),
+        Some("fluent-bit:new")
+    );
+}
+
+#[test]
+fn reserved_init_container_names_are_refused_by_field() {
+    let c = cluster(json!({"podTemplate": {"spec": {
+        "containers": [{"name": "mysqld", "image": "mysql:8.4"}],
+        "initContainers": [{"name": "ok", "image": "x"}, {"name": "copy-moco-init", "image": "x"}]
+    }}}));
+    let err = Inputs::new().render(&c).unwrap_err().to_string();
+    assert!(
+        err.starts_with("spec.podTemplate.spec.initContainers[1].name:"),
+        "{err}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// my.cnf, slow log.
+
+#[test]
+fn mycnf_follows_user_options_and_memory_and_names_bad_values() {
+    let base = render(&cluster(json!({}))).mycnf_config_map;
+    let mut inputs = Inputs::new();
+    inputs
+        .user_config
+        .insert("max_connections".into(), "5000".into());
+    let custom = inputs.render(&cluster(json!({}))).unwrap().mycnf_config_map;
+    assert_ne!(base.metadata.name, custom.metadata.name);
+    assert!(custom.data.as_ref().unwrap()["my.cnf"].contains("max_connections = 5000\n"));
+
+    let sized = |resources: Value| {
+        let c = cluster(json!({"podTemplate": {"spec": {"containers": [
+            {"name": "mysqld", "image": "mysql:8.4", "resources": resources}]}}}));
+        Inputs::new()
+            .render(&c)
+            .map(|o| o.mycnf_config_map.data.unwrap()["my.cnf"].clone())
+    };
+    // The buffer pool is sized from the request when there is one, else from the limit.
+    let by_request = sized(json!({"requests": {"memory": "4Gi"}, "limits": {"memory": "8Gi"}}))
+        .unwrap();
+    let by_limit = sized(json!({"limits": {"memory": "4Gi"}})).unwrap();
+    assert_eq!(by_request, by_limit);
+    assert_ne!(by_request, sized(json!({"limits": {"memory": "8Gi"}})).unwrap());
+    let err = sized(json!({"requests": {"memory": "4Gx"}}))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("spec.podTemplate.spec.containers[0].resources.requests.memory:"),
+        "{err}"
+    );
+
+    let mut inputs = Inputs::new();
+    inputs.user_config.insert("bad key".into(), "1".into());
+    let c = cluster(json!({"mysqlConfigMapName": "opts"}));
+    let err = inputs.render(&c).unwrap_err().to_string();
+    assert!(err.starts_with("ConfigMap opts (spec.mysqlConfigMapName):"), "{err}");
+}
+
+#[test]
+fn slow_log_template_expands_path_and_is_named_by_the_template() {
+    let c = cluster(json!({"slowQueryLogConfigTmpl": "[INPUT]\n    Path {{ .Path }}\n"}));
+    let cm = render(&c).slow_log_config_map.unwrap();
+    assert_eq!(
+        cm.data.as_ref().unwrap()["fluent-bit.conf"],
+        "[INPUT]\n    Path /var/log/mysql/mysql.slow\n"
+    );
+    let other = render(&cluster(json!({"slowQueryLogConfigTmpl": "x"})))
+        .slow_log_config_map
+        .unwrap();
+    assert_ne!(cm.metadata.name, other.metadata.name);
+    let err = Inputs::new()
+        .render(&cluster(json!({"slowQueryLogConfigTmpl": "{{ .Env }}"})))
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("spec.slowQueryLogConfigTmpl:"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Services.
+
+fn service_json(s: &Service) -> Value {
+    serde_json::to_value(s).unwrap()
+}
+
+#[test]
+fn role_services_merge_the_template_and_force_selector_and_ports() {
+    let c = cluster(json!({"primaryServiceTemplate": {
+        "metadata": {"labels": {"team": "a", "app.kubernetes.io/name": "overridden"},
+                     "annotations": {"lb": "yes"}},
+        "spec": {"type": "LoadBalancer", "selector": {"x": "y"}, "ports": [
+            {"name": "mysql", "port": 1, "targetPort": 1},
+            {"name": "extra", "port": 9999}
+        ]}
+    }}));
+    let objects = render(&c);
+    let [headless, primary, replica] = &objects.services;
+    let p = service_json(primary);
+    assert_eq!(p["metadata"]["labels"]["team"], "a");
+    assert_eq!(p["metadata"]["labels"]["app.kubernetes.io/name"], "mysql");
+    assert_eq!(p["metadata"]["annotations"]["lb"], "yes");
+    assert_eq!(p["spec"]["type"], "LoadBalancer");
+    assert_eq!(
+        p["spec"]["selector"],
+        json!({"app.kubernetes.io/name": "mysql", "app.kubernetes.io/instance": "db",
+               "app.kubernetes.io/created-by": "moco", "moco.cybozu.com/role": "primary"})
+    );
+    assert_eq!(
+        p["spec"]["ports"],
+        json!([
+            {"name": "mysql", "protocol": "TCP", "port": 3306, "targetPort": "mysql"},
+            {"name": "extra", "port": 9999},
+            {"name": "mysqlx", "protocol": "TCP", "port": 33060, "targetPort": "mysqlx"}
+        ])
+    );
+    let r = service_json(replica);
+    assert_eq!(r["spec"]["selector"]["moco.cybozu.com/role"], "replica");
+    assert!(r["spec"].get("type").is_none());
+    let h = service_json(headless);
+    assert_eq!(h["spec"]["clusterIP"], "None");
+    assert_eq!(h["spec"]["publishNotReadyAddresses"], true);
+    assert_eq!(h["spec"]["ports"].as_array().unwrap().len(), 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replicas, PDB, backup, restore.
+
+#[test]
+fn offline_scales_to_zero_and_the_budget_follows_the_core_decision() {
+    let replicas = |o: &ClusterObjects| o.statefulset.spec.as_ref().unwrap().replicas;
+    let max_unavailable = |o: &ClusterObjects| {
+        o.pdb
+            .as_ref()
+            .map(|p| serde_json::to_value(p).unwrap()["spec"]["maxUnavailable"].clone())
+    };
+    let five = render(&cluster(json!({"replicas": 5})));
+    assert_eq!(replicas(&five), Some(5));
+    assert_eq!(max_unavailable(&five), Some(json!(2)));
+    let offline = render(&cluster(json!({"offline": true})));
+    assert_eq!(replicas(&offline), Some(0));
+    assert_eq!(max_unavailable(&offline), None);
+    assert_eq!(max_unavailable(&render(&cluster(json!({"replicas": 1})))), None);
+    let mut inputs = Inputs::new();
+    inputs.backup_job_active = true;
+    assert_eq!(
+        max_unavailable(&inputs.render(&cluster(json!({}))).unwrap()),
+        Some(json!(0))
+    );
+}
+
+fn policy() -> BackupPolicy {
+    serde_json::from_value(json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "BackupPolicy",
+        "metadata": {"name": "daily", "namespace": "ns"},
+        "spec": {"schedule": "@daily", "jobConfig": {
+            "serviceAccountName": "sa",
+            "bucketConfig": {"bucketName": "b", "region": "r", "usePathStyle": true},
+            "workVolume": {"emptyDir": {}},
+            "maxMemory": "8Gi"
+        }}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn backup_objects_exist_with_the_policy_and_a_missing_policy_names_the_field() {
+    assert!(render(&cluster(json!({}))).backup.is_none());
+    let c = cluster(json!({"backupPolicyName": "daily"}));
+    let err = Inputs::new().render(&c).unwrap_err().to_string();
+    assert_eq!(err, "spec.backupPolicyName: BackupPolicy ns/daily not found");
+    let mut inputs = Inputs::new();
+    inputs.policy = Some(policy());
+    let backup = inputs.render(&c).unwrap().backup.unwrap();
+    let cj = serde_json::to_value(&backup.workload).unwrap();
+    assert_eq!(cj["metadata"]["name"], "moco-backup-db");
+    assert_eq!(cj["metadata"]["labels"]["app.kubernetes.io/name"], "mysql-backup");
+    assert_eq!(cj["spec"]["schedule"], "@daily");
+    assert_eq!(cj["spec"]["concurrencyPolicy"], "Allow");
+    let pod = &cj["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "sa");
+    assert_eq!(pod["restartPolicy"], "Never");
+    assert_eq!(pod["volumes"], json!([{"name": "work", "emptyDir": {}}]));
+    let ctr = &pod["containers"][0];
+    assert_eq!(
+        ctr["args"],
+        json!(["backup", "--threads=4", "--region=r", "--use-path-style",
+               "--backend-type=s3", "b", "ns", "db"])
+    );
+    assert_eq!(
+        ctr["env"][0],
+        json!({"name": "MYSQL_PASSWORD", "valueFrom": {"secretKeyRef":
+            {"name": "moco-db", "key": "BACKUP_PASSWORD"}}})
+    );
+    assert_eq!(
+        ctr["resources"],
+        json!({"requests": {"cpu": "4", "memory": "4Gi"}, "limits": {"memory": "8Gi"}})
+    );
+    assert_eq!(ctr["securityContext"]["readOnlyRootFilesystem"], true);
+    let binding = serde_json::to_value(&backup.role_binding).unwrap();
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}])
+    );
+    let role = serde_json::to_value(&backup.role).unwrap();
+    assert_eq!(role["rules"][0]["resourceNames"], json!(["db"]));
+}
+
+#[test]
+fn restore_job_exists_until_the_restore_is_recorded() {
+    let mut c = cluster(json!({"restore": {
+        "sourceName": "src", "sourceNamespace": "old",
+        "restorePoint": "2026-05-01T12:34:56Z",
+        "jobConfig": {"serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
+                      "workVolume": {"emptyDir": {}}}
+    }}));
+    let restore = render(&c).restore.unwrap();
+    let job = serde_json::to_value(&restore.workload).unwrap();
+    assert_eq!(job["metadata"]["name"], "moco-restore-db");
+    assert_eq!(job["spec"]["backoffLimit"], 0);
+    assert_eq!(
+        job["spec"]["template"]["spec"]["containers"][0]["args"],
+        json!(["restore", "--threads=4", "--backend-type=s3", "b", "old", "src", "ns", "db",
+               "20260501-123456", "", ""])
+    );
+    assert!(job["spec"]["template"]["spec"].get("affinity").is_none());
+    c.status = Some(MySQLClusterStatus {
+        restored_time: Some(serde_json::from_value(json!("2026-05-02T00:00:00Z")).unwrap()),
+        ..MySQLClusterStatus::default()
+    });
+    assert!(render(&c).restore.is_none());
+}
+
+#[test]
+fn force_rolling_update_annotation_is_copied_to_the_statefulset() {
+    let mut c = cluster(json!({}));
+    assert!(render(&c).statefulset.metadata.annotations.is_none());
+    c.metadata.annotations = Some(BTreeMap::from([(
+        "moco.cybozu.com/force-rolling-update".to_owned(),
+        "true".to_owned(),
+    )]));
+    assert_eq!(
+        render(&c).statefulset.metadata.annotations.unwrap()["moco.cybozu.com/force-rolling-update"],
+        "true"
+    );
+}
+
+#[test]
+fn a_cluster_without_uid_or_namespace_is_refused_by_field() {
+    let mut c = cluster(json!({}));
+    c.metadata.uid = None;
+    assert_eq!(
+        Inputs::new().render(&c).unwrap_err().to_string(),
+        "metadata.uid is missing"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// `moco render`'s path.
+
+#[test]
+fn offline_render_refuses_invalid_clusters_and_missing_config_maps() {
+    let text = r#"
+apiVersion: moco.cybozu.com/v1beta2
+kind: MySQLCluster
+metadata: {name: db}
+spec:
+  replicas: 2
+  podTemplate: {spec: {containers: [{name: mysqld, image: mysql}]}}
+  volumeClaimTemplates: [{metadata: {name: mysql-data}, spec: {resources: {requests: {storage: 1Gi}}}}]
+"#;
+    let docs = parse_documents("m.yaml", text).unwrap();
+    match render_documents(&docs, &settings(), Flavor::Mysql) {
+        Err(OfflineRenderError::Invalid { findings }) => {
+            assert!(findings.iter().any(|f| f.field == "spec.replicas"), "{findings:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = text.replace("replicas: 2", "replicas: 3\n  mysqlConfigMapName: opts");
+    let docs = parse_documents("m.yaml", &text).unwrap();
+    let err = render_documents(&docs, &settings(), Flavor::Mysql)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("spec.mysqlConfigMapName: ConfigMap default/opts is not among the manifests"),
+        "{err}"
+    );
+    let with_cm = format!("{text}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: opts}}\ndata: {{max_connections: '9'}}\n");
+    let docs = parse_documents("m.yaml", &with_cm).unwrap();
+    let out = render_documents(&docs, &settings(), Flavor::Mysql).unwrap();
+    assert!(out.warnings.iter().any(|w| w.contains("spec.serverIDBase is unset")));
+    let cm = out
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["data"].get("my.cnf").is_some())
+        .unwrap();
+    assert!(cm["data"]["my.cnf"].as_str().unwrap().contains("max_connections = 9"));
+}
