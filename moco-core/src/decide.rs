@@ -249,7 +249,8 @@ fn decide_state(v: &View<'_>) -> ClusterState {
             .filter(|s| s.replica_status.is_some() && !s.gtid_executed.is_empty())
             .count();
         let usable = u32::try_from(usable).unwrap_or(u32::MAX);
-        return if replicas > 1 && usable >= failover_quorum(replicas, v.flavor()) {
+        // A single instance has no replica and never reaches its quorum of 1: Lost.
+        return if usable >= failover_quorum(replicas, v.flavor()) {
             ClusterState::Failed
         } else {
             ClusterState::Lost
@@ -439,6 +440,31 @@ mod tests {
         f.instances[2].pod.exists = false;
         f.instances[2].pod.ready = true;
         assert_eq!(decide(&f).unwrap().status.synced_replicas, 1);
+    }
+
+    /// Every replica is ok but the primary does not see one of them: not Healthy, and not
+    /// Degraded either, which is for fewer ok replicas than all (MOCO's rule), so Incomplete.
+    /// (A survivor of the mutation run: `ok != replicas - 1` could be dropped unnoticed.)
+    #[test]
+    fn all_replicas_ok_but_unseen_by_the_primary_is_incomplete() {
+        let mut f = healthy();
+        assert_eq!(decide(&f).unwrap().state, ClusterState::Healthy);
+        if let Some(m) = f.instances[0].mysqld.as_mut() {
+            m.replica_hosts.truncate(1);
+        }
+        let d = decide(&f).unwrap();
+        assert_eq!(d.assessment.candidates, vec![1, 2]);
+        assert_eq!(d.state, ClusterState::Incomplete);
+    }
+
+    /// A single instance whose server is gone is Lost: there is nothing to fail over to.
+    #[test]
+    fn a_single_instance_without_its_server_is_lost() {
+        let mut f = healthy();
+        f.spec.replicas = 1;
+        f.instances.truncate(1);
+        f.instances[0].mysqld = None;
+        assert_eq!(decide(&f).unwrap().state, ClusterState::Lost);
     }
 
     /// Regression (fuzz target `decide`): a probe reporting super_read_only without
