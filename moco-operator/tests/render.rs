@@ -8,7 +8,6 @@ use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::mysqlcluster::{MySQLCluster, MySQLClusterStatus};
 use moco_api::offline::parse_documents;
-use moco_core::facts::Flavor;
 use moco_operator::render::offline::{OfflineRenderError, render_documents};
 use moco_operator::render::{
     ClusterInputs, ClusterObjects, RenderError, RenderSettings, render_cluster,
@@ -92,7 +91,6 @@ impl Inputs {
             &self.settings,
             &ClusterInputs {
                 cluster,
-                flavor: Flavor::Mysql,
                 user_config: &self.user_config,
                 passwords: &self.passwords,
                 certificate_secret: None,
@@ -138,7 +136,8 @@ fn names(containers: &[Container]) -> Vec<&str> {
 #[test]
 fn every_example_renders_as_reviewed() {
     let mut rendered = 0;
-    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/examples")).unwrap()
+    for entry in
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/examples")).unwrap()
     {
         let path = entry.unwrap().path();
         if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
@@ -150,8 +149,7 @@ fn every_example_renders_as_reviewed() {
         }
         let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
         let docs = parse_documents(&name, &text).unwrap();
-        let out = render_documents(&docs, &settings(), Flavor::Mysql)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let out = render_documents(&docs, &settings()).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut yaml = String::new();
         for object in &out.objects {
             yaml.push_str("---\n");
@@ -329,7 +327,10 @@ fn mysqld_is_completed_and_the_system_containers_follow_in_order() {
     );
     assert_eq!(live.failure_threshold, Some(7));
     let ready = mysqld.readiness_probe.as_ref().unwrap();
-    assert_eq!(ready.http_get.as_ref().unwrap().path.as_deref(), Some("/readyz"));
+    assert_eq!(
+        ready.http_get.as_ref().unwrap().path.as_deref(),
+        Some("/readyz")
+    );
     assert_eq!(ready.period_seconds, Some(3));
     let startup = mysqld.startup_probe.as_ref().unwrap();
     assert_eq!(startup.failure_threshold, Some(9));
@@ -374,7 +375,10 @@ fn user_sidecars_named_like_optional_system_ones_are_kept_only_when_those_are_of
         ["mysqld", "agent", "slow-log", "mysqld-exporter"]
     );
     assert_ne!(container(spec, "slow-log").image.as_deref(), Some("mine"));
-    assert_eq!(container(spec, "mysqld-exporter").image.as_deref(), Some("mine"));
+    assert_eq!(
+        container(spec, "mysqld-exporter").image.as_deref(),
+        Some("mine")
+    );
     // Slow log off, collectors on: the reverse.
     let mut patch = both;
     merge(
@@ -384,7 +388,10 @@ fn user_sidecars_named_like_optional_system_ones_are_kept_only_when_those_are_of
     let objects = render(&cluster(patch));
     let spec = pod(&objects);
     assert_eq!(container(spec, "slow-log").image.as_deref(), Some("mine"));
-    assert_ne!(container(spec, "mysqld-exporter").image.as_deref(), Some("mine"));
+    assert_ne!(
+        container(spec, "mysqld-exporter").image.as_deref(),
+        Some("mine")
+    );
     assert!(objects.slow_log_config_map.is_none());
     let volumes: Vec<&str> = spec
         .volumes
@@ -398,22 +405,37 @@ fn user_sidecars_named_like_optional_system_ones_are_kept_only_when_those_are_of
 #[test]
 fn security_defaults_fill_only_unset_fields_and_the_flag_turns_them_off() {
     let c = cluster(json!({"podTemplate": {"spec": {
-        "securityContext": {"fsGroup": 5},
-        "containers": [
-            {"name": "mysqld", "image": "mysql:8.4", "securityContext": {"runAsUser": 7}},
-            {"name": "sidecar", "image": "busybox"}
-        ]}}}));
+    "securityContext": {"fsGroup": 5},
+    "containers": [
+        {"name": "mysqld", "image": "mysql:8.4", "securityContext": {"runAsUser": 7}},
+        {"name": "sidecar", "image": "busybox"}
+    ]}}}));
     let objects = render(&c);
     let spec = pod(&objects);
     let psc = spec.security_context.as_ref().unwrap();
     assert_eq!(psc.fs_group, Some(5));
-    assert_eq!(psc.fs_group_change_policy.as_deref(), Some("OnRootMismatch"));
+    assert_eq!(
+        psc.fs_group_change_policy.as_deref(),
+        Some("OnRootMismatch")
+    );
     let mysqld = container(spec, "mysqld").security_context.as_ref().unwrap();
-    assert_eq!((mysqld.run_as_user, mysqld.run_as_group), (Some(7), Some(10000)));
-    for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
+    assert_eq!(
+        (mysqld.run_as_user, mysqld.run_as_group),
+        (Some(7), Some(10000))
+    );
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
         if c.name != "mysqld" {
             let sc = c.security_context.as_ref().unwrap();
-            assert_eq!((sc.run_as_user, sc.run_as_group), (Some(10000), Some(10000)), "{}", c.name);
+            assert_eq!(
+                (sc.run_as_user, sc.run_as_group),
+                (Some(10000), Some(10000)),
+                "{}",
+                c.name
+            );
         }
     }
 
@@ -422,7 +444,11 @@ fn security_defaults_fill_only_unset_fields_and_the_flag_turns_them_off() {
     let objects = inputs.render(&cluster(json!({}))).unwrap();
     let spec = pod(&objects);
     assert_eq!(spec.security_context.as_ref().unwrap().fs_group, None);
-    for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
         assert_eq!(
             c.security_context.as_ref(),
             Some(&Default::default()),
@@ -435,11 +461,11 @@ fn security_defaults_fill_only_unset_fields_and_the_flag_turns_them_off() {
 #[test]
 fn overwrite_containers_replace_resources_and_security_context_of_system_containers() {
     let c = cluster(json!({"podTemplate": {
-        "spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4"}]},
-        "overwriteContainers": [
-            {"name": "agent", "resources": {"requests": {"cpu": "1"}}},
-            {"name": "moco-init", "securityContext": {"runAsNonRoot": true}}
-        ]}}));
+    "spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4"}]},
+    "overwriteContainers": [
+        {"name": "agent", "resources": {"requests": {"cpu": "1"}}},
+        {"name": "moco-init", "securityContext": {"runAsNonRoot": true}}
+    ]}}));
     let objects = render(&c);
     let spec = pod(&objects);
     let agent = container(spec, "agent").resources.as_ref().unwrap();
@@ -447,13 +473,19 @@ fn overwrite_containers_replace_resources_and_security_context_of_system_contain
         serde_json::to_value(agent).unwrap(),
         json!({"requests": {"cpu": "1"}})
     );
-    let init = container(spec, "moco-init").security_context.as_ref().unwrap();
+    let init = container(spec, "moco-init")
+        .security_context
+        .as_ref()
+        .unwrap();
     assert_eq!(
         serde_json::to_value(init).unwrap(),
         json!({"runAsNonRoot": true})
     );
     // Others keep the defaults.
-    let copy = container(spec, "copy-moco-init").resources.as_ref().unwrap();
+    let copy = container(spec, "copy-moco-init")
+        .resources
+        .as_ref()
+        .unwrap();
     assert_eq!(
         serde_json::to_value(copy).unwrap(),
         json!({"requests": {"cpu": "100m", "memory": "512Mi"},
@@ -478,7 +510,9 @@ fn anti_affinity_is_added_only_when_the_template_has_no_affinity() {
     let user = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
         {"nodeSelectorTerms": [{"matchExpressions": [
             {"key": "disk", "operator": "In", "values": ["ssd"]}]}]}}});
-    let objects = render(&cluster(json!({"podTemplate": {"spec": {"affinity": user.clone()}}})));
+    let objects = render(&cluster(
+        json!({"podTemplate": {"spec": {"affinity": user.clone()}}}),
+    ));
     assert_eq!(
         serde_json::to_value(pod(&objects).affinity.as_ref().unwrap()).unwrap(),
         user
@@ -542,11 +576,14 @@ fn mycnf_follows_user_options_and_memory_and_names_bad_values() {
             .map(|o| o.mycnf_config_map.data.unwrap()["my.cnf"].clone())
     };
     // The buffer pool is sized from the request when there is one, else from the limit.
-    let by_request = sized(json!({"requests": {"memory": "4Gi"}, "limits": {"memory": "8Gi"}}))
-        .unwrap();
+    let by_request =
+        sized(json!({"requests": {"memory": "4Gi"}, "limits": {"memory": "8Gi"}})).unwrap();
     let by_limit = sized(json!({"limits": {"memory": "4Gi"}})).unwrap();
     assert_eq!(by_request, by_limit);
-    assert_ne!(by_request, sized(json!({"limits": {"memory": "8Gi"}})).unwrap());
+    assert_ne!(
+        by_request,
+        sized(json!({"limits": {"memory": "8Gi"}})).unwrap()
+    );
     let err = sized(json!({"requests": {"memory": "4Gx"}}))
         .unwrap_err()
         .to_string();
@@ -559,7 +596,10 @@ fn mycnf_follows_user_options_and_memory_and_names_bad_values() {
     inputs.user_config.insert("bad key".into(), "1".into());
     let c = cluster(json!({"mysqlConfigMapName": "opts"}));
     let err = inputs.render(&c).unwrap_err().to_string();
-    assert!(err.starts_with("ConfigMap opts (spec.mysqlConfigMapName):"), "{err}");
+    assert!(
+        err.starts_with("ConfigMap opts (spec.mysqlConfigMapName):"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -644,7 +684,10 @@ fn offline_scales_to_zero_and_the_budget_follows_the_core_decision() {
     let offline = render(&cluster(json!({"offline": true})));
     assert_eq!(replicas(&offline), Some(0));
     assert_eq!(max_unavailable(&offline), None);
-    assert_eq!(max_unavailable(&render(&cluster(json!({"replicas": 1})))), None);
+    assert_eq!(
+        max_unavailable(&render(&cluster(json!({"replicas": 1})))),
+        None
+    );
     let mut inputs = Inputs::new();
     inputs.backup_job_active = true;
     assert_eq!(
@@ -672,13 +715,19 @@ fn backup_objects_exist_with_the_policy_and_a_missing_policy_names_the_field() {
     assert!(render(&cluster(json!({}))).backup.is_none());
     let c = cluster(json!({"backupPolicyName": "daily"}));
     let err = Inputs::new().render(&c).unwrap_err().to_string();
-    assert_eq!(err, "spec.backupPolicyName: BackupPolicy ns/daily not found");
+    assert_eq!(
+        err,
+        "spec.backupPolicyName: BackupPolicy ns/daily not found"
+    );
     let mut inputs = Inputs::new();
     inputs.policy = Some(policy());
     let backup = inputs.render(&c).unwrap().backup.unwrap();
     let cj = serde_json::to_value(&backup.workload).unwrap();
     assert_eq!(cj["metadata"]["name"], "moco-backup-db");
-    assert_eq!(cj["metadata"]["labels"]["app.kubernetes.io/name"], "mysql-backup");
+    assert_eq!(
+        cj["metadata"]["labels"]["app.kubernetes.io/name"],
+        "mysql-backup"
+    );
     assert_eq!(cj["spec"]["schedule"], "@daily");
     assert_eq!(cj["spec"]["concurrencyPolicy"], "Allow");
     let pod = &cj["spec"]["jobTemplate"]["spec"]["template"]["spec"];
@@ -688,8 +737,16 @@ fn backup_objects_exist_with_the_policy_and_a_missing_policy_names_the_field() {
     let ctr = &pod["containers"][0];
     assert_eq!(
         ctr["args"],
-        json!(["backup", "--threads=4", "--region=r", "--use-path-style",
-               "--backend-type=s3", "b", "ns", "db"])
+        json!([
+            "backup",
+            "--threads=4",
+            "--region=r",
+            "--use-path-style",
+            "--backend-type=s3",
+            "b",
+            "ns",
+            "db"
+        ])
     );
     assert_eq!(
         ctr["env"][0],
@@ -724,8 +781,19 @@ fn restore_job_exists_until_the_restore_is_recorded() {
     assert_eq!(job["spec"]["backoffLimit"], 0);
     assert_eq!(
         job["spec"]["template"]["spec"]["containers"][0]["args"],
-        json!(["restore", "--threads=4", "--backend-type=s3", "b", "old", "src", "ns", "db",
-               "20260501-123456", "", ""])
+        json!([
+            "restore",
+            "--threads=4",
+            "--backend-type=s3",
+            "b",
+            "old",
+            "src",
+            "ns",
+            "db",
+            "20260501-123456",
+            "",
+            ""
+        ])
     );
     assert!(job["spec"]["template"]["spec"].get("affinity").is_none());
     c.status = Some(MySQLClusterStatus {
@@ -774,29 +842,67 @@ spec:
   volumeClaimTemplates: [{metadata: {name: mysql-data}, spec: {resources: {requests: {storage: 1Gi}}}}]
 "#;
     let docs = parse_documents("m.yaml", text).unwrap();
-    match render_documents(&docs, &settings(), Flavor::Mysql) {
+    match render_documents(&docs, &settings()) {
         Err(OfflineRenderError::Invalid { findings }) => {
-            assert!(findings.iter().any(|f| f.field == "spec.replicas"), "{findings:?}");
+            assert!(
+                findings.iter().any(|f| f.field == "spec.replicas"),
+                "{findings:?}"
+            );
         }
         other => panic!("{other:?}"),
     }
     let text = text.replace("replicas: 2", "replicas: 3\n  mysqlConfigMapName: opts");
     let docs = parse_documents("m.yaml", &text).unwrap();
-    let err = render_documents(&docs, &settings(), Flavor::Mysql)
+    let err = render_documents(&docs, &settings())
         .unwrap_err()
         .to_string();
     assert!(
         err.contains("spec.mysqlConfigMapName: ConfigMap default/opts is not among the manifests"),
         "{err}"
     );
-    let with_cm = format!("{text}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: opts}}\ndata: {{max_connections: '9'}}\n");
+    let with_cm = format!(
+        "{text}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: opts}}\ndata: {{max_connections: '9'}}\n"
+    );
     let docs = parse_documents("m.yaml", &with_cm).unwrap();
-    let out = render_documents(&docs, &settings(), Flavor::Mysql).unwrap();
-    assert!(out.warnings.iter().any(|w| w.contains("spec.serverIDBase is unset")));
+    let out = render_documents(&docs, &settings()).unwrap();
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.contains("spec.serverIDBase is unset"))
+    );
     let cm = out
         .objects
         .iter()
         .find(|o| o["kind"] == "ConfigMap" && o["data"].get("my.cnf").is_some())
         .unwrap();
-    assert!(cm["data"]["my.cnf"].as_str().unwrap().contains("max_connections = 9"));
+    assert!(
+        cm["data"]["my.cnf"]
+            .as_str()
+            .unwrap()
+            .contains("max_connections = 9")
+    );
+}
+
+#[test]
+fn the_flavor_annotation_picks_the_server_family_of_my_cnf() {
+    let mut c = cluster(json!({}));
+    assert!(render(&c).mycnf_config_map.data.unwrap()["my.cnf"].contains("[mysqld]\n"));
+    c.metadata.annotations = Some(BTreeMap::from([(
+        "moco-rs/flavor".to_owned(),
+        "mariadb".to_owned(),
+    )]));
+    let mycnf = render(&c).mycnf_config_map.data.unwrap()["my.cnf"].clone();
+    assert!(
+        mycnf.contains("[mariadbd]\n") && !mycnf.contains("[mysqld]\n"),
+        "{mycnf}"
+    );
+    c.metadata.annotations = Some(BTreeMap::from([(
+        "moco-rs/flavor".to_owned(),
+        "percona".to_owned(),
+    )]));
+    let err = Inputs::new().render(&c).unwrap_err().to_string();
+    assert!(
+        err.starts_with("metadata.annotations[\"moco-rs/flavor\"]: \"percona\" is not"),
+        "{err}"
+    );
 }

@@ -3,7 +3,6 @@
 
 use std::process::ExitCode;
 
-use moco_core::facts::Flavor;
 use moco_operator::render::offline::{OfflineRenderError, render_documents};
 use moco_operator::render::{Images, RenderSettings};
 
@@ -38,17 +37,6 @@ pub struct Args {
     /// As the controller's flag of the same name.
     #[arg(long)]
     pub disable_default_security_context: bool,
-    /// The server family of the `mysqld` image: `mysql` (MOCO's) or `mariadb`.
-    #[arg(long, value_name = "FLAVOR", default_value = "mysql", value_parser = parse_flavor)]
-    pub flavor: Flavor,
-}
-
-fn parse_flavor(s: &str) -> Result<Flavor, String> {
-    match s {
-        "mysql" => Ok(Flavor::Mysql),
-        "mariadb" => Ok(Flavor::Mariadb),
-        other => Err(format!("{other:?} is not a flavor: use mysql or mariadb")),
-    }
 }
 
 /// Errors of `moco render`.
@@ -80,7 +68,7 @@ pub fn run(args: &Args) -> Result<ExitCode, Error> {
         },
         default_security_context: !args.disable_default_security_context,
     };
-    let rendered = match render_documents(&documents, &settings, args.flavor) {
+    let rendered = match render_documents(&documents, &settings) {
         Ok(r) => r,
         Err(OfflineRenderError::Invalid { findings }) => {
             for f in &findings {

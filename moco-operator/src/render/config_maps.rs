@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Container};
+use moco_core::facts::Flavor;
 use moco_core::resources::{
     MycnfInput, MycnfPaths, MysqldMemory, Quantity, fnv1a_32, generate_mycnf, mycnf_config_map_name,
 };
@@ -92,9 +93,13 @@ fn mysqld_memory(inputs: &ClusterInputs<'_>) -> Result<MysqldMemory, RenderError
 }
 
 /// `moco-<name>.<hash>` with key `my.cnf`.
-pub fn mycnf(id: &ClusterId, inputs: &ClusterInputs<'_>) -> Result<ConfigMap, RenderError> {
+pub fn mycnf(
+    id: &ClusterId,
+    inputs: &ClusterInputs<'_>,
+    flavor: Flavor,
+) -> Result<ConfigMap, RenderError> {
     let text = generate_mycnf(&MycnfInput {
-        flavor: inputs.flavor,
+        flavor,
         user_config: inputs.user_config.clone(),
         memory: mysqld_memory(inputs)?,
         paths: MycnfPaths::default(),

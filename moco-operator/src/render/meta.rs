@@ -19,6 +19,29 @@ pub const CLUSTER_API_VERSION: &str = "moco.cybozu.com/v1beta2";
 /// Kind of the MySQLCluster, as owner references name it.
 pub const CLUSTER_KIND: &str = "MySQLCluster";
 
+/// MySQLCluster annotation naming the server family of its `mysqld` image: `mysql` (MOCO's,
+/// the default) or `mariadb` (this build's extension; MOCO's API has no field for it).
+pub const FLAVOR_ANNOTATION: &str = "moco-rs/flavor";
+
+/// The server family of `cluster`, from [`FLAVOR_ANNOTATION`].
+pub fn flavor_of(cluster: &MySQLCluster) -> Result<moco_core::facts::Flavor, RenderError> {
+    use moco_core::facts::Flavor;
+    match cluster
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(FLAVOR_ANNOTATION))
+        .map(String::as_str)
+    {
+        None | Some("mysql") => Ok(Flavor::Mysql),
+        Some("mariadb") => Ok(Flavor::Mariadb),
+        Some(other) => Err(RenderError::invalid(
+            format!("metadata.annotations[\"{FLAVOR_ANNOTATION}\"]"),
+            format!("{other:?} is not a server family: use \"mysql\" or \"mariadb\""),
+        )),
+    }
+}
+
 /// The identity of a MySQLCluster: everything object names and references derive from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterId {

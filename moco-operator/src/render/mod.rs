@@ -32,7 +32,6 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::mysqlcluster::MySQLCluster;
-use moco_core::facts::Flavor;
 use moco_core::resources::{MycnfError, PdbDecision, PdbInput, decide_pdb};
 use serde_json::Value;
 
@@ -100,9 +99,6 @@ impl RenderSettings {
 pub struct ClusterInputs<'a> {
     /// The cluster, admitted by the webhook (defaults applied), with its uid.
     pub cluster: &'a MySQLCluster,
-    /// The server family of the `mysqld` image. MOCO runs MySQL; MariaDB is this build's
-    /// extension (`docs/operator.md`).
-    pub flavor: Flavor,
     /// Data of the ConfigMap `spec.mysqlConfigMapName` (empty when unset).
     pub user_config: &'a BTreeMap<String, String>,
     /// The passwords of the eight accounts (from the controller Secret, created once).
@@ -220,8 +216,9 @@ pub fn render_cluster(
     let cluster = inputs.cluster;
     let id = ClusterId::of(cluster)?;
     let spec = &cluster.spec;
+    let flavor = meta::flavor_of(cluster)?;
 
-    let mycnf_config_map = config_maps::mycnf(&id, inputs)?;
+    let mycnf_config_map = config_maps::mycnf(&id, inputs, flavor)?;
     let slow_log_config_map = if spec.disable_slow_query_log_container {
         None
     } else {
@@ -234,7 +231,7 @@ pub fn render_cluster(
         id: &id,
         settings,
         cluster,
-        flavor: inputs.flavor,
+        flavor,
         mycnf_config_map: config_maps::name_of(&mycnf_config_map),
         slow_log_config_map: slow_log_config_map.as_ref().map(config_maps::name_of),
         lower_case_table_names: inputs.user_config.get("lower_case_table_names").cloned(),

@@ -14,7 +14,6 @@ use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_api::offline::{Document, Finding, OfflineError, OfflineValidator};
-use moco_core::facts::Flavor;
 use moco_core::validate::{MutationInput, mutate_cluster_create};
 use serde_json::Value;
 
@@ -99,7 +98,6 @@ fn placeholder_passwords() -> MocoPasswords {
 pub fn render_documents(
     documents: &[Document],
     settings: &RenderSettings,
-    flavor: Flavor,
 ) -> Result<Rendered, OfflineRenderError> {
     let report = OfflineValidator::new()?.validate(documents, &[]);
     if !report.findings.is_empty() {
@@ -183,7 +181,6 @@ pub fn render_documents(
             settings,
             &ClusterInputs {
                 cluster: &cluster,
-                flavor,
                 user_config,
                 passwords: &passwords,
                 certificate_secret: Some(&certificate),
