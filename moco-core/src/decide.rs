@@ -457,6 +457,31 @@ mod tests {
         assert_eq!(d.state, ClusterState::Incomplete);
     }
 
+    /// Commits block when the primary waits for more semi-sync ACKs than it has clients; not
+    /// when semi-sync is off, and never for a single instance (survivors of the mutation run).
+    #[test]
+    fn write_block_needs_semi_sync_on_and_a_replica_to_wait_for() {
+        let block = |f: &ClusterFacts| write_block(&assess(f));
+        let clients = |f: &mut ClusterFacts, enabled: bool, n: u32| {
+            let m = f.instances[0].mysqld.as_mut().unwrap();
+            m.semi_sync.source_enabled = enabled;
+            m.semi_sync.source_clients = Some(n);
+        };
+        let mut f = healthy();
+        assert_eq!(block(&f), None);
+        clients(&mut f, true, 0);
+        assert!(block(&f).unwrap().contains("only 0 replica(s)"));
+        clients(&mut f, false, 0);
+        assert_eq!(block(&f), None);
+        for (replicas, blocked) in [(1, false), (2, true)] {
+            let mut f = healthy();
+            f.spec.replicas = replicas;
+            f.instances.truncate(replicas as usize);
+            clients(&mut f, true, 0);
+            assert_eq!(block(&f).is_some(), blocked, "{replicas} instance(s)");
+        }
+    }
+
     /// A single instance whose server is gone is Lost: there is nothing to fail over to.
     #[test]
     fn a_single_instance_without_its_server_is_lost() {
