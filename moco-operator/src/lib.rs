@@ -26,6 +26,7 @@ pub mod flags;
 pub mod health;
 pub mod listen;
 pub mod metrics;
+pub mod reconcile;
 pub mod render;
 pub mod run;
 pub mod servers;

@@ -6,6 +6,10 @@
 //! | `moco_controller_info` | gauge, always 1 | `version`, `namespace`, `reconciliation="none"` |
 //! | `moco_controller_webhook_requests_total` | counter | `path`, `result` (allowed, denied, error) |
 //! | `controller_runtime_webhook_requests_total` | counter | `code`, `webhook` |
+//! | `moco_cluster_volume_resized_total`, `…_errors_total` | counter | `name`, `namespace` |
+//! | `moco_cluster_statefulset_recreate_total`, `…_errors_total` | counter | `name`, `namespace` |
+//! | `moco_cluster_reconciliation_stopped`, `moco_cluster_clustering_stopped` | gauge | `name`, `namespace` |
+//! | `moco_controller_reconcile_total` | counter | `result` (`success`, or the failed step) , `category` |
 
 use std::sync::Arc;
 
@@ -93,12 +97,105 @@ impl EncodeLabelValue for WebhookResult {
     }
 }
 
+/// Labels of the per-cluster metrics (MOCO's).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ClusterLabels {
+    /// The MySQLCluster's name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+}
+
+/// Labels of `moco_controller_reconcile_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    /// `success`, or the step that failed.
+    pub result: &'static str,
+    /// `none` on success; else the error category (`input`, `api`, `conflict`).
+    pub category: &'static str,
+}
+
+/// The metrics reconcile updates, per cluster where MOCO has them.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterMetrics {
+    /// Rounds that grew at least one PVC.
+    pub volume_resized: Family<ClusterLabels, Counter>,
+    /// Rounds whose PVC growth failed.
+    pub volume_resized_errors: Family<ClusterLabels, Counter>,
+    /// StatefulSets deleted (orphaning Pods) and re-created for new volume templates.
+    pub statefulset_recreate: Family<ClusterLabels, Counter>,
+    /// Failed re-creations.
+    pub statefulset_recreate_errors: Family<ClusterLabels, Counter>,
+    /// 1 while the cluster is annotated `reconciliation-stopped`.
+    pub reconciliation_stopped: Family<ClusterLabels, Gauge>,
+    /// 1 while the cluster is annotated `clustering-stopped`.
+    pub clustering_stopped: Family<ClusterLabels, Gauge>,
+    /// Reconcile rounds by outcome.
+    pub reconcile: Family<ReconcileLabels, Counter>,
+}
+
+impl ClusterMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "moco_cluster_volume_resized",
+            "The number of successful volume resizes",
+            self.volume_resized.clone(),
+        );
+        registry.register(
+            "moco_cluster_volume_resized_errors",
+            "The number of failed volume resizes",
+            self.volume_resized_errors.clone(),
+        );
+        registry.register(
+            "moco_cluster_statefulset_recreate",
+            "The number of times the StatefulSet was deleted and re-created",
+            self.statefulset_recreate.clone(),
+        );
+        registry.register(
+            "moco_cluster_statefulset_recreate_errors",
+            "The number of failed StatefulSet re-creations",
+            self.statefulset_recreate_errors.clone(),
+        );
+        registry.register(
+            "moco_cluster_reconciliation_stopped",
+            "1 if reconciliation of the cluster is stopped",
+            self.reconciliation_stopped.clone(),
+        );
+        registry.register(
+            "moco_cluster_clustering_stopped",
+            "1 if clustering of the cluster is stopped",
+            self.clustering_stopped.clone(),
+        );
+        registry.register(
+            "moco_controller_reconcile",
+            "MySQLCluster reconcile rounds by result (success or the failed step) and error category",
+            self.reconcile.clone(),
+        );
+    }
+
+    /// Forgets every series of a deleted cluster.
+    pub fn remove_cluster(&self, labels: &ClusterLabels) {
+        for family in [
+            &self.volume_resized,
+            &self.volume_resized_errors,
+            &self.statefulset_recreate,
+            &self.statefulset_recreate_errors,
+        ] {
+            family.remove(labels);
+        }
+        self.reconciliation_stopped.remove(labels);
+        self.clustering_stopped.remove(labels);
+    }
+}
+
 /// The controller's metrics.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     by_result: Family<ResultLabels, Counter>,
     by_code: Family<CodeLabels, Counter>,
+    /// What reconcile counts.
+    pub cluster: ClusterMetrics,
 }
 
 impl Metrics {
@@ -137,10 +234,13 @@ impl Metrics {
             "Total number of admission requests by HTTP status code",
             by_code.clone(),
         );
+        let cluster = ClusterMetrics::default();
+        cluster.register(&mut registry);
         Metrics {
             registry,
             by_result,
             by_code,
+            cluster,
         }
     }
 

@@ -1,0 +1,653 @@
+//! Reconciling one MySQLCluster: read what the objects depend on, build them
+//! ([`crate::render`]), apply them in MOCO's order, and record the outcome in the status.
+//!
+//! One round, in order (each step ends the round on error):
+//! 1. the controller's password Secret (created once), the cluster's copies and option files;
+//! 2. the agent Certificate (created once) and the copy of its Secret;
+//! 3. the my.cnf ConfigMap (old ones pruned) and the slow-log ConfigMap (or none);
+//! 4. the ServiceAccount and the three Services;
+//! 5. PVC growth and, when the claim templates changed, the StatefulSet's re-creation;
+//! 6. the StatefulSet, applied only when its rendering changed or a field the operator owns
+//!    drifted ([`drift`]);
+//! 7. the PodDisruptionBudget; the backup CronJob and the restore Job with their RBAC.
+//!
+//! The status (`StatefulSetReady`, `ReconcileSuccess`, `ReconciliationActive`,
+//! `reconcileInfo`) is written at the end of every round, failed ones included, as MOCO does.
+//! What clustering should do next is returned to the caller, which owns the clustering
+//! managers.
+
+pub mod apply;
+pub mod conditions;
+pub mod drift;
+pub mod history;
+mod read;
+mod status;
+mod volumes;
+
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, Resource};
+use moco_api::labels::{
+    ANNOTATION_CLUSTERING_STOPPED, ANNOTATION_RECONCILIATION_STOPPED, FINALIZER,
+};
+use moco_api::mysqlcluster::MySQLCluster;
+use moco_core::resources::VolumeError;
+use serde_json::Value;
+
+use crate::metrics::{ClusterLabels, ClusterMetrics};
+use crate::render::{ClusterId, ClusterInputs, ClusterObjects, RenderError, RenderSettings};
+
+use apply::{apply, create_once, delete_if_present, retry};
+use drift::{ApplyReason, apply_reason, with_hash};
+
+/// What reconcile needs besides the cluster.
+#[derive(Clone)]
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// Images, namespace and security defaults.
+    pub settings: RenderSettings,
+    /// my.cnf (and slow-log) ConfigMaps kept per cluster (`--mysql-configmap-history-limit`).
+    pub history_limit: i32,
+    /// Label keys copied from claim templates to PVCs (`--pvc-sync-label-keys`).
+    pub pvc_sync_label_keys: Vec<String>,
+    /// Annotation keys copied from claim templates to PVCs (`--pvc-sync-annotation-keys`).
+    pub pvc_sync_annotation_keys: Vec<String>,
+    /// Counters and gauges.
+    pub metrics: ClusterMetrics,
+    /// The clock (tests fix it).
+    pub now: Arc<dyn Fn() -> Time + Send + Sync>,
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("settings", &self.settings)
+            .field("history_limit", &self.history_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The wall clock as a Kubernetes time.
+pub fn wall_clock() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// The steps of a round, named in errors and in the `result` label of the metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Reading the cluster and what it names.
+    Read,
+    /// The password Secrets.
+    Secrets,
+    /// The agent Certificate and its Secret's copy.
+    Certificate,
+    /// The my.cnf and slow-log ConfigMaps.
+    ConfigMaps,
+    /// The ServiceAccount and Services.
+    Services,
+    /// PVC growth and StatefulSet re-creation.
+    Volumes,
+    /// The StatefulSet.
+    StatefulSet,
+    /// The PodDisruptionBudget.
+    Pdb,
+    /// The backup CronJob and its RBAC.
+    Backup,
+    /// The restore Job and its RBAC.
+    Restore,
+    /// The status write.
+    Status,
+    /// The finalizer.
+    Finalizer,
+}
+
+impl Step {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Read => "read",
+            Step::Secrets => "secrets",
+            Step::Certificate => "certificate",
+            Step::ConfigMaps => "configmaps",
+            Step::Services => "services",
+            Step::Volumes => "volumes",
+            Step::StatefulSet => "statefulset",
+            Step::Pdb => "pdb",
+            Step::Backup => "backup",
+            Step::Restore => "restore",
+            Step::Status => "status",
+            Step::Finalizer => "finalizer",
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a round failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// An API request failed (after retries).
+    #[error("{step}: {source}")]
+    Api {
+        /// Where.
+        step: Step,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The objects cannot be built from the cluster as it is.
+    #[error("{0}")]
+    Render(#[from] RenderError),
+    /// Something the cluster names is missing or unusable; the message names it.
+    #[error("{step}: {message}")]
+    Input {
+        /// Where.
+        step: Step,
+        /// What, naming the field or object.
+        message: String,
+    },
+    /// The volume templates shrank below existing PVCs.
+    #[error("volumes: {0}")]
+    Volume(#[from] VolumeError),
+    /// The StatefulSet did not go away after its deletion for re-creation.
+    #[error("volumes: StatefulSet {0} still exists 5s after its deletion for re-creation")]
+    RecreateTimeout(String),
+}
+
+impl ReconcileError {
+    fn api(step: Step) -> impl FnOnce(kube::Error) -> ReconcileError {
+        move |source| ReconcileError::Api { step, source }
+    }
+
+    /// The failed step.
+    pub fn step(&self) -> Step {
+        match self {
+            ReconcileError::Api { step, .. } | ReconcileError::Input { step, .. } => *step,
+            ReconcileError::Render(_) => Step::Read,
+            ReconcileError::Volume(_) | ReconcileError::RecreateTimeout(_) => Step::Volumes,
+        }
+    }
+
+    /// `input` (the user can fix it), `conflict` (another writer), or `api`.
+    pub fn category(&self) -> &'static str {
+        match self {
+            ReconcileError::Api {
+                source: kube::Error::Api(s),
+                ..
+            } if s.code == 409 => "conflict",
+            ReconcileError::Api { .. } | ReconcileError::RecreateTimeout(_) => "api",
+            ReconcileError::Render(_)
+            | ReconcileError::Input { .. }
+            | ReconcileError::Volume(_) => "input",
+        }
+    }
+}
+
+/// What the caller should do with the cluster's clustering manager.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clustering {
+    /// Start it, or wake it.
+    Run,
+    /// Keep it (and its status writes) paused.
+    Pause,
+    /// Stop it for good: the cluster is gone.
+    Stop,
+    /// Leave it as it is (a round that failed before its end).
+    Keep,
+}
+
+/// What a round did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// What clustering should do.
+    pub clustering: Clustering,
+    /// Why the StatefulSet was applied, if it was.
+    pub statefulset: Option<ApplyReason>,
+}
+
+fn annotated(cluster: &MySQLCluster, key: &str) -> bool {
+    cluster
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .is_some_and(|v| v == "true")
+}
+
+fn labels(id: &ClusterId) -> ClusterLabels {
+    ClusterLabels {
+        name: id.name.clone(),
+        namespace: id.namespace.clone(),
+    }
+}
+
+/// One round for `cluster`, as read from the API server (or its cache).
+pub async fn reconcile(cluster: &MySQLCluster, ctx: &Context) -> Result<Outcome, ReconcileError> {
+    let id = ClusterId::of(cluster)?;
+    let result = reconcile_inner(cluster, &id, ctx).await;
+    let outcome = match &result {
+        Ok(_) => crate::metrics::ReconcileLabels {
+            result: "success",
+            category: "none",
+        },
+        Err(e) => crate::metrics::ReconcileLabels {
+            result: e.step().as_str(),
+            category: e.category(),
+        },
+    };
+    ctx.metrics.reconcile.get_or_create(&outcome).inc();
+    result
+}
+
+async fn reconcile_inner(
+    cluster: &MySQLCluster,
+    id: &ClusterId,
+    ctx: &Context,
+) -> Result<Outcome, ReconcileError> {
+    let clusters: Api<MySQLCluster> = Api::namespaced(ctx.client.clone(), &id.namespace);
+    if cluster.metadata.deletion_timestamp.is_some() {
+        finalize(cluster, id, ctx, &clusters).await?;
+        return Ok(Outcome {
+            clustering: Clustering::Stop,
+            statefulset: None,
+        });
+    }
+    let has_finalizer = cluster
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER);
+    if !has_finalizer {
+        add_finalizer(cluster, id, &clusters).await?;
+    }
+    let clustering_stopped = annotated(cluster, ANNOTATION_CLUSTERING_STOPPED);
+    ctx.metrics
+        .clustering_stopped
+        .get_or_create(&labels(id))
+        .set(i64::from(clustering_stopped));
+    if annotated(cluster, ANNOTATION_RECONCILIATION_STOPPED) {
+        ctx.metrics
+            .reconciliation_stopped
+            .get_or_create(&labels(id))
+            .set(1);
+        status::reconciliation_stopped(&clusters, id, clustering_stopped, ctx).await?;
+        return Ok(Outcome {
+            clustering: if clustering_stopped {
+                Clustering::Pause
+            } else {
+                Clustering::Run
+            },
+            statefulset: None,
+        });
+    }
+    ctx.metrics
+        .reconciliation_stopped
+        .get_or_create(&labels(id))
+        .set(0);
+
+    let round = apply_all(cluster, id, ctx).await;
+    let seen = read::statefulset(ctx, id).await;
+    status::after_round(
+        &clusters,
+        id,
+        cluster,
+        round.is_ok(),
+        seen.as_ref(),
+        clustering_stopped,
+        ctx,
+    )
+    .await?;
+    let statefulset = round?;
+    Ok(Outcome {
+        clustering: if clustering_stopped {
+            Clustering::Pause
+        } else {
+            Clustering::Run
+        },
+        statefulset,
+    })
+}
+
+/// Steps 1–7 of the round; returns why the StatefulSet was applied, if it was.
+async fn apply_all(
+    cluster: &MySQLCluster,
+    id: &ClusterId,
+    ctx: &Context,
+) -> Result<Option<ApplyReason>, ReconcileError> {
+    let client = &ctx.client;
+    let ns = id.namespace.as_str();
+    let system = ctx.settings.system_namespace.as_str();
+
+    let passwords = read::passwords(ctx, id).await?;
+    let inputs = read::Inputs::read(ctx, cluster, id).await?;
+    let objects = crate::render::render_cluster(
+        &ctx.settings,
+        &ClusterInputs {
+            cluster,
+            user_config: &inputs.user_config,
+            passwords: &passwords,
+            certificate_secret: inputs.certificate_secret.as_ref(),
+            backup_policy: inputs.backup_policy.as_ref(),
+            backup_job_active: inputs.backup_job_active,
+            deployed_slow_log: inputs.deployed_slow_log.as_ref(),
+        },
+    )?;
+
+    // 1. Secrets (the controller's was created by `read::passwords`).
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    for s in [&objects.user_secret, &objects.mycnf_secret] {
+        apply(&secrets, &name_of(s), s)
+            .await
+            .map_err(ReconcileError::api(Step::Secrets))?;
+    }
+
+    // 2. Certificate (created once; cert-manager renews it) and its Secret's copy.
+    let certificates: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), system, &certificate_resource());
+    let certificate: DynamicObject =
+        serde_json::from_value(objects.certificate.clone()).map_err(|e| ReconcileError::Input {
+            step: Step::Certificate,
+            message: e.to_string(),
+        })?;
+    create_once(&certificates, &id.certificate(), &certificate)
+        .await
+        .map_err(ReconcileError::api(Step::Certificate))?;
+    if let Some(s) = &objects.grpc_secret {
+        apply(&secrets, &name_of(s), s)
+            .await
+            .map_err(ReconcileError::api(Step::Certificate))?;
+    }
+
+    // 3. ConfigMaps, then the history beyond the limit.
+    apply_config_maps(&objects, id, ctx).await?;
+
+    // 4. ServiceAccount and Services.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    apply(&accounts, &id.prefixed(), &objects.service_account)
+        .await
+        .map_err(ReconcileError::api(Step::Services))?;
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    for s in &objects.services {
+        apply(&services, &name_of(s), s)
+            .await
+            .map_err(ReconcileError::api(Step::Services))?;
+    }
+
+    // 5–6. Volumes, then the StatefulSet.
+    let deployed = volumes::reconcile(cluster, id, ctx, inputs.deployed_statefulset).await?;
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    let rendered = with_hash(to_value(&objects.statefulset, Step::StatefulSet)?);
+    let deployed_value = deployed
+        .as_ref()
+        .map(|d| to_value(d, Step::StatefulSet))
+        .transpose()?;
+    let reason = apply_reason(&rendered, deployed_value.as_ref());
+    if let Some(reason) = &reason {
+        tracing::info!(cluster = %id.name, namespace = %id.namespace, ?reason, "applying the StatefulSet");
+        apply(&statefulsets, &id.prefixed(), &rendered)
+            .await
+            .map_err(ReconcileError::api(Step::StatefulSet))?;
+    }
+
+    // 7. PDB, backup, restore.
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    match &objects.pdb {
+        Some(p) => {
+            apply(&pdbs, &id.prefixed(), p)
+                .await
+                .map_err(ReconcileError::api(Step::Pdb))?;
+        }
+        None => {
+            delete_if_present(&pdbs, &id.prefixed(), &DeleteParams::default())
+                .await
+                .map_err(ReconcileError::api(Step::Pdb))?;
+        }
+    }
+    let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), ns);
+    let roles: Api<Role> = Api::namespaced(client.clone(), ns);
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    match &objects.backup {
+        Some(b) => {
+            let err = ReconcileError::api(Step::Backup);
+            apply(&roles, &id.backup(), &b.role).await.map_err(err)?;
+            apply(&bindings, &id.backup(), &b.role_binding)
+                .await
+                .map_err(ReconcileError::api(Step::Backup))?;
+            apply(&cronjobs, &id.backup(), &b.workload)
+                .await
+                .map_err(ReconcileError::api(Step::Backup))?;
+        }
+        None => {
+            let dp = DeleteParams::background();
+            for result in [
+                delete_if_present(&cronjobs, &id.backup(), &dp).await,
+                delete_if_present(&roles, &id.backup(), &dp).await,
+                delete_if_present(&bindings, &id.backup(), &dp).await,
+            ] {
+                result.map_err(ReconcileError::api(Step::Backup))?;
+            }
+        }
+    }
+    reconcile_restore(cluster, id, ctx, &objects).await?;
+    Ok(reason)
+}
+
+async fn apply_config_maps(
+    objects: &ClusterObjects,
+    id: &ClusterId,
+    ctx: &Context,
+) -> Result<(), ReconcileError> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &id.namespace);
+    let err = || ReconcileError::api(Step::ConfigMaps);
+    let mycnf = name_of(&objects.mycnf_config_map);
+    apply(&api, &mycnf, &objects.mycnf_config_map)
+        .await
+        .map_err(err())?;
+    let slow = objects.slow_log_config_map.as_ref().map(name_of);
+    if let Some(c) = &objects.slow_log_config_map {
+        apply(&api, &name_of(c), c).await.map_err(err())?;
+    }
+    let selector = label_selector(&id.labels());
+    let params = ListParams::default().labels(&selector);
+    let listed = retry(|| api.list(&params)).await.map_err(err())?;
+    let listed: Vec<history::Listed> = listed
+        .items
+        .iter()
+        .map(|c| history::Listed {
+            name: name_of(c),
+            created: c
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .unwrap_or_default(),
+        })
+        .collect();
+    let mut doomed = history::to_delete(
+        &listed,
+        &id.mycnf_config_map_prefix(),
+        &mycnf,
+        ctx.history_limit,
+    );
+    match &slow {
+        Some(current) => doomed.extend(history::to_delete(
+            &listed,
+            &id.slow_log_config_map_prefix(),
+            current,
+            ctx.history_limit,
+        )),
+        // The sidecar is off: none of its ConfigMaps is needed.
+        None => doomed.extend(
+            listed
+                .iter()
+                .filter(|c| c.name.starts_with(&id.slow_log_config_map_prefix()))
+                .map(|c| c.name.clone()),
+        ),
+    }
+    for name in doomed {
+        delete_if_present(&api, &name, &DeleteParams::default())
+            .await
+            .map_err(err())?;
+    }
+    Ok(())
+}
+
+/// The restore Job exists while the restore is pending; once `restoredTime` is recorded a
+/// successful Job is deleted, and a failed one is left for inspection.
+async fn reconcile_restore(
+    cluster: &MySQLCluster,
+    id: &ClusterId,
+    ctx: &Context,
+    objects: &ClusterObjects,
+) -> Result<(), ReconcileError> {
+    let client = &ctx.client;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &id.namespace);
+    let err = || ReconcileError::api(Step::Restore);
+    if let Some(r) = &objects.restore {
+        let roles: Api<Role> = Api::namespaced(client.clone(), &id.namespace);
+        let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &id.namespace);
+        apply(&roles, &id.restore(), &r.role).await.map_err(err())?;
+        apply(&bindings, &id.restore(), &r.role_binding)
+            .await
+            .map_err(err())?;
+        // A Job's template is immutable: create it once, never update it.
+        create_once(&jobs, &id.restore(), &r.workload)
+            .await
+            .map_err(err())?;
+        return Ok(());
+    }
+    let restored = cluster
+        .status
+        .as_ref()
+        .is_some_and(|s| s.restored_time.is_some());
+    if cluster.spec.restore.is_some() && restored {
+        let name = id.restore();
+        let job = retry(|| jobs.get_opt(&name)).await.map_err(err())?;
+        let succeeded = job
+            .as_ref()
+            .and_then(|j| j.status.as_ref())
+            .and_then(|s| s.succeeded)
+            .unwrap_or(0)
+            > 0;
+        if succeeded {
+            delete_if_present(&jobs, &id.restore(), &DeleteParams::background())
+                .await
+                .map_err(err())?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletion: the controller-namespace objects (owner references cannot reach them), the
+/// cluster's metrics, then the finalizer. Everything in the cluster's namespace goes with the
+/// cluster by garbage collection.
+async fn finalize(
+    cluster: &MySQLCluster,
+    id: &ClusterId,
+    ctx: &Context,
+    clusters: &Api<MySQLCluster>,
+) -> Result<(), ReconcileError> {
+    let has_finalizer = cluster
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER);
+    if !has_finalizer {
+        return Ok(());
+    }
+    let system = ctx.settings.system_namespace.as_str();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), system);
+    delete_if_present(&secrets, &id.controller_secret(), &DeleteParams::default())
+        .await
+        .map_err(ReconcileError::api(Step::Finalizer))?;
+    let certificates: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), system, &certificate_resource());
+    delete_if_present(&certificates, &id.certificate(), &DeleteParams::default())
+        .await
+        .map_err(ReconcileError::api(Step::Finalizer))?;
+    ctx.metrics.remove_cluster(&labels(id));
+    let remaining: Vec<String> = cluster
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    let patch = finalizers_patch(cluster, remaining);
+    clusters
+        .patch(&id.name, &kube::api::PatchParams::default(), &patch)
+        .await
+        .map_err(ReconcileError::api(Step::Finalizer))?;
+    Ok(())
+}
+
+async fn add_finalizer(
+    cluster: &MySQLCluster,
+    id: &ClusterId,
+    clusters: &Api<MySQLCluster>,
+) -> Result<(), ReconcileError> {
+    let mut finalizers: Vec<String> = cluster.metadata.finalizers.clone().unwrap_or_default();
+    finalizers.push(FINALIZER.to_owned());
+    let patch = finalizers_patch(cluster, finalizers);
+    clusters
+        .patch(&id.name, &kube::api::PatchParams::default(), &patch)
+        .await
+        .map_err(ReconcileError::api(Step::Finalizer))?;
+    Ok(())
+}
+
+/// A merge patch of the finalizer list, conditional on the resourceVersion this round read
+/// (the API server refuses it with a conflict if the cluster changed since).
+fn finalizers_patch(cluster: &MySQLCluster, finalizers: Vec<String>) -> kube::api::Patch<Value> {
+    kube::api::Patch::Merge(serde_json::json!({
+        "metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": cluster.metadata.resource_version,
+        }
+    }))
+}
+
+/// The cert-manager `Certificate` resource (not a k8s-openapi type).
+pub fn certificate_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cert-manager.io", "v1", "Certificate"),
+        "certificates",
+    )
+}
+
+fn name_of<K: Resource>(object: &K) -> String {
+    object.meta().name.clone().unwrap_or_default()
+}
+
+fn to_value<K: serde::Serialize>(object: &K, step: Step) -> Result<Value, ReconcileError> {
+    serde_json::to_value(object).map_err(|e| ReconcileError::Input {
+        step,
+        message: e.to_string(),
+    })
+}
+
+/// `k=v,k=v` for a label selector.
+pub fn label_selector(labels: &std::collections::BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}

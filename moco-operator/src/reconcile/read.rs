@@ -1,0 +1,165 @@
+//! What a round reads besides the cluster: the passwords (creating the controller's Secret on
+//! the first round), the user's my.cnf options, the agent certificate, the BackupPolicy, the
+//! deployed StatefulSet and whether a backup runs.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Secret};
+use kube::api::Api;
+use moco_adapters::mysql::MocoPasswords;
+use moco_api::backuppolicy::BackupPolicy;
+use moco_api::labels::ANNOTATION_SECRET_VERSION;
+use moco_api::mysqlcluster::MySQLCluster;
+
+use super::apply::{create_once, retry};
+use super::{Context, ReconcileError, Step};
+use crate::render::ClusterId;
+use crate::render::pod_template::names;
+use crate::render::secrets::{SECRET_VERSION, controller};
+
+/// The passwords of the cluster's accounts: from the controller's Secret, which is created
+/// with fresh random passwords on the first round and never changed afterwards.
+pub(super) async fn passwords(
+    ctx: &Context,
+    id: &ClusterId,
+) -> Result<MocoPasswords, ReconcileError> {
+    let system = &ctx.settings.system_namespace;
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), system);
+    let name = id.controller_secret();
+    let existing = retry(|| api.get_opt(&name))
+        .await
+        .map_err(ReconcileError::api(Step::Secrets))?;
+    let secret = match existing {
+        Some(s) => s,
+        None => {
+            let fresh = MocoPasswords::generate().map_err(|e| ReconcileError::Input {
+                step: Step::Secrets,
+                message: format!("cannot draw random passwords from the OS: {e}"),
+            })?;
+            create_once(&api, &name, &controller(id, system, &fresh))
+                .await
+                .map_err(ReconcileError::api(Step::Secrets))?
+        }
+    };
+    let invalid = |what: String| ReconcileError::Input {
+        step: Step::Secrets,
+        message: format!("Secret {system}/{name}: {what}"),
+    };
+    let version = secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_SECRET_VERSION));
+    if version.map(String::as_str) != Some(SECRET_VERSION) {
+        return Err(invalid(format!(
+            "annotation {ANNOTATION_SECRET_VERSION} is {version:?}, not \"{SECRET_VERSION}\""
+        )));
+    }
+    let data: BTreeMap<String, ByteString> = secret.data.unwrap_or_default();
+    let bytes: BTreeMap<String, Vec<u8>> = data.into_iter().map(|(k, v)| (k, v.0)).collect();
+    MocoPasswords::from_secret_data(&bytes)
+        .map_err(|key| invalid(format!("key {key} is missing, empty or not UTF-8")))
+}
+
+/// Everything else the objects are rendered from.
+pub(super) struct Inputs {
+    pub user_config: BTreeMap<String, String>,
+    pub certificate_secret: Option<BTreeMap<String, ByteString>>,
+    pub backup_policy: Option<BackupPolicy>,
+    pub backup_job_active: bool,
+    pub deployed_statefulset: Option<StatefulSet>,
+    pub deployed_slow_log: Option<Container>,
+}
+
+impl Inputs {
+    pub(super) async fn read(
+        ctx: &Context,
+        cluster: &MySQLCluster,
+        id: &ClusterId,
+    ) -> Result<Self, ReconcileError> {
+        let client = &ctx.client;
+        let ns = id.namespace.as_str();
+        let read_err = || ReconcileError::api(Step::Read);
+
+        let user_config = match &cluster.spec.mysql_config_map_name {
+            None => BTreeMap::new(),
+            Some(name) => {
+                let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+                let cm = retry(|| api.get_opt(name))
+                    .await
+                    .map_err(read_err())?
+                    .ok_or_else(|| ReconcileError::Input {
+                        step: Step::ConfigMaps,
+                        message: format!(
+                            "spec.mysqlConfigMapName: ConfigMap {ns}/{name} not found"
+                        ),
+                    })?;
+                cm.data.unwrap_or_default()
+            }
+        };
+
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ctx.settings.system_namespace);
+        let certificate = id.certificate();
+        let certificate_secret = retry(|| secrets.get_opt(&certificate))
+            .await
+            .map_err(read_err())?
+            .and_then(|s| s.data);
+
+        let backup_policy = match &cluster.spec.backup_policy_name {
+            None => None,
+            Some(name) => {
+                let api: Api<BackupPolicy> = Api::namespaced(client.clone(), ns);
+                retry(|| api.get_opt(name)).await.map_err(read_err())?
+            }
+        };
+        let backup_job_active = if cluster.spec.backup_policy_name.is_some() {
+            let api: Api<CronJob> = Api::namespaced(client.clone(), ns);
+            let name = id.backup();
+            retry(|| api.get_opt(&name))
+                .await
+                .map_err(read_err())?
+                .and_then(|c| c.status)
+                .and_then(|s| s.active)
+                .is_some_and(|a| !a.is_empty())
+        } else {
+            false
+        };
+
+        let deployed_statefulset = statefulset(ctx, id).await.map_err(read_err())?;
+        // The deployed slow-log container is kept while the spec is the one last reconciled.
+        let reconciled_generation = cluster.status.as_ref().map(|s| s.reconcile_info.generation);
+        let deployed_slow_log = if reconciled_generation.is_some()
+            && reconciled_generation == cluster.metadata.generation
+        {
+            deployed_statefulset
+                .as_ref()
+                .and_then(|s| s.spec.as_ref())
+                .and_then(|s| s.template.spec.as_ref())
+                .and_then(|p| p.containers.iter().find(|c| c.name == names::SLOW_LOG))
+                .cloned()
+        } else {
+            None
+        };
+        Ok(Inputs {
+            user_config,
+            certificate_secret,
+            backup_policy,
+            backup_job_active,
+            deployed_statefulset,
+            deployed_slow_log,
+        })
+    }
+}
+
+/// The cluster's StatefulSet, if any.
+pub(super) async fn statefulset(
+    ctx: &Context,
+    id: &ClusterId,
+) -> Result<Option<StatefulSet>, kube::Error> {
+    let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &id.namespace);
+    let name = id.prefixed();
+    retry(|| api.get_opt(&name)).await
+}
