@@ -585,6 +585,33 @@ mod tests {
         assert_eq!(set(&s.to_string()), s);
     }
 
+    /// Survivors of the mutation run: `from_mariadb` was never called in this crate, and an
+    /// interval starting at 0 was only excluded by its other condition.
+    #[test]
+    fn from_mariadb_takes_only_mariadb_entries() {
+        assert_eq!(GtidSet::from_mariadb("0-1-5,1-2-3").unwrap(), set("0-1-5,1-2-3"));
+        assert_eq!(
+            GtidSet::from_mariadb(&format!("0-1-5,{A}:1-2"))
+                .unwrap_err()
+                .reason,
+            "expected MariaDB domain-server-seq entries"
+        );
+    }
+
+    #[test]
+    fn intervals_from_zero_or_backwards_are_ignored() {
+        let source = || SourceId::MariaDb {
+            domain: 0,
+            server_id: 1,
+        };
+        let mut s = GtidSet::new();
+        s.insert_interval(source(), 0, 5);
+        s.insert_interval(source(), 5, 3);
+        assert!(s.is_empty());
+        s.insert_interval(source(), 2, 2);
+        assert_eq!(s.intervals(&source()), &[(2, 2)]);
+    }
+
     #[test]
     fn uppercase_uuid_and_newlines_are_accepted() {
         let s = set(&format!("{}:1-3,\n{B}:2", A.to_uppercase()));
