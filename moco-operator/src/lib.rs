@@ -20,7 +20,9 @@
 //! binary decides what stops it (SIGTERM/SIGINT) and tests stop it at will.
 #![deny(missing_docs)]
 
+pub mod clustering;
 pub mod config;
+pub mod controller;
 pub mod error;
 pub mod flags;
 pub mod health;

@@ -1,0 +1,147 @@
+//! Clustering on Kubernetes: one manager (`moco_adapters::manager::Manager`, the same loop
+//! `moco local` runs) per MySQLCluster, driving the [`platform::KubePlatform`]; started, woken,
+//! paused and stopped by reconcile ([`crate::controller::ClusteringControl`]) and woken by the
+//! [`pods`] watcher when a primary Pod is deleted or asked to step down.
+
+pub mod addresses;
+pub mod platform;
+pub mod pods;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use kube::Client;
+use moco_adapters::manager::{Manager, ManagerConfig};
+use moco_api::mysqlcluster::MySQLCluster;
+use tokio::sync::{Notify, watch};
+
+use crate::controller::ClusteringControl;
+use crate::reconcile::Clustering;
+use crate::render::ClusterId;
+use addresses::AddressResolver;
+use platform::{InstanceCloner, KubePlatform};
+
+/// A running manager.
+struct Running {
+    uid: String,
+    shutdown: watch::Sender<bool>,
+    waker: Arc<Notify>,
+}
+
+/// The managers of every cluster this process reconciles.
+pub struct Managers {
+    client: Client,
+    addresses: Arc<dyn AddressResolver>,
+    cloner: Option<Arc<dyn InstanceCloner>>,
+    config: ManagerConfig,
+    running: Mutex<HashMap<(String, String), Running>>,
+}
+
+impl fmt::Debug for Managers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Managers")
+            .field("addresses", &self.addresses)
+            .field("config", &self.config)
+            .field("running", &self.running().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Managers {
+    /// No manager yet; each runs with `config`.
+    pub fn new(
+        client: Client,
+        addresses: Arc<dyn AddressResolver>,
+        cloner: Option<Arc<dyn InstanceCloner>>,
+        config: ManagerConfig,
+    ) -> Self {
+        Managers {
+            client,
+            addresses,
+            cloner,
+            config,
+            running: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Running>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The clusters with a running manager, as `(namespace, name)`.
+    pub fn clusters(&self) -> Vec<(String, String)> {
+        let mut out: Vec<_> = self.running().keys().cloned().collect();
+        out.sort();
+        out
+    }
+
+    /// Starts the next round of `namespace/name` now, if its manager runs (never starts one:
+    /// only reconcile does).
+    pub fn wake(&self, namespace: &str, name: &str) {
+        if let Some(r) = self.running().get(&(namespace.to_owned(), name.to_owned())) {
+            r.waker.notify_one();
+        }
+    }
+
+    /// Stops every manager (shutdown, or leadership lost).
+    pub fn stop_all(&self) {
+        for (_, r) in self.running().drain() {
+            let _ = r.shutdown.send(true);
+        }
+    }
+
+    fn start(&self, id: ClusterId) -> Running {
+        let platform = KubePlatform::new(
+            self.client.clone(),
+            id.clone(),
+            Arc::clone(&self.addresses),
+            self.cloner.clone(),
+        );
+        let manager = Manager::new(Arc::new(platform), self.config.clone());
+        let waker = manager.waker();
+        let (shutdown, rx) = watch::channel(false);
+        tracing::info!(cluster = %id.name, namespace = %id.namespace, "clustering started");
+        let span = tracing::info_span!("clustering", cluster = %id.name, namespace = %id.namespace);
+        tokio::spawn(tracing::Instrument::instrument(
+            async move { manager.run(rx).await },
+            span,
+        ));
+        Running {
+            uid: id.uid,
+            shutdown,
+            waker,
+        }
+    }
+}
+
+impl ClusteringControl for Managers {
+    fn control(&self, cluster: &MySQLCluster, what: Clustering) {
+        let Ok(id) = ClusterId::of(cluster) else {
+            return;
+        };
+        let key = (id.namespace.clone(), id.name.clone());
+        let mut running = self.running();
+        match what {
+            Clustering::Keep => {}
+            Clustering::Run => match running.get(&key) {
+                // Same cluster: wake it, so a spec change is acted on at once.
+                Some(r) if r.uid == id.uid => r.waker.notify_one(),
+                _ => {
+                    // A new cluster of the same name replaces a stale manager.
+                    if let Some(old) = running.remove(&key) {
+                        let _ = old.shutdown.send(true);
+                    }
+                    let started = self.start(id);
+                    running.insert(key, started);
+                }
+            },
+            Clustering::Pause | Clustering::Stop => {
+                if let Some(r) = running.remove(&key) {
+                    let _ = r.shutdown.send(true);
+                    tracing::info!(cluster = %key.1, namespace = %key.0, ?what, "clustering stopped");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,617 @@
+//! The Kubernetes [`Platform`]: the same port `moco local` implements, over the API server.
+//! The manager (`moco_adapters::manager`) drives it unchanged.
+//!
+//! * Observation: the MySQLCluster (spec facts, recorded status) and its Pods (ready,
+//!   terminating, demote and prevent-delete annotations, role label), read fresh each round.
+//! * Actions: role labels and annotations are merge patches of the Pod; the status is a
+//!   read-modify-write of the clustering fields only (reconcile owns the others); events go to
+//!   the MySQLCluster with MOCO's reasons.
+//! * SQL: `moco-admin` with the password from the cluster's Secret `moco-<name>`, at the
+//!   address the [`AddressResolver`] gives.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as KubeCondition, Time};
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
+use moco_adapters::ports::{
+    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
+};
+use moco_api::labels::{
+    ANNOTATION_DEMOTE, ANNOTATION_PREVENT_DELETE, LABEL_ROLE, ROLE_PRIMARY, ROLE_REPLICA,
+};
+use moco_api::mysqlcluster::{MySQLCluster, MySQLClusterStatus};
+use moco_core::facts::{ExternalSource, Flavor, PodFacts, Role, SpecFacts};
+use moco_core::operation::{EventType, ReplicationSource};
+use moco_core::status::{
+    CLUSTERING_CONDITIONS, ClusterStatus, ClusteringStatus, Condition, ConditionStatus,
+};
+use moco_core::time::Timestamp;
+use serde_json::json;
+
+use super::addresses::AddressResolver;
+use crate::reconcile::apply::retry;
+use crate::reconcile::label_selector;
+use crate::render::ClusterId;
+use crate::render::meta::flavor_of;
+
+/// Limits of the manager's SQL connections: MOCO's connect timeout, and a call limit that
+/// bounds every statement.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Attempts of a status read-modify-write before a conflict is reported.
+const STATUS_ATTEMPTS: u32 = 5;
+
+/// Copies the data of an instance from a donor: the agent's job in a Pod.
+#[async_trait]
+pub trait InstanceCloner: Send + Sync + fmt::Debug {
+    /// Replaces instance `index`'s data with a copy of `donor` and brings it back up.
+    async fn clone_instance(
+        &self,
+        index: u32,
+        donor: &ReplicationSource,
+        boot_timeout: Duration,
+    ) -> Result<(), PortError>;
+}
+
+/// One MySQLCluster on Kubernetes.
+pub struct KubePlatform {
+    client: Client,
+    id: ClusterId,
+    addresses: Arc<dyn AddressResolver>,
+    cloner: Option<Arc<dyn InstanceCloner>>,
+    recorder: Recorder,
+}
+
+impl fmt::Debug for KubePlatform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KubePlatform")
+            .field("cluster", &self.id)
+            .field("addresses", &self.addresses)
+            .field("cloner", &self.cloner)
+            .finish_non_exhaustive()
+    }
+}
+
+fn failed(target: impl Into<String>, message: impl fmt::Display) -> PortError {
+    PortError::Failed {
+        target: target.into(),
+        message: message.to_string(),
+    }
+}
+
+fn unreachable(target: impl Into<String>, error: &kube::Error) -> PortError {
+    PortError::Unreachable {
+        target: target.into(),
+        message: error.to_string(),
+    }
+}
+
+/// Seconds since the epoch of a Kubernetes time.
+pub fn to_timestamp(t: &Time) -> Timestamp {
+    Timestamp(t.0.as_second())
+}
+
+/// A Kubernetes time from seconds since the epoch (the epoch if out of range).
+pub fn to_time(t: Timestamp) -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_second(t.0).unwrap_or_default())
+}
+
+fn condition_status(s: &str) -> ConditionStatus {
+    match s {
+        "True" => ConditionStatus::True,
+        "False" => ConditionStatus::False,
+        _ => ConditionStatus::Unknown,
+    }
+}
+
+fn condition_text(s: ConditionStatus) -> &'static str {
+    match s {
+        ConditionStatus::True => "True",
+        ConditionStatus::False => "False",
+        ConditionStatus::Unknown => "Unknown",
+    }
+}
+
+/// The engine's view of the recorded status.
+pub fn cluster_status(status: &MySQLClusterStatus) -> ClusterStatus {
+    let count = |n: i32| u32::try_from(n).unwrap_or(0);
+    ClusterStatus {
+        conditions: status
+            .conditions
+            .iter()
+            .map(|c| Condition {
+                type_: c.type_.clone(),
+                status: condition_status(&c.status),
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+                last_transition_time: to_timestamp(&c.last_transition_time),
+            })
+            .collect(),
+        current_primary_index: count(status.current_primary_index),
+        synced_replicas: count(status.synced_replicas),
+        errant_replicas: count(status.errant_replicas),
+        errant_replica_list: status
+            .errant_replica_list
+            .iter()
+            .filter_map(|i| u32::try_from(*i).ok())
+            .collect(),
+        cloned: status.cloned,
+        restored_time: status.restored_time.as_ref().map(to_timestamp),
+    }
+}
+
+/// Writes the clustering-owned fields into the recorded status; other fields and the
+/// reconciler's conditions stay. Returns whether anything changed.
+pub fn merge_clustering_status(status: &mut MySQLClusterStatus, new: &ClusteringStatus) -> bool {
+    let before = status.clone();
+    let int = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
+    for c in &new.conditions {
+        if !CLUSTERING_CONDITIONS.contains(&c.type_.as_str()) {
+            continue;
+        }
+        let kube = KubeCondition {
+            type_: c.type_.clone(),
+            status: condition_text(c.status).to_owned(),
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+            last_transition_time: to_time(c.last_transition_time),
+            observed_generation: None,
+        };
+        match status.conditions.iter_mut().find(|o| o.type_ == c.type_) {
+            Some(old) => {
+                let observed = old.observed_generation;
+                *old = KubeCondition {
+                    observed_generation: observed,
+                    ..kube
+                };
+            }
+            None => status.conditions.push(kube),
+        }
+    }
+    status.current_primary_index = int(new.current_primary_index);
+    status.synced_replicas = int(new.synced_replicas);
+    status.errant_replicas = int(new.errant_replicas);
+    status.errant_replica_list = new.errant_replica_list.iter().map(|i| int(*i)).collect();
+    status.cloned = new.cloned;
+    *status != before
+}
+
+/// The ordinal of Pod `name` of StatefulSet `sts` (`<sts>-<ordinal>`).
+pub fn pod_ordinal(name: &str, sts: &str) -> Option<u32> {
+    name.strip_prefix(sts)?.strip_prefix('-')?.parse().ok()
+}
+
+fn pod_facts(pod: Option<&Pod>) -> PodFacts {
+    let Some(pod) = pod else {
+        return PodFacts::default();
+    };
+    let annotated = |key: &str| {
+        pod.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .is_some_and(|v| v == "true")
+    };
+    let ready = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let role_label = match pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_ROLE))
+        .map(String::as_str)
+    {
+        Some(ROLE_PRIMARY) => Some(Role::Primary),
+        Some(ROLE_REPLICA) => Some(Role::Replica),
+        _ => None,
+    };
+    PodFacts {
+        exists: true,
+        ready,
+        deleting: pod.metadata.deletion_timestamp.is_some(),
+        demote: annotated(ANNOTATION_DEMOTE),
+        prevent_delete: annotated(ANNOTATION_PREVENT_DELETE),
+        role_label,
+    }
+}
+
+impl KubePlatform {
+    /// The platform of `id`, reaching instances through `addresses`; `cloner` copies data into
+    /// empty instances (`None`: clone operations fail with a message saying so).
+    pub fn new(
+        client: Client,
+        id: ClusterId,
+        addresses: Arc<dyn AddressResolver>,
+        cloner: Option<Arc<dyn InstanceCloner>>,
+    ) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "moco-controller".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        KubePlatform {
+            client,
+            id,
+            addresses,
+            cloner,
+            recorder,
+        }
+    }
+
+    fn target(&self) -> String {
+        format!("MySQLCluster {}/{}", self.id.namespace, self.id.name)
+    }
+
+    fn pod_name(&self, index: u32) -> String {
+        format!("{}-{index}", self.id.prefixed())
+    }
+
+    async fn cluster(&self) -> Result<MySQLCluster, PortError> {
+        let api: Api<MySQLCluster> = Api::namespaced(self.client.clone(), &self.id.namespace);
+        retry(|| api.get(&self.id.name))
+            .await
+            .map_err(|e| unreachable(self.target(), &e))
+    }
+
+    async fn pods(&self) -> Result<BTreeMap<u32, Pod>, PortError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.id.namespace);
+        let params = ListParams::default().labels(&label_selector(&self.id.labels()));
+        let sts = self.id.prefixed();
+        Ok(retry(|| api.list(&params))
+            .await
+            .map_err(|e| unreachable(self.target(), &e))?
+            .items
+            .into_iter()
+            .filter_map(|p| {
+                let ordinal = pod_ordinal(p.metadata.name.as_deref()?, &sts)?;
+                Some((ordinal, p))
+            })
+            .collect())
+    }
+
+    async fn passwords(&self) -> Result<MocoPasswords, PortError> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.id.namespace);
+        let name = self.id.prefixed();
+        let target = format!("Secret {}/{name}", self.id.namespace);
+        let secret = retry(|| api.get(&name))
+            .await
+            .map_err(|e| unreachable(target.clone(), &e))?;
+        let data: BTreeMap<String, Vec<u8>> = secret
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        MocoPasswords::from_secret_data(&data)
+            .map_err(|key| failed(target, format!("key {key} is missing, empty or not UTF-8")))
+    }
+
+    async fn patch_pod(&self, index: u32, patch: serde_json::Value) -> Result<(), PortError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.id.namespace);
+        let name = self.pod_name(index);
+        let patch = Patch::Merge(patch);
+        let params = PatchParams::default();
+        retry(|| api.patch(&name, &params, &patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| unreachable(format!("Pod {}/{name}", self.id.namespace), &e))
+    }
+
+    async fn external_secret(
+        &self,
+        cluster: &MySQLCluster,
+    ) -> Result<Option<BTreeMap<String, String>>, PortError> {
+        let Some(name) = &cluster.spec.replication_source_secret_name else {
+            return Ok(None);
+        };
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.id.namespace);
+        let target = format!("Secret {}/{name}", self.id.namespace);
+        let secret = retry(|| api.get(name))
+            .await
+            .map_err(|e| unreachable(target.clone(), &e))?;
+        Ok(Some(
+            secret
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|(k, v)| String::from_utf8(v.0).ok().map(|v| (k, v)))
+                .collect(),
+        ))
+    }
+}
+
+#[async_trait]
+impl Platform for KubePlatform {
+    async fn observe(&self) -> Result<Observation, PortError> {
+        let cluster = self.cluster().await?;
+        let flavor = flavor_of(&cluster).map_err(|e| failed(self.target(), e))?;
+        let spec = &cluster.spec;
+        let external_source = match self.external_secret(&cluster).await? {
+            None => None,
+            Some(data) => {
+                let target = format!(
+                    "Secret {}/{} (spec.replicationSourceSecretName)",
+                    self.id.namespace,
+                    spec.replication_source_secret_name
+                        .clone()
+                        .unwrap_or_default()
+                );
+                let host = data
+                    .get("HOST")
+                    .cloned()
+                    .ok_or_else(|| failed(target.clone(), "key HOST is missing"))?;
+                let port = data
+                    .get("PORT")
+                    .and_then(|p| p.trim().parse::<u16>().ok())
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| failed(target, "key PORT is missing or not a port number"))?;
+                Some(ExternalSource { host, port })
+            }
+        };
+        let replicas = u32::try_from(spec.replicas)
+            .map_err(|_| failed(self.target(), "spec.replicas is negative"))?;
+        let pods = self.pods().await?;
+        let instances = (0..replicas)
+            .map(|index| {
+                let (host, port) = self.addresses.peers(&self.id, index);
+                InstanceSlot {
+                    index,
+                    host,
+                    port,
+                    pod: pod_facts(pods.get(&index)),
+                }
+            })
+            .collect();
+        let status = cluster.status.clone().unwrap_or_default();
+        Ok(Observation {
+            spec: SpecFacts {
+                replicas,
+                external_source,
+                restore: spec.restore.is_some(),
+                offline: spec.offline,
+                server_id_base: u32::try_from(spec.server_id_base)
+                    .map_err(|_| failed(self.target(), "spec.serverIDBase is negative"))?,
+                max_delay_seconds_for_pod_deletion: u64::try_from(
+                    spec.max_delay_seconds_for_pod_deletion,
+                )
+                .unwrap_or(0),
+                flavor,
+                reclone_errant: false,
+                startup_wait_seconds: u32::try_from(spec.startup_wait_seconds).unwrap_or(0),
+            },
+            status: cluster_status(&status),
+            instances,
+            switchover_to: None,
+        })
+    }
+
+    async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
+        let cluster = self.cluster().await?;
+        let flavor = flavor_of(&cluster).unwrap_or(Flavor::Mysql);
+        let pods = self.pods().await?;
+        let target = format!("instance {} ({})", slot.index, self.pod_name(slot.index));
+        let pod = pods
+            .get(&slot.index)
+            .ok_or_else(|| failed(target.clone(), "the Pod does not exist"))?;
+        let (host, port) = self
+            .addresses
+            .manager(&self.id, slot.index, pod, flavor)
+            .ok_or_else(|| failed(target.clone(), "the Pod has no IP address yet"))?;
+        let passwords = self.passwords().await?;
+        let credentials = Credentials {
+            user: Account::Admin.name().to_owned(),
+            password: passwords.get(Account::Admin).to_owned(),
+        };
+        let options = ConnectOptions::new(host.clone(), port, &credentials)
+            .with_name(format!("{target} at {host}:{port}"))
+            .with_timeouts(CONNECT_TIMEOUT, CALL_TIMEOUT);
+        Ok(Arc::new(MysqlInstance::new(options)))
+    }
+
+    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
+        let passwords = self.passwords().await?;
+        let account = match user {
+            MocoUser::Admin => Account::Admin,
+            MocoUser::Repl => Account::Repl,
+            MocoUser::CloneDonor => Account::CloneDonor,
+        };
+        Ok(Credentials {
+            user: account.name().to_owned(),
+            password: passwords.get(account).to_owned(),
+        })
+    }
+
+    async fn external_credentials(&self) -> Result<Credentials, PortError> {
+        let cluster = self.cluster().await?;
+        let data = self
+            .external_secret(&cluster)
+            .await?
+            .ok_or_else(|| failed(self.target(), "spec.replicationSourceSecretName is not set"))?;
+        let get = |key: &str| {
+            data.get(key).cloned().ok_or_else(|| {
+                failed(
+                    self.target(),
+                    format!("the replication source Secret has no key {key}"),
+                )
+            })
+        };
+        Ok(Credentials {
+            user: get("USER")?,
+            password: get("PASSWORD")?,
+        })
+    }
+
+    async fn set_role_label(&self, index: u32, role: Option<Role>) -> Result<(), PortError> {
+        let value = role.map(Role::as_str);
+        self.patch_pod(index, json!({"metadata": {"labels": {LABEL_ROLE: value}}}))
+            .await
+    }
+
+    async fn set_prevent_delete(&self, index: u32, enabled: bool) -> Result<(), PortError> {
+        let value = enabled.then_some("true");
+        self.patch_pod(
+            index,
+            json!({"metadata": {"annotations": {ANNOTATION_PREVENT_DELETE: value}}}),
+        )
+        .await
+    }
+
+    async fn remove_demote(&self, index: u32) -> Result<(), PortError> {
+        self.patch_pod(
+            index,
+            json!({"metadata": {"annotations": {ANNOTATION_DEMOTE: null}}}),
+        )
+        .await
+    }
+
+    async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {
+        let api: Api<MySQLCluster> = Api::namespaced(self.client.clone(), &self.id.namespace);
+        let mut attempt = 1;
+        loop {
+            let mut current = retry(|| api.get_status(&self.id.name))
+                .await
+                .map_err(|e| unreachable(self.target(), &e))?;
+            let mut recorded = current.status.clone().unwrap_or_default();
+            if !merge_clustering_status(&mut recorded, status) {
+                return Ok(());
+            }
+            current.status = Some(recorded);
+            match api
+                .replace_status(&self.id.name, &PostParams::default(), &current)
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < STATUS_ATTEMPTS => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(unreachable(self.target(), &e)),
+            }
+        }
+    }
+
+    async fn record_event(&self, event: &moco_core::operation::Event) -> Result<(), PortError> {
+        let reference = ObjectReference {
+            api_version: Some(crate::render::meta::CLUSTER_API_VERSION.into()),
+            kind: Some(crate::render::meta::CLUSTER_KIND.into()),
+            name: Some(self.id.name.clone()),
+            namespace: Some(self.id.namespace.clone()),
+            uid: Some(self.id.uid.clone()),
+            ..ObjectReference::default()
+        };
+        let kube_event = KubeEvent {
+            type_: match event.type_ {
+                EventType::Normal => KubeEventType::Normal,
+                EventType::Warning => KubeEventType::Warning,
+            },
+            reason: event.reason.clone(),
+            note: Some(event.message.clone()),
+            action: event.reason.clone(),
+            secondary: None,
+        };
+        self.recorder
+            .publish(&kube_event, &reference)
+            .await
+            .map_err(|e| unreachable(self.target(), &e))
+    }
+
+    async fn clone_instance(
+        &self,
+        index: u32,
+        donor: &ReplicationSource,
+        boot_timeout: Duration,
+    ) -> Result<(), PortError> {
+        match &self.cloner {
+            Some(c) => c.clone_instance(index, donor, boot_timeout).await,
+            None => Err(failed(
+                format!("instance {index} ({})", self.pod_name(index)),
+                "cloning on Kubernetes is done by the moco agent in the Pod, which this build \
+                 does not have yet (docs/operator.md)",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_ordinals_come_from_the_name_suffix() {
+        assert_eq!(pod_ordinal("moco-db-2", "moco-db"), Some(2));
+        assert_eq!(pod_ordinal("moco-db-10", "moco-db"), Some(10));
+        assert_eq!(pod_ordinal("moco-dbx-1", "moco-db"), None);
+        assert_eq!(pod_ordinal("moco-db-x", "moco-db"), None);
+    }
+
+    #[test]
+    fn clustering_status_replaces_only_its_own_fields() {
+        let t = |s: &str| -> Time { serde_json::from_value(json!(s)).unwrap() };
+        let mut recorded = MySQLClusterStatus {
+            conditions: vec![
+                KubeCondition {
+                    type_: "ReconcileSuccess".into(),
+                    status: "True".into(),
+                    reason: "ReconcileSuccess".into(),
+                    message: "m".into(),
+                    last_transition_time: t("2026-01-01T00:00:00Z"),
+                    observed_generation: Some(3),
+                },
+                KubeCondition {
+                    type_: "Healthy".into(),
+                    status: "False".into(),
+                    reason: "Degraded".into(),
+                    message: String::new(),
+                    last_transition_time: t("2026-01-01T00:00:00Z"),
+                    observed_generation: None,
+                },
+            ],
+            reconcile_info: moco_api::mysqlcluster::ReconcileInfo {
+                generation: 3,
+                reconcile_version: 1,
+            },
+            ..MySQLClusterStatus::default()
+        };
+        let new = ClusteringStatus {
+            conditions: vec![Condition {
+                type_: "Healthy".into(),
+                status: ConditionStatus::True,
+                reason: "Healthy".into(),
+                message: String::new(),
+                last_transition_time: Timestamp(1_800_000_000),
+            }],
+            current_primary_index: 2,
+            synced_replicas: 3,
+            errant_replicas: 1,
+            errant_replica_list: vec![1],
+            cloned: false,
+        };
+        assert!(merge_clustering_status(&mut recorded, &new));
+        assert!(!merge_clustering_status(&mut recorded, &new));
+        assert_eq!(recorded.current_primary_index, 2);
+        assert_eq!(recorded.errant_replica_list, vec![1]);
+        assert_eq!(recorded.reconcile_info.generation, 3);
+        assert_eq!(recorded.conditions[0].type_, "ReconcileSuccess");
+        assert_eq!(recorded.conditions[0].observed_generation, Some(3));
+        assert_eq!(recorded.conditions[1].status, "True");
+        assert_eq!(
+            to_timestamp(&recorded.conditions[1].last_transition_time).0,
+            1_800_000_000
+        );
+        let round_trip = cluster_status(&recorded);
+        assert_eq!(round_trip.current_primary_index, 2);
+        assert_eq!(round_trip.conditions[1].status, ConditionStatus::True);
+    }
+}
