@@ -87,9 +87,10 @@ async fn binary_serves_until_sigterm() {
     };
     assert!(
         log.iter()
-            .any(|l| l.contains("serves the admission webhooks only")
-                && l.contains("reconciliation of MySQLClusters on Kubernetes")
-                && l.contains("moco local")),
+            .any(|l| l.contains("admission webhooks on every replica")
+                && l.contains(
+                    "reconciliation and clustering on the replica holding the leader Lease"
+                )),
         "{log:#?}"
     );
     let addr = |field: &str| -> SocketAddr {

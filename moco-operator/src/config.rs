@@ -48,63 +48,53 @@ pub struct ControllerArgs {
     /// The `MOCO_LOG` environment variable (a tracing filter) overrides it.
     #[arg(long, value_name = "LEVEL", value_parser = parse_zap_level)]
     pub zap_log_level: Option<tracing::Level>,
-    /// MOCO flags this build accepts without using them (they configure reconciliation, pprof,
-    /// leader election or klog); logged at startup.
+    /// The reconciler's flags (MOCO's names and defaults).
+    #[command(flatten)]
+    pub reconciler: Box<ReconcilerFlags>,
+    /// MOCO flags this build accepts without using them (pprof, the partitioned rollout, the
+    /// agent's gRPC certificate, klog); logged at startup.
     #[command(flatten)]
     pub compat: Box<CompatFlags>,
 }
 
-/// Flags of MOCO's `moco-controller` that this build accepts for compatibility and does not use:
-/// reconciliation is not implemented yet.
+/// The flags of MOCO's `moco-controller` that configure reconciliation and clustering.
 #[derive(Debug, Clone, clap::Args)]
-#[command(next_help_heading = "Accepted for compatibility with MOCO, unused by this build")]
-pub struct CompatFlags {
-    /// MOCO: listen address of the pprof endpoints. Accepted; this build serves no pprof.
-    #[arg(long, value_name = "ADDR", default_value = "")]
-    pub pprof_addr: String,
-    /// MOCO: name of the leader-election Lease. Accepted; this build elects no leader, every
-    /// replica serves the webhooks and nothing reconciles.
+#[command(next_help_heading = "Reconciliation and clustering")]
+pub struct ReconcilerFlags {
+    /// Name of the leader-election Lease in the controller's namespace: one replica
+    /// reconciles and runs clustering, the others serve webhooks only.
     #[arg(long, value_name = "ID", default_value = "moco")]
     pub leader_election_id: String,
-    /// MOCO: directory of the gRPC client certificate for moco-agent. Accepted, unused.
-    #[arg(long, value_name = "DIR", default_value = "/grpc-cert")]
-    pub grpc_cert_dir: PathBuf,
-    /// MOCO: image of the moco-agent sidecar. Accepted, unused until reconciliation exists.
+    /// Image of the moco-agent sidecar (and of the `copy-moco-init` init container).
     #[arg(long, value_name = "IMAGE")]
     pub agent_image: Option<String>,
-    /// MOCO: image of the moco-backup container. Accepted, unused until reconciliation exists.
+    /// Image of the backup and restore Jobs.
     #[arg(long, value_name = "IMAGE")]
     pub backup_image: Option<String>,
-    /// MOCO: image of the fluent-bit sidecar. Accepted, unused until reconciliation exists.
+    /// Image of the slow-log sidecar.
     #[arg(long, value_name = "IMAGE")]
     pub fluent_bit_image: Option<String>,
-    /// MOCO: image of the mysqld_exporter sidecar. Accepted, unused until reconciliation exists.
+    /// Image of the mysqld_exporter sidecar.
     #[arg(long, value_name = "IMAGE")]
     pub mysqld_exporter_image: Option<String>,
-    /// MOCO: annotation keys synced from volumeClaimTemplates to PVCs (comma-separated,
-    /// repeatable). Accepted, unused until reconciliation exists.
+    /// Annotation keys whose values are copied from volumeClaimTemplates to the PVCs
+    /// (comma-separated, repeatable).
     #[arg(long, value_name = "KEYS", value_delimiter = ',')]
     pub pvc_sync_annotation_keys: Vec<String>,
-    /// MOCO: label keys synced from volumeClaimTemplates to PVCs (comma-separated,
-    /// repeatable). Accepted, unused until reconciliation exists.
+    /// Label keys whose values are copied from volumeClaimTemplates to the PVCs
+    /// (comma-separated, repeatable).
     #[arg(long, value_name = "KEYS", value_delimiter = ',')]
     pub pvc_sync_label_keys: Vec<String>,
-    /// MOCO: interval of cluster maintenance (Go duration: `1m`, `30s`, `1h30m`). Accepted,
-    /// unused until reconciliation exists.
+    /// Interval of the clustering checks of each cluster (Go duration: `1m`, `30s`, `1h30m`).
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_std_duration)]
     pub check_interval: Duration,
-    /// MOCO: maximum concurrent reconciles. Accepted, unused until reconciliation exists.
+    /// Clusters reconciled at once.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub max_concurrent_reconciles: u32,
-    /// MOCO: my.cnf ConfigMaps kept per cluster. Accepted, unused until reconciliation exists.
+    /// my.cnf (and slow-log) ConfigMaps kept per cluster, the current one included.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub mysql_configmap_history_limit: i32,
-    /// MOCO: minimum interval between StatefulSet partition updates (Go duration). Accepted,
-    /// unused until reconciliation exists.
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_std_duration)]
-    pub partition_update_interval: Duration,
-    /// MOCO: do not inject the default securityContext (`--flag` or `--flag=true|false`).
-    /// Accepted, unused until reconciliation exists.
+    /// Do not inject the default securityContext (`--flag` or `--flag=true|false`).
     #[arg(
         long,
         value_name = "BOOL",
@@ -115,8 +105,24 @@ pub struct CompatFlags {
         value_parser = parse_go_bool
     )]
     pub disable_default_security_context: bool,
-    /// MOCO: maximum queries per second to the API server (burst 1.5×). Accepted, unused: the
-    /// webhooks issue at most one list per request.
+}
+
+/// Flags of MOCO's `moco-controller` that this build accepts for compatibility and does not use.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Accepted for compatibility with MOCO, unused by this build")]
+pub struct CompatFlags {
+    /// MOCO: listen address of the pprof endpoints. Accepted; this build serves no pprof.
+    #[arg(long, value_name = "ADDR", default_value = "")]
+    pub pprof_addr: String,
+    /// MOCO: directory of the gRPC client certificate for moco-agent. Accepted, unused until
+    /// the agent exists.
+    #[arg(long, value_name = "DIR", default_value = "/grpc-cert")]
+    pub grpc_cert_dir: PathBuf,
+    /// MOCO: minimum interval between StatefulSet partition updates (Go duration). Accepted,
+    /// unused: this build has no partitioned rollout yet.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_std_duration)]
+    pub partition_update_interval: Duration,
+    /// MOCO: maximum queries per second to the API server (burst 1.5×). Accepted, unused.
     #[arg(long, value_name = "QPS", default_value_t = 20)]
     pub apiserver_qps_throttle: u32,
     /// MOCO: level at which zap captures stack traces. Accepted, ignored.

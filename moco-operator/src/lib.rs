@@ -28,6 +28,7 @@ pub mod flags;
 pub mod health;
 pub mod listen;
 pub mod metrics;
+pub mod operator;
 pub mod reconcile;
 pub mod render;
 pub mod run;
@@ -37,7 +38,7 @@ pub mod testing;
 pub mod tls;
 pub mod webhook;
 
-pub use config::{CompatFlags, ControllerArgs, ServeConfig};
+pub use config::{CompatFlags, ControllerArgs, ReconcilerFlags, ServeConfig};
 pub use error::ControllerError;
 pub use health::Readiness;
 pub use listen::ListenAddr;

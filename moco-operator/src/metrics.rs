@@ -3,7 +3,7 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `moco_controller_info` | gauge, always 1 | `version`, `namespace`, `reconciliation="none"` |
+//! | `moco_controller_info` | gauge, always 1 | `version`, `namespace`, `reconciliation="leader-elected"` |
 //! | `moco_controller_webhook_requests_total` | counter | `path`, `result` (allowed, denied, error) |
 //! | `controller_runtime_webhook_requests_total` | counter | `code`, `webhook` |
 //! | `moco_cluster_volume_resized_total`, `…_errors_total` | counter | `name`, `namespace` |
@@ -73,7 +73,7 @@ impl WebhookResult {
 struct InfoLabels {
     version: &'static str,
     namespace: String,
-    /// `none`: this build reconciles nothing yet.
+    /// `leader-elected`: the replica holding the Lease reconciles.
     reconciliation: &'static str,
 }
 
@@ -207,13 +207,13 @@ impl Metrics {
         info.get_or_create(&InfoLabels {
             version: env!("CARGO_PKG_VERSION"),
             namespace: namespace.to_owned(),
-            reconciliation: "none",
+            reconciliation: "leader-elected",
         })
         .set(1);
         registry.register(
             "moco_controller_info",
-            "Build and mode of the moco-rs controller; always 1. reconciliation=none: this build \
-             serves the admission webhooks only",
+            "Build and mode of the moco-rs controller; always 1. reconciliation=leader-elected: \
+             the replica holding the leader Lease reconciles, every replica serves the webhooks",
             info,
         );
         let by_result = Family::<ResultLabels, Counter>::default();

@@ -9,6 +9,7 @@ use moco_api::admission::KubeLookup;
 use crate::config::{ControllerArgs, ServeConfig};
 use crate::error::ControllerError;
 use crate::listen::ListenAddr;
+use crate::operator::{OperatorConfig, run_operator};
 use crate::servers::Servers;
 use crate::tls::install_crypto_provider;
 
@@ -17,6 +18,7 @@ use crate::tls::install_crypto_provider;
 /// that failure).
 pub async fn run(
     config: &ServeConfig,
+    operator: OperatorConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ControllerError> {
     if matches!(config.webhook_addr, ListenAddr::Disabled) {
@@ -36,7 +38,14 @@ pub async fn run(
             ),
         }
     });
-    let mut servers = Servers::start(config, KubeLookup::new(client)).await?;
+    let mut servers = Servers::start(config, KubeLookup::new(client.clone())).await?;
+    let (stop_operator, operator_stopped) = tokio::sync::watch::channel(false);
+    let operator_task = tokio::spawn(run_operator(
+        client,
+        operator,
+        servers.metrics().cluster.clone(),
+        operator_stopped,
+    ));
     let disabled_or = |addr: Option<std::net::SocketAddr>| {
         addr.map_or_else(|| "disabled".to_owned(), |a| a.to_string())
     };
@@ -52,6 +61,11 @@ pub async fn run(
         () = shutdown => None,
         error = servers.failed() => Some(error),
     };
+    // Reconciliation and clustering stop first: no manager acts after the webhooks are gone.
+    let _ = stop_operator.send(true);
+    if let Err(e) = operator_task.await {
+        tracing::warn!(error = %e, "the operator task failed");
+    }
     match failure {
         None => {
             tracing::info!("shutting down");
@@ -73,28 +87,31 @@ pub async fn run(
 pub fn announce(args: &ControllerArgs) {
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        "moco controller starting. This build serves the admission webhooks only: reconciliation \
-         of MySQLClusters on Kubernetes (StatefulSets, Services, ConfigMaps, the clustering \
-         manager) is not implemented yet; the clustering engine runs today in `moco local`"
+        "moco controller starting: admission webhooks on every replica; MySQLCluster \
+         reconciliation and clustering on the replica holding the leader Lease"
+    );
+    let r = &args.reconciler;
+    tracing::info!(
+        leader_election_id = %r.leader_election_id,
+        check_interval = ?r.check_interval,
+        max_concurrent_reconciles = r.max_concurrent_reconciles,
+        mysql_configmap_history_limit = r.mysql_configmap_history_limit,
+        disable_default_security_context = r.disable_default_security_context,
+        agent_image = r.agent_image.as_deref().unwrap_or(crate::render::DEFAULT_AGENT_IMAGE),
+        backup_image = r.backup_image.as_deref().unwrap_or(crate::render::DEFAULT_BACKUP_IMAGE),
+        fluent_bit_image = r.fluent_bit_image.as_deref().unwrap_or(crate::render::DEFAULT_FLUENT_BIT_IMAGE),
+        mysqld_exporter_image = r.mysqld_exporter_image.as_deref().unwrap_or(crate::render::DEFAULT_MYSQLD_EXPORTER_IMAGE),
+        pvc_sync_annotation_keys = ?r.pvc_sync_annotation_keys,
+        pvc_sync_label_keys = ?r.pvc_sync_label_keys,
+        "reconciler settings"
     );
     let compat = &args.compat;
     tracing::info!(
-        leader_election_id = %compat.leader_election_id,
         grpc_cert_dir = %compat.grpc_cert_dir.display(),
-        check_interval = ?compat.check_interval,
-        max_concurrent_reconciles = compat.max_concurrent_reconciles,
-        mysql_configmap_history_limit = compat.mysql_configmap_history_limit,
         partition_update_interval = ?compat.partition_update_interval,
-        disable_default_security_context = compat.disable_default_security_context,
         apiserver_qps_throttle = compat.apiserver_qps_throttle,
-        agent_image = compat.agent_image.as_deref().unwrap_or(""),
-        backup_image = compat.backup_image.as_deref().unwrap_or(""),
-        fluent_bit_image = compat.fluent_bit_image.as_deref().unwrap_or(""),
-        mysqld_exporter_image = compat.mysqld_exporter_image.as_deref().unwrap_or(""),
-        pvc_sync_annotation_keys = ?compat.pvc_sync_annotation_keys,
-        pvc_sync_label_keys = ?compat.pvc_sync_label_keys,
-        "reconciler flags accepted for compatibility with MOCO and unused by this build; no \
-         leader election either, since every replica only serves webhooks"
+        "MOCO flags accepted for compatibility and unused by this build (no moco agent, no \
+         partitioned rollout, no client-side throttling yet)"
     );
     if !compat.pprof_addr.is_empty() {
         tracing::info!(pprof_addr = %compat.pprof_addr, "--pprof-addr ignored: this build serves no pprof endpoints");

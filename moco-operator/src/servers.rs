@@ -40,6 +40,7 @@ pub struct Servers {
     stop: watch::Sender<bool>,
     tasks: JoinSet<TaskEnd>,
     reloader: JoinHandle<()>,
+    metrics: Arc<Metrics>,
 }
 
 impl Servers {
@@ -98,7 +99,7 @@ impl Servers {
         let server = axum_server::Server::<SocketAddr>::from_listener(listener)
             .acceptor(RustlsAcceptor::new(tls.clone()))
             .handle(webhook_handle.clone());
-        let app = webhook_router(Arc::new(webhooks), metrics);
+        let app = webhook_router(Arc::new(webhooks), metrics.clone());
         tasks.spawn(async move {
             let result = server.serve(app.into_make_service()).await;
             ("webhook", webhook_addr, result)
@@ -113,6 +114,7 @@ impl Servers {
             stop,
             tasks,
             reloader,
+            metrics,
         };
         if servers.webhook_handle.listening().await.is_none() {
             let error = servers.failed().await;
@@ -121,6 +123,11 @@ impl Servers {
         }
         servers.readiness.set_webhook_serving(true);
         Ok(servers)
+    }
+
+    /// The metrics the servers expose (reconcile adds to them).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
     }
 
     /// Where the webhooks are served.

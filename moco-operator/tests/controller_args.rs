@@ -55,8 +55,8 @@ fn deploy_deployment_args_parse() {
     assert_eq!(parsed.metrics_addr, ListenAddr::AllInterfaces(8080));
     assert_eq!(parsed.health_probe_addr, ListenAddr::AllInterfaces(8081));
     assert_eq!(parsed.webhook_addr, ListenAddr::AllInterfaces(9443));
-    assert_eq!(parsed.compat.leader_election_id, "moco");
-    assert_eq!(parsed.compat.check_interval, Duration::from_secs(60));
+    assert_eq!(parsed.reconciler.leader_election_id, "moco");
+    assert_eq!(parsed.reconciler.check_interval, Duration::from_secs(60));
 
     // The flags agree with the ports and volumes the Deployment declares.
     let port = |name: &str| {
@@ -217,15 +217,15 @@ fn chart_deployment_args_parse() {
         parse(&sub).unwrap_or_else(|e| panic!("chart args {sub:?}: {e}"));
     }
     let parsed = parse(&subcommand_args(&with_extra)).unwrap();
-    assert_eq!(parsed.compat.check_interval, Duration::from_secs(30));
+    assert_eq!(parsed.reconciler.check_interval, Duration::from_secs(30));
     assert_eq!(
-        parsed.compat.agent_image.as_deref(),
+        parsed.reconciler.agent_image.as_deref(),
         Some("ghcr.io/cybozu-go/moco-agent:0.15.0")
     );
-    assert_eq!(parsed.compat.pvc_sync_label_keys, ["team"]);
-    assert!(parsed.compat.disable_default_security_context);
+    assert_eq!(parsed.reconciler.pvc_sync_label_keys, ["team"]);
+    assert!(parsed.reconciler.disable_default_security_context);
     assert_eq!(parsed.zap_log_level, Some(tracing::Level::DEBUG));
-    assert_eq!(parsed.compat.max_concurrent_reconciles, 4);
+    assert_eq!(parsed.reconciler.max_concurrent_reconciles, 4);
 
     // Where a renderer is installed, the rendered Deployment carries the same args.
     for (extra, expected) in [(&[][..], &base), (&CHART_EXTRA[..], &with_extra)] {
@@ -275,12 +275,12 @@ fn moco_flags_beyond_the_manifests_parse() {
         parsed.health_probe_addr,
         ListenAddr::Socket(SocketAddr::from(([127, 0, 0, 1], 18081)))
     );
-    assert_eq!(parsed.compat.pvc_sync_annotation_keys, ["a", "b", "c"]);
+    assert_eq!(parsed.reconciler.pvc_sync_annotation_keys, ["a", "b", "c"]);
     assert_eq!(
         parsed.compat.partition_update_interval,
         Duration::from_millis(100)
     );
-    assert!(!parsed.compat.disable_default_security_context);
+    assert!(!parsed.reconciler.disable_default_security_context);
     assert!(parsed.zap_devel);
     assert_eq!(parsed.compat.klog_verbosity, Some(2));
     // An empty --cert-dir is controller-runtime's default directory.
@@ -296,8 +296,8 @@ fn moco_flags_beyond_the_manifests_parse() {
     assert_eq!(defaults.health_probe_addr, ListenAddr::AllInterfaces(8081));
     assert_eq!(defaults.webhook_addr, ListenAddr::AllInterfaces(9443));
     assert_eq!(defaults.compat.grpc_cert_dir, PathBuf::from("/grpc-cert"));
-    assert_eq!(defaults.compat.max_concurrent_reconciles, 8);
-    assert_eq!(defaults.compat.mysql_configmap_history_limit, 10);
+    assert_eq!(defaults.reconciler.max_concurrent_reconciles, 8);
+    assert_eq!(defaults.reconciler.mysql_configmap_history_limit, 10);
     assert_eq!(defaults.compat.apiserver_qps_throttle, 20);
     assert_eq!(defaults.compat.partition_update_interval, Duration::ZERO);
 

@@ -67,7 +67,7 @@ async fn serves_webhooks_health_and_metrics() {
     );
     let before = samples(&r.body);
     let info = format!(
-        "moco_controller_info{{version=\"{}\",namespace=\"moco-system\",reconciliation=\"none\"}}",
+        "moco_controller_info{{version=\"{}\",namespace=\"moco-system\",reconciliation=\"leader-elected\"}}",
         env!("CARGO_PKG_VERSION")
     );
     assert_eq!(before.get(&info), Some(&1.0), "{}", r.body);

@@ -5,6 +5,7 @@
 //!
 //! The helpers panic on failure, with what failed, as test code does.
 
+pub mod apiserver;
 mod certs;
 mod client;
 mod exposition;

@@ -1,0 +1,177 @@
+//! The operator loop against the fake API server: it takes the leader Lease, reconciles a
+//! cluster when it appears and again when it changes (through watches, not polling), wakes on
+//! the objects a cluster names, and lets the Lease go on shutdown.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use moco_adapters::manager::ManagerConfig;
+use moco_operator::metrics::ClusterMetrics;
+use moco_operator::operator::{OperatorConfig, run_operator};
+use moco_operator::render::RenderSettings;
+use moco_operator::testing::apiserver::FakeApiServer;
+use serde_json::{Value, json};
+
+const CLUSTERS: &str = "moco.cybozu.com/v1beta2/mysqlclusters";
+
+fn config() -> OperatorConfig {
+    OperatorConfig {
+        namespace: "moco-system".into(),
+        lease_name: "moco".into(),
+        identity: "replica-a".into(),
+        settings: RenderSettings::new("moco-system"),
+        history_limit: 10,
+        pvc_sync_label_keys: vec![],
+        pvc_sync_annotation_keys: vec![],
+        concurrency: 2,
+        manager: ManagerConfig {
+            check_interval: Duration::from_secs(3600),
+            ..ManagerConfig::default()
+        },
+    }
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> Option<Value>) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_reconciles_on_watch_events_and_releases_the_lease() {
+    let fake = FakeApiServer::new();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(run_operator(
+        fake.client(),
+        config(),
+        ClusterMetrics::default(),
+        stopped,
+    ));
+    let lease = eventually("the Lease", || {
+        fake.get_json("coordination.k8s.io/v1/leases", "moco-system", "moco")
+            .filter(|l| l["spec"]["holderIdentity"] == "replica-a")
+    })
+    .await;
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 15);
+
+    fake.insert(json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+        "metadata": {"name": "db", "namespace": "ns",
+                     "finalizers": ["moco.cybozu.com/mysqlcluster"]},
+        "spec": {
+            "replicas": 3, "serverIDBase": 7, "mysqlConfigMapName": "opts",
+            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
+        }
+    }));
+    // The named ConfigMap is missing: the round fails and says so in the status.
+    eventually("ReconcileFailed", || {
+        let c = fake.get_json(CLUSTERS, "ns", "db")?;
+        let failed = c["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "ReconcileSuccess" && c["status"] == "False");
+        failed.then_some(c)
+    })
+    .await;
+    assert!(
+        fake.get_json("apps/v1/statefulsets", "ns", "moco-db")
+            .is_none()
+    );
+    // Creating it wakes the cluster through the ConfigMap watch, long before any retry.
+    fake.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "opts", "namespace": "ns"}, "data": {"max_connections": "7"}}));
+    let sts = eventually("the StatefulSet", || {
+        fake.get_json("apps/v1/statefulsets", "ns", "moco-db")
+    })
+    .await;
+    assert_eq!(sts["spec"]["replicas"], 3);
+
+    // An edit of the spec is reconciled.
+    fake.modify(CLUSTERS, "ns", "db", |c| c["spec"]["replicas"] = json!(5));
+    eventually("5 replicas", || {
+        fake.get_json("apps/v1/statefulsets", "ns", "moco-db")
+            .filter(|s| s["spec"]["replicas"] == 5)
+    })
+    .await;
+    // A deleted owned object comes back.
+    fake.delete_now("v1/services", "ns", "moco-db-primary");
+    eventually("the primary Service back", || {
+        fake.get_json("v1/services", "ns", "moco-db-primary")
+    })
+    .await;
+
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the operator stops on shutdown")
+        .unwrap();
+    let lease = fake
+        .get_json("coordination.k8s.io/v1/leases", "moco-system", "moco")
+        .unwrap();
+    assert_ne!(
+        lease["spec"]["holderIdentity"], "replica-a",
+        "the Lease is released: {lease}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_does_not_hold_the_lease_reconciles_nothing() {
+    let fake = FakeApiServer::new();
+    let far_future = "2999-01-01T00:00:00.000000Z";
+    fake.insert(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "moco", "namespace": "moco-system"},
+        "spec": {"holderIdentity": "replica-b", "leaseDurationSeconds": 15,
+                 "acquireTime": far_future, "renewTime": far_future}
+    }));
+    fake.insert(json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+        "metadata": {"name": "db", "namespace": "ns"},
+        "spec": {
+            "replicas": 1, "serverIDBase": 7,
+            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
+        }
+    }));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(run_operator(
+        fake.client(),
+        config(),
+        ClusterMetrics::default(),
+        stopped,
+    ));
+    // Give it time to act if it wrongly would: the Lease is read at once.
+    eventually("the Lease read", || {
+        fake.requests()
+            .iter()
+            .any(|r| r.path.ends_with("/leases/moco"))
+            .then_some(Value::Null)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        fake.get_json("apps/v1/statefulsets", "ns", "moco-db")
+            .is_none()
+    );
+    assert!(
+        !fake
+            .requests()
+            .iter()
+            .any(|r| r.path.contains("mysqlclusters")),
+        "a follower must not even watch clusters"
+    );
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the operator stops on shutdown")
+        .unwrap();
+}

@@ -1,0 +1,776 @@
+//! Reconcile scenarios through the real `kube::Client` against the fake API server: create,
+//! update my.cnf, change an image, drift, grow and shrink a volume, backup on and off, restore,
+//! offline, stop and start reconciliation and clustering, delete, and API errors.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use moco_api::mysqlcluster::MySQLCluster;
+use moco_operator::metrics::{ClusterLabels, ClusterMetrics};
+use moco_operator::reconcile::drift::ApplyReason;
+use moco_operator::reconcile::{Clustering, Context, Outcome, ReconcileError, reconcile};
+use moco_operator::render::RenderSettings;
+use moco_operator::testing::apiserver::{FakeApiServer, RecordedRequest, RequestMatcher};
+use serde_json::{Value, json};
+
+const NS: &str = "ns";
+const SYSTEM: &str = "moco-system";
+const CLUSTERS: &str = "moco.cybozu.com/v1beta2/mysqlclusters";
+const STS: &str = "apps/v1/statefulsets";
+const SECRETS: &str = "v1/secrets";
+const CONFIGMAPS: &str = "v1/configmaps";
+
+struct Env {
+    fake: FakeApiServer,
+    ctx: Context,
+}
+
+fn now() -> Time {
+    serde_json::from_value(json!("2026-11-23T12:00:00Z")).unwrap()
+}
+
+fn cluster_json(spec_patch: Value) -> Value {
+    let mut v = json!({
+        "apiVersion": "moco.cybozu.com/v1beta2",
+        "kind": "MySQLCluster",
+        "metadata": {"name": "db", "namespace": NS,
+                     "finalizers": ["moco.cybozu.com/mysqlcluster"]},
+        "spec": {
+            "replicas": 3,
+            "serverIDBase": 100,
+            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4"}]}},
+            "volumeClaimTemplates": [{
+                "metadata": {"name": "mysql-data"},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}}
+            }]
+        }
+    });
+    merge(&mut v["spec"], spec_patch);
+    v
+}
+
+fn merge(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(&k);
+                } else {
+                    merge(t.entry(k).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+impl Env {
+    fn new(spec_patch: Value) -> Self {
+        let fake = FakeApiServer::new();
+        fake.insert(cluster_json(spec_patch));
+        let ctx = Context {
+            client: fake.client(),
+            settings: RenderSettings::new(SYSTEM),
+            history_limit: 10,
+            pvc_sync_label_keys: vec![],
+            pvc_sync_annotation_keys: vec![],
+            metrics: ClusterMetrics::default(),
+            now: Arc::new(now),
+        };
+        Env { fake, ctx }
+    }
+
+    fn cluster(&self) -> MySQLCluster {
+        self.fake.get(NS, "db").expect("the cluster exists")
+    }
+
+    async fn round(&self) -> Result<Outcome, ReconcileError> {
+        reconcile(&self.cluster(), &self.ctx).await
+    }
+
+    async fn ok_round(&self) -> Outcome {
+        self.round().await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Edits the cluster's spec as a user would (the generation moves).
+    fn edit_spec(&self, patch: Value) {
+        self.fake
+            .modify(CLUSTERS, NS, "db", |c| merge(&mut c["spec"], patch));
+    }
+
+    fn annotate(&self, key: &str, value: Option<&str>) {
+        self.fake.modify(CLUSTERS, NS, "db", |c| {
+            let annotations = c["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .entry("annotations")
+                .or_insert(json!({}));
+            match value {
+                Some(v) => annotations[key] = json!(v),
+                None => {
+                    annotations.as_object_mut().unwrap().remove(key);
+                }
+            }
+        });
+    }
+
+    fn sts(&self) -> Option<Value> {
+        self.fake.get_json(STS, NS, "moco-db")
+    }
+
+    fn condition(&self, type_: &str) -> Value {
+        let c = self.fake.get_json(CLUSTERS, NS, "db").unwrap();
+        c["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == type_)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    fn writes(&self) -> Vec<RecordedRequest> {
+        self.fake
+            .take_requests()
+            .into_iter()
+            .filter(|r| r.method != "GET")
+            .collect()
+    }
+
+    /// Makes the StatefulSet look rolled out and ready, as its controller would.
+    fn statefulset_ready(&self) {
+        let sts = self.sts().unwrap();
+        let generation = sts["metadata"]["generation"].clone();
+        self.fake.set_status(
+            STS,
+            NS,
+            "moco-db",
+            json!({"replicas": 3, "readyReplicas": 3, "availableReplicas": 3,
+                   "updatedReplicas": 3, "currentRevision": "r1", "updateRevision": "r1",
+                   "observedGeneration": generation}),
+        );
+    }
+}
+
+fn labels() -> ClusterLabels {
+    ClusterLabels {
+        name: "db".into(),
+        namespace: NS.into(),
+    }
+}
+
+fn mycnf_names(env: &Env) -> Vec<String> {
+    env.fake
+        .list_json(CONFIGMAPS, Some(NS))
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_owned))
+        .filter(|n| n.starts_with("moco-db."))
+        .collect()
+}
+
+fn mounted_mycnf(sts: &Value) -> String {
+    sts["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "mysql-conf")
+        .unwrap()["configMap"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn the_first_round_creates_every_object_with_one_field_manager() {
+    let env = Env::new(json!({}));
+    let outcome = env.ok_round().await;
+    assert_eq!(outcome.clustering, Clustering::Run);
+    assert_eq!(outcome.statefulset, Some(ApplyReason::Missing));
+
+    // Passwords: created once in the controller namespace, copied to the cluster's namespace.
+    let controller: Secret = env.fake.get(SYSTEM, "mysql-ns.db").unwrap();
+    let user: Secret = env.fake.get(NS, "moco-db").unwrap();
+    let data = controller.data.clone().unwrap();
+    assert_eq!(data.len(), 8);
+    for v in data.values() {
+        assert_eq!(v.0.len(), 32);
+        assert!(v.0.iter().all(u8::is_ascii_hexdigit));
+    }
+    assert_eq!(user.data, controller.data);
+    assert_ne!(data["ADMIN_PASSWORD"], data["AGENT_PASSWORD"]);
+
+    for (resource, ns, name) in [
+        (SECRETS, NS, "moco-my-cnf-db"),
+        (
+            "cert-manager.io/v1/certificates",
+            SYSTEM,
+            "moco-agent-ns.db",
+        ),
+        ("v1/serviceaccounts", NS, "moco-db"),
+        ("v1/services", NS, "moco-db"),
+        ("v1/services", NS, "moco-db-primary"),
+        ("v1/services", NS, "moco-db-replica"),
+        (STS, NS, "moco-db"),
+        ("policy/v1/poddisruptionbudgets", NS, "moco-db"),
+    ] {
+        assert!(
+            env.fake.get_json(resource, ns, name).is_some(),
+            "{resource} {ns}/{name} missing"
+        );
+    }
+    assert_eq!(mycnf_names(&env).len(), 1);
+    assert_eq!(
+        mounted_mycnf(&env.sts().unwrap()),
+        mycnf_names(&env)[0],
+        "the Pods mount the ConfigMap that was created"
+    );
+
+    // Every apply is a forced server-side apply by moco-controller.
+    let patches: Vec<RecordedRequest> = env
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && !r.path.ends_with("/status"))
+        .collect();
+    assert!(patches.len() >= 9, "{patches:?}");
+    for p in &patches {
+        assert_eq!(
+            p.content_type.as_deref(),
+            Some("application/apply-patch+yaml"),
+            "{p:?}"
+        );
+        assert_eq!(
+            p.query_param("fieldManager"),
+            Some("moco-controller"),
+            "{p:?}"
+        );
+        assert_eq!(p.query_param("force"), Some("true"), "{p:?}");
+    }
+
+    // Status: reconciled, StatefulSet not ready yet (no Pods in the fake).
+    assert_eq!(env.condition("ReconcileSuccess")["status"], "True");
+    assert_eq!(env.condition("ReconciliationActive")["status"], "True");
+    assert_eq!(
+        env.condition("StatefulSetReady")["reason"],
+        "StatefulSetNotReady"
+    );
+    let c = env.fake.get_json(CLUSTERS, NS, "db").unwrap();
+    assert_eq!(
+        c["status"]["reconcileInfo"],
+        json!({"generation": 1, "reconcileVersion": 1})
+    );
+    env.statefulset_ready();
+    env.ok_round().await;
+    assert_eq!(env.condition("StatefulSetReady")["status"], "True");
+}
+
+#[tokio::test]
+async fn an_unchanged_cluster_leaves_the_statefulset_and_passwords_alone() {
+    let env = Env::new(json!({}));
+    env.ok_round().await;
+    let before: Secret = env.fake.get(SYSTEM, "mysql-ns.db").unwrap();
+    let sts_rv = env.sts().unwrap()["metadata"]["resourceVersion"].clone();
+    env.fake.take_requests();
+    let outcome = env.ok_round().await;
+    assert_eq!(outcome.statefulset, None);
+    let writes = env.writes();
+    assert!(
+        !writes.iter().any(|r| r.path.contains("/statefulsets/")
+            || (r.path.contains("/secrets/") && r.method == "POST")),
+        "{writes:?}"
+    );
+    assert_eq!(env.sts().unwrap()["metadata"]["resourceVersion"], sts_rv);
+    let after: Secret = env.fake.get(SYSTEM, "mysql-ns.db").unwrap();
+    assert_eq!(before.data, after.data);
+}
+
+#[tokio::test]
+async fn a_new_mycnf_rolls_the_statefulset_and_old_config_maps_are_pruned() {
+    let mut env = Env::new(json!({"mysqlConfigMapName": "opts"}));
+    env.ctx.history_limit = 2;
+    let opts = |value: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "opts", "namespace": NS},
+               "data": {"max_connections": value}})
+    };
+    env.fake.insert(opts("100"));
+    env.ok_round().await;
+    let first = mycnf_names(&env);
+    for (i, value) in ["200", "300"].iter().enumerate() {
+        env.fake.insert(opts(value));
+        let outcome = env.ok_round().await;
+        assert_eq!(
+            outcome.statefulset,
+            Some(ApplyReason::Rendering),
+            "round {i}"
+        );
+    }
+    let names = mycnf_names(&env);
+    let current = mounted_mycnf(&env.sts().unwrap());
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.contains(&current));
+    assert!(
+        !names.contains(&first[0]),
+        "the oldest was pruned: {names:?}"
+    );
+    let text = env.fake.get_json(CONFIGMAPS, NS, &current).unwrap()["data"]["my.cnf"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(text.contains("max_connections = 300"), "{text}");
+
+    // A missing ConfigMap fails the round naming the field, and the status says so.
+    env.fake.delete_now(CONFIGMAPS, NS, "opts");
+    let err = env.round().await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("spec.mysqlConfigMapName: ConfigMap ns/opts not found"),
+        "{err}"
+    );
+    assert_eq!(err.category(), "input");
+    assert_eq!(
+        env.condition("ReconcileSuccess")["reason"],
+        "ReconcileFailed"
+    );
+}
+
+#[tokio::test]
+async fn a_new_agent_image_is_rolled_out_and_drift_is_repaired() {
+    let mut env = Env::new(json!({}));
+    env.ok_round().await;
+    env.ctx.settings.images.agent = "agent:new".into();
+    assert_eq!(
+        env.ok_round().await.statefulset,
+        Some(ApplyReason::Rendering)
+    );
+    let sts = env.sts().unwrap();
+    let agent = sts["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "agent")
+        .unwrap()
+        .clone();
+    assert_eq!(agent["image"], "agent:new");
+
+    // Someone scales the StatefulSet by hand: the next round puts it back.
+    env.fake
+        .modify(STS, NS, "moco-db", |s| s["spec"]["replicas"] = json!(1));
+    assert_eq!(
+        env.ok_round().await.statefulset,
+        Some(ApplyReason::Drift("/spec/replicas".into()))
+    );
+    assert_eq!(env.sts().unwrap()["spec"]["replicas"], 3);
+
+    // The security-context flag: a field the operator stops setting is removed.
+    env.ctx.settings.default_security_context = false;
+    assert_eq!(
+        env.ok_round().await.statefulset,
+        Some(ApplyReason::Rendering)
+    );
+    let sts = env.sts().unwrap();
+    assert!(
+        sts["spec"]["template"]["spec"]["securityContext"]
+            .get("fsGroup")
+            .is_none(),
+        "{}",
+        sts["spec"]["template"]["spec"]["securityContext"]
+    );
+}
+
+#[tokio::test]
+async fn the_force_rolling_update_annotation_reaches_the_statefulset() {
+    let env = Env::new(json!({}));
+    env.ok_round().await;
+    env.annotate("moco.cybozu.com/force-rolling-update", Some("true"));
+    assert_eq!(
+        env.ok_round().await.statefulset,
+        Some(ApplyReason::Rendering)
+    );
+    assert_eq!(
+        env.sts().unwrap()["metadata"]["annotations"]["moco.cybozu.com/force-rolling-update"],
+        "true"
+    );
+    env.annotate("moco.cybozu.com/force-rolling-update", None);
+    assert_eq!(
+        env.ok_round().await.statefulset,
+        Some(ApplyReason::Rendering)
+    );
+    assert!(
+        env.sts().unwrap()["metadata"]["annotations"]
+            .get("moco.cybozu.com/force-rolling-update")
+            .is_none()
+    );
+}
+
+fn insert_pvcs(env: &Env, size: &str) {
+    for i in 0..3 {
+        env.fake.insert(json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": format!("mysql-data-moco-db-{i}"), "namespace": NS,
+                         "labels": {"app.kubernetes.io/name": "mysql",
+                                    "app.kubernetes.io/instance": "db",
+                                    "app.kubernetes.io/created-by": "moco"}},
+            "spec": {"storageClassName": "fast",
+                     "resources": {"requests": {"storage": size}}}
+        }));
+    }
+}
+
+fn pvc_sizes(env: &Env) -> Vec<String> {
+    (0..3)
+        .map(|i| {
+            env.fake
+                .get_json(
+                    "v1/persistentvolumeclaims",
+                    NS,
+                    &format!("mysql-data-moco-db-{i}"),
+                )
+                .unwrap()["spec"]["resources"]["requests"]["storage"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+fn template_size(env: &Env) -> Value {
+    env.sts().unwrap()["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]
+        ["storage"]
+        .clone()
+}
+
+#[tokio::test]
+async fn growing_a_volume_grows_the_pvcs_and_recreates_the_statefulset() {
+    let env = Env::new(json!({}));
+    env.fake.insert(json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "fast"}, "provisioner": "x", "allowVolumeExpansion": true
+    }));
+    env.ok_round().await;
+    insert_pvcs(&env, "1Gi");
+    env.statefulset_ready();
+    let old_uid = env.sts().unwrap()["metadata"]["uid"].clone();
+    env.edit_spec(json!({"volumeClaimTemplates": [{
+        "metadata": {"name": "mysql-data"},
+        "spec": {"resources": {"requests": {"storage": "2Gi"}}}
+    }]}));
+    env.fake.take_requests();
+    env.ok_round().await;
+    assert_eq!(pvc_sizes(&env), ["2Gi", "2Gi", "2Gi"]);
+    let sts = env.sts().unwrap();
+    assert_ne!(sts["metadata"]["uid"], old_uid, "re-created");
+    assert_eq!(template_size(&env), "2Gi");
+    let delete = env
+        .writes()
+        .into_iter()
+        .find(|r| r.method == "DELETE" && r.path.ends_with("/statefulsets/moco-db"))
+        .expect("the StatefulSet was deleted");
+    let orphan = delete.query_param("propagationPolicy") == Some("Orphan")
+        || delete
+            .body
+            .as_ref()
+            .is_some_and(|b| b["propagationPolicy"] == "Orphan");
+    assert!(orphan, "Pods must be orphaned: {delete:?}");
+    let m = &env.ctx.metrics;
+    assert_eq!(m.volume_resized.get_or_create(&labels()).get(), 1);
+    assert_eq!(m.statefulset_recreate.get_or_create(&labels()).get(), 1);
+}
+
+#[tokio::test]
+async fn shrinking_a_volume_changes_the_template_but_never_a_pvc() {
+    let env = Env::new(json!({}));
+    env.fake.insert(json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "fast"}, "provisioner": "x", "allowVolumeExpansion": true
+    }));
+    env.ok_round().await;
+    insert_pvcs(&env, "1Gi");
+    env.statefulset_ready();
+    env.edit_spec(json!({"volumeClaimTemplates": [{
+        "metadata": {"name": "mysql-data"},
+        "spec": {"resources": {"requests": {"storage": "512Mi"}}}
+    }]}));
+    env.ok_round().await;
+    assert_eq!(pvc_sizes(&env), ["1Gi", "1Gi", "1Gi"]);
+    assert_eq!(template_size(&env), "512Mi");
+
+    // Growing to less than the PVCs already have is refused with the volume error.
+    env.statefulset_ready();
+    insert_pvcs(&env, "4Gi");
+    env.edit_spec(json!({"volumeClaimTemplates": [{
+        "metadata": {"name": "mysql-data"},
+        "spec": {"resources": {"requests": {"storage": "2Gi"}}}
+    }]}));
+    let err = env.round().await.unwrap_err();
+    assert!(
+        err.to_string().contains("cannot reduce volume size"),
+        "{err}"
+    );
+    assert_eq!(
+        env.ctx
+            .metrics
+            .volume_resized_errors
+            .get_or_create(&labels())
+            .get(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn backup_objects_follow_the_policy_name() {
+    let env = Env::new(json!({}));
+    env.fake.insert(json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "BackupPolicy",
+        "metadata": {"name": "daily", "namespace": NS},
+        "spec": {"schedule": "@daily", "jobConfig": {
+            "serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
+            "workVolume": {"emptyDir": {}}}}
+    }));
+    env.ok_round().await;
+    let names = [
+        "batch/v1/cronjobs",
+        "rbac.authorization.k8s.io/v1/roles",
+        "rbac.authorization.k8s.io/v1/rolebindings",
+    ];
+    for r in names {
+        assert!(env.fake.get_json(r, NS, "moco-backup-db").is_none());
+    }
+    env.edit_spec(json!({"backupPolicyName": "daily"}));
+    env.ok_round().await;
+    for r in names {
+        assert!(env.fake.get_json(r, NS, "moco-backup-db").is_some(), "{r}");
+    }
+    // While a backup runs, no Pod may be evicted.
+    env.fake.set_status(
+        "batch/v1/cronjobs",
+        NS,
+        "moco-backup-db",
+        json!({"active": [{"name": "moco-backup-db-1", "namespace": NS}]}),
+    );
+    env.ok_round().await;
+    let pdb = env
+        .fake
+        .get_json("policy/v1/poddisruptionbudgets", NS, "moco-db")
+        .unwrap();
+    assert_eq!(pdb["spec"]["maxUnavailable"], 0);
+    env.edit_spec(json!({"backupPolicyName": null}));
+    env.ok_round().await;
+    for r in names {
+        assert!(env.fake.get_json(r, NS, "moco-backup-db").is_none(), "{r}");
+    }
+    // A policy that does not exist fails the round, naming the field.
+    env.edit_spec(json!({"backupPolicyName": "weekly"}));
+    let err = env.round().await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("spec.backupPolicyName: BackupPolicy ns/weekly not found"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn the_restore_job_lives_until_the_restore_is_recorded() {
+    let env = Env::new(json!({"restore": {
+        "sourceName": "src", "sourceNamespace": "old",
+        "restorePoint": "2026-05-01T12:34:56Z",
+        "jobConfig": {"serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
+                      "workVolume": {"emptyDir": {}}}
+    }}));
+    env.ok_round().await;
+    let job = env
+        .fake
+        .get_json("batch/v1/jobs", NS, "moco-restore-db")
+        .unwrap();
+    let uid = job["metadata"]["uid"].clone();
+    env.ok_round().await;
+    assert_eq!(
+        env.fake
+            .get_json("batch/v1/jobs", NS, "moco-restore-db")
+            .unwrap()["metadata"]["uid"],
+        uid,
+        "created once"
+    );
+    // The restore program records the time and its Job succeeds: the Job goes.
+    env.fake.set_status(
+        "batch/v1/jobs",
+        NS,
+        "moco-restore-db",
+        json!({"succeeded": 1}),
+    );
+    env.fake.modify(CLUSTERS, NS, "db", |c| {
+        c["status"]["restoredTime"] = json!("2026-11-23T11:00:00Z");
+    });
+    env.ok_round().await;
+    assert!(
+        env.fake
+            .get_json("batch/v1/jobs", NS, "moco-restore-db")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn offline_scales_to_zero_and_drops_the_budget() {
+    let env = Env::new(json!({}));
+    env.ok_round().await;
+    env.edit_spec(json!({"offline": true}));
+    env.ok_round().await;
+    assert_eq!(env.sts().unwrap()["spec"]["replicas"], 0);
+    assert!(
+        env.fake
+            .get_json("policy/v1/poddisruptionbudgets", NS, "moco-db")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn stopped_reconciliation_touches_nothing_but_its_condition() {
+    let env = Env::new(json!({}));
+    env.ok_round().await;
+    env.annotate("moco.cybozu.com/reconciliation-stopped", Some("true"));
+    env.edit_spec(json!({"replicas": 5}));
+    env.fake.take_requests();
+    let outcome = env.ok_round().await;
+    assert_eq!(outcome.clustering, Clustering::Run);
+    let writes = env.writes();
+    assert!(
+        writes
+            .iter()
+            .all(|r| r.path.ends_with("/mysqlclusters/db/status")),
+        "{writes:?}"
+    );
+    assert_eq!(env.sts().unwrap()["spec"]["replicas"], 3);
+    assert_eq!(env.condition("ReconciliationActive")["status"], "False");
+    let stopped = env
+        .ctx
+        .metrics
+        .reconciliation_stopped
+        .get_or_create(&labels())
+        .get();
+    assert_eq!(stopped, 1);
+    env.annotate("moco.cybozu.com/reconciliation-stopped", None);
+    env.ok_round().await;
+    assert_eq!(env.sts().unwrap()["spec"]["replicas"], 5);
+    assert_eq!(env.condition("ReconciliationActive")["status"], "True");
+}
+
+#[tokio::test]
+async fn stopped_clustering_pauses_and_makes_availability_unknown() {
+    let env = Env::new(json!({}));
+    env.ok_round().await;
+    env.fake.modify(CLUSTERS, NS, "db", |c| {
+        c["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({
+            "type": "Available", "status": "True", "reason": "Healthy", "message": "ok",
+            "lastTransitionTime": "2026-11-23T10:00:00Z"}));
+    });
+    env.annotate("moco.cybozu.com/clustering-stopped", Some("true"));
+    assert_eq!(env.ok_round().await.clustering, Clustering::Pause);
+    assert_eq!(env.condition("ClusteringActive")["status"], "False");
+    assert_eq!(env.condition("Available")["status"], "Unknown");
+    assert_eq!(env.condition("Available")["reason"], "Healthy");
+    assert_eq!(
+        env.ctx
+            .metrics
+            .clustering_stopped
+            .get_or_create(&labels())
+            .get(),
+        1
+    );
+    env.annotate("moco.cybozu.com/clustering-stopped", None);
+    assert_eq!(env.ok_round().await.clustering, Clustering::Run);
+    assert_eq!(env.condition("ClusteringActive")["status"], "True");
+}
+
+#[tokio::test]
+async fn deletion_removes_controller_namespace_objects_then_the_finalizer() {
+    let env = Env::new(json!({}));
+    env.ok_round().await;
+    assert!(env.fake.delete(CLUSTERS, NS, "db"));
+    let terminating = env.cluster();
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    let outcome = reconcile(&terminating, &env.ctx).await.unwrap();
+    assert_eq!(outcome.clustering, Clustering::Stop);
+    assert!(env.fake.get_json(SECRETS, SYSTEM, "mysql-ns.db").is_none());
+    assert!(
+        env.fake
+            .get_json(
+                "cert-manager.io/v1/certificates",
+                SYSTEM,
+                "moco-agent-ns.db"
+            )
+            .is_none()
+    );
+    // The finalizer is gone, so is the cluster, and what it owned was collected.
+    assert!(env.fake.get_json(CLUSTERS, NS, "db").is_none());
+    assert!(env.sts().is_none());
+    assert!(env.fake.get_json(SECRETS, NS, "moco-db").is_none());
+}
+
+#[tokio::test]
+async fn a_cluster_without_the_finalizer_gets_it() {
+    let env = Env::new(json!({}));
+    env.fake.modify(CLUSTERS, NS, "db", |c| {
+        c["metadata"].as_object_mut().unwrap().remove("finalizers");
+    });
+    env.ok_round().await;
+    assert_eq!(
+        env.cluster().metadata.finalizers,
+        Some(vec!["moco.cybozu.com/mysqlcluster".to_owned()])
+    );
+}
+
+#[tokio::test]
+async fn conflicts_are_retried_and_lasting_errors_fail_the_round_with_their_step() {
+    let env = Env::new(json!({}));
+    env.fake.fail_next(
+        RequestMatcher::any()
+            .method("PATCH")
+            .resource("statefulsets"),
+        409,
+        "Conflict",
+        2,
+    );
+    env.ok_round().await;
+    let sts_patches = env
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path.ends_with("/statefulsets/moco-db"))
+        .count();
+    assert_eq!(sts_patches, 3);
+
+    env.fake.fail_next(
+        RequestMatcher::any().method("PATCH").resource("services"),
+        500,
+        "InternalError",
+        10,
+    );
+    let err = env.round().await.unwrap_err();
+    assert_eq!(err.step().as_str(), "services");
+    assert_eq!(err.category(), "api");
+    assert_eq!(env.condition("ReconcileSuccess")["status"], "False");
+}
+
+#[tokio::test]
+async fn a_tampered_password_secret_is_refused_not_replaced() {
+    let env = Env::new(json!({}));
+    env.ok_round().await;
+    env.fake.modify(SECRETS, SYSTEM, "mysql-ns.db", |s| {
+        s["metadata"]["annotations"]
+            .as_object_mut()
+            .unwrap()
+            .remove("moco.cybozu.com/secret-version");
+    });
+    let err = env.round().await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Secret moco-system/mysql-ns.db: annotation moco.cybozu.com/secret-version"),
+        "{err}"
+    );
+}
