@@ -589,7 +589,10 @@ mod tests {
     /// interval starting at 0 was only excluded by its other condition.
     #[test]
     fn from_mariadb_takes_only_mariadb_entries() {
-        assert_eq!(GtidSet::from_mariadb("0-1-5,1-2-3").unwrap(), set("0-1-5,1-2-3"));
+        assert_eq!(
+            GtidSet::from_mariadb("0-1-5,1-2-3").unwrap(),
+            set("0-1-5,1-2-3")
+        );
         assert_eq!(
             GtidSet::from_mariadb(&format!("0-1-5,{A}:1-2"))
                 .unwrap_err()
