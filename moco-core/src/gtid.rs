@@ -662,6 +662,34 @@ mod tests {
         assert_eq!(ex.subtract(&new_primary).to_string(), "0-1:20850");
     }
 
+    /// Survivors of the mutation run: `sources()` was never read in this crate, and a tie of
+    /// sequence numbers in one domain must pick one server deterministically (the first in
+    /// canonical order, the lowest server id).
+    #[test]
+    fn sources_in_canonical_order_and_position_ties_go_to_the_lowest_server() {
+        let s = set(&format!("1-1-3,{B}:1,0-2-5,{A}:1,0-1-5"));
+        let order: Vec<String> = s
+            .sources()
+            .map(|src| {
+                let mut one = GtidSet::new();
+                one.insert_interval(src.clone(), 1, 1);
+                one.to_string()
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                format!("{A}:1"),
+                format!("{B}:1"),
+                "0-1-1".to_owned(),
+                "0-2-1".to_owned(),
+                "1-1-1".to_owned()
+            ]
+        );
+        assert_eq!(set("0-1-5,0-2-5").mariadb_position(), "0-1-5");
+        assert_eq!(set("0-1-5,0-2-6").mariadb_position(), "0-2-6");
+    }
+
     #[test]
     fn algebra_basics() {
         let a = set(&format!("{A}:1-10"));
