@@ -1,5 +1,6 @@
 //! Shared helpers for the integration tests.
 
+pub mod kube;
 pub mod local;
 
 /// `let (dir, status, writable, port) = started_or_skip!("test name", 3);`: a Healthy cluster

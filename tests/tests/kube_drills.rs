@@ -1,0 +1,323 @@
+//! The clustering drills of `moco local`, run through the Kubernetes platform: real
+//! `mariadbd` processes stand in for the Pods, the fake API server holds the MySQLCluster,
+//! its Secret and Pods, and a writer sends its INSERTs wherever the primary role label points
+//! (as the `-primary` Service routes). Every acknowledged row must survive a switchover by
+//! demote annotation, a kill -9 of the primary and a hung (SIGSTOP) primary; an errant replica
+//! loses its role label and is never promoted. A killed primary that comes back may hold
+//! transactions no replica acknowledged: it is then errant and stays out, which the first drill
+//! accepts (it must never be primary again); the hung-primary drill starts from a healthy
+//! cluster for that reason.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use moco_adapters::mysql::Dialect;
+use moco_tests::kube::KubeDrill;
+use moco_tests::local::{connect, create_table, opts, wait_rows};
+use mysql_async::prelude::Queryable;
+use tokio::sync::Mutex;
+
+const BRING_UP: Duration = Duration::from_secs(180);
+const FAILOVER: Duration = Duration::from_secs(120);
+
+/// Writes ids 1, 2, … to the instance the primary label points at; records the ids whose
+/// INSERT returned OK.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<u64>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Writer {
+    fn start(drill: &Arc<KubeDrill>) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let (s, a, d) = (stop.clone(), acked.clone(), drill.clone());
+        let password = drill.password("moco-writable").to_owned();
+        let task = tokio::spawn(async move {
+            let mut next = 1u64;
+            let mut conn: Option<(u16, mysql_async::Conn)> = None;
+            while !s.load(Ordering::Relaxed) {
+                let Some(port) = d.routed_primary_port() else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                };
+                if conn.as_ref().is_none_or(|(p, _)| *p != port) {
+                    conn = connect(
+                        &opts(port, "moco-writable", &password),
+                        Duration::from_secs(1),
+                    )
+                    .await
+                    .ok()
+                    .map(|c| (port, c));
+                }
+                let Some((_, c)) = conn.as_mut() else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                };
+                let id = next;
+                next += 1;
+                let insert = c.exec_drop("INSERT INTO moco_test.t (id) VALUES (?)", (id,));
+                match tokio::time::timeout(Duration::from_secs(5), insert).await {
+                    Ok(Ok(())) => a.lock().await.push(id),
+                    _ => {
+                        conn = None;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+        });
+        Writer { stop, acked, task }
+    }
+
+    async fn acked(&self) -> usize {
+        self.acked.lock().await.len()
+    }
+
+    async fn finish(self) -> Vec<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.task.await;
+        self.acked.lock().await.clone()
+    }
+}
+
+async fn wait_acked(writer: &Writer, more_than: usize) {
+    for _ in 0..600 {
+        if writer.acked().await > more_than {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the writer acknowledged no write beyond {more_than} in 30 s");
+}
+
+async fn assert_no_acked_write_lost(drill: &KubeDrill, acked: &[u64]) {
+    let port = drill.routed_primary_port().expect("a primary");
+    let stored = wait_rows(
+        port,
+        drill.password("moco-admin"),
+        acked,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap_or_else(|(missing, e)| {
+        panic!(
+            "{} acknowledged rows lost: {missing:?} ({e})",
+            missing.len()
+        )
+    });
+    println!(
+        "{} rows acknowledged, {stored} stored on the primary",
+        acked.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kube_switchover_by_annotation_and_kill9_failover_lose_no_acknowledged_write() {
+    let Some(drill) = KubeDrill::start("kube_switchover_and_kill9_failover", 3).await else {
+        return;
+    };
+    let drill = Arc::new(drill);
+    drill
+        .wait("Healthy with role labels", BRING_UP, KubeDrill::healthy)
+        .await;
+    let first = drill.primary();
+    let port = drill.routed_primary_port().unwrap();
+    assert_eq!(port, drill.manifest.instance_port(first));
+    create_table(port, drill.password("moco-writable"))
+        .await
+        .unwrap();
+    let writer = Writer::start(&drill);
+    wait_acked(&writer, 20).await;
+
+    // Switchover: the demote annotation on the primary Pod.
+    drill.demote(first);
+    drill
+        .wait("a switchover", FAILOVER, |d| {
+            d.primary() != first && d.healthy()
+        })
+        .await;
+    let second = drill.primary();
+    let annotations = drill.pod(first)["metadata"]["annotations"].clone();
+    assert!(
+        annotations.get("moco.cybozu.com/demote").is_none(),
+        "the demote annotation is removed: {annotations}"
+    );
+    assert!(
+        drill.event_reasons().contains(&"SwitchOver".to_owned()),
+        "{:?}",
+        drill.event_reasons()
+    );
+    let before = writer.acked().await;
+    wait_acked(&writer, before + 20).await;
+
+    // kill -9 of the new primary: the kubelet sees it not ready; the manager fails over.
+    assert!(drill.server(second).kill().await.unwrap());
+    drill
+        .wait("a failover", FAILOVER, |d| {
+            d.primary() != second && d.role(d.primary()).as_deref() == Some("primary")
+        })
+        .await;
+    let third = drill.primary();
+    assert!(
+        drill.event_reasons().contains(&"FailOver".to_owned()),
+        "{:?}",
+        drill.event_reasons()
+    );
+    let before = writer.acked().await;
+    wait_acked(&writer, before + 20).await;
+
+    // The kubelet restarts the container: the old primary comes back as a replica (or is
+    // excluded as errant if it had unacknowledged transactions, never as a second primary).
+    drill
+        .server(second)
+        .start_and_wait(&[], Duration::from_secs(120))
+        .await
+        .unwrap();
+    drill
+        .wait("the restarted instance back as a replica", FAILOVER, |d| {
+            d.primary() == third
+                && d.role(second).as_deref() != Some("primary")
+                && d.condition("Available").as_deref() == Some("True")
+        })
+        .await;
+
+    let acked = writer.finish().await;
+    assert_no_acked_write_lost(&drill, &acked).await;
+}
+
+/// The healthy reason of the cluster (the state name).
+fn state(drill: &KubeDrill) -> String {
+    drill.cluster()["status"]["conditions"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["type"] == "Healthy"))
+        .and_then(|c| c["reason"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kube_errant_replica_is_unlabelled_and_never_promoted() {
+    let Some(drill) = KubeDrill::start("kube_errant_replica", 3).await else {
+        return;
+    };
+    let drill = Arc::new(drill);
+    drill
+        .wait("Healthy with role labels", BRING_UP, KubeDrill::healthy)
+        .await;
+    let primary = drill.primary();
+    let port = drill.routed_primary_port().unwrap();
+    create_table(port, drill.password("moco-writable"))
+        .await
+        .unwrap();
+    let writer = Writer::start(&drill);
+    wait_acked(&writer, 20).await;
+
+    // An errant transaction written straight to a replica (as an admin could by mistake).
+    let errant = (0..3).find(|i| *i != primary).unwrap();
+    let mut c = connect(
+        &opts(
+            drill.manifest.instance_port(errant),
+            "moco-admin",
+            drill.password("moco-admin"),
+        ),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    // The mistake: make the replica writable (MariaDB: through the admin's role) and write.
+    let open = vec!["SET GLOBAL read_only = 0".to_owned()];
+    for statement in moco_adapters::mysql::sql::privileged(Dialect::Mariadb, open) {
+        c.query_drop(statement).await.unwrap();
+    }
+    drop(c);
+    let mut w = connect(
+        &opts(
+            drill.manifest.instance_port(errant),
+            "moco-writable",
+            drill.password("moco-writable"),
+        ),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    w.query_drop("INSERT INTO moco_test.t (id) VALUES (1000000000)")
+        .await
+        .unwrap();
+    drop(w);
+    drill
+        .managers
+        .wake(moco_tests::kube::NS, moco_tests::kube::NAME);
+    drill
+        .wait("the errant replica unlabelled", FAILOVER, |d| {
+            d.cluster()["status"]["errantReplicaList"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|i| i.as_u64() == Some(u64::from(errant))))
+                && d.role(errant).is_none()
+        })
+        .await;
+    let before = writer.acked().await;
+    wait_acked(&writer, before + 20).await;
+
+    // With the primary hung and one of two replicas errant, no failover can be proven safe
+    // (the one acknowledgement a commit had may be on either replica): the cluster is Lost
+    // and nobody is promoted, least of all the errant replica.
+    drill.server(primary).freeze().unwrap();
+    drill.wait("Lost", FAILOVER, |d| state(d) == "Lost").await;
+    assert_eq!(drill.primary(), primary);
+    assert_ne!(drill.role(errant).as_deref(), Some("primary"));
+    drill.server(primary).thaw().unwrap();
+    drill
+        .wait("the primary back", FAILOVER, |d| {
+            d.primary() == primary && d.condition("Available").as_deref() == Some("True")
+        })
+        .await;
+    let acked = writer.finish().await;
+    assert_no_acked_write_lost(&drill, &acked).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kube_hung_primary_fails_over_and_loses_no_acknowledged_write() {
+    let Some(drill) = KubeDrill::start("kube_hung_primary", 3).await else {
+        return;
+    };
+    let drill = Arc::new(drill);
+    drill
+        .wait("Healthy with role labels", BRING_UP, KubeDrill::healthy)
+        .await;
+    let primary = drill.primary();
+    let port = drill.routed_primary_port().unwrap();
+    create_table(port, drill.password("moco-writable"))
+        .await
+        .unwrap();
+    let writer = Writer::start(&drill);
+    wait_acked(&writer, 20).await;
+
+    // SIGSTOP: the kernel still accepts TCP connections for it, it answers nothing.
+    drill.server(primary).freeze().unwrap();
+    drill
+        .wait("a failover from the hung primary", FAILOVER, |d| {
+            d.primary() != primary && d.role(d.primary()).as_deref() == Some("primary")
+        })
+        .await;
+    assert!(
+        drill.event_reasons().contains(&"FailOver".to_owned()),
+        "{:?}",
+        drill.event_reasons()
+    );
+    let before = writer.acked().await;
+    wait_acked(&writer, before + 20).await;
+    // It wakes up read-only and never takes the primary role back.
+    drill.server(primary).thaw().unwrap();
+    let new_primary = drill.primary();
+    drill
+        .wait("the old primary out of the primary role", FAILOVER, |d| {
+            d.primary() == new_primary && d.role(primary).as_deref() != Some("primary")
+        })
+        .await;
+    let acked = writer.finish().await;
+    assert_no_acked_write_lost(&drill, &acked).await;
+}
