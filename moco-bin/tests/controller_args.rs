@@ -36,7 +36,8 @@ fn binary_accepts_the_deploy_args_and_requires_pod_namespace() {
     assert!(!stderr.contains("unexpected argument"), "{stderr}");
     assert!(
         stderr.contains("admission webhooks on every replica")
-            && stderr.contains("reconciliation and clustering on the replica holding the leader Lease"),
+            && stderr
+                .contains("reconciliation and clustering on the replica holding the leader Lease"),
         "the startup note says what this build does: {stderr}"
     );
     let out = run_moco(&args, &[("POD_NAMESPACE", "")], &[]);

@@ -703,6 +703,39 @@ mod tests {
         assert_eq!(a.transaction_count(), 10);
     }
 
+    /// MySQL 8.4 tags: 1–32 characters, letters, digits and `_`, not starting with a digit
+    /// (survivors of the mutation run: nothing checked the tag rule).
+    #[test]
+    fn tags_follow_mysqls_rule() {
+        for ok in ["a", "_x1", "Tag_9", &"t".repeat(32)] {
+            let s = set(&format!("{A}:{ok}:1"));
+            assert_eq!(s.to_string(), format!("{A}:{}:1", ok.to_ascii_lowercase()), "{ok}");
+        }
+        for bad in ["a$", "$", "a-b", &"t".repeat(33)] {
+            let err = GtidSet::parse(&format!("{A}:{bad}:1")).unwrap_err();
+            assert_eq!(err.reason, "expected an interval or a tag", "{bad}");
+        }
+        assert_eq!(
+            GtidSet::parse(&format!("{A}:1-2a")).unwrap_err().reason,
+            "expected a decimal number"
+        );
+    }
+
+    /// Error positions point at the offending field, also in later entries and parts.
+    #[test]
+    fn error_positions_in_later_fields() {
+        assert_eq!(GtidSet::parse("0-1-5,0-22-x").unwrap_err().position, 11);
+        assert_eq!(GtidSet::parse("0-1-5,0-x-1").unwrap_err().position, 8);
+        assert_eq!(
+            GtidSet::parse(&format!("{A}:1-2:$")).unwrap_err().position,
+            41
+        );
+        assert_eq!(
+            GtidSet::parse(&format!("{A}:1-2:3-x")).unwrap_err().position,
+            43
+        );
+    }
+
     #[test]
     fn empty_text_is_the_empty_set() {
         assert!(set("").is_empty());
