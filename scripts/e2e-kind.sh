@@ -1,0 +1,359 @@
+#!/usr/bin/env bash
+# End-to-end run of moco-rs on a local kind cluster, for a maintainer with Docker. It is NOT
+# run in CI (the CI machines have no container runtime); a maintainer runs it by hand.
+#
+#   scripts/e2e-kind.sh
+#
+# What it does: builds the operator image (Dockerfile) as ghcr.io/moco-rs/moco:e2e, loads it
+# into a kind cluster, installs cert-manager and the operator (deploy/, image overridden in a
+# temporary overlay: the repository's files are not modified), creates a 3-instance
+# MySQLCluster default/test, writes rows through its primary Service, then checks a
+# switchover (demote annotation), a failover (primary Pod killed) with no row lost, and a
+# volume growth (claim template 1Gi -> 2Gi). On failure it dumps diagnostics.
+#
+# Volumes: the operator's webhook (like MOCO's) refuses growing a claim whose StorageClass
+# does not allow expansion, and kind's `standard` class (local-path) does not. The cluster
+# therefore uses StorageClass moco-e2e-expandable: the same provisioner with
+# allowVolumeExpansion: true. local-path has no resizer, so the operator's growth shows in the
+# PVCs' requests and the re-created StatefulSet, not in their capacity.
+#
+# Requires: docker (with BuildKit, the default since Docker 23), kind >= 0.23 (Kubernetes
+# >= 1.30, for the ValidatingAdmissionPolicy of deploy/), kubectl, network access to
+# github.com (cert-manager's release manifest) and ghcr.io (MOCO's mysqld, moco-agent,
+# fluent-bit and mysqld_exporter images). Takes roughly 10-20 minutes (an estimate; the
+# Rust release build inside Docker is most of it on a cold cache).
+#
+# Environment:
+#   KIND_CLUSTER          kind cluster name (default moco-rs-e2e); reused when it exists
+#   KEEP_CLUSTER=1        keep the cluster at the end (default: delete it, also on failure)
+#   CERT_MANAGER_VERSION  cert-manager release to install (default v1.16.2)
+#   MYSQL_IMAGE           mysqld image (default ghcr.io/cybozu-go/moco/mysql:8.4.8)
+#   KIND_NODE_IMAGE       optional kind node image (kindest/node:vX.Y.Z) for a new cluster
+set -Eeuo pipefail
+cd "$(dirname "$0")/.."
+
+KIND_CLUSTER=${KIND_CLUSTER:-moco-rs-e2e}
+KEEP_CLUSTER=${KEEP_CLUSTER:-0}
+CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-v1.16.2}
+MYSQL_IMAGE=${MYSQL_IMAGE:-ghcr.io/cybozu-go/moco/mysql:8.4.8}
+KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-}
+
+IMAGE_NAME=ghcr.io/moco-rs/moco # as named in deploy/kustomization.yaml
+IMAGE_TAG=e2e
+CTX="kind-$KIND_CLUSTER"        # every kubectl call names this context explicitly
+SYSTEM_NS=moco-system           # deploy/namespace.yaml
+CONTROLLER=moco-controller      # deploy/deployment.yaml
+NS=default
+NAME="test"
+STS="moco-$NAME"
+PRIMARY_SVC="moco-$NAME-primary.$NS.svc"
+STORAGE_CLASS=moco-e2e-expandable
+MYCNF=/mysql-credentials/moco-writable-my.cnf
+
+work=$(mktemp -d)
+passed=()
+cordoned=""
+cluster_touched=0
+
+step() { printf '\n== %s\n' "$*"; }
+note() { printf '   %s\n' "$*"; }
+pass() { passed+=("$*"); printf '   ok: %s\n' "$*"; }
+die() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
+k() { kubectl --context "$CTX" "$@"; }
+
+# wait_for SECONDS DESCRIPTION COMMAND...: runs COMMAND every 5 s until it succeeds; on
+# timeout prints its last output and fails. COMMAND runs in a condition context, where set -e
+# is off: check functions below return their failures explicitly.
+wait_for() {
+  local timeout=$1 what=$2 deadline
+  shift 2
+  deadline=$((SECONDS + timeout))
+  note "waiting (up to ${timeout}s) for $what"
+  until "$@" >"$work/last" 2>&1; do
+    if ((SECONDS >= deadline)); then
+      cat "$work/last" >&2
+      die "timed out after ${timeout}s waiting for $what"
+    fi
+    sleep 5
+  done
+}
+
+wait_healthy() {
+  k wait "mysqlcluster/$NAME" -n "$NS" --for=condition=Healthy --timeout="$1"
+}
+primary_index() {
+  k get mysqlcluster "$NAME" -n "$NS" -o jsonpath='{.status.currentPrimaryIndex}'
+}
+index_moved_from() {
+  local now
+  now=$(primary_index) || return 1
+  [[ -n $now && $now != "$1" ]]
+}
+role_is() {
+  [[ "$(k get pod "$1" -n "$NS" -o jsonpath='{.metadata.labels.moco\.cybozu\.com/role}')" == "$2" ]]
+}
+demote_removed() {
+  local value
+  value=$(k get pod "$1" -n "$NS" -o jsonpath='{.metadata.annotations.moco\.cybozu\.com/demote}') || return 1
+  [[ -z $value ]]
+}
+pod_ready() {
+  [[ "$(k get pod "$1" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]
+}
+force_delete() {
+  k delete pod "$1" -n "$NS" --grace-period=0 --force --wait=false
+}
+no_cluster_pvcs() {
+  [[ -z "$(k get pvc -n "$NS" -l "app.kubernetes.io/instance=$NAME" -o name)" ]]
+}
+sts_recreated() { # sts_recreated OLD_UID SIZE
+  local uid size
+  uid=$(k get sts "$STS" -n "$NS" -o jsonpath='{.metadata.uid}') || return 1
+  size=$(k get sts "$STS" -n "$NS" \
+    -o jsonpath='{.spec.volumeClaimTemplates[0].spec.resources.requests.storage}') || return 1
+  [[ -n $uid && $uid != "$1" && $size == "$2" ]]
+}
+pvcs_request() {
+  local sizes
+  sizes=$(k get pvc -n "$NS" -l "app.kubernetes.io/instance=$NAME" \
+    -o jsonpath='{range .items[*]}{.spec.resources.requests.storage}{"\n"}{end}') || return 1
+  [[ -n $sizes ]] && ! grep -Fvxq -- "$1" <<<"$sizes"
+}
+
+# sql POD HOST STATEMENT: runs STATEMENT as moco-writable from POD's mysqld container against
+# HOST (the primary Service, or 127.0.0.1 for the instance itself).
+sql() {
+  k exec -n "$NS" "$1" -c mysqld -- mysql --defaults-extra-file="$MYCNF" -h "$2" \
+    --batch --skip-column-names -e "$3"
+}
+# write_rows FROM TO: idempotent (REPLACE), so wait_for may retry it.
+write_rows() {
+  local from=$1 to=$2 values="" i pod
+  for ((i = from; i <= to; i++)); do values+="${values:+,}($i,'row-$i')"; done
+  pod="$STS-$(primary_index)" || return 1
+  sql "$pod" "$PRIMARY_SVC" "CREATE DATABASE IF NOT EXISTS e2e;
+    CREATE TABLE IF NOT EXISTS e2e.t (id INT PRIMARY KEY, v VARCHAR(32) NOT NULL);
+    REPLACE INTO e2e.t (id, v) VALUES $values"
+}
+expected_rows() { printf '%s\t%s' "$1" "$(($1 * ($1 + 1) / 2))"; } # rows 1..N: count, sum
+rows_are() { # rows_are POD HOST N
+  [[ "$(sql "$1" "$2" 'SELECT COUNT(*), SUM(id) FROM e2e.t')" == "$(expected_rows "$3")" ]]
+}
+served_by() {
+  [[ "$(sql "$1" "$PRIMARY_SVC" 'SELECT @@hostname')" == "$1" ]]
+}
+
+diagnostics() {
+  step "diagnostics"
+  k get nodes -o wide || true
+  k get all,pvc -A -o wide || true
+  k get mysqlcluster -A -o wide || true
+  k get certificates -A || true
+  k describe mysqlcluster "$NAME" -n "$NS" || true
+  k logs -n "$SYSTEM_NS" -l "app.kubernetes.io/component=$CONTROLLER" --prefix --tail=300 || true
+  k logs -n "$NS" -l "app.kubernetes.io/instance=$NAME" --all-containers --prefix --tail=50 || true
+  k get events -A --sort-by=.lastTimestamp | tail -n 100 || true
+}
+
+cleanup() {
+  local rc=$?
+  set +e
+  trap - ERR
+  if ((rc != 0 && cluster_touched)) && k get --raw=/readyz >/dev/null 2>&1; then
+    diagnostics
+  fi
+  if [[ -n $cordoned ]]; then k uncordon "$cordoned"; fi
+  if ((cluster_touched)); then
+    if [[ $KEEP_CLUSTER == 1 ]]; then
+      note "keeping kind cluster $KIND_CLUSTER (kubectl --context $CTX)"
+    else
+      step "deleting kind cluster $KIND_CLUSTER (KEEP_CLUSTER=1 keeps it)"
+      kind delete cluster --name "$KIND_CLUSTER"
+    fi
+  fi
+  rm -rf "$work"
+  if ((rc != 0)); then printf '\nE2E FAILED (exit %s)\n' "$rc" >&2; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'printf "error: line %s: %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
+
+# A 3-instance cluster without the required anti-affinity of docs/examples, so that it fits on
+# kind's single node; small requests, no limits.
+cat >"$work/cluster.yaml" <<EOF
+apiVersion: moco.cybozu.com/v1beta2
+kind: MySQLCluster
+metadata:
+  namespace: $NS
+  name: $NAME
+spec:
+  replicas: 3
+  podTemplate:
+    spec:
+      containers:
+      - name: mysqld
+        image: $MYSQL_IMAGE
+        resources:
+          requests:
+            cpu: 100m
+            memory: 512Mi
+  volumeClaimTemplates:
+  - metadata:
+      name: mysql-data
+    spec:
+      accessModes: ["ReadWriteOnce"]
+      storageClassName: $STORAGE_CLASS
+      resources:
+        requests:
+          storage: 1Gi
+EOF
+
+step "1. tools, image, kind cluster"
+for tool in docker kind kubectl; do
+  command -v "$tool" >/dev/null || die "$tool not found in PATH"
+done
+docker info >/dev/null 2>&1 || die "docker cannot reach its daemon"
+kind_version=$(kind version | awk '{print $2}')
+printf '%s\n' 0.23.0 "${kind_version#v}" | sort -V -C || die "kind $kind_version is older than v0.23.0"
+# Without provenance attestations: with Docker's containerd image store (the default of fresh
+# Docker 29 installs) they make `kind load docker-image` fail with "content digest not found".
+if docker buildx version >/dev/null 2>&1; then
+  docker buildx build --load --provenance=false -t "$IMAGE_NAME:$IMAGE_TAG" .
+else
+  DOCKER_BUILDKIT=1 docker build -t "$IMAGE_NAME:$IMAGE_TAG" .
+fi
+cluster_touched=1
+reused=0
+clusters=$(kind get clusters 2>/dev/null)
+if grep -Fxq -- "$KIND_CLUSTER" <<<"$clusters"; then
+  note "reusing existing kind cluster $KIND_CLUSTER"
+  reused=1
+  kind export kubeconfig --name "$KIND_CLUSTER" # makes sure context $CTX exists
+else
+  create=(create cluster --name "$KIND_CLUSTER" --wait 5m)
+  if [[ -n $KIND_NODE_IMAGE ]]; then create+=(--image "$KIND_NODE_IMAGE"); fi
+  kind "${create[@]}"
+fi
+if ! kind load docker-image "$IMAGE_NAME:$IMAGE_TAG" --name "$KIND_CLUSTER"; then
+  note "kind load docker-image failed; retrying with a single-platform archive"
+  docker image save --platform "linux/$(docker version -f '{{.Server.Arch}}')" \
+    -o "$work/moco.tar" "$IMAGE_NAME:$IMAGE_TAG"
+  kind load image-archive "$work/moco.tar" --name "$KIND_CLUSTER"
+fi
+k wait node --all --for=condition=Ready --timeout=5m
+pass "image $IMAGE_NAME:$IMAGE_TAG built and loaded into kind cluster $KIND_CLUSTER"
+
+step "2. cert-manager $CERT_MANAGER_VERSION"
+k apply -f "https://github.com/cert-manager/cert-manager/releases/download/$CERT_MANAGER_VERSION/cert-manager.yaml"
+k -n cert-manager wait deployment --all --for=condition=Available --timeout=5m
+pass "cert-manager Available"
+
+step "3. operator from deploy/ with image $IMAGE_NAME:$IMAGE_TAG"
+cp -R deploy "$work/deploy"
+mkdir "$work/overlay"
+cat >"$work/overlay/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../deploy
+images:
+- name: $IMAGE_NAME
+  newTag: $IMAGE_TAG
+EOF
+kubectl kustomize "$work/overlay" >"$work/moco.yaml"
+grep -Fq "image: $IMAGE_NAME:$IMAGE_TAG" "$work/moco.yaml" || die "the overlay did not set the image"
+# cert-manager's own webhook may still refuse Issuers/Certificates for a little while.
+wait_for 300 "the operator manifests to apply" k apply --server-side -f "$work/moco.yaml"
+k wait crd mysqlclusters.moco.cybozu.com backuppolicies.moco.cybozu.com \
+  --for=condition=Established --timeout=2m
+k -n "$SYSTEM_NS" wait certificate --all --for=condition=Ready --timeout=5m
+# On a reused cluster the Deployment is unchanged (same tag) but the image is new: restart it.
+if ((reused)); then k -n "$SYSTEM_NS" rollout restart "deployment/$CONTROLLER"; fi
+k -n "$SYSTEM_NS" rollout status "deployment/$CONTROLLER" --timeout=5m
+k -n "$SYSTEM_NS" wait "deployment/$CONTROLLER" --for=condition=Available --timeout=5m
+wait_for 300 "the MySQLCluster webhooks to answer" k apply --dry-run=server -f "$work/cluster.yaml"
+pass "operator Available, webhooks answering"
+
+step "4. 3-instance MySQLCluster $NS/$NAME"
+if k get mysqlcluster "$NAME" -n "$NS" >/dev/null 2>&1; then
+  note "deleting MySQLCluster $NAME left by an earlier run"
+  k delete mysqlcluster "$NAME" -n "$NS" --wait=true --timeout=5m
+  wait_for 300 "its PVCs to be garbage-collected" no_cluster_pvcs
+fi
+provisioner=$(k get storageclass standard -o jsonpath='{.provisioner}')
+[[ -n $provisioner ]] || die "kind's StorageClass standard not found"
+k apply -f - <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: $STORAGE_CLASS
+provisioner: $provisioner
+reclaimPolicy: Delete
+volumeBindingMode: WaitForFirstConsumer
+allowVolumeExpansion: true
+EOF
+k apply -f "$work/cluster.yaml"
+wait_healthy 15m
+k wait "mysqlcluster/$NAME" -n "$NS" --for=condition=Available --timeout=2m
+k get mysqlcluster,pods -n "$NS" -o wide
+pass "cluster Healthy and Available, primary is instance $(primary_index)"
+
+step "5. write rows through Service $PRIMARY_SVC"
+wait_for 120 "rows 1-100 to be written" write_rows 1 100
+rows_are "$STS-$(primary_index)" "$PRIMARY_SVC" 100 || die "rows 1-100 not read back"
+pass "100 rows written and read back through the primary Service"
+
+step "6. switchover (annotation moco.cybozu.com/demote=true)"
+old=$(primary_index)
+[[ -n $old ]] || die "status.currentPrimaryIndex is empty"
+k annotate pod "$STS-$old" -n "$NS" moco.cybozu.com/demote=true
+wait_for 300 "currentPrimaryIndex to move away from $old" index_moved_from "$old"
+new=$(primary_index)
+wait_healthy 10m
+wait_for 120 "$STS-$new to be labelled primary" role_is "$STS-$new" primary
+wait_for 120 "$STS-$old to be labelled replica" role_is "$STS-$old" replica
+wait_for 120 "the demote annotation to be removed from $STS-$old" demote_removed "$STS-$old"
+wait_for 120 "$PRIMARY_SVC to reach $STS-$new" served_by "$STS-$new"
+wait_for 120 "rows 101-200 to be written on the new primary" write_rows 101 200
+pass "switchover $old -> $new, Healthy, annotation removed, new primary writable"
+
+step "7. failover (primary Pod killed)"
+# kill -9 of PID 1 from inside the container is ignored by the kernel (init of its PID
+# namespace), and a restarted mysqld may be back before the operator looks. So the primary's
+# Pod is deleted with no grace period while its node is cordoned: its replacement stays
+# Pending, the instance is gone until uncordon, and only a failover can restore writes.
+old=$(primary_index)
+node=$(k get pod "$STS-$old" -n "$NS" -o jsonpath='{.spec.nodeName}')
+k cordon "$node"
+cordoned=$node
+wait_for 120 "$STS-$old to be force-deleted" force_delete "$STS-$old"
+wait_for 600 "currentPrimaryIndex to move away from $old" index_moved_from "$old"
+new=$(primary_index)
+wait_for 120 "$STS-$new to be labelled primary" role_is "$STS-$new" primary
+k uncordon "$node"
+cordoned=""
+wait_for 600 "$STS-$old to be Ready again" pod_ready "$STS-$old"
+wait_healthy 15m
+for i in 0 1 2; do
+  wait_for 300 "all 200 rows on $STS-$i" rows_are "$STS-$i" 127.0.0.1 200
+done
+pass "failover $old -> $new, Healthy again, all 200 rows on every instance"
+
+step "8. volume growth (mysql-data 1Gi -> 2Gi)"
+sts_uid=$(k get sts "$STS" -n "$NS" -o jsonpath='{.metadata.uid}')
+k patch mysqlcluster "$NAME" -n "$NS" --type=json -p \
+  '[{"op":"replace","path":"/spec/volumeClaimTemplates/0/spec/resources/requests/storage","value":"2Gi"}]'
+wait_for 300 "StatefulSet $STS to be re-created with a 2Gi claim template" sts_recreated "$sts_uid" 2Gi
+wait_healthy 10m
+wait_for 300 "every PVC to request 2Gi" pvcs_request 2Gi
+k logs -n "$SYSTEM_NS" -l "app.kubernetes.io/component=$CONTROLLER" --tail=-1 |
+  grep -F 'PVC grown' || true
+note "PVC requests grew to 2Gi; their capacity stays 1Gi because kind's local-path"
+note "provisioner has no resizer: real expansion needs a CSI driver that supports it."
+pass "PVC requests grown and StatefulSet re-created with a 2Gi claim template"
+k get pvc -n "$NS" -l "app.kubernetes.io/instance=$NAME" \
+  -o custom-columns=NAME:.metadata.name,REQUEST:.spec.resources.requests.storage,CAPACITY:.status.capacity.storage,CLASS:.spec.storageClassName
+
+step "9. summary"
+for item in "${passed[@]}"; do printf '   PASS  %s\n' "$item"; done
+printf '\nE2E PASSED (%s checks)\n' "${#passed[@]}"
