@@ -709,7 +709,11 @@ mod tests {
     fn tags_follow_mysqls_rule() {
         for ok in ["a", "_x1", "Tag_9", &"t".repeat(32)] {
             let s = set(&format!("{A}:{ok}:1"));
-            assert_eq!(s.to_string(), format!("{A}:{}:1", ok.to_ascii_lowercase()), "{ok}");
+            assert_eq!(
+                s.to_string(),
+                format!("{A}:{}:1", ok.to_ascii_lowercase()),
+                "{ok}"
+            );
         }
         for bad in ["a$", "$", "a-b", &"t".repeat(33)] {
             let err = GtidSet::parse(&format!("{A}:{bad}:1")).unwrap_err();
@@ -731,9 +735,34 @@ mod tests {
             41
         );
         assert_eq!(
-            GtidSet::parse(&format!("{A}:1-2:3-x")).unwrap_err().position,
+            GtidSet::parse(&format!("{A}:1-2:3-x"))
+                .unwrap_err()
+                .position,
             43
         );
+    }
+
+    /// More survivors: a MariaDB source takes no tag; the server id's position in a
+    /// `domain-server:interval` source; `FromStr`; the JSON Schema; a removal interval that
+    /// ends before the interval it is subtracted from.
+    #[test]
+    fn mariadb_sources_parse_str_schema_and_subtraction_skips() {
+        assert_eq!(
+            GtidSet::parse("0-1:abc:5").unwrap_err().reason,
+            "expected an interval or a tag"
+        );
+        assert_eq!(GtidSet::parse("0-1:5,0-x:5").unwrap_err().position, 8);
+        assert_eq!("0-1-5".parse::<GtidSet>().unwrap(), set("0-1-5"));
+        assert!("0-1-x".parse::<GtidSet>().is_err());
+        let schema = serde_json::to_value(schemars::schema_for!(GtidSet)).unwrap();
+        assert_eq!(schema["type"], "string");
+        assert!(schema["description"].as_str().unwrap().contains("GTID set"));
+        let a = set(&format!("{A}:5-10"));
+        let b = set(&format!("{A}:1-2:7-8"));
+        assert_eq!(a.subtract(&b).to_string(), format!("{A}:5-6:9-10"));
+        let c = set(&format!("{A}:1-10"));
+        let d = set(&format!("{A}:2-3:5-6"));
+        assert_eq!(c.subtract(&d).to_string(), format!("{A}:1:4:7-10"));
     }
 
     #[test]

@@ -420,6 +420,19 @@ mod tests {
         );
     }
 
+    /// A reason without a block (a caller that knows the primary commits anyway) does not
+    /// turn the cluster's reason into `WriteBlocked` (a survivor of the mutation run).
+    #[test]
+    fn a_block_reason_counts_only_when_the_primary_cannot_commit() {
+        let old = ClusterStatus::default();
+        let mut i = inputs(&old, ClusterState::Healthy, &[]);
+        i.write_block_reason = Some("no ACKs".into());
+        let s = next_status(&i);
+        let a = s.condition(condition_type::AVAILABLE).unwrap();
+        assert_eq!(a.status, ConditionStatus::True);
+        assert_eq!(a.reason, "Healthy");
+    }
+
     #[test]
     fn cloned_is_set_once_cloning_ends_and_kept() {
         let old = ClusterStatus::default();

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::clustering::Managers;
 use crate::clustering::addresses::PodNetwork;
+use crate::clustering::platform::MysqlConnector;
 use crate::clustering::pods::watch_pods;
 use crate::config::ControllerArgs;
 use crate::controller::{Shared, run_controller};
@@ -111,6 +112,7 @@ pub async fn lead(
     let managers = Arc::new(Managers::new(
         client.clone(),
         Arc::new(PodNetwork),
+        Arc::new(MysqlConnector),
         None,
         config.manager.clone(),
     ));

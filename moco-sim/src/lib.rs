@@ -45,7 +45,7 @@ mod truth;
 pub use cluster::{SIM_EPOCH, SimCluster, SimConfig};
 pub use instance::SimInstance;
 pub use model::{
-    FrozenSpan, OpFault, Promotion, RelayPurge, SimGtid, SpanEnd, WriteOutcome, WriteRecord,
-    WriteState, WriteTarget,
+    FrozenSpan, OpFault, PORT as INSTANCE_PORT, Promotion, RelayPurge, SimGtid, SpanEnd,
+    WriteOutcome, WriteRecord, WriteState, WriteTarget, host_of as instance_host,
 };
 pub use truth::{AppliedOp, ErrantWrite, SimOp, WipeRecord};

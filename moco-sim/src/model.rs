@@ -346,12 +346,13 @@ pub(crate) struct State {
 }
 
 /// The host name of instance `index`.
-pub(crate) fn host_of(index: u32) -> String {
+/// The host name other instances reach instance `index` at (what replication sources name).
+pub fn host_of(index: u32) -> String {
     format!("sim-{index}.sim.svc")
 }
 
 /// The SQL port of every instance.
-pub(crate) const PORT: u16 = 3306;
+pub const PORT: u16 = 3306;
 
 /// The `server_uuid` number of MySQL identity `ident`.
 pub(crate) fn uuid_of(ident: u32) -> u128 {

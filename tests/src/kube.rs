@@ -17,6 +17,7 @@ use moco_adapters::mysqld::LocalMysqld;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_operator::clustering::Managers;
 use moco_operator::clustering::addresses::StaticAddresses;
+use moco_operator::clustering::platform::MysqlConnector;
 use moco_operator::controller::ClusteringControl;
 use moco_operator::reconcile::Clustering;
 use moco_operator::testing::apiserver::FakeApiServer;
@@ -169,6 +170,7 @@ impl KubeDrill {
         let managers = Arc::new(Managers::new(
             fake.client(),
             Arc::new(addresses),
+            Arc::new(MysqlConnector),
             None,
             ManagerConfig {
                 check_interval: Duration::from_millis(500),

@@ -20,7 +20,7 @@ use crate::controller::ClusteringControl;
 use crate::reconcile::Clustering;
 use crate::render::ClusterId;
 use addresses::AddressResolver;
-use platform::{InstanceCloner, KubePlatform};
+use platform::{InstanceCloner, KubePlatform, SqlConnector};
 
 /// A running manager.
 struct Running {
@@ -33,6 +33,7 @@ struct Running {
 pub struct Managers {
     client: Client,
     addresses: Arc<dyn AddressResolver>,
+    connector: Arc<dyn SqlConnector>,
     cloner: Option<Arc<dyn InstanceCloner>>,
     config: ManagerConfig,
     running: Mutex<HashMap<(String, String), Running>>,
@@ -49,16 +50,19 @@ impl fmt::Debug for Managers {
 }
 
 impl Managers {
-    /// No manager yet; each runs with `config`.
+    /// No manager yet; each runs with `config` and reaches its instances through `addresses`
+    /// and `connector`.
     pub fn new(
         client: Client,
         addresses: Arc<dyn AddressResolver>,
+        connector: Arc<dyn SqlConnector>,
         cloner: Option<Arc<dyn InstanceCloner>>,
         config: ManagerConfig,
     ) -> Self {
         Managers {
             client,
             addresses,
+            connector,
             cloner,
             config,
             running: Mutex::new(HashMap::new()),
@@ -96,6 +100,7 @@ impl Managers {
             self.client.clone(),
             id.clone(),
             Arc::clone(&self.addresses),
+            Arc::clone(&self.connector),
             self.cloner.clone(),
         );
         let manager = Manager::new(Arc::new(platform), self.config.clone());

@@ -61,11 +61,49 @@ pub trait InstanceCloner: Send + Sync + fmt::Debug {
     ) -> Result<(), PortError>;
 }
 
+/// Builds the manager's SQL port of an instance: MySQL over TCP in production, simulated
+/// servers in benchmarks.
+pub trait SqlConnector: Send + Sync + fmt::Debug {
+    /// The port of instance `index` of `id` at `host:port`, logging in with `credentials`.
+    fn connect(
+        &self,
+        id: &ClusterId,
+        index: u32,
+        host: &str,
+        port: u16,
+        credentials: &Credentials,
+    ) -> Arc<dyn MysqlPort>;
+}
+
+/// `moco-admin` over TCP with MOCO's limits (connect 5 s, calls 60 s).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MysqlConnector;
+
+impl SqlConnector for MysqlConnector {
+    fn connect(
+        &self,
+        id: &ClusterId,
+        index: u32,
+        host: &str,
+        port: u16,
+        credentials: &Credentials,
+    ) -> Arc<dyn MysqlPort> {
+        let options = ConnectOptions::new(host.to_owned(), port, credentials)
+            .with_name(format!(
+                "instance {index} (moco-{}-{index}) at {host}:{port}",
+                id.name
+            ))
+            .with_timeouts(CONNECT_TIMEOUT, CALL_TIMEOUT);
+        Arc::new(MysqlInstance::new(options))
+    }
+}
+
 /// One MySQLCluster on Kubernetes.
 pub struct KubePlatform {
     client: Client,
     id: ClusterId,
     addresses: Arc<dyn AddressResolver>,
+    connector: Arc<dyn SqlConnector>,
     cloner: Option<Arc<dyn InstanceCloner>>,
     recorder: Recorder,
 }
@@ -75,6 +113,7 @@ impl fmt::Debug for KubePlatform {
         f.debug_struct("KubePlatform")
             .field("cluster", &self.id)
             .field("addresses", &self.addresses)
+            .field("connector", &self.connector)
             .field("cloner", &self.cloner)
             .finish_non_exhaustive()
     }
@@ -227,12 +266,14 @@ fn pod_facts(pod: Option<&Pod>) -> PodFacts {
 }
 
 impl KubePlatform {
-    /// The platform of `id`, reaching instances through `addresses`; `cloner` copies data into
-    /// empty instances (`None`: clone operations fail with a message saying so).
+    /// The platform of `id`, reaching instances at the addresses `addresses` gives through
+    /// `connector`; `cloner` copies data into empty instances (`None`: clone operations fail
+    /// with a message saying so).
     pub fn new(
         client: Client,
         id: ClusterId,
         addresses: Arc<dyn AddressResolver>,
+        connector: Arc<dyn SqlConnector>,
         cloner: Option<Arc<dyn InstanceCloner>>,
     ) -> Self {
         let recorder = Recorder::new(
@@ -246,6 +287,7 @@ impl KubePlatform {
             client,
             id,
             addresses,
+            connector,
             cloner,
             recorder,
         }
@@ -415,10 +457,9 @@ impl Platform for KubePlatform {
             user: Account::Admin.name().to_owned(),
             password: passwords.get(Account::Admin).to_owned(),
         };
-        let options = ConnectOptions::new(host.clone(), port, &credentials)
-            .with_name(format!("{target} at {host}:{port}"))
-            .with_timeouts(CONNECT_TIMEOUT, CALL_TIMEOUT);
-        Ok(Arc::new(MysqlInstance::new(options)))
+        Ok(self
+            .connector
+            .connect(&self.id, slot.index, &host, port, &credentials))
     }
 
     async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {

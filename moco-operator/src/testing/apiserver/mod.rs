@@ -167,6 +167,28 @@ impl FakeApiServer {
         kube::Client::new(service, "default")
     }
 
+    /// The fake as an HTTP service, for a client in another process (the operator benchmark
+    /// runs the API server apart so that each side's memory can be measured):
+    /// `axum::serve(listener, fake.router())`.
+    pub fn router(&self) -> axum::Router {
+        let shared = Arc::clone(&self.shared);
+        axum::Router::new().fallback(move |request: axum::extract::Request| {
+            let shared = Arc::clone(&shared);
+            async move {
+                let (parts, body) = request.into_parts();
+                let bytes = match http_body_util::BodyExt::collect(body).await {
+                    Ok(c) => c.to_bytes().to_vec(),
+                    Err(_) => Vec::new(),
+                };
+                let request = http::Request::from_parts(parts, kube::client::Body::from(bytes));
+                match verbs::serve(shared, request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
+            }
+        })
+    }
+
     /// Stores `object` as the server would (server-set fields assigned; `status` kept), creating
     /// it or replacing the object of that name, and returns it as stored. A namespaced object
     /// without a namespace goes to `default`. Panics on an unknown kind or an object without
