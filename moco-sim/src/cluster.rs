@@ -15,7 +15,7 @@ use super::model::{
     FrozenSpan, OpFault, PORT, Promotion, RelayPurge, SimGtid, State, WriteOutcome, WriteRecord,
     WriteState, WriteTarget, host_of,
 };
-use super::truth::{AppliedOp, ErrantWrite, WipeRecord};
+use super::records::{AppliedOp, ErrantWrite, WipeRecord};
 use moco_adapters::manager::{Manager, ManagerConfig};
 use moco_adapters::ports::{Clock, Platform, PortError};
 

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::cluster::{SimCluster, reach};
 use super::model::{PORT, host_of};
-use super::truth::SimOp;
+use super::records::SimOp;
 use moco_adapters::ports::{Credentials, MysqlPort, PortError};
 
 /// How long a wait without limit may advance the simulation before giving up (the manager's

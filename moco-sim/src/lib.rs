@@ -40,6 +40,7 @@ mod cluster;
 mod instance;
 mod model;
 mod platform;
+mod records;
 mod truth;
 
 pub use cluster::{SIM_EPOCH, SimCluster, SimConfig};
@@ -48,4 +49,4 @@ pub use model::{
     FrozenSpan, OpFault, PORT as INSTANCE_PORT, Promotion, RelayPurge, SimGtid, SpanEnd,
     WriteOutcome, WriteRecord, WriteState, WriteTarget, host_of as instance_host,
 };
-pub use truth::{AppliedOp, ErrantWrite, SimOp, WipeRecord};
+pub use records::{AppliedOp, ErrantWrite, SimOp, WipeRecord};

@@ -3,7 +3,6 @@
 //! [`super::cluster`] and [`super::instance`] lock the state and call into it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::fmt;
 
 use moco_core::facts::{
     CloneState, Flavor, MysqldStatus, ReplicaHost, ReplicaStatus, Role, SemiSyncFacts, ThreadState,
@@ -13,7 +12,8 @@ use moco_core::operation::Event;
 use moco_core::status::ClusterStatus;
 use moco_core::{Decision, facts::ClusterFacts};
 
-use super::truth::{Truth, WipeRecord};
+pub use super::records::SimGtid;
+use super::records::{Truth, WipeRecord};
 
 /// MySQL error 1236: the source cannot serve what the replica asks for.
 pub(crate) const ER_SOURCE_FATAL_READING_BINLOG: u32 = 1236;
@@ -21,25 +21,6 @@ pub(crate) const ER_SOURCE_FATAL_READING_BINLOG: u32 = 1236;
 pub(crate) const ER_GTID_STRICT_OUT_OF_ORDER: u32 = 1950;
 /// MySQL error 1593: source and replica are the same server.
 pub(crate) const ER_SAME_SERVER_ID: u32 = 1593;
-
-/// One transaction as the simulator knows it, exactly: who originated it and its number.
-///
-/// `origin` is a server *identity*: on MySQL a `server_uuid` (a re-initialised instance gets a
-/// new one), on MariaDB the `server_id` (which an instance keeps). `seq` is the GTID number:
-/// per UUID on MySQL, per replication domain on MariaDB (`gtid_strict_mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SimGtid {
-    /// Server identity that committed it first.
-    pub origin: u32,
-    /// Transaction number.
-    pub seq: u64,
-}
-
-impl fmt::Display for SimGtid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.origin, self.seq)
-    }
-}
 
 /// Who may accept a client write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

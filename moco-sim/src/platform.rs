@@ -12,7 +12,7 @@ use moco_core::{Action, Decision};
 
 use super::cluster::{SimCluster, reach};
 use super::model::{PORT, PodState, Promotion, host_of};
-use super::truth::SimOp;
+use super::records::SimOp;
 use moco_adapters::ports::{
     Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
 };

@@ -85,6 +85,7 @@ mod apply;
 mod log;
 mod patch;
 pub mod registry;
+mod request;
 mod route;
 mod selector;
 mod status;

@@ -13,56 +13,11 @@ use super::Shared;
 use super::apply;
 use super::log::RecordedRequest;
 use super::patch;
+use super::request::{Request, present};
 use super::route::{Route, parse_path, parse_query};
-use super::selector::{FieldSelector, LabelSelector, Selectors};
 use super::status::{ApiError, deleted_status};
 use super::store::{Deleted, ObjectKey, Preconditions, Propagation, State, meta_mut, meta_str};
 use super::watch;
-
-/// A request, parsed.
-#[derive(Debug)]
-pub(super) struct Request {
-    pub method: String,
-    pub route: Option<Route>,
-    pub query: Vec<(String, String)>,
-    pub content_type: Option<String>,
-    /// The body as JSON; `Err` with the parse error for a body that is not.
-    pub body: Result<Option<Value>, String>,
-    /// Whether the client asked for `PartialObjectMetadata` (metadata-only Api).
-    pub metadata_only: bool,
-}
-
-impl Request {
-    pub fn param(&self, key: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn dry_run(&self) -> bool {
-        self.param("dryRun") == Some("All")
-    }
-
-    /// The body, which must be a JSON object.
-    fn object(&self) -> Result<Value, ApiError> {
-        match &self.body {
-            Ok(Some(v)) if v.is_object() => Ok(v.clone()),
-            Ok(Some(_)) => Err(ApiError::bad_request("the body is not a JSON object")),
-            Ok(None) => Err(ApiError::bad_request("the request has no body")),
-            Err(e) => Err(ApiError::bad_request(format!(
-                "couldn't get version/kind; json parse error: {e}"
-            ))),
-        }
-    }
-
-    pub fn selectors(&self) -> Result<Selectors, ApiError> {
-        Ok(Selectors {
-            labels: LabelSelector::parse(self.param("labelSelector").unwrap_or(""))?,
-            fields: FieldSelector::parse(self.param("fieldSelector").unwrap_or(""))?,
-        })
-    }
-}
 
 /// The service behind [`super::FakeApiServer::client`].
 pub(super) async fn serve(
@@ -171,19 +126,6 @@ fn json_response(code: u16, body: Body) -> http::Response<Body> {
 
 pub(super) fn error_response(error: &ApiError) -> http::Response<Body> {
     json_response(error.code, Body::from(error.to_status().to_string()))
-}
-
-/// The object as returned: whole, or as `PartialObjectMetadata` for metadata-only clients.
-pub(super) fn present(object: &Value, metadata_only: bool) -> Value {
-    if metadata_only {
-        json!({
-            "apiVersion": "meta.k8s.io/v1",
-            "kind": "PartialObjectMetadata",
-            "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
-        })
-    } else {
-        object.clone()
-    }
 }
 
 fn dispatch(state: &mut State, request: &Request) -> Result<(u16, Value), ApiError> {

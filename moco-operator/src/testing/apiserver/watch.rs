@@ -22,11 +22,11 @@ use axum::body::{Body, Bytes};
 use serde_json::{Value, json};
 
 use super::Shared;
+use super::request::{Request, present};
 use super::route::Route;
 use super::selector::Selectors;
 use super::status::ApiError;
 use super::store::{EventType, HistoryEvent};
-use super::verbs::{Request, present};
 
 /// Where one watch is and what it wants.
 #[derive(Debug)]
