@@ -80,3 +80,55 @@ pub(super) fn decide_channel(
     }
     wanted
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::ClusterFacts;
+
+    fn healthy() -> ClusterFacts {
+        serde_json::from_str(include_str!("../../../docs/examples/facts/healthy.json")).unwrap()
+    }
+
+    /// A running channel to the primary with the semi-sync flags the cluster wants is kept;
+    /// with the wrong flags (a restarted replica: `SET GLOBAL` does not persist) it is
+    /// restarted to set them. (A survivor of the mutation run: no scenario had a running
+    /// channel with wrong flags.)
+    #[test]
+    fn running_channels_are_kept_only_with_the_right_semi_sync_flags() {
+        let f = healthy();
+        let primary = &f.instances[0];
+        let mut replica = f.instances[1].mysqld.clone().unwrap();
+        let decide = |s: &MysqldStatus, semi_sync: bool| {
+            decide_channel(Flavor::Mysql, s, primary, semi_sync)
+        };
+        assert_eq!(decide(&replica, true), Channel::Keep);
+        replica.semi_sync.replica_enabled = false;
+        assert_eq!(
+            decide(&replica, true),
+            Channel::Restart {
+                stop_io: true,
+                set_flags: true
+            }
+        );
+        assert_eq!(decide(&replica, false), Channel::Keep);
+        // A stopped IO thread without an error restarts in place, setting flags only if wrong.
+        if let Some(r) = replica.replica_status.as_mut() {
+            r.io_running = ThreadState::No;
+        }
+        assert_eq!(
+            decide(&replica, false),
+            Channel::Restart {
+                stop_io: false,
+                set_flags: false
+            }
+        );
+        assert_eq!(
+            decide(&replica, true),
+            Channel::Restart {
+                stop_io: false,
+                set_flags: true
+            }
+        );
+    }
+}
