@@ -583,6 +583,7 @@ impl Manager {
                 Ok(report) => report.redo(),
                 Err(err) => {
                     tracing::warn!(%err, "round failed");
+                    self.platform.round_failed(err.category()).await;
                     false
                 }
             };

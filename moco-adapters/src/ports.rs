@@ -279,6 +279,8 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     ) -> Result<(), PortError>;
     /// Called after each decision, before its steps run (status snapshots, metrics).
     async fn observed(&self, _facts: &ClusterFacts, _decision: &Decision) {}
+    /// Called when a round fails, with the failure's category (metrics).
+    async fn round_failed(&self, _category: ErrorCategory) {}
 }
 
 #[cfg(test)]

@@ -6,6 +6,9 @@
 //! | `moco_controller_info` | gauge, always 1 | `version`, `namespace`, `reconciliation="leader-elected"` |
 //! | `moco_controller_webhook_requests_total` | counter | `path`, `result` (allowed, denied, error) |
 //! | `controller_runtime_webhook_requests_total` | counter | `code`, `webhook` |
+//! | `moco_cluster_checks_total`, `…_errors_total`, `…_switchover_total`, `…_failover_total` | counter | `name`, `namespace` |
+//! | `moco_cluster_available`, `…_healthy`, `…_replicas`, `…_ready_replicas`, `…_errant_replicas` | gauge | `name`, `namespace` |
+//! | `moco_cluster_processing_time_seconds` | histogram | `name`, `namespace` |
 //! | `moco_cluster_volume_resized_total`, `…_errors_total` | counter | `name`, `namespace` |
 //! | `moco_cluster_statefulset_recreate_total`, `…_errors_total` | counter | `name`, `namespace` |
 //! | `moco_cluster_reconciliation_stopped`, `moco_cluster_clustering_stopped` | gauge | `name`, `namespace` |
@@ -22,6 +25,7 @@ use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEn
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use moco_api::labels::{
@@ -115,9 +119,43 @@ pub struct ReconcileLabels {
     pub category: &'static str,
 }
 
-/// The metrics reconcile updates, per cluster where MOCO has them.
-#[derive(Debug, Clone, Default)]
+/// A gauge that can hold NaN (MOCO's value while clustering is paused).
+pub type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// MOCO's buckets of `moco_cluster_processing_time_seconds`.
+pub const PROCESSING_TIME_BUCKETS: [f64; 11] =
+    [0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 30.0];
+
+fn processing_histogram() -> Histogram {
+    Histogram::new(PROCESSING_TIME_BUCKETS)
+}
+
+/// A family of histograms with MOCO's buckets.
+pub type HistogramFamily = Family<ClusterLabels, Histogram, fn() -> Histogram>;
+
+/// The metrics reconcile and clustering update, per cluster where MOCO has them.
+#[derive(Debug, Clone)]
 pub struct ClusterMetrics {
+    /// Clustering rounds run.
+    pub checks: Family<ClusterLabels, Counter>,
+    /// Clustering rounds that failed.
+    pub errors: Family<ClusterLabels, Counter>,
+    /// 1 when the cluster is Available, 0 when not, NaN while clustering is paused.
+    pub available: Family<ClusterLabels, FloatGauge>,
+    /// 1 when the cluster is Healthy, 0 when not, NaN while clustering is paused.
+    pub healthy: Family<ClusterLabels, FloatGauge>,
+    /// Switchovers done.
+    pub switchover: Family<ClusterLabels, Counter>,
+    /// Failovers done.
+    pub failover: Family<ClusterLabels, Counter>,
+    /// `spec.replicas`.
+    pub replicas: Family<ClusterLabels, FloatGauge>,
+    /// Ready instances.
+    pub ready_replicas: Family<ClusterLabels, FloatGauge>,
+    /// Instances with errant transactions.
+    pub errant_replicas: Family<ClusterLabels, FloatGauge>,
+    /// Seconds from observing the cluster to its decision, per round.
+    pub processing_time: HistogramFamily,
     /// Rounds that grew at least one PVC.
     pub volume_resized: Family<ClusterLabels, Counter>,
     /// Rounds whose PVC growth failed.
@@ -134,8 +172,82 @@ pub struct ClusterMetrics {
     pub reconcile: Family<ReconcileLabels, Counter>,
 }
 
+impl Default for ClusterMetrics {
+    fn default() -> Self {
+        ClusterMetrics {
+            checks: Family::default(),
+            errors: Family::default(),
+            available: Family::default(),
+            healthy: Family::default(),
+            switchover: Family::default(),
+            failover: Family::default(),
+            replicas: Family::default(),
+            ready_replicas: Family::default(),
+            errant_replicas: Family::default(),
+            processing_time: Family::new_with_constructor(processing_histogram),
+            volume_resized: Family::default(),
+            volume_resized_errors: Family::default(),
+            statefulset_recreate: Family::default(),
+            statefulset_recreate_errors: Family::default(),
+            reconciliation_stopped: Family::default(),
+            clustering_stopped: Family::default(),
+            reconcile: Family::default(),
+        }
+    }
+}
+
 impl ClusterMetrics {
     fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "moco_cluster_checks",
+            "The number of times MOCO checked the cluster",
+            self.checks.clone(),
+        );
+        registry.register(
+            "moco_cluster_errors",
+            "The number of times MOCO encountered errors when managing the cluster",
+            self.errors.clone(),
+        );
+        registry.register(
+            "moco_cluster_available",
+            "1 if the cluster is available, 0 otherwise",
+            self.available.clone(),
+        );
+        registry.register(
+            "moco_cluster_healthy",
+            "1 if the cluster is running without any problems, 0 otherwise",
+            self.healthy.clone(),
+        );
+        registry.register(
+            "moco_cluster_switchover",
+            "The number of times MOCO changed the live primary instance",
+            self.switchover.clone(),
+        );
+        registry.register(
+            "moco_cluster_failover",
+            "The number of times MOCO changed the failed primary instance",
+            self.failover.clone(),
+        );
+        registry.register(
+            "moco_cluster_replicas",
+            "The number of mysqld instances in the cluster",
+            self.replicas.clone(),
+        );
+        registry.register(
+            "moco_cluster_ready_replicas",
+            "The number of ready mysqld instances in the cluster",
+            self.ready_replicas.clone(),
+        );
+        registry.register(
+            "moco_cluster_errant_replicas",
+            "The number of mysqld instances that have errant transactions",
+            self.errant_replicas.clone(),
+        );
+        registry.register(
+            "moco_cluster_processing_time_seconds",
+            "The length of time in seconds processing the cluster",
+            self.processing_time.clone(),
+        );
         registry.register(
             "moco_cluster_volume_resized",
             "The number of successful volume resizes",
@@ -180,11 +292,37 @@ impl ClusterMetrics {
             &self.volume_resized_errors,
             &self.statefulset_recreate,
             &self.statefulset_recreate_errors,
+            &self.checks,
+            &self.errors,
+            &self.switchover,
+            &self.failover,
         ] {
             family.remove(labels);
         }
+        for family in [
+            &self.available,
+            &self.healthy,
+            &self.replicas,
+            &self.ready_replicas,
+            &self.errant_replicas,
+        ] {
+            family.remove(labels);
+        }
+        self.processing_time.remove(labels);
         self.reconciliation_stopped.remove(labels);
         self.clustering_stopped.remove(labels);
+    }
+
+    /// Clustering paused: the state gauges say nothing is known (NaN), as in MOCO.
+    pub fn clustering_paused(&self, labels: &ClusterLabels) {
+        for family in [
+            &self.available,
+            &self.healthy,
+            &self.ready_replicas,
+            &self.errant_replicas,
+        ] {
+            family.get_or_create(labels).set(f64::NAN);
+        }
     }
 }
 
@@ -294,6 +432,39 @@ mod tests {
         let metrics = Metrics::new("a\"b\\c\nd");
         let text = metrics.render().unwrap_or_default();
         assert!(text.contains(r#"namespace="a\"b\\c\nd""#), "{text}");
+    }
+
+    /// MOCO's clustering series, with its names, labels and buckets; NaN while paused; gone
+    /// with the cluster.
+    #[test]
+    fn clustering_series_have_mocos_names() {
+        let metrics = Metrics::new("ns");
+        let l = ClusterLabels {
+            name: "db".into(),
+            namespace: "app".into(),
+        };
+        let c = &metrics.cluster;
+        c.checks.get_or_create(&l).inc();
+        c.healthy.get_or_create(&l).set(1.0);
+        c.processing_time.get_or_create(&l).observe(0.3);
+        let text = metrics.render().unwrap_or_default();
+        for line in [
+            r#"moco_cluster_checks_total{name="db",namespace="app"} 1"#,
+            r#"moco_cluster_healthy{name="db",namespace="app"} 1.0"#,
+            r#"moco_cluster_processing_time_seconds_bucket{le="0.25",name="db",namespace="app"} 0"#,
+            r#"moco_cluster_processing_time_seconds_bucket{le="0.5",name="db",namespace="app"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} missing in\n{text}");
+        }
+        c.clustering_paused(&l);
+        let text = metrics.render().unwrap_or_default();
+        assert!(
+            text.contains(r#"moco_cluster_healthy{name="db",namespace="app"} NaN"#),
+            "{text}"
+        );
+        c.remove_cluster(&l);
+        let text = metrics.render().unwrap_or_default();
+        assert!(!text.contains(r#"name="db""#), "{text}");
     }
 
     #[test]

@@ -115,6 +115,7 @@ pub async fn lead(
         Arc::new(MysqlConnector),
         None,
         config.manager.clone(),
+        metrics.clone(),
     ));
     let shared = Arc::new(Shared {
         ctx: Context {

@@ -19,6 +19,7 @@ use moco_operator::clustering::Managers;
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::clustering::platform::MysqlConnector;
 use moco_operator::controller::ClusteringControl;
+use moco_operator::metrics::{ClusterLabels, ClusterMetrics};
 use moco_operator::reconcile::Clustering;
 use moco_operator::testing::apiserver::FakeApiServer;
 use serde_json::{Value, json};
@@ -39,6 +40,8 @@ pub struct KubeDrill {
     pub fake: FakeApiServer,
     /// The clustering managers (one, for this cluster).
     pub managers: Arc<Managers>,
+    /// What the managers count.
+    pub metrics: ClusterMetrics,
     /// Where the servers live.
     pub layout: Layout,
     /// The local cluster's manifest (ports, binary).
@@ -167,6 +170,7 @@ impl KubeDrill {
                 .map(|i| (i, ("127.0.0.1".to_owned(), manifest.instance_port(i))))
                 .collect(),
         };
+        let metrics = ClusterMetrics::default();
         let managers = Arc::new(Managers::new(
             fake.client(),
             Arc::new(addresses),
@@ -176,6 +180,7 @@ impl KubeDrill {
                 check_interval: Duration::from_millis(500),
                 ..ManagerConfig::default()
             },
+            metrics.clone(),
         ));
         let (stop_kubelet, stopped) = watch::channel(false);
         tokio::spawn(kubelet(
@@ -189,6 +194,7 @@ impl KubeDrill {
         Some(KubeDrill {
             fake,
             managers,
+            metrics,
             layout,
             manifest,
             passwords,
@@ -292,6 +298,14 @@ impl KubeDrill {
             .unwrap_or_else(|e| panic!("{e}"));
         LocalMysqld::open(binary, &self.layout.instance_dir(index))
             .unwrap_or_else(|e| panic!("instance {index}: {e}"))
+    }
+
+    /// The labels of this cluster's metric series.
+    pub fn labels(&self) -> ClusterLabels {
+        ClusterLabels {
+            name: NAME.into(),
+            namespace: NS.into(),
+        }
     }
 
     /// Events recorded on the cluster: reasons in order.

@@ -178,6 +178,11 @@ async fn kube_switchover_by_annotation_and_kill9_failover_lose_no_acknowledged_w
         .await
         .unwrap();
     drill
+        .wait("Healthy or Degraded, measured", FAILOVER, |d| {
+            d.metrics.available.get_or_create(&d.labels()).get() == 1.0
+        })
+        .await;
+    drill
         .wait("the restarted instance back as a replica", FAILOVER, |d| {
             d.primary() == third
                 && d.role(second).as_deref() != Some("primary")

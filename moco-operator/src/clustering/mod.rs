@@ -17,6 +17,7 @@ use moco_api::mysqlcluster::MySQLCluster;
 use tokio::sync::{Notify, watch};
 
 use crate::controller::ClusteringControl;
+use crate::metrics::{ClusterLabels, ClusterMetrics};
 use crate::reconcile::Clustering;
 use crate::render::ClusterId;
 use addresses::AddressResolver;
@@ -36,6 +37,7 @@ pub struct Managers {
     connector: Arc<dyn SqlConnector>,
     cloner: Option<Arc<dyn InstanceCloner>>,
     config: ManagerConfig,
+    metrics: ClusterMetrics,
     running: Mutex<HashMap<(String, String), Running>>,
 }
 
@@ -58,6 +60,7 @@ impl Managers {
         connector: Arc<dyn SqlConnector>,
         cloner: Option<Arc<dyn InstanceCloner>>,
         config: ManagerConfig,
+        metrics: ClusterMetrics,
     ) -> Self {
         Managers {
             client,
@@ -65,6 +68,7 @@ impl Managers {
             connector,
             cloner,
             config,
+            metrics,
             running: Mutex::new(HashMap::new()),
         }
     }
@@ -102,6 +106,7 @@ impl Managers {
             Arc::clone(&self.addresses),
             Arc::clone(&self.connector),
             self.cloner.clone(),
+            self.metrics.clone(),
         );
         let manager = Manager::new(Arc::new(platform), self.config.clone());
         let waker = manager.waker();
@@ -145,6 +150,15 @@ impl ClusteringControl for Managers {
                 if let Some(r) = running.remove(&key) {
                     let _ = r.shutdown.send(true);
                     tracing::info!(cluster = %key.1, namespace = %key.0, ?what, "clustering stopped");
+                }
+                let labels = ClusterLabels {
+                    name: key.1.clone(),
+                    namespace: key.0.clone(),
+                };
+                if what == Clustering::Pause {
+                    self.metrics.clustering_paused(&labels);
+                } else {
+                    self.metrics.remove_cluster(&labels);
                 }
             }
         }

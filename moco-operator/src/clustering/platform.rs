@@ -22,12 +22,14 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
 use moco_adapters::ports::{
-    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
+    Credentials, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
 };
 use moco_api::labels::{
     ANNOTATION_DEMOTE, ANNOTATION_PREVENT_DELETE, LABEL_ROLE, ROLE_PRIMARY, ROLE_REPLICA,
 };
 use moco_api::mysqlcluster::{MySQLCluster, MySQLClusterStatus};
+use moco_core::Decision;
+use moco_core::facts::ClusterFacts;
 use moco_core::facts::{ExternalSource, Flavor, PodFacts, Role, SpecFacts};
 use moco_core::operation::{EventType, ReplicationSource};
 use moco_core::status::{
@@ -37,6 +39,7 @@ use moco_core::time::Timestamp;
 use serde_json::json;
 
 use super::addresses::AddressResolver;
+use crate::metrics::{ClusterLabels, ClusterMetrics};
 use crate::reconcile::apply::retry;
 use crate::reconcile::label_selector;
 use crate::render::ClusterId;
@@ -106,6 +109,10 @@ pub struct KubePlatform {
     connector: Arc<dyn SqlConnector>,
     cloner: Option<Arc<dyn InstanceCloner>>,
     recorder: Recorder,
+    metrics: ClusterMetrics,
+    labels: ClusterLabels,
+    /// When the current round observed the cluster (for the processing time).
+    round_started: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl fmt::Debug for KubePlatform {
@@ -275,6 +282,7 @@ impl KubePlatform {
         addresses: Arc<dyn AddressResolver>,
         connector: Arc<dyn SqlConnector>,
         cloner: Option<Arc<dyn InstanceCloner>>,
+        metrics: ClusterMetrics,
     ) -> Self {
         let recorder = Recorder::new(
             client.clone(),
@@ -283,6 +291,10 @@ impl KubePlatform {
                 instance: std::env::var("POD_NAME").ok(),
             },
         );
+        let labels = ClusterLabels {
+            name: id.name.clone(),
+            namespace: id.namespace.clone(),
+        };
         KubePlatform {
             client,
             id,
@@ -290,6 +302,9 @@ impl KubePlatform {
             connector,
             cloner,
             recorder,
+            metrics,
+            labels,
+            round_started: std::sync::Mutex::new(None),
         }
     }
 
@@ -378,6 +393,10 @@ impl KubePlatform {
 #[async_trait]
 impl Platform for KubePlatform {
     async fn observe(&self) -> Result<Observation, PortError> {
+        *self
+            .round_started
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
         let cluster = self.cluster().await?;
         let flavor = flavor_of(&cluster).map_err(|e| failed(self.target(), e))?;
         let spec = &cluster.spec;
@@ -562,6 +581,11 @@ impl Platform for KubePlatform {
             action: event.reason.clone(),
             secondary: None,
         };
+        match event.reason.as_str() {
+            "SwitchOver" => self.metrics.switchover.get_or_create(&self.labels).inc(),
+            "FailOver" => self.metrics.failover.get_or_create(&self.labels).inc(),
+            _ => 0,
+        };
         self.recorder
             .publish(&kube_event, &reference)
             .await
@@ -582,6 +606,45 @@ impl Platform for KubePlatform {
                  does not have yet (docs/operator.md)",
             )),
         }
+    }
+
+    async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {
+        let m = &self.metrics;
+        let l = &self.labels;
+        m.checks.get_or_create(l).inc();
+        let condition = |type_: &str| {
+            let on = decision
+                .status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == type_ && c.status == ConditionStatus::True);
+            if on { 1.0 } else { 0.0 }
+        };
+        m.available.get_or_create(l).set(condition("Available"));
+        m.healthy.get_or_create(l).set(condition("Healthy"));
+        m.replicas
+            .get_or_create(l)
+            .set(f64::from(facts.spec.replicas));
+        m.ready_replicas
+            .get_or_create(l)
+            .set(f64::from(decision.status.synced_replicas));
+        m.errant_replicas
+            .get_or_create(l)
+            .set(f64::from(decision.status.errant_replicas));
+        let started = self
+            .round_started
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(started) = started {
+            m.processing_time
+                .get_or_create(l)
+                .observe(started.elapsed().as_secs_f64());
+        }
+    }
+
+    async fn round_failed(&self, _category: ErrorCategory) {
+        self.metrics.errors.get_or_create(&self.labels).inc();
     }
 }
 

@@ -239,6 +239,7 @@ async fn run(n: u32, ticks: f64) {
             check_interval,
             ..ManagerConfig::default()
         },
+        ClusterMetrics::default(),
     ));
     let shared = Arc::new(Shared {
         ctx: Context {
