@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::clustering::Managers;
 use crate::clustering::addresses::PodNetwork;
+use crate::clustering::deleted::stop_deleted;
 use crate::clustering::platform::MysqlConnector;
 use crate::clustering::pods::watch_pods;
 use crate::config::ControllerArgs;
@@ -150,7 +151,8 @@ pub async fn lead(
                 tracing::warn!("reconciles still running {DRAIN:?} after losing the lead; dropped");
             }
         }
-        () = watch_pods(client, managers.clone()) => {}
+        () = watch_pods(client.clone(), managers.clone()) => {}
+        () = stop_deleted(client, managers.clone()) => {}
     }
     managers.stop_all();
 }

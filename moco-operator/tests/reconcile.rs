@@ -774,3 +774,29 @@ async fn a_tampered_password_secret_is_refused_not_replaced() {
         "{err}"
     );
 }
+
+/// A StatefulSet whose claim templates name the cluster as owner under another API version (a
+/// cluster created through v1beta1): claim templates are immutable, so that version is kept
+/// and the StatefulSet settles instead of being rewritten every round.
+#[tokio::test]
+async fn claim_template_owner_versions_of_older_clusters_are_kept() {
+    let env = Env::new(json!({}));
+    env.ok_round().await;
+    env.fake.modify(STS, NS, "moco-db", |s| {
+        s["spec"]["volumeClaimTemplates"][0]["metadata"]["ownerReferences"][0]["apiVersion"] =
+            json!("moco.cybozu.com/v1beta1");
+        s["metadata"]["annotations"]
+            .as_object_mut()
+            .unwrap()
+            .remove("moco-rs/rendered-hash");
+    });
+    assert_eq!(
+        env.ok_round().await.statefulset,
+        Some(ApplyReason::Rendering)
+    );
+    let owner = env.sts().unwrap()["spec"]["volumeClaimTemplates"][0]["metadata"]
+        ["ownerReferences"][0]["apiVersion"]
+        .clone();
+    assert_eq!(owner, "moco.cybozu.com/v1beta1");
+    assert_eq!(env.ok_round().await.statefulset, None);
+}

@@ -1,9 +1,11 @@
 //! Clustering on Kubernetes: one manager (`moco_adapters::manager::Manager`, the same loop
 //! `moco local` runs) per MySQLCluster, driving the [`platform::KubePlatform`]; started, woken,
 //! paused and stopped by reconcile ([`crate::controller::ClusteringControl`]) and woken by the
-//! [`pods`] watcher when a primary Pod is deleted or asked to step down.
+//! [`pods`] watcher when a primary Pod is deleted or asked to step down; [`deleted`] stops the
+//! manager of a cluster removed without its finalizer.
 
 pub mod addresses;
+pub mod deleted;
 pub mod platform;
 pub mod pods;
 

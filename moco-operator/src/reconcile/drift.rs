@@ -79,7 +79,8 @@ fn first_difference(want: &Value, have: &Value, path: String) -> Option<String> 
     match (want, have) {
         (Value::Object(w), Value::Object(h)) => w.iter().find_map(|(k, wv)| match h.get(k) {
             Some(hv) => first_difference(wv, hv, format!("{path}/{k}")),
-            None if wv.is_null() => None,
+            // The API server drops nulls and may drop empty objects and lists.
+            None if is_empty(wv) => None,
             None => Some(format!("{path}/{k}")),
         }),
         (Value::Array(w), Value::Array(h)) if w.len() == h.len() => w
@@ -95,6 +96,15 @@ fn first_difference(want: &Value, have: &Value, path: String) -> Option<String> 
         }
         (w, h) if w == h => None,
         _ => Some(path),
+    }
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
     }
 }
 
@@ -121,6 +131,16 @@ mod tests {
             json!("1Gi");
         deployed["metadata"]["uid"] = json!("u");
         assert_eq!(apply_reason(&rendered(), Some(&deployed)), None);
+        // An empty object the server dropped (`securityContext: {}`) is not drift either.
+        let mut with_empty = rendered();
+        with_empty["spec"]["template"]["containers"][0]["securityContext"] = json!({});
+        let with_empty = with_hash(with_empty);
+        let mut dropped = with_empty.clone();
+        dropped["spec"]["template"]["containers"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("securityContext");
+        assert_eq!(apply_reason(&with_empty, Some(&dropped)), None);
     }
 
     #[test]

@@ -391,7 +391,11 @@ async fn apply_all(
     // 5–6. Volumes, then the StatefulSet.
     let deployed = volumes::reconcile(cluster, id, ctx, inputs.deployed_statefulset).await?;
     let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
-    let rendered = with_hash(to_value(&objects.statefulset, Step::StatefulSet)?);
+    let mut statefulset = objects.statefulset.clone();
+    if let Some(d) = &deployed {
+        keep_claim_owner_api_version(&mut statefulset, d, &id.uid);
+    }
+    let rendered = with_hash(to_value(&statefulset, Step::StatefulSet)?);
     let deployed_value = deployed
         .as_ref()
         .map(|d| to_value(d, Step::StatefulSet))
@@ -622,6 +626,44 @@ fn finalizers_patch(cluster: &MySQLCluster, finalizers: Vec<String>) -> kube::ap
             "resourceVersion": cluster.metadata.resource_version,
         }
     }))
+}
+
+/// Claim templates are immutable: when the deployed ones already name this cluster as owner
+/// under another API version (a cluster created through `v1beta1`), that version is kept so
+/// the templates compare equal and the StatefulSet is not rewritten for it (MOCO does the same).
+pub fn keep_claim_owner_api_version(rendered: &mut StatefulSet, deployed: &StatefulSet, uid: &str) {
+    let deployed_version = |name: &str| {
+        deployed
+            .spec
+            .as_ref()?
+            .volume_claim_templates
+            .as_ref()?
+            .iter()
+            .find(|t| t.metadata.name.as_deref() == Some(name))?
+            .metadata
+            .owner_references
+            .as_ref()?
+            .iter()
+            .find(|r| r.uid == uid)
+            .map(|r| r.api_version.clone())
+    };
+    let Some(templates) = rendered
+        .spec
+        .as_mut()
+        .and_then(|s| s.volume_claim_templates.as_mut())
+    else {
+        return;
+    };
+    for t in templates {
+        let Some(version) = t.metadata.name.as_deref().and_then(deployed_version) else {
+            continue;
+        };
+        for r in t.metadata.owner_references.iter_mut().flatten() {
+            if r.uid == uid {
+                r.api_version.clone_from(&version);
+            }
+        }
+    }
 }
 
 /// The cert-manager `Certificate` resource (not a k8s-openapi type).
