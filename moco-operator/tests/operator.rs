@@ -175,3 +175,57 @@ async fn a_replica_that_does_not_hold_the_lease_reconciles_nothing() {
         .expect("the operator stops on shutdown")
         .unwrap();
 }
+
+/// A cluster deleted without reconcile's finalizer (removed by hand) still gets its manager
+/// stopped: the controller never sees it again, the deletion watch does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_manager_of_a_cluster_deleted_without_its_finalizer_stops() {
+    use std::sync::Arc;
+
+    use moco_operator::clustering::Managers;
+    use moco_operator::clustering::addresses::PodNetwork;
+    use moco_operator::clustering::deleted::stop_deleted;
+    use moco_operator::clustering::platform::MysqlConnector;
+    use moco_operator::controller::ClusteringControl;
+    use moco_operator::reconcile::Clustering;
+
+    let fake = FakeApiServer::new();
+    let cluster = fake.insert(json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+        "metadata": {"name": "db", "namespace": "ns"},
+        "spec": {
+            "replicas": 1, "serverIDBase": 7,
+            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
+        }
+    }));
+    let managers = Arc::new(Managers::new(
+        fake.client(),
+        Arc::new(PodNetwork),
+        Arc::new(MysqlConnector),
+        None,
+        ManagerConfig {
+            check_interval: Duration::from_secs(3600),
+            ..ManagerConfig::default()
+        },
+        ClusterMetrics::default(),
+    ));
+    managers.control(&serde_json::from_value(cluster).unwrap(), Clustering::Run);
+    assert_eq!(managers.clusters(), [("ns".to_owned(), "db".to_owned())]);
+    let watch = tokio::spawn(stop_deleted(fake.client(), managers.clone()));
+    // Let the watch list the cluster before it goes.
+    eventually("the deletion watch", || {
+        fake.requests()
+            .iter()
+            .any(|r| r.path.ends_with("/mysqlclusters") && r.query_param("watch") == Some("true"))
+            .then_some(Value::Null)
+    })
+    .await;
+    fake.delete_now(CLUSTERS, "ns", "db");
+    eventually("the manager stopped", || {
+        managers.clusters().is_empty().then_some(Value::Null)
+    })
+    .await;
+    watch.abort();
+}
