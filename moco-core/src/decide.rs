@@ -32,6 +32,11 @@ pub struct Decision {
     pub redo: bool,
 }
 
+/// The most instances facts may describe. No semi-synchronous cluster comes near it (MOCO
+/// documents clusters of 10 or more as misordered by its rollout); it keeps every
+/// per-instance allocation of a decision small whatever the input says.
+pub const MAX_REPLICAS: u32 = 255;
+
 /// Checks that the facts describe a possible cluster; errors name the JSON path.
 pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
     if facts.schema_version != FACTS_SCHEMA_VERSION {
@@ -46,6 +51,15 @@ pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
     let spec = &facts.spec;
     if spec.replicas == 0 {
         return Err(FactsError::new("spec.replicas", "must be at least 1"));
+    }
+    if spec.replicas > MAX_REPLICAS {
+        return Err(FactsError::new(
+            "spec.replicas",
+            format!(
+                "{} is more instances than this engine plans for (at most {MAX_REPLICAS})",
+                spec.replicas
+            ),
+        ));
     }
     if spec.server_id_base == 0 {
         return Err(FactsError::new("spec.serverIdBase", "must be positive"));
@@ -71,12 +85,7 @@ pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
             ));
         }
     }
-    let mut seen = vec![
-        false;
-        usize::try_from(spec.replicas)
-            .unwrap_or(usize::MAX)
-            .min(1 << 16)
-    ];
+    let mut seen = vec![false; usize::try_from(spec.replicas).unwrap_or(0)];
     for (n, inst) in facts.instances.iter().enumerate() {
         let slot = usize::try_from(inst.index)
             .ok()
@@ -344,6 +353,21 @@ mod tests {
         f.spec.flavor = crate::facts::Flavor::Mariadb;
         assert_eq!(path_of(&f), "instances[0].mysqld.flavor");
         assert!(check_facts(&healthy()).is_ok());
+    }
+
+    /// Regression (issue 12, item 3): an absurd replica count is refused by field instead of
+    /// sizing a vector (it aborted `moco plan` with a 64 GiB allocation).
+    #[test]
+    fn absurd_replica_counts_are_refused() {
+        for replicas in [u32::MAX, 100_000, MAX_REPLICAS + 1] {
+            let mut f = healthy();
+            f.spec.replicas = replicas;
+            f.spec.offline = true;
+            f.instances.clear();
+            let err = check_facts(&f).unwrap_err();
+            assert_eq!(err.path, "spec.replicas", "{replicas}");
+            assert!(err.message.contains("at most 255"), "{err}");
+        }
     }
 
     #[test]

@@ -155,6 +155,15 @@ impl Manifest {
                 ),
             });
         }
+        // A hand-edited file must not size anything: what `up` would refuse is refused here.
+        if let Err(e) = super::create::check_replicas(manifest.replicas)
+            .and_then(|()| Self::check_port_range(manifest.base_port, manifest.replicas))
+        {
+            return Err(LocalError::Foreign {
+                dir,
+                reason: format!("cluster.json: replicas {}: {e}", manifest.replicas),
+            });
+        }
         Ok(manifest)
     }
 
@@ -266,6 +275,23 @@ mod tests {
             Err(LocalError::Foreign { .. })
         ));
         std::fs::write(foreign.join("cluster.json"), "{\"kind\":\"other\"}").unwrap();
+        assert!(matches!(
+            Manifest::load(&Layout::new(&foreign)),
+            Err(LocalError::Foreign { .. })
+        ));
+
+        // Regression (issue 12, item 3): a hand-edited huge `replicas` is refused on load
+        // instead of sizing vectors (`moco local status` aborted on it).
+        for replicas in [4_294_967_295u32, 100_000, 4, 0] {
+            let mut huge = sample();
+            huge.replicas = replicas;
+            huge.save(&layout).unwrap();
+            let err = Manifest::load(&layout).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("cluster.json: replicas {replicas}")),
+                "{err}"
+            );
+        }
         assert!(matches!(
             Manifest::load(&Layout::new(&foreign)),
             Err(LocalError::Foreign { .. })
