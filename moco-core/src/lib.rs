@@ -76,6 +76,6 @@ pub mod status;
 pub mod time;
 pub mod validate;
 
-pub use decide::{Decision, check_facts, decide};
+pub use decide::{Decision, MAX_REPLICAS, check_facts, decide};
 pub use error::FactsError;
 pub use plan::{Action, CATCH_UP_TIMEOUT_SECONDS, READ_ONLY_TIMEOUT_SECONDS, SEMI_SYNC_TIMEOUT_MS};
