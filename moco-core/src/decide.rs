@@ -74,6 +74,17 @@ pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
             ),
         ));
     }
+    if let Some(t) = facts.switchover_to
+        && t >= spec.replicas
+    {
+        return Err(FactsError::new(
+            "switchoverTo",
+            format!(
+                "{t} is not an instance ordinal (replicas = {})",
+                spec.replicas
+            ),
+        ));
+    }
     for (n, &i) in facts.status.errant_replica_list.iter().enumerate() {
         if i >= spec.replicas {
             return Err(FactsError::new(
@@ -340,6 +351,10 @@ mod tests {
         let mut f = healthy();
         f.status.errant_replica_list = vec![7];
         assert_eq!(path_of(&f), "status.errantReplicaList[0]");
+        // Regression (issue 12, item 9): an out-of-range target was silently ignored.
+        let mut f = healthy();
+        f.switchover_to = Some(3);
+        assert_eq!(path_of(&f), "switchoverTo");
         let mut f = healthy();
         f.instances[2].index = 0;
         assert_eq!(path_of(&f), "instances[2].index");

@@ -89,6 +89,22 @@ fn create_rules() {
             )],
         ),
         (
+            "negative storage (issue 12, item 9)",
+            |c| c.claim_templates[0].storage_request = Some("-1".into()),
+            vec![(
+                Rule::InvalidStorageRequest,
+                "spec.volumeClaimTemplates[0].spec.resources.requests.storage",
+            )],
+        ),
+        (
+            "zero storage",
+            |c| c.claim_templates[0].storage_request = Some("0Gi".into()),
+            vec![(
+                Rule::InvalidStorageRequest,
+                "spec.volumeClaimTemplates[0].spec.resources.requests.storage",
+            )],
+        ),
+        (
             "serverIDBase 0",
             |c| c.server_id_base = 0,
             vec![(Rule::ServerIdBase, "spec.serverIDBase")],

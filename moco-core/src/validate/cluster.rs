@@ -153,18 +153,25 @@ fn spec_rules(view: &ClusterView, out: &mut Vec<Violation>) {
                     claim.name
                 ),
             )),
-            Some(s) => {
-                if let Err(e) = Quantity::parse(s) {
-                    out.push(Violation::new(
-                        Rule::InvalidStorageRequest,
-                        path,
-                        format!(
-                            "storage request of volume claim template {:?}: {e}",
-                            claim.name
-                        ),
-                    ));
-                }
-            }
+            Some(s) => match Quantity::parse(s) {
+                Err(e) => out.push(Violation::new(
+                    Rule::InvalidStorageRequest,
+                    path,
+                    format!(
+                        "storage request of volume claim template {:?}: {e}",
+                        claim.name
+                    ),
+                )),
+                Ok(q) if q.nanos() <= 0 => out.push(Violation::new(
+                    Rule::InvalidStorageRequest,
+                    path,
+                    format!(
+                        "storage request of volume claim template {:?} must be greater than zero, got {s:?}",
+                        claim.name
+                    ),
+                )),
+                Ok(_) => {}
+            },
         }
     }
     if view.server_id_base <= 0 {
