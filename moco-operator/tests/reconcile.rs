@@ -594,6 +594,17 @@ async fn the_restore_job_lives_until_the_restore_is_recorded() {
         uid,
         "created once"
     );
+    // A failed Job is left for inspection, not deleted or re-created.
+    env.fake
+        .set_status("batch/v1/jobs", NS, "moco-restore-db", json!({"failed": 1}));
+    env.ok_round().await;
+    assert_eq!(
+        env.fake
+            .get_json("batch/v1/jobs", NS, "moco-restore-db")
+            .unwrap()["metadata"]["uid"],
+        uid,
+        "a failed restore Job stays"
+    );
     // The restore program records the time and its Job succeeds: the Job goes.
     env.fake.set_status(
         "batch/v1/jobs",
