@@ -71,7 +71,7 @@ pub enum LocalError {
         count: u32,
     },
     /// An instance ordinal outside the cluster.
-    #[error("instance {index} does not exist: the cluster has instances 0..{replicas}")]
+    #[error("instance {index} does not exist: the cluster's instances are {}", instance_range(*.replicas))]
     NoSuchInstance {
         /// The ordinal asked for.
         index: u32,
@@ -142,5 +142,13 @@ impl LocalError {
             context: context.into(),
             message: message.into(),
         }
+    }
+}
+
+/// The ordinals of a cluster of `replicas` instances, as people read them: `0–2`, or `0`.
+fn instance_range(replicas: u32) -> String {
+    match replicas {
+        0 | 1 => "0".to_owned(),
+        n => format!("0–{}", n - 1),
     }
 }

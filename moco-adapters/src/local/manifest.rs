@@ -246,6 +246,12 @@ mod tests {
         assert!(Manifest::check_port_range(65533, 3).is_err());
         assert!(Manifest::check_port_range(65531, 3).is_ok());
         assert!(Manifest::check_port_range(0, 1).is_err());
+        // Regression (issue 12, item 9): "instances 0..3" read as if 3 existed.
+        assert_eq!(
+            m.check_index(3).unwrap_err().to_string(),
+            "instance 3 does not exist: the cluster's instances are 0–2"
+        );
+        assert!(m.check_index(2).is_ok());
     }
 
     #[test]
