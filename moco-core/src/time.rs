@@ -77,6 +77,10 @@ impl Timestamp {
                 }
                 let end = text.len();
                 let (hh, mm) = (num(end - 5..end - 3)?, num(end - 2..end)?);
+                // RFC 3339 offsets are at most ±23:59.
+                if hh > 23 || mm > 59 {
+                    return Err(err("offset out of range"));
+                }
                 let sign = if rest.starts_with('-') { -1 } else { 1 };
                 sign * (hh * 3600 + mm * 60)
             }
@@ -195,6 +199,10 @@ mod tests {
             "2026-02-30T00:00:00Z",
             "2026-11-21 10:00:00",
             "2026-11-21T10:00:00+0200",
+            // Regression (issue 12, item 9): an impossible offset was accepted.
+            "2026-11-21T10:00:00-99:99",
+            "2026-11-21T10:00:00+24:00",
+            "2026-11-21T10:00:00+01:60",
         ] {
             assert!(Timestamp::parse(bad).is_err(), "{bad}");
         }
