@@ -115,23 +115,30 @@ async fn assert_no_acked_write_lost(drill: &KubeDrill, acked: &[u64]) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn kube_switchover_by_annotation_and_kill9_failover_lose_no_acknowledged_write() {
-    let Some(drill) = KubeDrill::start("kube_switchover_and_kill9_failover", 3).await else {
-        return;
-    };
-    let drill = Arc::new(drill);
+/// A Healthy 3-instance drill with the test table and a writer that has 20 rows acknowledged;
+/// `None` when no server is available.
+async fn healthy_with_writer(test: &str) -> Option<(Arc<KubeDrill>, Writer)> {
+    let drill = Arc::new(KubeDrill::start(test, 3).await?);
     drill
         .wait("Healthy with role labels", BRING_UP, KubeDrill::healthy)
         .await;
-    let first = drill.primary();
     let port = drill.routed_primary_port().unwrap();
-    assert_eq!(port, drill.manifest.instance_port(first));
+    assert_eq!(port, drill.manifest.instance_port(drill.primary()));
     create_table(port, drill.password("moco-writable"))
         .await
         .unwrap();
     let writer = Writer::start(&drill);
     wait_acked(&writer, 20).await;
+    Some((drill, writer))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kube_switchover_by_annotation_and_kill9_failover_lose_no_acknowledged_write() {
+    let Some((drill, writer)) = healthy_with_writer("kube_switchover_and_kill9_failover").await
+    else {
+        return;
+    };
+    let first = drill.primary();
 
     // Switchover: the demote annotation on the primary Pod.
     drill.demote(first);
@@ -206,20 +213,10 @@ fn state(drill: &KubeDrill) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kube_errant_replica_is_unlabelled_and_never_promoted() {
-    let Some(drill) = KubeDrill::start("kube_errant_replica", 3).await else {
+    let Some((drill, writer)) = healthy_with_writer("kube_errant_replica").await else {
         return;
     };
-    let drill = Arc::new(drill);
-    drill
-        .wait("Healthy with role labels", BRING_UP, KubeDrill::healthy)
-        .await;
     let primary = drill.primary();
-    let port = drill.routed_primary_port().unwrap();
-    create_table(port, drill.password("moco-writable"))
-        .await
-        .unwrap();
-    let writer = Writer::start(&drill);
-    wait_acked(&writer, 20).await;
 
     // An errant transaction written straight to a replica (as an admin could by mistake).
     let errant = (0..3).find(|i| *i != primary).unwrap();
@@ -286,20 +283,10 @@ async fn kube_errant_replica_is_unlabelled_and_never_promoted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kube_hung_primary_fails_over_and_loses_no_acknowledged_write() {
-    let Some(drill) = KubeDrill::start("kube_hung_primary", 3).await else {
+    let Some((drill, writer)) = healthy_with_writer("kube_hung_primary").await else {
         return;
     };
-    let drill = Arc::new(drill);
-    drill
-        .wait("Healthy with role labels", BRING_UP, KubeDrill::healthy)
-        .await;
     let primary = drill.primary();
-    let port = drill.routed_primary_port().unwrap();
-    create_table(port, drill.password("moco-writable"))
-        .await
-        .unwrap();
-    let writer = Writer::start(&drill);
-    wait_acked(&writer, 20).await;
 
     // SIGSTOP: the kernel still accepts TCP connections for it, it answers nothing.
     drill.server(primary).freeze().unwrap();

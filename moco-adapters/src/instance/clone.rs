@@ -27,6 +27,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::process::{Child, ChildStdout, Command};
 
 use super::{InstanceError, file_tail};
+use crate::mysql::option_file::quote_value;
 use crate::mysql::{self, MysqlInstance};
 use crate::ports::Credentials;
 
@@ -73,14 +74,9 @@ fn backup_options(defaults_file: &Path, credentials: &Credentials) -> String {
     format!(
         "!include {}\n[mariadb-backup]\nuser={}\npassword={}\n",
         defaults_file.display(),
-        option_value(&credentials.user),
-        option_value(&credentials.password)
+        quote_value(&credentials.user),
+        quote_value(&credentials.password)
     )
-}
-
-/// A double-quoted option-file value: `#` and spaces stay part of it, `\` and `"` escaped.
-fn option_value(value: &str) -> String {
-    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 /// Writes `contents` to a new file readable only by its owner.

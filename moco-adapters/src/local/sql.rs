@@ -20,17 +20,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The mysql module's password set from `secret.json`.
 pub fn passwords(secret: &Secret) -> Result<MocoPasswords, LocalError> {
-    let get = |a: Account| secret.password(a.name()).map(str::to_owned);
-    Ok(MocoPasswords {
-        admin: get(Account::Admin)?,
-        agent: get(Account::Agent)?,
-        repl: get(Account::Repl)?,
-        clone_donor: get(Account::CloneDonor)?,
-        exporter: get(Account::Exporter)?,
-        backup: get(Account::Backup)?,
-        readonly: get(Account::ReadOnly)?,
-        writable: get(Account::Writable)?,
-    })
+    MocoPasswords::try_from_fn(|a: Account| secret.password(a.name()).map(str::to_owned))
 }
 
 fn name(manifest: &Manifest, index: u32) -> String {

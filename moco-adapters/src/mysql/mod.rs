@@ -28,6 +28,7 @@
 
 mod clone;
 mod init;
+pub mod option_file;
 pub mod sql;
 mod users;
 

@@ -131,18 +131,26 @@ impl std::fmt::Debug for MocoPasswords {
 }
 
 impl MocoPasswords {
+    /// The password of each account from `password`, in [`Account::ALL`]'s order; the first
+    /// error stops it.
+    pub fn try_from_fn<E>(
+        mut password: impl FnMut(Account) -> Result<String, E>,
+    ) -> Result<Self, E> {
+        Ok(MocoPasswords {
+            admin: password(Account::Admin)?,
+            agent: password(Account::Agent)?,
+            repl: password(Account::Repl)?,
+            clone_donor: password(Account::CloneDonor)?,
+            exporter: password(Account::Exporter)?,
+            backup: password(Account::Backup)?,
+            readonly: password(Account::ReadOnly)?,
+            writable: password(Account::Writable)?,
+        })
+    }
+
     /// Fresh passwords from the OS CSPRNG.
     pub fn generate() -> Result<Self, getrandom::Error> {
-        Ok(MocoPasswords {
-            admin: random_password()?,
-            agent: random_password()?,
-            repl: random_password()?,
-            clone_donor: random_password()?,
-            exporter: random_password()?,
-            backup: random_password()?,
-            readonly: random_password()?,
-            writable: random_password()?,
-        })
+        Self::try_from_fn(|_| random_password())
     }
 
     /// The passwords from the data of a password Secret, keyed by [`Account::secret_key`].
@@ -150,23 +158,13 @@ impl MocoPasswords {
     pub fn from_secret_data<V: AsRef<[u8]>>(
         data: &std::collections::BTreeMap<String, V>,
     ) -> Result<Self, &'static str> {
-        let get = |account: Account| {
+        Self::try_from_fn(|account| {
             let key = account.secret_key();
             data.get(key)
                 .and_then(|v| std::str::from_utf8(v.as_ref()).ok())
                 .filter(|v| !v.is_empty())
                 .map(str::to_owned)
                 .ok_or(key)
-        };
-        Ok(MocoPasswords {
-            admin: get(Account::Admin)?,
-            agent: get(Account::Agent)?,
-            repl: get(Account::Repl)?,
-            clone_donor: get(Account::CloneDonor)?,
-            exporter: get(Account::Exporter)?,
-            backup: get(Account::Backup)?,
-            readonly: get(Account::ReadOnly)?,
-            writable: get(Account::Writable)?,
         })
     }
 

@@ -427,11 +427,15 @@ async fn apply_all(
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
     match &objects.backup {
         Some(b) => {
-            let err = ReconcileError::api(Step::Backup);
-            apply(&roles, &id.backup(), &b.role).await.map_err(err)?;
-            apply(&bindings, &id.backup(), &b.role_binding)
-                .await
-                .map_err(ReconcileError::api(Step::Backup))?;
+            apply_rbac(
+                ctx,
+                id,
+                &id.backup(),
+                &b.role,
+                &b.role_binding,
+                Step::Backup,
+            )
+            .await?;
             apply(&cronjobs, &id.backup(), &b.workload)
                 .await
                 .map_err(ReconcileError::api(Step::Backup))?;
@@ -511,6 +515,26 @@ async fn apply_config_maps(
     Ok(())
 }
 
+/// The Role and RoleBinding of a backup or restore Job.
+async fn apply_rbac(
+    ctx: &Context,
+    id: &ClusterId,
+    name: &str,
+    role: &Role,
+    binding: &RoleBinding,
+    step: Step,
+) -> Result<(), ReconcileError> {
+    let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &id.namespace);
+    let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &id.namespace);
+    apply(&roles, name, role)
+        .await
+        .map_err(ReconcileError::api(step))?;
+    apply(&bindings, name, binding)
+        .await
+        .map_err(ReconcileError::api(step))?;
+    Ok(())
+}
+
 /// The restore Job exists while the restore is pending; once `restoredTime` is recorded a
 /// successful Job is deleted, and a failed one is left for inspection.
 async fn reconcile_restore(
@@ -523,12 +547,15 @@ async fn reconcile_restore(
     let jobs: Api<Job> = Api::namespaced(client.clone(), &id.namespace);
     let err = || ReconcileError::api(Step::Restore);
     if let Some(r) = &objects.restore {
-        let roles: Api<Role> = Api::namespaced(client.clone(), &id.namespace);
-        let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &id.namespace);
-        apply(&roles, &id.restore(), &r.role).await.map_err(err())?;
-        apply(&bindings, &id.restore(), &r.role_binding)
-            .await
-            .map_err(err())?;
+        apply_rbac(
+            ctx,
+            id,
+            &id.restore(),
+            &r.role,
+            &r.role_binding,
+            Step::Restore,
+        )
+        .await?;
         // A Job's template is immutable: create it once, never update it.
         create_once(&jobs, &id.restore(), &r.workload)
             .await

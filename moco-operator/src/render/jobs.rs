@@ -8,14 +8,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EnvVar, EnvVarSource, PodAffinityTerm, PodAntiAffinity, PodSpec,
-    PodTemplateSpec, ResourceRequirements, SecretKeySelector, SecurityContext, VolumeMount,
-    WeightedPodAffinityTerm,
+    Affinity, Container, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SecretKeySelector, SecurityContext, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, LabelSelectorRequirement, ObjectMeta,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use moco_adapters::mysql::Account;
 use moco_api::backuppolicy::{
     BackendType, BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig,
@@ -24,7 +21,7 @@ use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAM
 use moco_api::mysqlcluster::RestoreSpec;
 
 use super::meta::ClusterId;
-use super::pod_template::{pod_security_context, with_default_user};
+use super::pod_template::{pod_security_context, spread_over_nodes, with_default_user};
 use super::{JobObjects, RenderError, RenderSettings};
 
 /// The name of the work volume and where the Job mounts it.
@@ -152,33 +149,20 @@ fn job_pod_spec(
 
 /// Spread backup Pods over nodes unless the policy sets an affinity.
 fn default_backup_affinity() -> Affinity {
-    let term = |key: &str, value: &str| LabelSelectorRequirement {
-        key: key.to_owned(),
-        operator: "In".into(),
-        values: Some(vec![value.to_owned()]),
-    };
-    Affinity {
-        pod_anti_affinity: Some(PodAntiAffinity {
-            preferred_during_scheduling_ignored_during_execution: Some(vec![
-                WeightedPodAffinityTerm {
-                    weight: 100,
-                    pod_affinity_term: PodAffinityTerm {
-                        topology_key: "kubernetes.io/hostname".into(),
-                        label_selector: Some(LabelSelector {
-                            match_expressions: Some(vec![
-                                term(LABEL_NAME, APP_MYSQL_BACKUP),
-                                term(LABEL_CREATED_BY, CREATED_BY),
-                            ]),
-                            ..LabelSelector::default()
-                        }),
-                        ..PodAffinityTerm::default()
-                    },
-                },
-            ]),
-            ..PodAntiAffinity::default()
-        }),
-        ..Affinity::default()
-    }
+    spread_over_nodes(&[
+        (LABEL_NAME, APP_MYSQL_BACKUP),
+        (LABEL_CREATED_BY, CREATED_BY),
+    ])
+}
+
+/// The backup or restore program reads and records on its own MySQLCluster only.
+fn own_cluster_rule(id: &ClusterId) -> PolicyRule {
+    rule(
+        "moco.cybozu.com",
+        &["mysqlclusters", "mysqlclusters/status"],
+        &["get", "update"],
+        Some(&id.name),
+    )
 }
 
 fn rule(group: &str, resources: &[&str], verbs: &[&str], names: Option<&str>) -> PolicyRule {
@@ -298,12 +282,7 @@ pub fn backup(
         id,
         id.backup(),
         vec![
-            rule(
-                "moco.cybozu.com",
-                &["mysqlclusters", "mysqlclusters/status"],
-                &["get", "update"],
-                Some(&id.name),
-            ),
+            own_cluster_rule(id),
             rule("", &["pods"], &["get", "list", "watch"], None),
             rule("", &["events"], &["create", "update", "patch"], None),
         ],
@@ -373,12 +352,7 @@ pub fn restore(
         id,
         id.restore(),
         vec![
-            rule(
-                "moco.cybozu.com",
-                &["mysqlclusters", "mysqlclusters/status"],
-                &["get", "update"],
-                Some(&id.name),
-            ),
+            own_cluster_rule(id),
             rule("", &["pods"], &["get"], None),
             rule("", &["events"], &["create"], None),
         ],

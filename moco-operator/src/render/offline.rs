@@ -81,16 +81,11 @@ fn key_of(v: &Value) -> (String, String) {
 }
 
 fn placeholder_passwords() -> MocoPasswords {
-    let p = || PLACEHOLDER_SECRET.to_owned();
-    MocoPasswords {
-        admin: p(),
-        agent: p(),
-        repl: p(),
-        clone_donor: p(),
-        exporter: p(),
-        backup: p(),
-        readonly: p(),
-        writable: p(),
+    let placeholder: Result<MocoPasswords, std::convert::Infallible> =
+        MocoPasswords::try_from_fn(|_| Ok(PLACEHOLDER_SECRET.to_owned()));
+    match placeholder {
+        Ok(p) => p,
+        Err(never) => match never {},
     }
 }
 

@@ -396,11 +396,24 @@ fn init(inputs: &PodInputs<'_>, mysqld_image: Option<String>) -> Container {
 
 /// Prefer spreading the cluster's Pods over nodes, when the template sets no affinity at all.
 fn default_affinity(id: &ClusterId) -> Affinity {
-    let term = |key: &str, value: &str| LabelSelectorRequirement {
-        key: key.to_owned(),
-        operator: "In".into(),
-        values: Some(vec![value.to_owned()]),
-    };
+    spread_over_nodes(&[
+        (LABEL_NAME, APP_MYSQL),
+        (LABEL_INSTANCE, &id.name),
+        (LABEL_CREATED_BY, CREATED_BY),
+    ])
+}
+
+/// A preferred (weight 100) anti-affinity on `kubernetes.io/hostname` to Pods carrying every
+/// label of `labels`.
+pub(super) fn spread_over_nodes(labels: &[(&str, &str)]) -> Affinity {
+    let expressions = labels
+        .iter()
+        .map(|(key, value)| LabelSelectorRequirement {
+            key: (*key).to_owned(),
+            operator: "In".into(),
+            values: Some(vec![(*value).to_owned()]),
+        })
+        .collect();
     Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
             preferred_during_scheduling_ignored_during_execution: Some(vec![
@@ -409,11 +422,7 @@ fn default_affinity(id: &ClusterId) -> Affinity {
                     pod_affinity_term: PodAffinityTerm {
                         topology_key: "kubernetes.io/hostname".into(),
                         label_selector: Some(LabelSelector {
-                            match_expressions: Some(vec![
-                                term(LABEL_NAME, APP_MYSQL),
-                                term(LABEL_INSTANCE, &id.name),
-                                term(LABEL_CREATED_BY, CREATED_BY),
-                            ]),
+                            match_expressions: Some(expressions),
                             ..LabelSelector::default()
                         }),
                         ..PodAffinityTerm::default()

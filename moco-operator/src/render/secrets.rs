@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use moco_adapters::mysql::option_file::quote_value;
 use moco_adapters::mysql::{Account, MocoPasswords};
 use moco_api::labels::ANNOTATION_SECRET_VERSION;
 
@@ -74,28 +75,12 @@ pub fn user(id: &ClusterId, passwords: &MocoPasswords) -> Secret {
 pub fn client_option_file(account: Account, password: &str) -> String {
     let mut out = format!(
         "[client]\nuser={}\npassword={}\n",
-        quote(account.name()),
-        quote(password)
+        quote_value(account.name()),
+        quote_value(password)
     );
     if account == Account::Exporter {
         out.push_str("socket=\"/run/mysqld.sock\"\n");
     }
-    out
-}
-
-/// Double-quoted with `\` and `"` escaped, as the MySQL option file parser reads it.
-fn quote(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('"');
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
     out
 }
 
@@ -133,6 +118,5 @@ mod tests {
             client_option_file(Account::Exporter, "p"),
             "[client]\nuser=\"moco-exporter\"\npassword=\"p\"\nsocket=\"/run/mysqld.sock\"\n"
         );
-        assert_eq!(quote("a\"b\\c\nd"), "\"a\\\"b\\\\c\\nd\"");
     }
 }
