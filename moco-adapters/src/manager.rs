@@ -147,6 +147,10 @@ pub struct Manager {
     /// SQL ports by ordinal with the address they were built for: one connection pool per
     /// instance, rebuilt only when the instance moves (a Pod rescheduled with a new IP).
     ports: Mutex<HashMap<u32, CachedPort>>,
+    /// Instances whose server refuses the admin account, with the refusal last reported: an
+    /// event is recorded when a refusal starts or changes, not every round. Only reporting
+    /// depends on it; a restarted manager reports once more.
+    refused: Mutex<HashMap<u32, String>>,
 }
 
 #[derive(Debug)]
@@ -164,6 +168,9 @@ enum Probe {
     Status(Box<MysqldStatus>),
     /// Gone, refusing, failing, or silent for the whole detection window.
     Unreachable,
+    /// It answers but refuses the admin account (see [`PortError::is_account_refused`]):
+    /// unreachable for the engine, and reported.
+    Refused(PortError),
     /// Answering pings, but its status did not arrive in time.
     Slow,
 }
@@ -177,6 +184,7 @@ impl Manager {
             wake: Arc::new(Notify::new()),
             clock: Arc::new(SystemClock),
             ports: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashMap::new()),
         }
     }
 
@@ -253,6 +261,7 @@ impl Manager {
                     watch.answered();
                     Probe::Status(Box::new(status))
                 }
+                Ok(Err(err)) if err.is_account_refused() => Probe::Refused(err),
                 _ => Probe::Unreachable,
             };
         }
@@ -268,6 +277,7 @@ impl Manager {
                     watch.answered();
                     return Probe::Status(Box::new(status));
                 }
+                Ok(Err(err)) if err.is_account_refused() => return Probe::Refused(err),
                 Ok(Err(err)) => tracing::debug!(%err, attempt, "probe failed"),
                 Err(_) => {
                     tracing::debug!(index = slot.index, "probe timed out");
@@ -297,9 +307,10 @@ impl Manager {
         });
         let mut statuses = Vec::with_capacity(view.instances.len());
         for (slot, probe) in view.instances.iter().zip(future::join_all(probes).await) {
+            self.report_refusal(slot.index, &probe).await;
             statuses.push(match probe {
                 Probe::Status(s) => Some(*s),
-                Probe::Unreachable => None,
+                Probe::Unreachable | Probe::Refused(_) => None,
                 // A slow replica counts as unreachable this round: that only delays its own
                 // configuration. A slow primary does not: that would fail it over.
                 Probe::Slow if slot.index == view.status.current_primary_index => {
@@ -422,6 +433,35 @@ impl Manager {
             decision,
             steps_done,
         })
+    }
+
+    /// Records an `AccountRefused` warning when instance `index` starts (or changes how it
+    /// goes on) refusing the admin account, and forgets it once the instance answers again.
+    /// An instance that stays unreachable keeps its last report.
+    async fn report_refusal(&self, index: u32, probe: &Probe) {
+        let message = match probe {
+            Probe::Refused(err) => refusal_message(index, err),
+            Probe::Status(_) => {
+                self.refused
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&index);
+                return;
+            }
+            Probe::Unreachable | Probe::Slow => return,
+        };
+        let new = self
+            .refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(index, message.clone())
+            .as_ref()
+            != Some(&message);
+        if new {
+            tracing::error!(index, "{message}");
+            self.record(&Event::warning(ACCOUNT_REFUSED_REASON, message), None)
+                .await;
+        }
     }
 
     async fn record(&self, event: &Event, detail: Option<&str>) {
@@ -607,6 +647,22 @@ impl Manager {
 /// directory replaced (a new MySQL `server_uuid`) or transactions it had are gone. The plan was
 /// made for the observed instance; opening a replacement would let an empty server accept
 /// writes next to replicas holding the acknowledged history (simulator bug 6).
+/// Reason of the event recorded when an instance refuses the operator's account.
+pub const ACCOUNT_REFUSED_REASON: &str = "AccountRefused";
+
+/// What a person must know when instance `index` refuses the admin account: which account,
+/// the server's words, and what to do. The manager cannot repair it, since repairing needs
+/// the very account that is refused.
+fn refusal_message(index: u32, err: &PortError) -> String {
+    format!(
+        "instance {index} refuses the operator's account {}: {err}. The account was dropped, \
+         locked, given another password or stripped of privileges outside the operator; \
+         until it is restored with the password in the cluster's password Secret, the \
+         operator cannot manage this instance (no switchover or failover through it)",
+        crate::mysql::Account::Admin.name()
+    )
+}
+
 fn same_instance(index: u32, seen: &MysqldStatus, now: &MysqldStatus) -> Result<(), PortError> {
     let target = format!("instance {index}");
     if seen.server_uuid.is_some() && now.server_uuid != seen.server_uuid {

@@ -105,7 +105,19 @@ impl std::fmt::Display for ErrorCategory {
     }
 }
 
+/// Server errors that mean an account itself was refused, not a statement: bad password
+/// (1045, 1698), no access to a database (1044) or table (1142), missing privilege (1227),
+/// locked (MySQL 3118, MariaDB 4151), expired password (1820, 1862), connection limit (1226).
+const ACCOUNT_REFUSED: [u16; 10] = [1044, 1045, 1142, 1226, 1227, 1698, 1820, 1862, 3118, 4151];
+
 impl PortError {
+    /// True when the server refused the account the port uses: it was dropped, locked,
+    /// re-keyed or stripped of privileges behind the operator's back. Retrying does not help;
+    /// a person must restore it.
+    pub fn is_account_refused(&self) -> bool {
+        matches!(self, PortError::Sql { code, .. } if ACCOUNT_REFUSED.contains(code))
+    }
+
     /// The error's category (a metric label).
     pub fn category(&self) -> ErrorCategory {
         match self {

@@ -689,3 +689,137 @@ async fn stopping_replication_from_a_frozen_source_does_not_wait_for_it() {
     assert_eq!(r.io_running, ThreadState::No, "{r:?}");
     fleet.stop().await;
 }
+
+/// Issue 12, item 1: on MariaDB the writable account could `DROP USER 'moco-admin'@'%'` (and
+/// lock, rename or re-key it, or edit the grant tables), which replicates and leaves a failed
+/// primary without failover. No application account may touch the operator's accounts; the
+/// application still owns its own databases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_application_accounts_cannot_touch_the_operators_accounts() {
+    let Some(binary) =
+        server_binary("the_application_accounts_cannot_touch_the_operators_accounts")
+    else {
+        return;
+    };
+    let kind = binary.kind();
+    let fleet = Fleet::start(binary, 1).await;
+    let m = &fleet.nodes[0];
+    let pw = MocoPasswords::generate().unwrap();
+    initialise_all(&fleet, &pw).await;
+    let a = admin(m, 0, &pw);
+    a.set_writable().await.unwrap();
+
+    let grants_of_every_account = || async {
+        let mut c = client(m, Account::Admin.name(), &pw.admin).await;
+        let mut all = Vec::new();
+        for acct in Account::ALL {
+            let q = format!("SHOW GRANTS FOR '{}'@'%'", acct.name());
+            let rows: Vec<String> = c.query(&q).await.unwrap();
+            all.push(rows);
+        }
+        c.disconnect().await.unwrap();
+        all
+    };
+    let before = grants_of_every_account().await;
+
+    let grant_table = match kind {
+        ServerKind::Mariadb => "mysql.global_priv",
+        ServerKind::Mysql => "mysql.user",
+    };
+    let mut attacks = vec![
+        "ALTER USER 'moco-admin'@'%' ACCOUNT LOCK".to_owned(),
+        "ALTER USER 'moco-admin'@'%' IDENTIFIED BY 'taken'".to_owned(),
+        "ALTER USER 'moco-admin'@'%' WITH MAX_USER_CONNECTIONS 1".to_owned(),
+        "RENAME USER 'moco-admin'@'%' TO 'gone'@'%'".to_owned(),
+        "SET PASSWORD FOR 'moco-admin'@'%' = 'taken'".to_owned(),
+        "REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'moco-admin'@'%'".to_owned(),
+        format!("DELETE FROM {grant_table} WHERE User = 'moco-admin'"),
+        format!("UPDATE {grant_table} SET Host = 'nowhere' WHERE User = 'moco-repl'"),
+        format!("DROP TABLE {grant_table}"),
+        format!("ALTER TABLE {grant_table} COMMENT 'x'"),
+        "RENAME TABLE mysql.db TO app.db".to_owned(),
+        "CREATE TABLE mysql.app (i INT)".to_owned(),
+        "CREATE DEFINER = 'moco-admin'@'%' PROCEDURE app.p() SELECT 1".to_owned(),
+        "DROP DATABASE mysql".to_owned(),
+    ];
+    for acct in Account::ALL.into_iter().filter(|a| a.is_system()) {
+        attacks.push(format!("DROP USER '{}'@'%'", acct.name()));
+    }
+    if kind == ServerKind::Mariadb {
+        attacks.push("GRANT 'moco-read-only-admin' TO 'moco-writable'@'%'".to_owned());
+        attacks.push("SET GLOBAL read_only = 1".to_owned());
+    }
+
+    let mut w = client(m, Account::Writable.name(), &pw.writable).await;
+    // What the application does with its own data works.
+    for q in [
+        "CREATE DATABASE app",
+        "CREATE TABLE app.t (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO app.t VALUES (1, 1)",
+        "UPDATE app.t SET v = 2",
+        "ALTER TABLE app.t ADD COLUMN w INT",
+        "CREATE INDEX tv ON app.t (v)",
+        "CREATE VIEW app.v AS SELECT id FROM app.t",
+        "CREATE PROCEDURE app.p() SELECT COUNT(*) FROM app.t",
+        "CALL app.p()",
+        "CREATE EVENT app.e ON SCHEDULE EVERY 1 DAY DO DELETE FROM app.t WHERE id < 0",
+        "GRANT SELECT ON app.* TO 'moco-readonly'@'%'",
+        "REVOKE SELECT ON app.* FROM 'moco-readonly'@'%'",
+        "DELETE FROM app.t",
+        "CREATE DATABASE app2",
+        "DROP DATABASE app2",
+    ] {
+        w.query_drop(q)
+            .await
+            .unwrap_or_else(|e| panic!("the writable account must run {q:?}: {e}"));
+    }
+    let _: Vec<(String, String)> = w
+        .query("SELECT User, Host FROM mysql.user")
+        .await
+        .expect("the grant tables stay readable, as on MOCO");
+    match kind {
+        // MySQL: application users are the writable account's to manage, as on MOCO.
+        ServerKind::Mysql => {
+            w.query_drop("CREATE USER 'app'@'%' IDENTIFIED BY 'app-password'")
+                .await
+                .unwrap();
+            w.query_drop("DROP USER 'app'@'%'").await.unwrap();
+        }
+        // MariaDB: CREATE USER would reach the operator's accounts too; the admin creates
+        // application users.
+        ServerKind::Mariadb => {
+            let e = w
+                .query_drop("CREATE USER 'app'@'%' IDENTIFIED BY 'app-password'")
+                .await
+                .unwrap_err();
+            assert_eq!(server_code(&e), Some(1227), "{e}");
+        }
+    }
+
+    // Nothing reaches the operator's accounts or the grant tables, as either account.
+    let mut r = client(m, Account::ReadOnly.name(), &pw.readonly).await;
+    for q in &attacks {
+        for (who, conn) in [("moco-writable", &mut w), ("moco-readonly", &mut r)] {
+            match conn.query_drop(q.as_str()).await {
+                Ok(()) => panic!("{who} ran {q:?}"),
+                Err(e) => {
+                    let code = server_code(&e);
+                    assert!(
+                        code.is_some() && code != Some(1064),
+                        "{who}: {q:?} must be refused by the server, not misparsed: {e}"
+                    );
+                }
+            }
+        }
+    }
+    w.disconnect().await.unwrap();
+    r.disconnect().await.unwrap();
+
+    assert_eq!(grants_of_every_account().await, before);
+    for acct in Account::ALL {
+        let c = client(m, acct.name(), pw.get(acct)).await;
+        c.disconnect().await.unwrap();
+    }
+    a.disconnect().await.unwrap();
+    fleet.stop().await;
+}

@@ -414,3 +414,121 @@ async fn manager_killed_mid_switchover_converges() {
     let final_status = dir.status();
     assert_eq!(assert_no_acked_loss(&dir, &final_status, &all).await, 3);
 }
+
+/// Ends every session of `moco-admin` on the instance at `port` but the caller's, so that the
+/// manager's pools must log in again.
+async fn kill_admin_sessions(port: u16, password: &str) {
+    let mut c = connect(&opts(port, "moco-admin", password), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let ids: Vec<u64> = c
+        .query(
+            "SELECT ID FROM information_schema.PROCESSLIST \
+             WHERE USER = 'moco-admin' AND ID <> CONNECTION_ID()",
+        )
+        .await
+        .unwrap();
+    for id in ids {
+        // A session may end by itself in between.
+        let _ = c.query_drop(format!("KILL {id}")).await;
+    }
+    c.disconnect().await.unwrap();
+}
+
+/// Issue 12, item 1: an operator account broken behind the operator's back (here the admin's
+/// password changed on the primary, which replicates) used to leave the manager retrying
+/// silently. It must say which account each instance refuses, and recover once the account is
+/// restored, without a failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_operator_account_is_reported_and_recovers() {
+    let (dir, s, writable, port) =
+        started_or_skip!("a_refused_operator_account_is_reported_and_recovers", 3);
+    let admin = dir.password("moco-admin");
+    let acked = insert(port, &writable, 1..11).await;
+    let primary = primary_index(&s);
+    assert_no_acked_loss(&dir, &s, &acked).await;
+
+    let taken = "taken-by-someone-else";
+    let mut c = connect(&opts(port, "moco-admin", &admin), Duration::from_secs(10))
+        .await
+        .unwrap();
+    c.query_drop(format!(
+        "ALTER USER 'moco-admin'@'%' IDENTIFIED BY '{taken}'"
+    ))
+    .await
+    .unwrap();
+    c.disconnect().await.unwrap();
+    for i in 0..3u64 {
+        let p = instance_port(&s, i);
+        // The replicas apply the change shortly.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while connect(&opts(p, "moco-admin", taken), Duration::from_secs(5))
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "instance {i} never took the change"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        kill_admin_sessions(p, taken).await;
+    }
+
+    let t = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let reported = loop {
+        let refusals: Vec<String> = events(&dir)
+            .lines()
+            .filter(|l| l.contains("\"reason\":\"AccountRefused\""))
+            .map(str::to_owned)
+            .collect();
+        if refusals.len() >= 3 {
+            break refusals;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no AccountRefused event for every instance: {}",
+            events(&dir)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    println!(
+        "every refusal reported after {} ms",
+        t.elapsed().as_millis()
+    );
+    for i in 0..3u64 {
+        let needle = format!("instance {i} refuses the operator's account moco-admin");
+        assert!(
+            reported
+                .iter()
+                .any(|l| l.contains(&needle) && l.contains("1045")),
+            "{needle}: {reported:#?}"
+        );
+    }
+    // Reported once per instance, not every round.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(count_reason(&dir, "AccountRefused"), 3, "{}", events(&dir));
+
+    let mut c = connect(&opts(port, "moco-admin", taken), Duration::from_secs(10))
+        .await
+        .unwrap();
+    c.query_drop(format!(
+        "ALTER USER 'moco-admin'@'%' IDENTIFIED BY '{admin}'"
+    ))
+    .await
+    .unwrap();
+    c.disconnect().await.unwrap();
+    let t = Instant::now();
+    let healthy = wait_status_async(&dir, "Healthy again", Duration::from_secs(120), |s| {
+        state_is(s, "Healthy")
+    })
+    .await;
+    println!(
+        "Healthy {} ms after the account was restored",
+        t.elapsed().as_millis()
+    );
+    assert_eq!(primary_index(&healthy), primary, "no failover happened");
+    assert_eq!(count_reason(&dir, "FailOver"), 0, "{}", events(&dir));
+    assert_no_acked_loss(&dir, &healthy, &acked).await;
+}

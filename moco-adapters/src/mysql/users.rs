@@ -12,8 +12,14 @@
 //! default role: sessions run without it and the adapter enables it (`SET ROLE`) for exactly
 //! those statements ([`super::sql::privileged`]).
 //!
-//! MariaDB has no partial revokes, so the writable account's grant cannot exclude the `mysql`
-//! schema as MOCO's does.
+//! No application account may touch the operator's accounts or the grant tables: an account
+//! dropped, locked or re-keyed behind the operator's back stops failover. On MySQL the
+//! operator's accounts are system accounts (`SYSTEM_USER`), which `CREATE USER` cannot reach,
+//! and the writable account's rights on `mysql.*` are revoked (`partial_revokes`). MariaDB has
+//! neither: `CREATE USER` reaches every account, and it has no partial revokes. So there the
+//! writable account gets no `CREATE USER` (it cannot create, drop, lock or rename any account;
+//! the admin creates application users) and its data privileges are granted on every database
+//! but `mysql` ([`MARIADB_WRITABLE_DATA_PRIVILEGES`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -271,32 +277,14 @@ pub fn privileges(d: Dialect, account: Account) -> &'static [&'static str] {
             "SHOW DATABASES",
             "SHOW VIEW",
         ],
-        // MariaDB has no CREATE ROLE / DROP ROLE privileges (CREATE USER covers roles).
+        // Only what is not data: the data privileges are granted per database
+        // ([`MARIADB_WRITABLE_DATA_PRIVILEGES`]), and CREATE USER is withheld (module docs).
         Account::Writable if mariadb => &[
-            "ALTER",
-            "ALTER ROUTINE",
             "BINLOG MONITOR",
-            "CREATE",
-            "CREATE ROUTINE",
-            "CREATE TEMPORARY TABLES",
-            "CREATE USER",
-            "CREATE VIEW",
-            "DELETE",
-            "DROP",
-            "EVENT",
-            "EXECUTE",
-            "INDEX",
-            "INSERT",
-            "LOCK TABLES",
             "PROCESS",
-            "REFERENCES",
             "REPLICATION SLAVE",
-            "SELECT",
             "SHOW DATABASES",
-            "SHOW VIEW",
             "SLAVE MONITOR",
-            "TRIGGER",
-            "UPDATE",
         ],
         Account::Writable => &[
             "ALTER",
@@ -329,23 +317,66 @@ pub fn privileges(d: Dialect, account: Account) -> &'static [&'static str] {
 }
 
 /// Privileges MOCO revokes from the writable account on `mysql.*` (MySQL with
-/// `partial_revokes`).
-const WRITABLE_MYSQL_SCHEMA_REVOKES: &str = "CREATE, CREATE ROUTINE, CREATE TEMPORARY TABLES, CREATE VIEW, DELETE, DROP, EVENT, EXECUTE, INDEX, INSERT, LOCK TABLES, REFERENCES, TRIGGER, UPDATE";
+/// `partial_revokes`), plus `ALTER` and `ALTER ROUTINE`, which MOCO leaves: nothing of the
+/// grant tables is the application's to change.
+const WRITABLE_MYSQL_SCHEMA_REVOKES: &str = "ALTER, ALTER ROUTINE, CREATE, CREATE ROUTINE, CREATE TEMPORARY TABLES, CREATE VIEW, DELETE, DROP, EVENT, EXECUTE, INDEX, INSERT, LOCK TABLES, REFERENCES, TRIGGER, UPDATE";
+
+/// MariaDB: the writable account's data privileges, granted on every database (`` `%`.* ``)
+/// with GRANT OPTION. The server uses the *first* matching database-level row, and an exact
+/// name sorts before a pattern, so the account's `SELECT`-only row on `mysql` shadows this one
+/// there (measured on 10.11: every write, DDL and account statement on `mysql` is refused).
+pub const MARIADB_WRITABLE_DATA_PRIVILEGES: &[&str] = &[
+    "ALTER",
+    "ALTER ROUTINE",
+    "CREATE",
+    "CREATE ROUTINE",
+    "CREATE TEMPORARY TABLES",
+    "CREATE VIEW",
+    "DELETE",
+    "DROP",
+    "EVENT",
+    "EXECUTE",
+    "INDEX",
+    "INSERT",
+    "LOCK TABLES",
+    "REFERENCES",
+    "SELECT",
+    "SHOW VIEW",
+    "TRIGGER",
+    "UPDATE",
+];
+
+/// MySQL's privilege that makes an account a system account: only holders of `SYSTEM_USER`
+/// may alter, drop, rename or kill it. Every operator account holds it (the admin through
+/// `ALL`), the two application accounts never, so `CREATE USER` in the writable account's
+/// hands cannot reach the operator's accounts.
+const SYSTEM_USER: &str = "SYSTEM_USER";
 
 /// Creates (or re-keys) `account` at `host` with its grants. Idempotent: `CREATE USER IF NOT
 /// EXISTS`, then `ALTER USER … IDENTIFIED BY` (so a cloned copy of another instance's users
-/// gets this cluster's passwords), then the grants.
+/// gets this cluster's passwords), then, for every account but the admin (whose session may
+/// be the one running these), `REVOKE ALL` before the grants, so that an account ends with
+/// exactly the privileges below whatever an older version granted it.
 pub fn account_statements(d: Dialect, acct: Account, password: &str, host: &str) -> Vec<String> {
     let who = account(acct.name(), host);
     let pw = quote(password);
+    let mysql = d != Dialect::Mariadb;
     let mut out = vec![
         format!("CREATE USER IF NOT EXISTS {who} IDENTIFIED BY {pw}"),
         format!("ALTER USER {who} IDENTIFIED BY {pw}"),
     ];
-    let grant_option = matches!(acct, Account::Admin | Account::Writable);
+    if acct != Account::Admin {
+        out.push(format!("REVOKE ALL PRIVILEGES, GRANT OPTION FROM {who}"));
+    }
+    let mut global: Vec<&str> = privileges(d, acct).to_vec();
+    if mysql && acct.is_system() && acct != Account::Admin {
+        global.push(SYSTEM_USER);
+    }
+    // MariaDB's writable account delegates only its per-database grant (below).
+    let grant_option = acct == Account::Admin || (acct == Account::Writable && mysql);
     out.push(format!(
         "GRANT {} ON *.* TO {who}{}",
-        privileges(d, acct).join(", "),
+        global.join(", "),
         if grant_option {
             " WITH GRANT OPTION"
         } else {
@@ -360,6 +391,13 @@ pub fn account_statements(d: Dialect, acct: Account, password: &str, host: &str)
             out.push(format!("GRANT READ_ONLY ADMIN ON *.* TO {role}"));
             out.push(format!("GRANT {role} TO {who}"));
             out.push(format!("SET DEFAULT ROLE NONE FOR {who}"));
+        }
+        (Dialect::Mariadb, Account::Writable) => {
+            out.push(format!(
+                "GRANT {} ON `%`.* TO {who} WITH GRANT OPTION",
+                MARIADB_WRITABLE_DATA_PRIVILEGES.join(", ")
+            ));
+            out.push(format!("GRANT SELECT ON mysql.* TO {who}"));
         }
         (Dialect::Mysql80 | Dialect::Mysql84, Account::Admin) => {
             out.push(format!("GRANT PROXY ON ''@'' TO {who} WITH GRANT OPTION"));
@@ -511,16 +549,56 @@ mod tests {
             "GRANT PROXY ON ''@'' TO 'moco-admin'@'%' WITH GRANT OPTION"
         );
         let writable = account_statements(Dialect::Mysql80, Account::Writable, "pw", "%");
-        assert!(writable[2].ends_with("ON *.* TO 'moco-writable'@'%' WITH GRANT OPTION"));
-        assert!(writable[2].contains("CREATE ROLE"));
-        assert!(writable[3].starts_with("REVOKE CREATE, CREATE ROUTINE"));
-        assert!(writable[3].ends_with("ON mysql.* FROM 'moco-writable'@'%'"));
+        assert_eq!(
+            writable[2],
+            "REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'moco-writable'@'%'"
+        );
+        assert!(writable[3].ends_with("ON *.* TO 'moco-writable'@'%' WITH GRANT OPTION"));
+        assert!(writable[3].contains("CREATE ROLE") && writable[3].contains("CREATE USER"));
+        assert!(writable[4].starts_with("REVOKE ALTER, ALTER ROUTINE, CREATE, CREATE ROUTINE"));
+        assert!(writable[4].ends_with("ON mysql.* FROM 'moco-writable'@'%'"));
         let repl = account_statements(Dialect::Mysql80, Account::Repl, "pw", "%");
         assert_eq!(
-            repl[2],
-            "GRANT REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO 'moco-repl'@'%'"
+            repl[3],
+            "GRANT REPLICATION CLIENT, REPLICATION SLAVE, SYSTEM_USER ON *.* TO 'moco-repl'@'%'"
         );
         assert_eq!(required_plugins(Dialect::Mysql84).len(), 3);
         assert!(required_plugins(Dialect::Mariadb).is_empty());
+    }
+
+    /// The operator's accounts are out of the application's reach: on MySQL every one is a
+    /// system account and the end-user accounts are not; on MariaDB the writable account has
+    /// no `CREATE USER` and its data privileges stop at the `mysql` schema.
+    #[test]
+    fn no_application_account_can_reach_the_operators_accounts() {
+        for d in [Dialect::Mysql80, Dialect::Mysql84] {
+            for acct in Account::ALL {
+                let grants = account_statements(d, acct, "pw", "%");
+                let global = grants.iter().find(|g| g.starts_with("GRANT ")).unwrap();
+                let system =
+                    global.contains("SYSTEM_USER") || global.starts_with("GRANT ALL PRIVILEGES");
+                assert_eq!(system, acct.is_system(), "{d:?} {acct:?}: {global}");
+            }
+        }
+        let w = account_statements(Dialect::Mariadb, Account::Writable, "pw", "%");
+        assert_eq!(
+            w[2..],
+            [
+                "REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'moco-writable'@'%'".to_owned(),
+                "GRANT BINLOG MONITOR, PROCESS, REPLICATION SLAVE, SHOW DATABASES, SLAVE MONITOR ON *.* TO 'moco-writable'@'%'".to_owned(),
+                format!(
+                    "GRANT {} ON `%`.* TO 'moco-writable'@'%' WITH GRANT OPTION",
+                    MARIADB_WRITABLE_DATA_PRIVILEGES.join(", ")
+                ),
+                "GRANT SELECT ON mysql.* TO 'moco-writable'@'%'".to_owned(),
+            ]
+        );
+        for acct in Account::ALL.into_iter().filter(|a| *a != Account::Admin) {
+            let privs = privileges(Dialect::Mariadb, acct);
+            assert!(!privs.contains(&"CREATE USER"), "{acct:?}");
+            for data in ["INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER"] {
+                assert!(!privs.contains(&data), "{acct:?} has global {data}");
+            }
+        }
     }
 }
