@@ -9,6 +9,7 @@ use moco_core::validate::duration::parse_std_duration;
 
 use crate::error::ControllerError;
 use crate::flags::{LogEncoder, parse_go_bool, parse_zap_encoder, parse_zap_level};
+use crate::limits::{PROBE_LIMITS, ServerLimits, WEBHOOK_LIMITS};
 use crate::listen::{ListenAddr, parse_listen_addr};
 
 /// How often the webhook certificate and key are re-read from `--cert-dir`.
@@ -157,6 +158,10 @@ pub struct ServeConfig {
     pub cert_dir: PathBuf,
     /// How often the certificate is re-read.
     pub cert_reload_interval: Duration,
+    /// What one client may hold of the webhook server.
+    pub webhook_limits: ServerLimits,
+    /// What one client may hold of the health and metrics servers.
+    pub probe_limits: ServerLimits,
 }
 
 impl ControllerArgs {
@@ -191,6 +196,8 @@ impl ServeConfig {
             metrics_addr: args.metrics_addr.clone(),
             cert_dir: cert_dir(&args.cert_dir),
             cert_reload_interval: CERT_RELOAD_INTERVAL,
+            webhook_limits: WEBHOOK_LIMITS,
+            probe_limits: PROBE_LIMITS,
         }
     }
 }

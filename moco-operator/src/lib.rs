@@ -3,18 +3,19 @@
 //! The library of the in-cluster process, `moco controller`: what the install manifests run
 //! (`deploy/`, `charts/moco/`), configured by the flags of MOCO's `moco-controller`.
 //!
-//! What it serves today, started together by [`Servers::start`] and run by [`run()`]:
+//! What it serves, started together by [`Servers::start`] and run by [`run()`]:
 //!
 //! * the admission webhooks of [`moco_api::admission`] over HTTPS ([`webhook`], [`tls`]), with
 //!   the certificate re-read from `--cert-dir` every minute;
 //! * `/healthz` and `/readyz` ([`health`]): ready once the webhook listener serves, not ready
 //!   again once shutdown starts;
-//! * `/metrics` ([`metrics`]) in the OpenMetrics text format.
+//! * `/metrics` ([`metrics`]) in the OpenMetrics text format;
 //!
-//! It does not reconcile MySQLClusters yet. The reconcile pipeline (validate, build the objects
-//! from `moco_core::resources`, apply, update status) and the Kubernetes `Platform` adapter that
-//! drives the clustering manager will be modules of this crate, started by [`run()`] beside the
-//! servers.
+//! each within the connection, time and size bounds of [`limits`].
+//!
+//! What it runs on the elected leader ([`operator`]): the MySQLCluster reconciler
+//! ([`controller`], [`reconcile`], objects built by [`render`]) and one clustering manager per
+//! cluster over the Kubernetes platform ([`clustering`]).
 //!
 //! [`run()`] does not wait for signals: it stops when the future it is given completes, so the
 //! binary decides what stops it (SIGTERM/SIGINT) and tests stop it at will.
@@ -26,6 +27,7 @@ pub mod controller;
 pub mod error;
 pub mod flags;
 pub mod health;
+pub mod limits;
 pub mod listen;
 pub mod metrics;
 pub mod operator;

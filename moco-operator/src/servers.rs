@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum_server::Handle;
+use axum_server::accept::DefaultAcceptor;
 use axum_server::tls_rustls::RustlsAcceptor;
 use moco_api::admission::ClusterLookup;
 use tokio::net::TcpListener;
@@ -17,6 +18,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::config::ServeConfig;
 use crate::error::ControllerError;
 use crate::health::{Readiness, health_router};
+use crate::limits::{ServerLimits, limit_requests, limited_server};
 use crate::listen::bind;
 use crate::metrics::{Metrics, metrics_router};
 use crate::tls::{CERT_FILE, KEY_FILE, spawn_reloader, tls_config};
@@ -69,7 +71,8 @@ impl Servers {
         let metrics_addr = match bind("--metrics-addr", &config.metrics_addr).await? {
             Some((listener, addr)) => {
                 let router = metrics_router(metrics.clone());
-                spawn_http(&mut tasks, "metrics", addr, listener, router, &stop);
+                let limits = &config.probe_limits;
+                spawn_http(&mut tasks, "metrics", addr, listener, router, limits, &stop);
                 Some(addr)
             }
             None => None,
@@ -77,7 +80,16 @@ impl Servers {
         let health_addr = match bind("--health-probe-addr", &config.health_addr).await? {
             Some((listener, addr)) => {
                 let router = health_router(readiness.clone());
-                spawn_http(&mut tasks, "health probe", addr, listener, router, &stop);
+                let limits = &config.probe_limits;
+                spawn_http(
+                    &mut tasks,
+                    "health probe",
+                    addr,
+                    listener,
+                    router,
+                    limits,
+                    &stop,
+                );
                 Some(addr)
             }
             None => None,
@@ -96,10 +108,11 @@ impl Servers {
             return Err(ControllerError::WebhookDisabled);
         };
         let webhook_handle = Handle::new();
-        let server = axum_server::Server::<SocketAddr>::from_listener(listener)
-            .acceptor(RustlsAcceptor::new(tls.clone()))
-            .handle(webhook_handle.clone());
-        let app = webhook_router(Arc::new(webhooks), metrics.clone());
+        let limits = &config.webhook_limits;
+        let tls_acceptor =
+            RustlsAcceptor::new(tls.clone()).handshake_timeout(limits.handshake_timeout);
+        let server = limited_server(listener, tls_acceptor, limits).handle(webhook_handle.clone());
+        let app = limit_requests(webhook_router(Arc::new(webhooks), metrics.clone()), limits);
         tasks.spawn(async move {
             let result = server.serve(app.into_make_service()).await;
             ("webhook", webhook_addr, result)
@@ -199,22 +212,27 @@ impl Servers {
     }
 }
 
-/// Serves `router` over plain HTTP on `listener` until `stop` turns true.
+/// Serves `router` over plain HTTP on `listener` with `limits` until `stop` turns true;
+/// requests in flight then get [`SHUTDOWN_GRACE`].
 fn spawn_http(
     tasks: &mut JoinSet<TaskEnd>,
     server: &'static str,
     addr: SocketAddr,
     listener: TcpListener,
     router: Router,
+    limits: &ServerLimits,
     stop: &watch::Sender<bool>,
 ) {
     let mut stopped = stop.subscribe();
+    let handle = Handle::new();
+    let http = limited_server(listener, DefaultAcceptor::new(), limits).handle(handle.clone());
+    let app = limit_requests(router, limits);
+    tokio::spawn(async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+        handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
+    });
     tasks.spawn(async move {
-        let result = axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|stop| *stop).await;
-            })
-            .await;
+        let result = http.serve(app.into_make_service()).await;
         (server, addr, result)
     });
 }

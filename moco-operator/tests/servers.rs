@@ -34,6 +34,8 @@ fn config(cert_dir: &Path) -> ServeConfig {
         metrics_addr: loopback(),
         cert_dir: cert_dir.to_owned(),
         cert_reload_interval: Duration::from_secs(60),
+        webhook_limits: moco_operator::limits::WEBHOOK_LIMITS,
+        probe_limits: moco_operator::limits::PROBE_LIMITS,
     }
 }
 
