@@ -155,3 +155,43 @@ fn schemas_describe_facts_and_decision() {
     let out = moco().args(["schema", "nope"]).output().unwrap();
     assert!(!out.status.success());
 }
+
+/// Issue 12, item 4: `moco plan --facts /dev/zero` and an endless pipe into `moco validate -`
+/// read until memory ran out. Both stop at 16 MiB with an error naming the input.
+#[test]
+fn endless_input_is_refused_at_the_size_limit() {
+    let out = moco()
+        .args(["plan", "--facts", "/dev/zero"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot read facts from /dev/zero: larger than 16 MiB"),
+        "{err}"
+    );
+
+    let mut child = moco()
+        .args(["validate", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let chunk = vec![b'#'; 1 << 20];
+        // The command stops reading at the limit; the broken pipe ends this loop.
+        for _ in 0..64 {
+            if stdin.write_all(&chunk).is_err() {
+                return true;
+            }
+        }
+        false
+    });
+    let out = child.wait_with_output().unwrap();
+    assert!(feeder.join().unwrap(), "validate read all 64 MiB");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot read -: larger than 16 MiB"), "{err}");
+}

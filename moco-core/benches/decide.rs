@@ -1,6 +1,7 @@
 //! decide + plan for clusters of 3, 5 and 99 instances, healthy (nothing to plan) and with a
 //! failed primary (failover). The facts are the Healthy example of `docs/examples/facts`,
-//! scaled to N instances. Numbers and method: docs/benchmarks.md.
+//! scaled to N instances. Also GTID sets of 100,000 intervals: parsing (in order and reversed)
+//! and subtraction. Numbers and method: docs/benchmarks.md.
 
 #![allow(clippy::expect_used)]
 
@@ -9,6 +10,7 @@ use std::hint::black_box;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use moco_core::decide;
 use moco_core::facts::{ClusterFacts, ReplicaHost};
+use moco_core::gtid::GtidSet;
 
 const HEALTHY: &str = include_str!("../../docs/examples/facts/healthy.json");
 
@@ -70,5 +72,44 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// `uuid:1:3:5:…`, one transaction per interval (every other number), `n` intervals.
+fn holes(n: u64, reversed: bool) -> String {
+    let mut numbers: Vec<String> = (0..n).map(|i| (2 * i + 1).to_string()).collect();
+    if reversed {
+        numbers.reverse();
+    }
+    format!("3E11FA47-71CA-11E1-9E33-C80AA9429562:{}", numbers.join(":"))
+}
+
+fn gtid(c: &mut Criterion) {
+    let mut group = c.benchmark_group("gtid");
+    group.sample_size(10);
+    let n = 100_000;
+    let sorted = holes(n, false);
+    let reversed = holes(n, true);
+    group.bench_function("parse 100k intervals", |b| {
+        b.iter(|| GtidSet::parse(black_box(&sorted)))
+    });
+    group.bench_function("parse 100k intervals reversed", |b| {
+        b.iter(|| GtidSet::parse(black_box(&reversed)))
+    });
+    let a = GtidSet::parse(&sorted).expect("parses");
+    let shifted = GtidSet::parse(&format!(
+        "3E11FA47-71CA-11E1-9E33-C80AA9429562:{}",
+        (0..n)
+            .map(|i| (2 * i + 2).to_string())
+            .collect::<Vec<_>>()
+            .join(":")
+    ))
+    .expect("parses");
+    group.bench_function("subtract 100k from 100k intervals", |b| {
+        b.iter(|| black_box(&a).subtract(black_box(&shifted)))
+    });
+    group.bench_function("union 100k and 100k intervals", |b| {
+        b.iter(|| black_box(&a).union(black_box(&shifted)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, gtid);
 criterion_main!(benches);

@@ -82,7 +82,9 @@ impl GtidSet {
     /// (`0-1-5,0-2-7`); the two forms may be mixed. Whitespace and newlines around entries are
     /// ignored, as in `@@gtid_executed` output.
     pub fn parse(text: &str) -> Result<Self, GtidParseError> {
-        let mut set = GtidSet::new();
+        // Intervals are gathered per source as they come and sorted and merged once at the
+        // end: O(n log n) whatever their order (one merge per insert was quadratic).
+        let mut pending = Pending::default();
         let mut offset = 0;
         for entry in text.split(',') {
             let start = offset + (entry.len() - entry.trim_start().len());
@@ -97,9 +99,13 @@ impl GtidSet {
                     reason: "empty entry",
                 });
             }
-            parse_entry(trimmed, start, &mut set)?;
+            parse_entry(trimmed, start, &mut pending)?;
         }
-        Ok(set)
+        let mut sources = pending.sources;
+        for list in sources.values_mut() {
+            normalize(list);
+        }
+        Ok(GtidSet { sources })
     }
 
     /// Builds a set from MariaDB's `@@gtid_binlog_state`-style text only.
@@ -124,21 +130,31 @@ impl GtidSet {
     }
 
     /// Adds the inclusive interval `start..=end` of `source` (ignored when `start > end` or
-    /// `start == 0`, since transaction numbers start at 1).
+    /// `start == 0`, since transaction numbers start at 1). Only the intervals it touches are
+    /// merged: appending after the last interval, the usual case, is O(1).
     pub fn insert_interval(&mut self, source: SourceId, start: u64, end: u64) {
         if start == 0 || start > end {
             return;
         }
         let list = self.sources.entry(source).or_default();
-        list.push((start, end));
-        normalize(list);
+        // The intervals that overlap or touch `start..=end` form one run: from the first
+        // that does not end before `start - 1` to the last that starts by `end + 1`.
+        let first = list.partition_point(|&(_, b)| b.saturating_add(1) < start);
+        let last = list.partition_point(|&(a, _)| a <= end.saturating_add(1));
+        if first == last {
+            list.insert(first, (start, end));
+        } else {
+            let merged = (start.min(list[first].0), end.max(list[last - 1].1));
+            list.splice(first..last, [merged]);
+        }
     }
 
     /// True when the set holds transaction `number` of `source`.
     pub fn contains(&self, source: &SourceId, number: u64) -> bool {
-        self.sources
-            .get(source)
-            .is_some_and(|l| l.iter().any(|&(a, b)| a <= number && number <= b))
+        self.sources.get(source).is_some_and(|l| {
+            let i = l.partition_point(|&(_, b)| b < number);
+            l.get(i).is_some_and(|&(a, _)| a <= number)
+        })
     }
 
     /// The sources present, in canonical order.
@@ -250,6 +266,37 @@ impl GtidSet {
     }
 }
 
+/// Most distinct sources (server UUIDs with their tags, MariaDB domain-server pairs) a parsed
+/// set may hold. A real cluster's history holds a handful to hundreds; the bound keeps hostile
+/// text (millions of `d-s-n` entries, each a source) from taking gigabytes.
+pub const MAX_GTID_SOURCES: usize = 65_536;
+
+/// Intervals gathered while parsing, not yet sorted or merged.
+#[derive(Default)]
+struct Pending {
+    sources: BTreeMap<SourceId, Vec<(u64, u64)>>,
+}
+
+impl Pending {
+    fn push(
+        &mut self,
+        source: SourceId,
+        start: u64,
+        end: u64,
+        position: usize,
+    ) -> Result<(), GtidParseError> {
+        if self.sources.len() >= MAX_GTID_SOURCES && !self.sources.contains_key(&source) {
+            return Err(GtidParseError {
+                position,
+                reason: "more than 65536 sources",
+            });
+        }
+        self.sources.entry(source).or_default().push((start, end));
+        Ok(())
+    }
+}
+
+/// Sorts and merges overlapping or adjacent intervals.
 fn normalize(list: &mut Vec<(u64, u64)>) {
     list.sort_unstable();
     let mut merged: Vec<(u64, u64)> = Vec::with_capacity(list.len());
@@ -329,7 +376,7 @@ fn parse_number(text: &str, position: usize) -> Result<u64, GtidParseError> {
     })
 }
 
-fn parse_entry(entry: &str, start: usize, set: &mut GtidSet) -> Result<(), GtidParseError> {
+fn parse_entry(entry: &str, start: usize, set: &mut Pending) -> Result<(), GtidParseError> {
     let mut parts = entry.split(':');
     let head = parts.next().unwrap_or_default();
     if !entry.contains(':') && parse_uuid(head).is_some() {
@@ -351,8 +398,11 @@ fn parse_entry(entry: &str, start: usize, set: &mut GtidSet) -> Result<(), GtidP
         let server_pos = start + fields[0].len() + 1;
         let server_id = parse_u32(fields[1], server_pos)?;
         let seq = parse_number(fields[2], server_pos + fields[1].len() + 1)?;
-        set.insert_interval(SourceId::MariaDb { domain, server_id }, 1, seq);
-        return Ok(());
+        if seq == 0 {
+            // `d-s-0`: no transaction (as `insert_interval` ignores an empty interval).
+            return Ok(());
+        }
+        return set.push(SourceId::MariaDb { domain, server_id }, 1, seq, start);
     }
     let base = source_of(head, start)?;
     let mut tag = String::new();
@@ -392,7 +442,7 @@ fn parse_entry(entry: &str, start: usize, set: &mut GtidSet) -> Result<(), GtidP
                 },
                 other => other.clone(),
             };
-            set.insert_interval(source, a, b);
+            set.push(source, a, b, part_pos)?;
             saw_interval = true;
         } else if is_tag(part) && matches!(base, SourceId::Uuid { .. }) {
             tag = part.to_ascii_lowercase();
@@ -796,5 +846,90 @@ mod tests {
         assert_eq!(rest.to_string(), format!("{B}:1,0-7-3"));
         let rest = rest.without_server(&ServerIdentity::ServerId(7));
         assert_eq!(rest.to_string(), format!("{B}:1"));
+    }
+
+    /// Issue 12, item 4: building a set merged the whole list on every interval (quadratic).
+    /// The local merge must give the same set as sorting everything, in any order.
+    mod insert_and_parse {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn source() -> SourceId {
+            SourceId::MariaDb {
+                domain: 0,
+                server_id: 1,
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn any_insertion_order_gives_the_merged_set(
+                intervals in proptest::collection::vec((1u64..200, 0u64..12), 0..40),
+            ) {
+                let intervals: Vec<(u64, u64)> =
+                    intervals.into_iter().map(|(a, len)| (a, a + len)).collect();
+                let mut built = GtidSet::new();
+                for &(a, b) in &intervals {
+                    built.insert_interval(source(), a, b);
+                }
+                // The model: a membership table.
+                let member = |n: u64| intervals.iter().any(|&(a, b)| a <= n && n <= b);
+                for n in 0..220 {
+                    prop_assert_eq!(built.contains(&source(), n), member(n), "n = {}", n);
+                }
+                // Canonical: sorted, disjoint, not adjacent.
+                let list = built.intervals(&source());
+                for w in list.windows(2) {
+                    prop_assert!(w[0].1 + 1 < w[1].0, "{:?}", list);
+                }
+                // The parser, gathering first and merging once, agrees.
+                let text = intervals
+                    .iter()
+                    .map(|&(a, b)| format!("3E11FA47-71CA-11E1-9E33-C80AA9429562:{a}-{b}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                let parsed = GtidSet::parse(&text).unwrap();
+                let uuid = parsed.sources().next().cloned();
+                if let Some(uuid) = uuid {
+                    prop_assert_eq!(parsed.intervals(&uuid), list);
+                } else {
+                    prop_assert!(list.is_empty());
+                }
+            }
+        }
+
+        #[test]
+        fn a_hundred_thousand_reversed_intervals_parse() {
+            // Reversed order was the worst case of the quadratic merge (minutes); the bench
+            // measures the time, this only that the result is right.
+            let text = (0..100_000u64)
+                .rev()
+                .map(|i| format!("3E11FA47-71CA-11E1-9E33-C80AA9429562:{}", 2 * i + 1))
+                .collect::<Vec<_>>()
+                .join(",");
+            let set = GtidSet::parse(&text).unwrap();
+            let uuid = set.sources().next().unwrap().clone();
+            assert_eq!(set.intervals(&uuid).len(), 100_000);
+            assert_eq!(set.intervals(&uuid)[0], (1, 1));
+            assert_eq!(set.transaction_count(), 100_000);
+        }
+
+        #[test]
+        fn too_many_sources_are_refused_with_the_position() {
+            let text = (0..=MAX_GTID_SOURCES as u32)
+                .map(|i| format!("0-{i}-1"))
+                .collect::<Vec<_>>()
+                .join(",");
+            let err = GtidSet::parse(&text).unwrap_err();
+            assert_eq!(err.reason, "more than 65536 sources");
+            let last = text.rfind(',').unwrap() + 1;
+            assert_eq!(err.position, last);
+            // Exactly the bound is fine.
+            let at_bound = &text[..last - 1];
+            assert_eq!(
+                GtidSet::parse(at_bound).unwrap().sources().count(),
+                MAX_GTID_SOURCES
+            );
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod controller;
 pub mod crd;
+pub mod input;
 pub mod local;
 pub mod plan;
 pub mod render;

@@ -1,6 +1,5 @@
 //! `moco plan` (facts file → decision JSON) and `moco schema` (JSON Schemas of both).
 
-use std::io::Read;
 use std::process::ExitCode;
 
 use moco_core::facts::ClusterFacts;
@@ -69,17 +68,10 @@ pub enum PlanError {
 }
 
 fn read_input(path: &str) -> Result<String, PlanError> {
-    let mut text = String::new();
-    let result = if path == "-" {
-        std::io::stdin().read_to_string(&mut text).map(|_| ())
-    } else {
-        std::fs::read_to_string(path).map(|t| text = t)
-    };
-    result.map_err(|source| PlanError::Read {
+    super::input::read_text(path).map_err(|source| PlanError::Read {
         path: path.to_owned(),
         source,
-    })?;
-    Ok(text)
+    })
 }
 
 /// Parses facts, reporting the JSON path of the first error.

@@ -1,7 +1,6 @@
 //! `moco validate`: check MySQLCluster and BackupPolicy manifests offline against the CRD schema,
 //! the CRD's CEL rules and MOCO's admission rules.
 
-use std::io::Read;
 use std::process::ExitCode;
 
 use moco_api::offline::{Document, OfflineError, OfflineValidator, parse_documents};
@@ -42,25 +41,16 @@ pub enum Error {
 pub fn read_all(files: &[String], stdin_used: &mut bool) -> Result<Vec<Document>, Error> {
     let mut docs = Vec::new();
     for file in files {
-        let text = if file == "-" {
+        if file == "-" {
             if *stdin_used {
                 return Err(Error::StdinTwice);
             }
             *stdin_used = true;
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .map_err(|source| Error::Read {
-                    file: file.clone(),
-                    source,
-                })?;
-            text
-        } else {
-            std::fs::read_to_string(file).map_err(|source| Error::Read {
-                file: file.clone(),
-                source,
-            })?
-        };
+        }
+        let text = super::input::read_text(file).map_err(|source| Error::Read {
+            file: file.clone(),
+            source,
+        })?;
         docs.extend(parse_documents(file, &text)?);
     }
     Ok(docs)
