@@ -809,6 +809,16 @@ mod tests {
         for (user, want) in cases {
             assert_eq!(generate_mycnf(&input(Flavor::Mysql, &user)), Err(want));
         }
+        // Each character that would end or split the option line is refused on its own.
+        for key in ["a=b", "a[b", "a]b", "a#b", "a;b", "a\tb", "a\u{7}b"] {
+            assert!(
+                matches!(
+                    generate_mycnf(&input(Flavor::Mysql, &[(key, "1")])),
+                    Err(MycnfError::InvalidKey { .. })
+                ),
+                "{key:?}"
+            );
+        }
         let mut bad_paths = input(Flavor::Mysql, &[]);
         bad_paths.paths.datadir = "/x\nread_only=OFF".into();
         assert_eq!(

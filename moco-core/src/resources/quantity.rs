@@ -324,6 +324,8 @@ mod tests {
             ("1Pi", (1 << 50) * N),
             ("1Ei", (1 << 60) * N),
             ("1E", 1_000_000_000_000_000_000 * N),
+            ("1T", 1_000_000_000_000 * N),
+            ("1P", 1_000_000_000_000_000 * N),
             ("100m", N / 10),
             ("1e3", 1000 * N),
             ("1E3", 1000 * N),
@@ -412,5 +414,27 @@ mod tests {
         assert_eq!(n, Quantity::from_units(2048));
         let bad = serde_json::from_str::<Quantity>("\"ten\"");
         assert!(bad.is_err_and(|e| e.to_string().contains("\"ten\"")));
+        // Neither a string nor a number: the message says what is expected.
+        let wrong_type = serde_json::from_str::<Quantity>("[]");
+        assert!(
+            wrong_type.is_err_and(|e| e.to_string().contains("a Kubernetes quantity")),
+            "the error names what was expected"
+        );
+    }
+
+    /// 38 significant digits are the most a quantity may have (u128 holds every 38-digit
+    /// number); the 39th is out of range even when the value itself is small.
+    #[test]
+    fn thirty_eight_significant_digits_are_the_most() {
+        let digits = |n: usize| format!("1{}e-30", "0".repeat(n - 1));
+        assert_eq!(MAX_DIGITS, 38);
+        assert_eq!(
+            Quantity::parse(&digits(38)).map(|q| q.nanos()),
+            Ok(10_000_000 * N)
+        );
+        assert_eq!(
+            Quantity::parse(&digits(39)).map_err(|e| e.kind),
+            Err(QuantityErrorKind::OutOfRange)
+        );
     }
 }

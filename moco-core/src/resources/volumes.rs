@@ -721,6 +721,25 @@ mod tests {
                 },
             },
             Case {
+                // A PVC larger than an unchanged template (grown by hand, or left from an
+                // earlier shrink) waits for deletion; only a template that grows past a PVC
+                // is an error.
+                name: "unchanged template, one PVC larger: it waits, no error",
+                input: input(
+                    "10Gi",
+                    "10Gi",
+                    vec![pvc(0, "20Gi", fast), pvc(1, "10Gi", fast)],
+                ),
+                want: VolumePlan {
+                    pending_shrinks: vec![PendingShrink {
+                        claim: "mysql-data-moco-test-0".into(),
+                        current: q("20Gi"),
+                        template_size: q("10Gi"),
+                    }],
+                    ..VolumePlan::default()
+                },
+            },
+            Case {
                 name: "template added and removed",
                 input: VolumeInput {
                     desired: vec![tmpl("mysql-data", "10Gi"), tmpl("extra", "1Gi")],
