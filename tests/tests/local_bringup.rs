@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::os::unix::fs::FileTypeExt as _;
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
@@ -225,4 +226,63 @@ async fn bring_up_1_3_5_instances() {
     for replicas in [1, 3, 5] {
         bring_up(replicas).await;
     }
+}
+
+/// Issue 12, item 8: under `umask 000`, my.cnf came out world-writable, MariaDB ignored it, and
+/// `up` failed with a misleading "mysql.user table already exists". Every file and directory
+/// of the cluster must be private to the user whatever the umask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_under_umask_000_works_and_keeps_files_private() {
+    if server_or_skip("up_under_umask_000_works_and_keeps_files_private").is_none() {
+        return;
+    }
+    let moco = tokio::task::spawn_blocking(moco_bin).await.unwrap();
+    let dir = ClusterDir::new();
+    let base = free_port_block(3);
+    let up: Vec<String> = up_args(&dir, 1, base)
+        .iter()
+        .map(|a| format!("'{a}'"))
+        .collect();
+    let script = format!("umask 000 && exec '{}' {}", moco.display(), up.join(" "));
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("sh")
+            .args(["-c", &script])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "up under umask 000: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut checked = 0;
+    let mut stack = vec![dir.path().to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.file_type().is_symlink() || meta.file_type().is_socket() {
+            continue;
+        }
+        let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777;
+        assert_eq!(
+            mode & 0o022,
+            0,
+            "{} is writable by others: {mode:o}",
+            path.display()
+        );
+        checked += 1;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                stack.push(entry.unwrap().path());
+            }
+        }
+    }
+    for private in ["secret.json", "client/moco-admin.cnf", "instances/0/my.cnf"] {
+        let meta = std::fs::metadata(dir.path().join(private)).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777;
+        assert_eq!(mode & 0o077, 0, "{private} is readable by others: {mode:o}");
+    }
+    println!("{checked} files and directories checked");
+    assert!(checked > 20, "too few files seen: {checked}");
 }

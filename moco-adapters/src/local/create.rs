@@ -259,7 +259,7 @@ pub async fn create(prepared: Prepared) -> Result<Manifest, LocalError> {
     let existed = root.exists();
     let mut servers: Vec<Arc<LocalMysqld>> = Vec::new();
     let result = async {
-        std::fs::create_dir_all(&root).map_err(|e| LocalError::io(&root, "create", e))?;
+        super::files::create_private_dir(&root)?;
         manifest.save(&layout)?;
         let secret = Secret::generate()?;
         secret.save(&layout)?;

@@ -47,6 +47,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), LocalErr
     result
 }
 
+/// Makes every file and directory this process and its children create private to the user
+/// (umask `077`), whatever umask the user runs with. Under umask `000`, my.cnf came out
+/// world-writable and MariaDB ignored it, so `up` failed far from the cause; the files and
+/// directories `moco local` writes also get explicit modes, and this covers the rest (the
+/// servers' own files, mariadb-install-db's). Returns the previous umask.
+pub fn private_umask() -> u32 {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077)).as_raw_mode()
+}
+
+/// Creates `dir` (and missing parents) and gives `dir` itself mode `0700`.
+pub fn create_private_dir(dir: &Path) -> Result<(), LocalError> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| LocalError::io(dir, "create", e))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+        .map_err(|e| LocalError::io(dir, "set permissions", e))
+}
+
 /// Flushes a directory entry list to disk (after a rename or create).
 pub fn sync_dir(dir: &Path) -> Result<(), LocalError> {
     File::open(dir)

@@ -71,7 +71,7 @@ pub fn write_instance(
     let dir = layout.instance_dir(index);
     for sub in ["conf.d", "tmp"] {
         let path = dir.join(sub);
-        std::fs::create_dir_all(&path).map_err(|e| LocalError::io(&path, "create", e))?;
+        super::files::create_private_dir(&path)?;
     }
     let snippet_path = dir.join("conf.d").join("instance.cnf");
     super::files::write_atomic(&snippet_path, snippet.as_bytes(), 0o644)?;

@@ -185,17 +185,49 @@ pub struct LocalMysqld {
     child: Mutex<Option<Child>>,
 }
 
+/// The mode of files mysqld creates, passed as `UMASK` (MySQL and MariaDB read it as the
+/// mode, not as a mask): owner read and write.
+pub const SERVER_FILE_UMASK: &str = "0600";
+
+/// The mode of directories mysqld creates (`UMASK_DIR`): owner only.
+pub const SERVER_DIR_UMASK: &str = "0700";
+
+/// Writes `bytes` to `path` with mode `0600`, whatever the umask: a world-writable my.cnf is
+/// ignored by the server, and the files hold paths and ports nobody else needs.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(bytes)
+}
+
+/// Creates `dir` (and missing parents) and gives `dir` mode `0700`, whatever the umask.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
 impl LocalMysqld {
     /// Writes `mycnf` to `<dir>/my.cnf` (creating `dir`) and reads the settings it needs.
     pub fn create(binary: ServerBinary, dir: &Path, mycnf: &str) -> Result<Self, MysqldError> {
-        std::fs::create_dir_all(dir).map_err(|source| MysqldError::Io {
+        private_dir(dir).map_err(|source| MysqldError::Io {
             path: dir.to_owned(),
             what: "create instance directory",
             source,
         })?;
         let dir = absolute(dir)?;
         let defaults_file = dir.join("my.cnf");
-        std::fs::write(&defaults_file, mycnf).map_err(|source| MysqldError::Io {
+        write_private(&defaults_file, mycnf.as_bytes()).map_err(|source| MysqldError::Io {
             path: defaults_file.clone(),
             what: "write",
             source,
@@ -336,7 +368,7 @@ impl LocalMysqld {
             .flatten()
         {
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|source| MysqldError::Io {
+                private_dir(parent).map_err(|source| MysqldError::Io {
                     path: parent.to_owned(),
                     what: "create directory",
                     source,
@@ -344,9 +376,11 @@ impl LocalMysqld {
             }
         }
         let out_path = self.console_log();
+        use std::os::unix::fs::OpenOptionsExt as _;
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&out_path)
             .map_err(|source| MysqldError::Io {
                 path: out_path.clone(),
@@ -368,6 +402,10 @@ impl LocalMysqld {
             .args(extra_args)
             .current_dir(&self.dir)
             .env("TMPDIR", &tmpdir)
+            // The server sets its own umask from these (default 0660 and 0700, which leave
+            // its files group-readable and writable): owner only.
+            .env("UMASK", SERVER_FILE_UMASK)
+            .env("UMASK_DIR", SERVER_DIR_UMASK)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -379,13 +417,13 @@ impl LocalMysqld {
             })?;
         let pid = child.id();
         *self.child_slot() = Some(child);
-        std::fs::write(&self.settings.pid_file, format!("{pid}\n")).map_err(|source| {
-            MysqldError::Io {
+        write_private(&self.settings.pid_file, format!("{pid}\n").as_bytes()).map_err(
+            |source| MysqldError::Io {
                 path: self.settings.pid_file.clone(),
                 what: "write pid file",
                 source,
-            }
-        })?;
+            },
+        )?;
         tracing::debug!(pid, defaults_file = %self.defaults_file.display(), "mysqld started");
         Ok(pid)
     }
@@ -549,7 +587,7 @@ impl LocalMysqld {
 
     fn prepare_tmpdir(&self) -> Result<PathBuf, MysqldError> {
         let tmpdir = self.tmpdir();
-        std::fs::create_dir_all(&tmpdir).map_err(|source| MysqldError::Io {
+        private_dir(&tmpdir).map_err(|source| MysqldError::Io {
             path: tmpdir.clone(),
             what: "create tmpdir",
             source,

@@ -258,6 +258,8 @@ fn parse_duration(text: &str) -> Result<Duration, DurationError> {
 
 /// Runs `moco local`.
 pub fn run(args: LocalArgs) -> Result<ExitCode, LocalCmdError> {
+    // Before any thread or file exists: nothing of the cluster is readable by others.
+    moco_adapters::local::files::private_umask();
     let runtime = crate::async_runtime().map_err(LocalCmdError::Runtime)?;
     runtime.block_on(async move {
         match args.command {
