@@ -54,7 +54,9 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("moco: {err}");
+            // Not eprintln!: stderr may be a closed pipe, and exiting must not panic.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "moco: {err}");
             ExitCode::from(2)
         }
     }

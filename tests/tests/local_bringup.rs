@@ -8,8 +8,8 @@ use std::os::unix::fs::FileTypeExt as _;
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, connect, endpoint_port, free_port_block, kill_processes_mentioning, moco_async,
-    moco_bin, moco_ok, opts, server_or_skip, state_is, up_args,
+    ClusterDir, args, connect, endpoint_port, free_port_block, kill_processes_mentioning,
+    moco_async, moco_bin, moco_ok, opts, primary_index, server_or_skip, state_is, up_args,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
@@ -285,4 +285,84 @@ async fn up_under_umask_000_works_and_keeps_files_private() {
     }
     println!("{checked} files and directories checked");
     assert!(checked > 20, "too few files seen: {checked}");
+}
+
+/// Issue 12, item 10: `scripts/local.sh 2>&1 | tee log`, then Ctrl-C: `tee` ends first, the
+/// shutdown path died printing to the closed pipe, and the servers kept running. Also what a
+/// newcomer sees: the commands to connect once Healthy, and why killing the primary of a
+/// cluster nobody wrote to leaves it Lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_up_stops_every_server_on_ctrl_c_even_with_its_output_closed() {
+    use std::io::{BufRead as _, BufReader};
+    if server_or_skip("foreground_up_stops_every_server_on_ctrl_c_even_with_its_output_closed")
+        .is_none()
+    {
+        return;
+    }
+    let moco = tokio::task::spawn_blocking(moco_bin).await.unwrap();
+    let dir = ClusterDir::new();
+    let base = free_port_block(5);
+    let mut up: Vec<String> = up_args(&dir, 3, base);
+    up.retain(|a| a != "--detach");
+    let mut child = std::process::Command::new(&moco)
+        .args(&up)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (seen, reader) = tokio::task::spawn_blocking(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut seen = String::new();
+        let mut line = String::new();
+        // Until the read-only connect line (the last of the Healthy report), or the end.
+        while reader.read_line(&mut line).unwrap_or(0) > 0 {
+            seen.push_str(&line);
+            if line.starts_with("connect (read-only") {
+                break;
+            }
+            line.clear();
+        }
+        (seen, reader)
+    })
+    .await
+    .unwrap();
+    let writable_cnf = dir.path().join("client/moco-writable.cnf");
+    assert!(seen.contains("cluster is Healthy"), "{seen}");
+    assert!(
+        seen.contains(&format!(
+            "mariadb --defaults-extra-file={}",
+            writable_cnf.display()
+        )),
+        "{seen}"
+    );
+
+    // Nobody wrote: killing the primary cannot fail over, and the kill says why.
+    let d = dir.arg();
+    let primary = primary_index(&dir.status());
+    let said = moco_async(args(&["local", "kill", "--dir", &d, &primary.to_string()])).await;
+    assert!(said.contains("no replica holds data"), "{said}");
+
+    // The output goes away, then Ctrl-C.
+    drop(reader);
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let status = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "moco local up did not stop");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+    .await
+    .unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(
+        kill_processes_mentioning(&d),
+        0,
+        "servers survived Ctrl-C with the output closed"
+    );
 }

@@ -40,6 +40,15 @@ use crate::logging::{self, LogOutput};
 use crate::signals;
 use status::{LiveView, LocalStatus, flavor_name, live_pid, print_status_text};
 
+/// `println!` that cannot fail: the output may be a pipe already closed (`… | tee log`, then
+/// Ctrl-C ends `tee` first), and a panic on the way out left the servers running. Stopping
+/// the cluster must never depend on being able to print.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cmd::local::print_out(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod status;
 
 /// Arguments of `moco local`.
@@ -321,7 +330,7 @@ async fn up(a: UpArgs) -> Result<ExitCode, LocalCmdError> {
     let started = Instant::now();
     let prepared = create::prepare(options)?;
     let m = prepared.manifest();
-    println!(
+    say!(
         "creating {} instance(s) of {} {} in {} (ports {}-{})",
         m.replicas,
         flavor_name(m.flavor),
@@ -332,7 +341,7 @@ async fn up(a: UpArgs) -> Result<ExitCode, LocalCmdError> {
     );
     let layout = prepared.layout().clone();
     let manifest = create::create(prepared).await?;
-    println!(
+    say!(
         "initialised {} instance(s) in {:.1} s",
         manifest.replicas,
         started.elapsed().as_secs_f64()
@@ -398,11 +407,12 @@ async fn start_manager(
                 && s.is(ClusterState::Healthy)
             {
                 print_status_text(layout, manifest, Some(pid), snapshot.as_ref());
-                println!(
+                say!(
                     "cluster is Healthy after {:.1} s; manager pid {pid} (log {})",
                     started.elapsed().as_secs_f64(),
                     log_path.display()
                 );
+                print_out(&connect_commands(layout, manifest));
                 return Ok(ExitCode::SUCCESS);
             }
             if Instant::now() >= deadline {
@@ -429,7 +439,7 @@ async fn start_manager(
         ..RunOptions::default()
     };
     let cluster = RunningCluster::start(layout, options).await?;
-    println!(
+    say!(
         "manager running (log {}); Ctrl-C stops the cluster",
         layout.manager_log().display()
     );
@@ -444,14 +454,15 @@ async fn start_manager(
                 let snapshot = view.tick(manifest);
                 if !healthy_reported && snapshot.as_ref().is_some_and(|s| s.is(ClusterState::Healthy)) {
                     healthy_reported = true;
-                    println!("cluster is Healthy after {:.1} s", started.elapsed().as_secs_f64());
+                    say!("cluster is Healthy after {:.1} s", started.elapsed().as_secs_f64());
+                    print_out(&connect_commands(layout, manifest));
                 }
             }
         }
     }
-    println!("stopping the cluster…");
+    say!("stopping the cluster…");
     cluster.stop().await?;
-    println!(
+    say!(
         "stopped; start it again with `moco local resume --dir {}`",
         layout.root().display()
     );
@@ -527,7 +538,7 @@ async fn switchover(a: SwitchoverArgs) -> Result<ExitCode, LocalCmdError> {
             .check_index(to)
             .map_err(|e| usage(format!("--to {to}: {e}")))?;
         if to == from {
-            println!("instance {to} is already the primary");
+            say!("instance {to} is already the primary");
             return Ok(ExitCode::SUCCESS);
         }
         let snapshot = ClusterSnapshot::load(&layout)?;
@@ -554,7 +565,7 @@ async fn switchover(a: SwitchoverArgs) -> Result<ExitCode, LocalCmdError> {
         let labelled =
             PodsFile::load(&layout)?.get(now).role == Some(moco_core::facts::Role::Primary);
         if now != from && a.to.is_none_or(|t| t == now) && labelled {
-            println!(
+            say!(
                 "primary moved from instance {from} to instance {now} in {} ms",
                 started.elapsed().as_millis()
             );
@@ -616,6 +627,7 @@ async fn kill(a: KillArgs) -> Result<ExitCode, LocalCmdError> {
         });
     })?;
     let pid = live_pid(&layout, a.index);
+    let before = ClusterSnapshot::load(&layout).ok().flatten();
     let killed = moco_adapters::local::run::kill_instance(&layout, &manifest, a.index).await?;
     let hold = match until {
         None => format!(
@@ -631,13 +643,19 @@ async fn kill(a: KillArgs) -> Result<ExitCode, LocalCmdError> {
         ),
     };
     if killed {
-        println!(
+        say!(
             "killed instance {} (pid {}) with SIGKILL; {hold}",
             a.index,
             pid.map_or("?".to_owned(), |p| p.to_string())
         );
     } else {
-        println!("instance {} was not running; {hold}", a.index);
+        say!("instance {} was not running; {hold}", a.index);
+    }
+    if let Some(note) = before
+        .as_ref()
+        .and_then(|s| status::no_failover_note(s, Some(a.index)))
+    {
+        say!("{note}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -649,16 +667,16 @@ fn freeze(a: FreezeArgs, what: Freeze) -> Result<ExitCode, LocalCmdError> {
         .map_err(|e| usage(format!("N = {}: {e}", a.index)))?;
     let done = local_run::freeze_instance(&layout, &manifest, a.index, what)?;
     match (done, what) {
-        (Some(pid), Freeze::Freeze) => println!(
+        (Some(pid), Freeze::Freeze) => say!(
             "froze instance {} (pid {pid}) with SIGSTOP; `moco local thaw --dir {} {}` resumes it",
             a.index,
             layout.root().display(),
             a.index
         ),
         (Some(pid), Freeze::Thaw) => {
-            println!("thawed instance {} (pid {pid}) with SIGCONT", a.index)
+            say!("thawed instance {} (pid {pid}) with SIGCONT", a.index)
         }
-        (None, _) => println!("instance {} is not running", a.index),
+        (None, _) => say!("instance {} is not running", a.index),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -677,7 +695,7 @@ async fn start(a: StartArgs) -> Result<ExitCode, LocalCmdError> {
     let deadline = Instant::now() + a.timeout;
     loop {
         if let Some(pid) = live_pid(&layout, a.index) {
-            println!("instance {} runs (pid {pid})", a.index);
+            say!("instance {} runs (pid {pid})", a.index);
             return Ok(ExitCode::SUCCESS);
         }
         if Instant::now() >= deadline {
@@ -696,23 +714,46 @@ async fn down(a: DownArgs) -> Result<ExitCode, LocalCmdError> {
     let (layout, _manifest) = open(&a.dir.dir)?;
     let stopped_manager = local_run::stop_manager(&layout, Duration::from_secs(120)).await?;
     if let Some(pid) = stopped_manager {
-        println!("stopped the manager (pid {pid})");
+        say!("stopped the manager (pid {pid})");
     }
     local_run::stop_instances(&layout, Duration::from_secs(60)).await?;
-    println!("every instance is stopped");
+    say!("every instance is stopped");
     if a.wipe {
         std::fs::remove_dir_all(layout.root())
             .map_err(|e| LocalError::io(layout.root(), "remove", e))?;
-        println!("removed {}", layout.root().display());
+        say!("removed {}", layout.root().display());
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// Writes to stdout, ignoring a closed pipe (`moco local status | head`).
-fn print_out(text: &str) {
+pub(crate) fn print_out(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
+}
+
+/// How to connect, printed once the cluster is Healthy: the option files hold user, password,
+/// host and port.
+fn connect_commands(layout: &Layout, manifest: &Manifest) -> String {
+    let cnf = |user: &str| {
+        let path = layout.client_cnf(user);
+        std::path::absolute(&path)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    };
+    let mut out = format!(
+        "connect (read-write, follows the primary): mariadb --defaults-extra-file={}\n",
+        cnf("moco-writable")
+    );
+    if manifest.replicas > 1 {
+        out.push_str(&format!(
+            "connect (read-only, the replicas):          mariadb --defaults-extra-file={}\n",
+            cnf("moco-readonly")
+        ));
+    }
+    out
 }
 
 fn tail(path: &Path, lines: usize) -> String {

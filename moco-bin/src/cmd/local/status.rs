@@ -12,6 +12,7 @@ use moco_adapters::local::pods::{PodsFile, now_ms};
 use moco_adapters::local::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot};
 use moco_adapters::local::{Layout, Manifest};
 use moco_core::facts::Flavor;
+use moco_core::state::ClusterState;
 use moco_core::status::{ClusterStatus, Condition};
 use serde::Serialize;
 
@@ -202,7 +203,29 @@ pub fn print_status_text(
     snapshot: Option<&ClusterSnapshot>,
 ) {
     let status = LocalStatus::gather(layout, manifest, manager, snapshot);
-    print!("{}", status.render_text(true));
+    super::print_out(&status.render_text(true));
+}
+
+/// Why a cluster without writes cannot fail over, when that is the case: MOCO (and this
+/// engine) never promotes a replica that holds no transaction, since it cannot show that it
+/// has the primary's data, and before the first write no replica holds one. With
+/// `killed = Some(i)`: only when instance `i` is the primary. `None` when a failover can
+/// happen (or the primary is not the one down).
+pub fn no_failover_note(snapshot: &ClusterSnapshot, killed: Option<u32>) -> Option<String> {
+    let primary = snapshot.current_primary_index;
+    if killed.is_some_and(|k| k != primary) || snapshot.instances.len() < 2 {
+        return None;
+    }
+    let replicas_empty = snapshot
+        .instances
+        .iter()
+        .filter(|i| i.index != primary)
+        .all(|i| i.executed_gtids.trim().is_empty());
+    replicas_empty.then(|| {
+        format!(
+            "note: no transaction was written yet, so no replica holds data and none can be promoted (MOCO's rule: a replica without transactions is never a failover candidate). The cluster stays Lost until instance {primary} is back; write something first to see a failover."
+        )
+    })
 }
 
 /// The name `moco local` prints for a server family.
@@ -269,9 +292,89 @@ impl LiveView {
         if text != self.last {
             let now = moco_core::time::Timestamp(i64::try_from(now_ms() / 1000).unwrap_or(0));
             let _ = write!(out, "\n[{now}] {text}");
+            if let Some(note) = snapshot
+                .as_ref()
+                .filter(|s| s.is(ClusterState::Lost))
+                .and_then(|s| no_failover_note(s, None))
+            {
+                let _ = writeln!(out, "{note}");
+            }
             self.last = text;
         }
         let _ = out.flush();
         snapshot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use moco_adapters::local::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot};
+    use moco_core::Action;
+    use moco_core::state::ClusterState;
+
+    use super::no_failover_note;
+
+    fn snapshot(primary: u32, executed: &[&str]) -> ClusterSnapshot {
+        ClusterSnapshot {
+            updated_at: "2026-11-23T10:00:00Z".into(),
+            updated_at_ms: 0,
+            manager_pid: 1,
+            state: Some(ClusterState::Lost),
+            action: Action::None,
+            current_primary_index: primary,
+            candidates: vec![],
+            endpoints: EndpointAddrs {
+                primary: "127.0.0.1:1".into(),
+                replica: "127.0.0.1:2".into(),
+            },
+            conditions: vec![],
+            flavor: "mariadb".into(),
+            instances: executed
+                .iter()
+                .enumerate()
+                .map(|(i, e)| InstanceSnapshot {
+                    index: u32::try_from(i).unwrap_or(0),
+                    role: "replica".into(),
+                    port: 0,
+                    pid: None,
+                    reachable: true,
+                    ready: true,
+                    executed_gtids: (*e).into(),
+                    lag: None,
+                    errant: false,
+                    read_only: None,
+                    source: None,
+                    replication_error: None,
+                    held_down: false,
+                })
+                .collect(),
+            last_error: None,
+        }
+    }
+
+    /// Issue 12, item 10: killing the primary of a cluster nobody wrote to leaves it Lost for
+    /// as long as the primary is down; say why, and only then.
+    #[test]
+    fn the_note_appears_only_when_no_replica_holds_a_transaction() {
+        let fresh = snapshot(0, &["0-1-3", "", ""]);
+        let note = no_failover_note(&fresh, Some(0)).unwrap_or_default();
+        assert!(note.contains("no replica holds data"), "{note}");
+        assert!(note.contains("until instance 0 is back"), "{note}");
+        assert_eq!(no_failover_note(&fresh, None), Some(note));
+        // A replica was killed, not the primary: a failover is not in question.
+        assert_eq!(no_failover_note(&fresh, Some(1)), None);
+        // One replica holds a transaction: it can be promoted.
+        assert_eq!(
+            no_failover_note(&snapshot(0, &["", "0-1-3", ""]), Some(0)),
+            None
+        );
+        // The primary is instance 2 here.
+        assert!(no_failover_note(&snapshot(2, &["", "", "0-1-3"]), Some(2)).is_some());
+        assert_eq!(
+            no_failover_note(&snapshot(2, &["0-1-3", "", ""]), Some(2)),
+            None
+        );
+        // A single instance never fails over anyway.
+        assert_eq!(no_failover_note(&snapshot(0, &[""]), Some(0)), None);
     }
 }
