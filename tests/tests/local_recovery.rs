@@ -128,4 +128,45 @@ async fn replica_down_and_wiped_replica_recover() {
     // The clone replicates new writes too.
     acked.extend(insert(port, &writable, 201..211).await);
     assert_no_acked_loss(&dir, &after, &acked).await;
+
+    // 3. Issue 12, item 5: a datadir deleted under a *running* replica. The process kept
+    //    running without data, unreachable, and nothing happened for minutes. It must be
+    //    stopped, re-initialised and cloned.
+    let victim = (0..3u64).find(|i| *i != primary_index(&after)).unwrap();
+    let datadir = dir.path().join(format!("instances/{victim}/data"));
+    std::fs::remove_dir_all(&datadir).unwrap();
+    let t = Instant::now();
+    let events = || std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
+    let cloned_before = events().matches("\"reason\":\"Cloned\"").count();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while events().matches("\"reason\":\"Cloned\"").count() == cloned_before {
+        assert!(Instant::now() < deadline, "never cloned: {}", events());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let recovered = wait_status_async(
+        &dir,
+        "replica with a deleted datadir re-initialised, cloned and Healthy",
+        Duration::from_secs(240),
+        |s| state_is(s, "Healthy"),
+    )
+    .await;
+    println!(
+        "replica {victim} with its datadir deleted while running: cloned and Healthy after {} ms",
+        t.elapsed().as_millis()
+    );
+    let all = events();
+    assert!(
+        all.contains(&format!(
+            "\"reason\":\"DatadirDeleted\",\"message\":\"instance {victim}: its data directory"
+        )),
+        "{all}"
+    );
+    assert!(
+        all.contains(&format!(
+            "instance {victim} (replica) restarted from an empty datadir"
+        )),
+        "{all}"
+    );
+    acked.extend(insert(port, &writable, 211..221).await);
+    assert_eq!(assert_no_acked_loss(&dir, &recovered, &acked).await, 3);
 }

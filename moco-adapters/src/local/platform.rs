@@ -465,6 +465,8 @@ impl LocalPlatform {
     ///    was. A single-instance cluster's primary is restarted at once.
     /// 5. A failed restart is retried with a doubling pause (1 s up to
     ///    [`LocalConfig::restart_backoff_max`]); a wiped datadir is re-initialised first.
+    /// 6. A *running* instance whose datadir was deleted is killed (event `DatadirDeleted`),
+    ///    so that rules 3–5 bring it back re-initialised and the engine clones it.
     ///
     /// It also starts a manager round at once when a switchover request appears in
     /// `pods.json` (written by `moco local switchover` in another process).
@@ -498,8 +500,20 @@ impl LocalPlatform {
             if busy.load(Ordering::SeqCst) {
                 continue;
             }
-            if self.pid(index).is_some() {
-                *state = Supervision::default();
+            if let Some(pid) = self.pid(index) {
+                if self.server(index).is_some_and(|s| !s.is_initialized())
+                    && busy
+                        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                        .is_ok()
+                {
+                    // Its datadir was deleted under it: the process keeps its open files but
+                    // can never serve again. Kill it; rule 3 or 4 then restarts it on a
+                    // re-initialised datadir and the engine clones it.
+                    let this = Arc::clone(self);
+                    tokio::spawn(async move { this.stop_wiped(index, pid).await });
+                } else {
+                    *state = Supervision::default();
+                }
                 continue;
             }
             if !state.seen_down {
@@ -542,6 +556,36 @@ impl LocalPlatform {
                     .await;
             });
         }
+    }
+
+    /// Kills instance `index` (pid `pid`), whose datadir is gone, and says so.
+    async fn stop_wiped(&self, index: u32, pid: u32) {
+        let datadir = self.layout.datadir(index);
+        let result = match self.server(index) {
+            Some(server) => server.kill().await.map_err(|e| e.to_string()),
+            None => Ok(false),
+        };
+        let event = match result {
+            Ok(_) => Event::warning(
+                "DatadirDeleted",
+                format!(
+                    "instance {index}: its data directory {} was deleted while it ran (pid {pid}); stopped it to re-initialise it, after which it is cloned from a healthy instance",
+                    datadir.display()
+                ),
+            ),
+            Err(e) => Event::warning(
+                "DatadirDeleted",
+                format!(
+                    "instance {index}: its data directory {} was deleted while it ran (pid {pid}), and stopping it failed: {e}; stop it by hand (`kill -9 {pid}`)",
+                    datadir.display()
+                ),
+            ),
+        };
+        self.record_local(&event);
+        if let Some(busy) = self.busy.get(index as usize) {
+            busy.store(false, Ordering::SeqCst);
+        }
+        self.wake();
     }
 
     async fn restart_crashed(
