@@ -181,11 +181,17 @@ pub struct ClusterDir {
 impl ClusterDir {
     /// A new, not yet existing cluster directory `<tmp>/c`.
     pub fn new() -> ClusterDir {
+        Self::named("c")
+    }
+
+    /// A new, not yet existing cluster directory `<tmp>/<name>` (a name with a space tests
+    /// path handling).
+    pub fn named(name: &str) -> ClusterDir {
         let tmp = match tempfile::Builder::new().prefix("moco-local-").tempdir() {
             Ok(t) => t,
             Err(e) => panic!("creating a temporary directory: {e}"),
         };
-        let dir = tmp.path().join("c");
+        let dir = tmp.path().join(name);
         ClusterDir {
             tmp: Some(tmp),
             dir,

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use moco_tests::local::{
     ClusterDir, args, connect, endpoint_port, free_port_block, kill_processes_mentioning,
     moco_async, moco_bin, moco_ok, opts, primary_index, server_or_skip, state_is, up_args,
+    up_detached,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
@@ -364,5 +365,28 @@ async fn foreground_up_stops_every_server_on_ctrl_c_even_with_its_output_closed(
         kill_processes_mentioning(&d),
         0,
         "servers survived Ctrl-C with the output closed"
+    );
+}
+
+/// Issue 12, item 9: a `--dir` with a space broke mariadb-install-db (it splits paths on
+/// whitespace) and the process matching (it split command lines on spaces).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_with_a_space_works() {
+    if server_or_skip("a_directory_with_a_space_works").is_none() {
+        return;
+    }
+    let dir = ClusterDir::named("my cluster");
+    let (_, status) = up_detached(&dir, 3).await;
+    assert!(state_is(&status, "Healthy"), "{status}");
+    let d = dir.arg();
+    // The manager and every server are found by their command lines.
+    let primary = primary_index(&status);
+    let said = moco_async(args(&["local", "kill", "--dir", &d, &primary.to_string()])).await;
+    assert!(said.contains("killed instance"), "{said}");
+    moco_async(args(&["local", "down", "--dir", &d])).await;
+    assert_eq!(
+        kill_processes_mentioning(&d),
+        0,
+        "down left servers of a directory with a space"
     );
 }

@@ -47,10 +47,44 @@ pub fn is_initialized(datadir: &Path) -> bool {
     datadir.join("mysql").is_dir()
 }
 
+/// How [`initialize_datadir`] runs the program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitCommand {
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Where it runs; `None`: the caller's directory.
+    pub cwd: Option<PathBuf>,
+}
+
 impl DatadirInit {
-    /// The program and its arguments.
-    pub fn command(&self) -> (PathBuf, Vec<String>) {
-        let defaults = format!("--defaults-file={}", self.defaults_file.display());
+    /// True when mariadb-install-db would break on this init's paths. It is a shell script
+    /// that splits its defaults file's path, and the option values it reads from that file,
+    /// on whitespace; a path with a space (a `--dir` under `/home/a user`) broke it.
+    pub fn needs_space_free_paths(&self) -> bool {
+        let spaced = |p: &Path| p.to_string_lossy().chars().any(char::is_whitespace);
+        matches!(self.program, InitProgram::MariadbInstallDb { .. })
+            && (spaced(&self.defaults_file) || spaced(&self.datadir))
+    }
+
+    /// The program, its arguments and where it runs. With `datadir_alias` (a space-free
+    /// symlink to the datadir, see [`DatadirInit::needs_space_free_paths`]) the program runs
+    /// in the my.cnf's directory, names the my.cnf by its file name, and is given the alias as
+    /// its datadir (which overrides the my.cnf's).
+    pub fn command(&self, datadir_alias: Option<&Path>) -> InitCommand {
+        let mut defaults = format!("--defaults-file={}", self.defaults_file.display());
+        let mut cwd = None;
+        let mut datadir_arg = None;
+        if let (Some(alias), Some(dir), Some(name)) = (
+            datadir_alias,
+            self.defaults_file.parent(),
+            self.defaults_file.file_name(),
+        ) {
+            defaults = format!("--defaults-file={}", Path::new(name).display());
+            datadir_arg = Some(format!("--datadir={}", alias.display()));
+            cwd = Some(dir.to_path_buf());
+        }
         let (program, mut args) = match &self.program {
             InitProgram::MariadbInstallDb { tool, basedir } => {
                 let mut args = vec![
@@ -61,6 +95,7 @@ impl DatadirInit {
                 if let Some(dir) = basedir {
                     args.push(format!("--basedir={}", dir.display()));
                 }
+                args.extend(datadir_arg);
                 (tool.clone(), args)
             }
             InitProgram::MysqldInitializeInsecure { mysqld } => (
@@ -71,7 +106,36 @@ impl DatadirInit {
         if self.as_root {
             args.push("--user=root".to_owned());
         }
-        (program, args)
+        InitCommand { program, args, cwd }
+    }
+}
+
+/// A space-free symlink to a datadir, removed when dropped.
+struct DatadirAlias(PathBuf);
+
+impl DatadirAlias {
+    fn create(datadir: &Path) -> Result<Self, InstanceError> {
+        let base = std::env::temp_dir();
+        let base = if base.to_string_lossy().chars().any(char::is_whitespace) {
+            PathBuf::from("/tmp")
+        } else {
+            base
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let link = base.join(format!("moco-datadir-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(datadir)
+            .map_err(|e| InstanceError::io(datadir, "create datadir", e))?;
+        std::os::unix::fs::symlink(datadir, &link)
+            .map_err(|e| InstanceError::io(&link, "create a space-free link to the datadir", e))?;
+        Ok(DatadirAlias(link))
+    }
+}
+
+impl Drop for DatadirAlias {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -87,9 +151,18 @@ pub async fn initialize_datadir(init: &DatadirInit) -> Result<bool, InstanceErro
     }
     std::fs::create_dir_all(&init.tmpdir)
         .map_err(|e| InstanceError::io(&init.tmpdir, "create tmpdir", e))?;
-    let (program, args) = init.command();
+    let alias = if init.needs_space_free_paths() {
+        Some(DatadirAlias::create(&init.datadir)?)
+    } else {
+        None
+    };
+    let InitCommand { program, args, cwd } = init.command(alias.as_ref().map(|a| a.0.as_path()));
     let command = format!("{} {}", program.display(), args.join(" "));
-    let child = tokio::process::Command::new(&program)
+    let mut child = tokio::process::Command::new(&program);
+    if let Some(dir) = &cwd {
+        child.current_dir(dir);
+    }
+    let child = child
         .args(&args)
         .env("TMPDIR", &init.tmpdir)
         .env("UMASK", crate::mysqld::SERVER_FILE_UMASK)
@@ -123,6 +196,41 @@ pub async fn initialize_datadir(init: &DatadirInit) -> Result<bool, InstanceErro
 mod tests {
     use super::*;
 
+    impl InitCommand {
+        fn parts(self) -> (PathBuf, Vec<String>) {
+            assert_eq!(self.cwd, None);
+            (self.program, self.args)
+        }
+    }
+
+    /// Issue 12, item 9: a `--dir` with a space broke mariadb-install-db's word splitting.
+    #[test]
+    fn paths_with_spaces_are_given_relative_to_the_mycnf() {
+        let mut i = init(
+            InitProgram::MariadbInstallDb {
+                tool: "/usr/bin/mariadb-install-db".into(),
+                basedir: None,
+            },
+            false,
+        );
+        assert!(!i.needs_space_free_paths());
+        i.defaults_file = "/home/a user/db/instances/0/my.cnf".into();
+        i.datadir = "/home/a user/db/instances/0/data".into();
+        assert!(i.needs_space_free_paths());
+        let c = i.command(Some(Path::new("/tmp/moco-datadir-1-2")));
+        assert_eq!(c.cwd, Some(PathBuf::from("/home/a user/db/instances/0")));
+        assert_eq!(
+            c.args,
+            [
+                "--defaults-file=my.cnf",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--datadir=/tmp/moco-datadir-1-2"
+            ]
+        );
+        assert!(c.args.iter().all(|a| !a.contains(' ')));
+    }
+
     fn init(program: InitProgram, as_root: bool) -> DatadirInit {
         DatadirInit {
             program,
@@ -143,7 +251,8 @@ mod tests {
             },
             true,
         )
-        .command();
+        .command(None)
+        .parts();
         assert_eq!(p, PathBuf::from("/opt/mariadb/bin/mariadb-install-db"));
         assert_eq!(
             a,
@@ -161,7 +270,8 @@ mod tests {
             },
             false,
         )
-        .command();
+        .command(None)
+        .parts();
         assert_eq!(p, PathBuf::from("/usr/sbin/mysqld"));
         assert_eq!(
             a,

@@ -22,15 +22,15 @@ pub fn process_alive(pid: u32) -> bool {
         .is_some_and(|state| !matches!(state, Some('Z' | 'X' | 'x')))
 }
 
-/// The command line of `pid`, arguments joined by spaces (empty when unreadable).
-pub fn process_cmdline(pid: u32) -> String {
+/// The arguments of `pid`, as it was started (empty when unreadable). Split on the NULs of
+/// `/proc/<pid>/cmdline`, so an argument with a space stays one argument.
+pub fn process_args(pid: u32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|raw| {
             raw.split(|b| *b == 0)
                 .filter(|a| !a.is_empty())
                 .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
+                .collect()
         })
         .unwrap_or_default()
 }
@@ -42,7 +42,7 @@ pub fn is_server_process(pid: u32, defaults_file: &Path) -> bool {
         return false;
     }
     let needle = format!("--defaults-file={}", defaults_file.display());
-    process_cmdline(pid).split(' ').any(|arg| arg == needle)
+    process_args(pid).iter().any(|arg| *arg == needle)
 }
 
 /// Sends `signal` to `pid`; a process that is already gone is not an error.
@@ -79,7 +79,7 @@ mod tests {
     fn own_process_is_alive_and_bogus_pids_are_not() {
         assert!(process_alive(std::process::id()));
         assert!(!process_alive(u32::MAX));
-        assert!(!process_cmdline(std::process::id()).is_empty());
+        assert!(!process_args(std::process::id()).is_empty());
         assert!(!is_server_process(
             std::process::id(),
             Path::new("/nonexistent/my.cnf")

@@ -756,10 +756,36 @@ fn connect_commands(layout: &Layout, manifest: &Manifest) -> String {
     out
 }
 
+/// `text` as one shell word, for commands printed to be copied: quoted when it holds anything
+/// but letters, digits and `/._-+=:@,`.
+fn shell_word(text: &str) -> String {
+    let plain = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:@,".contains(c));
+    if plain && !text.is_empty() {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
 fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod shell_word_tests {
+    use super::shell_word;
+
+    #[test]
+    fn printed_paths_paste_as_one_word() {
+        assert_eq!(shell_word("/home/me/db/c.cnf"), "/home/me/db/c.cnf");
+        assert_eq!(shell_word("/tmp/sp ace/c.cnf"), "'/tmp/sp ace/c.cnf'");
+        assert_eq!(shell_word("/tmp/it's"), "'/tmp/it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 }
 
 #[cfg(test)]
