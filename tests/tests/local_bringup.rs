@@ -390,3 +390,39 @@ async fn a_directory_with_a_space_works() {
         "down left servers of a directory with a space"
     );
 }
+
+/// Issue 12, item 9: two `up` on one new directory at the same moment both failed after 30 s
+/// on each other's locks. One must create the cluster, the other refuse at once, touching
+/// nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_ups_on_one_new_directory_one_wins() {
+    if server_or_skip("two_ups_on_one_new_directory_one_wins").is_none() {
+        return;
+    }
+    let moco = tokio::task::spawn_blocking(moco_bin).await.unwrap();
+    let dir = ClusterDir::new();
+    let base = free_port_block(3);
+    let spawn = || {
+        std::process::Command::new(&moco)
+            .args(up_args(&dir, 1, base))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let outputs =
+        tokio::task::spawn_blocking(move || [a, b].map(|c| c.wait_with_output().unwrap()))
+            .await
+            .unwrap();
+    let won: Vec<_> = outputs.iter().filter(|o| o.status.success()).collect();
+    assert_eq!(won.len(), 1, "exactly one up creates the cluster");
+    let lost = outputs.iter().find(|o| !o.status.success()).unwrap();
+    let err = String::from_utf8_lossy(&lost.stderr);
+    assert!(
+        err.contains("another `moco local up` is creating a cluster in this directory")
+            || err.contains("already"),
+        "{err}"
+    );
+    assert!(state_is(&dir.status(), "Healthy"));
+}

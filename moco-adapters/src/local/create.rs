@@ -257,9 +257,11 @@ pub async fn create(prepared: Prepared) -> Result<Manifest, LocalError> {
     } = prepared;
     let root = layout.root().to_path_buf();
     let existed = root.exists();
+    super::files::create_private_dir(&root)?;
+    // Two `up` on one new directory: the second stops here, touching nothing.
+    let _claim = CreationClaim::take(&root)?;
     let mut servers: Vec<Arc<LocalMysqld>> = Vec::new();
     let result = async {
-        super::files::create_private_dir(&root)?;
         manifest.save(&layout)?;
         let secret = Secret::generate()?;
         secret.save(&layout)?;
@@ -295,6 +297,56 @@ pub async fn create(prepared: Prepared) -> Result<Manifest, LocalError> {
         return Err(e);
     }
     Ok(manifest)
+}
+
+/// The marker of an `up` that is creating a cluster in a directory.
+const CREATING_MARKER: &str = ".moco-local-creating";
+
+/// Exclusive right to create the cluster in a directory: a marker file created with
+/// `O_EXCL`, removed when dropped. `prepare` checks that the directory is new, but two `up`
+/// started together both passed that check and then failed after 30 s on each other's locks.
+struct CreationClaim(PathBuf);
+
+impl CreationClaim {
+    fn take(root: &Path) -> Result<Self, LocalError> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let marker = root.join(CREATING_MARKER);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&marker)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(LocalError::other(
+                    format!("--dir {}", root.display()),
+                    "another `moco local up` is creating a cluster in this directory right now",
+                ));
+            }
+            Err(e) => return Err(LocalError::io(&marker, "create", e)),
+        }
+        let claim = CreationClaim(marker);
+        // Claimed after another `up` finished: the directory holds its cluster now.
+        let entries = std::fs::read_dir(root).map_err(|e| LocalError::io(root, "list", e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| LocalError::io(root, "list", e))?;
+            if entry.file_name() != CREATING_MARKER {
+                drop(claim);
+                return Manifest::check_new_dir(root).and(Err(LocalError::Foreign {
+                    dir: root.to_path_buf(),
+                    reason: format!("it is not empty (found {:?})", entry.file_name()),
+                }));
+            }
+        }
+        Ok(claim)
+    }
+}
+
+impl Drop for CreationClaim {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 fn empty_dir(dir: &Path) -> Result<(), LocalError> {
