@@ -42,7 +42,7 @@ pub fn is_server_process(pid: u32, defaults_file: &Path) -> bool {
         return false;
     }
     let needle = format!("--defaults-file={}", defaults_file.display());
-    process_args(pid).iter().any(|arg| *arg == needle)
+    process_args(pid).contains(&needle)
 }
 
 /// Sends `signal` to `pid`; a process that is already gone is not an error.
