@@ -738,10 +738,12 @@ pub(crate) fn print_out(text: &str) {
 fn connect_commands(layout: &Layout, manifest: &Manifest) -> String {
     let cnf = |user: &str| {
         let path = layout.client_cnf(user);
-        std::path::absolute(&path)
-            .unwrap_or(path)
-            .display()
-            .to_string()
+        shell_word(
+            &std::path::absolute(&path)
+                .unwrap_or(path)
+                .display()
+                .to_string(),
+        )
     };
     let mut out = format!(
         "connect (read-write, follows the primary): mariadb --defaults-extra-file={}\n",
