@@ -77,9 +77,11 @@ pub struct Document {
 /// of a `kind: List` (as `kubectl get -o yaml` prints several objects) become documents with
 /// the position of the list.
 pub fn parse_documents(file: &str, text: &str) -> Result<Vec<Document>, OfflineError> {
+    // The user-facing wording: the default one advises Rust API changes ("use
+    // Option<String>"), which means nothing to someone who wrote a manifest.
     let values: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| OfflineError::Yaml {
         file: file.to_owned(),
-        message: e.to_string(),
+        message: e.render_with_formatter(&serde_saphyr::UserMessageFormatter),
     })?;
     let mut docs = Vec::new();
     for (i, value) in values.into_iter().enumerate() {

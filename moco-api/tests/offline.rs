@@ -146,3 +146,15 @@ fn deleted_policy_still_in_use() {
     // Deleting both together is fine.
     assert!(lines(&[], &old).is_empty());
 }
+
+/// Issue 12, item 9: a YAML error advised a Rust API change (`use Option<String>`). The
+/// messages are for whoever wrote the manifest.
+#[test]
+fn yaml_errors_speak_to_the_author_of_the_manifest() {
+    let text = "apiVersion: moco.cybozu.com/v1beta2\nkind: MySQLCluster\nmetadata:\n  name: x\n  labels:\n    ~: a\n";
+    let err = parse_documents("bad.yaml", text).unwrap_err().to_string();
+    assert!(err.contains("bad.yaml"), "{err}");
+    assert!(err.contains("line 6 column 5"), "{err}");
+    assert!(err.contains("null is not allowed here"), "{err}");
+    assert!(!err.contains("Option<"), "{err}");
+}
