@@ -532,3 +532,35 @@ async fn a_refused_operator_account_is_reported_and_recovers() {
     assert_eq!(count_reason(&dir, "FailOver"), 0, "{}", events(&dir));
     assert_no_acked_loss(&dir, &healthy, &acked).await;
 }
+
+/// Issue 12, item 9: a replica's SQL thread that stopped (on a full tmpdir in the report; here
+/// by hand) while its IO thread kept running was never started again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_sql_thread_is_started_again() {
+    let (dir, s, writable, port) = started_or_skip!("a_stopped_sql_thread_is_started_again", 3);
+    let admin = dir.password("moco-admin");
+    let primary = primary_index(&s);
+    let replica = (0..3u64).find(|i| *i != primary).unwrap();
+    let rport = instance_port(&s, replica);
+    let mut c = connect(&opts(rport, "moco-admin", &admin), Duration::from_secs(10))
+        .await
+        .unwrap();
+    c.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
+    let acked = insert(port, &writable, 1..11).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let row: Option<mysql_async::Row> = c.query_first("SHOW SLAVE STATUS").await.unwrap();
+        let sql: Option<String> = row.and_then(|r| r.get("Slave_SQL_Running"));
+        if sql.as_deref() == Some("Yes") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the SQL thread stays stopped");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    c.disconnect().await.unwrap();
+    let healthy = wait_status_async(&dir, "Healthy", Duration::from_secs(60), |s| {
+        state_is(s, "Healthy")
+    })
+    .await;
+    assert_eq!(assert_no_acked_loss(&dir, &healthy, &acked).await, 3);
+}

@@ -32,6 +32,9 @@ pub(super) enum Channel {
         /// The SQL thread is stopped.
         start_sql: bool,
     },
+    /// The IO thread runs, the SQL thread stopped (an error such as a full disk, or a person):
+    /// start it. An error that persists stops it again and the next round retries.
+    StartSql,
     /// `CHANGE REPLICATION SOURCE` to the primary and start.
     Rebuild,
 }
@@ -56,7 +59,13 @@ pub(super) fn decide_channel(
         ThreadState::Yes | ThreadState::Connecting if r.last_io_errno == ER_ACCESS_DENIED => {
             Channel::Rebuild
         }
-        ThreadState::Yes | ThreadState::Connecting if flags_ok => Channel::Keep,
+        ThreadState::Yes | ThreadState::Connecting if flags_ok => {
+            if r.sql_running == ThreadState::Yes {
+                Channel::Keep
+            } else {
+                Channel::StartSql
+            }
+        }
         ThreadState::Yes | ThreadState::Connecting => Channel::Restart {
             stop_io: true,
             set_flags: true,
@@ -70,7 +79,7 @@ pub(super) fn decide_channel(
     let drops_relay_log = match wanted {
         Channel::Rebuild => true,
         Channel::Restart { .. } => flavor == Flavor::Mariadb,
-        Channel::Keep | Channel::ApplyFirst { .. } => false,
+        Channel::Keep | Channel::StartSql | Channel::ApplyFirst { .. } => false,
     };
     let unapplied = !r.retrieved_gtid_set.is_subset(&s.gtid_executed);
     if drops_relay_log && unapplied {

@@ -257,7 +257,7 @@ fn replica(
     }
     match channel::decide_channel(v.flavor(), s, pi, semi_sync) {
         Channel::Keep | Channel::ApplyFirst { start_sql: false } => return,
-        Channel::ApplyFirst { start_sql: true } => {
+        Channel::ApplyFirst { start_sql: true } | Channel::StartSql => {
             p.steps
                 .push(Step::new(Operation::StartReplicaSqlThread { index }));
             return;
