@@ -21,8 +21,9 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use moco_core::validate::{
     BackupPolicyView, ClusterReference, ClusterView, FINALIZER, MutationInput, StorageClassFacts,
-    StorageFacts, Violation, mutate_cluster_create, storage_growth, validate_backup_policy,
-    validate_backup_policy_delete, validate_cluster_create, validate_cluster_update,
+    StorageFacts, Violation, mutate_cluster_create, mutate_cluster_update, storage_growth,
+    validate_backup_policy, validate_backup_policy_delete, validate_cluster_create,
+    validate_cluster_update,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -221,14 +222,22 @@ pub fn mutate_mysqlcluster(review: Review, random: u32) -> Review {
         Ok(r) => r,
         Err(response) => return respond(*response),
     };
-    if req.operation != Operation::Create {
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
         return allow(&req);
     }
     let cluster: MySQLCluster = match decode(req.object.as_ref(), "object") {
         Ok(c) => c,
         Err(e) => return error(&req, e, 400),
     };
-    let mutation = mutate_cluster_create(&MutationInput::from(&cluster), random);
+    let mutation = if req.operation == Operation::Update {
+        let old: MySQLCluster = match decode(req.old_object.as_ref(), "oldObject") {
+            Ok(c) => c,
+            Err(e) => return error(&req, e, 400),
+        };
+        mutate_cluster_update(&MutationInput::from(&cluster), old.spec.server_id_base)
+    } else {
+        mutate_cluster_create(&MutationInput::from(&cluster), random)
+    };
     let mut ops = Vec::new();
     if mutation.add_finalizer {
         let (path, value) = if cluster.metadata.finalizers.is_some() {

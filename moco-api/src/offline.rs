@@ -4,8 +4,9 @@
 //! For each `MySQLCluster` or `BackupPolicy` document:
 //! 1. the raw object is checked against the CRD's structural schema ([`crate::schema_check`]);
 //! 2. it is decoded into the Rust type, which applies the CRD defaults;
-//! 3. the mutating webhook is emulated (a `serverIDBase` of 0 gets a value: the old object's on
-//!    update, else one from the mutation rule), as the API server runs mutation first;
+//! 3. the mutating webhook's rules run (a `serverIDBase` of 0 gets a value: the old object's on
+//!    update, else one from the mutation rule; the same functions the webhook calls), as the
+//!    API server runs mutation first;
 //! 4. the CRD's CEL rules are evaluated client-side (transition rules only on update);
 //! 5. if all of that passed (as on the API server), the admission rules of `moco_core::validate`
 //!    run: create rules, or update rules when an object of the same kind, namespace and name is
@@ -24,8 +25,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::core::cel::{CompiledSchema, Validator, compile_schema};
 use moco_core::validate::{
     BackupPolicyView, ClusterReference, ClusterView, MutationInput, StorageFacts,
-    mutate_cluster_create, storage_growth, validate_backup_policy, validate_backup_policy_delete,
-    validate_cluster_create, validate_cluster_update,
+    mutate_cluster_create, mutate_cluster_update, storage_growth, validate_backup_policy,
+    validate_backup_policy_delete, validate_cluster_create, validate_cluster_update,
 };
 use serde_json::Value;
 
@@ -410,20 +411,17 @@ impl Decoded {
         }
     }
 
-    /// Emulates the mutating webhook: on update the live `serverIDBase` is kept when the
-    /// manifest omits it (as `kubectl apply` would), on create the mutation rule picks one.
+    /// Runs the mutating webhook's rules (the same functions the webhook calls): on update the
+    /// stored `serverIDBase` when the manifest omits it, on create one from the mutation rule.
     fn mutate(&mut self, old: Option<&Decoded>) {
         let Decoded::Cluster(c) = self else {
             return;
         };
-        if c.spec.server_id_base != 0 {
-            return;
-        }
-        if let Some(Decoded::Cluster(o)) = old {
-            c.spec.server_id_base = o.spec.server_id_base;
-            return;
-        }
-        let mutation = mutate_cluster_create(&MutationInput::from(c.as_ref()), 0);
+        let input = MutationInput::from(c.as_ref());
+        let mutation = match old {
+            Some(Decoded::Cluster(o)) => mutate_cluster_update(&input, o.spec.server_id_base),
+            _ => mutate_cluster_create(&input, 0),
+        };
         if let Some(base) = mutation.server_id_base {
             c.spec.server_id_base = base;
         }

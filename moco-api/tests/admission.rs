@@ -137,3 +137,47 @@ async fn undecodable_objects_are_refused() {
         "{message}"
     );
 }
+
+/// Issue 12, item 7: an update omitting `serverIDBase` was denied by the webhook ("must be a
+/// positive integer, got 0") while `moco validate --old` passed it. Both now run the same
+/// mutation: the stored value is kept, and validation then sees it.
+#[tokio::test]
+async fn an_update_omitting_server_id_base_keeps_the_stored_one() {
+    let lookup = StaticLookup::default();
+    let mut omitted = cluster("1Gi");
+    if let Some(spec) = omitted.pointer_mut("/spec").and_then(Value::as_object_mut) {
+        spec.remove("serverIDBase");
+    }
+    let update = review("UPDATE", "MySQLCluster", omitted.clone(), cluster("1Gi"));
+    let mutated = mutate_mysqlcluster(update, 7);
+    let (allowed, _, patched) = outcome(&mutated);
+    assert!(allowed && patched);
+    let patch = mutated
+        .response
+        .as_ref()
+        .and_then(|r| r.patch.clone())
+        .unwrap_or_default();
+    let ops: Value = serde_json::from_slice(&patch).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        ops,
+        json!([{"op": "add", "path": "/spec/serverIDBase", "value": 5}])
+    );
+    // What the API server then validates: the object with the patch applied.
+    let mut applied = omitted;
+    json_patch::patch(
+        &mut applied,
+        &serde_json::from_value::<json_patch::Patch>(ops).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let validated = validate_mysqlcluster(
+        &lookup,
+        review("UPDATE", "MySQLCluster", applied, cluster("1Gi")),
+    )
+    .await;
+    assert!(outcome(&validated).0, "{:?}", outcome(&validated));
+    // A different value is not touched: validation refuses the change, as MOCO does.
+    let mut changed = cluster("1Gi");
+    changed["spec"]["serverIDBase"] = json!(9);
+    let mutated = mutate_mysqlcluster(review("UPDATE", "MySQLCluster", changed, cluster("1Gi")), 7);
+    assert_eq!(outcome(&mutated), (true, String::new(), false));
+}

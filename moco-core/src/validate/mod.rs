@@ -29,7 +29,7 @@ pub use cluster::{
 };
 pub use mutate::{
     FINALIZER, MAX_SERVER_ID_BASE, Mutation, MutationInput, mutate_cluster_create,
-    server_id_base_from_random,
+    mutate_cluster_update, server_id_base_from_random,
 };
 
 /// A path to a field, printed like Kubernetes field paths: `spec.podTemplate.spec.containers[1].name`.

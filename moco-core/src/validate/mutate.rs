@@ -1,4 +1,6 @@
-//! The `MySQLCluster` mutating webhook (CREATE): finalizer and `serverIDBase`.
+//! The `MySQLCluster` mutating webhook: finalizer and `serverIDBase` on CREATE, and on UPDATE
+//! the stored `serverIDBase` when the update omits it. The webhook and `moco validate` both
+//! decide through these functions, so they cannot disagree.
 
 /// Finalizer MOCO puts on every `MySQLCluster`.
 pub const FINALIZER: &str = "moco.cybozu.com/mysqlcluster";
@@ -43,5 +45,17 @@ pub fn mutate_cluster_create(input: &MutationInput, random: u32) -> Mutation {
     Mutation {
         add_finalizer: !input.finalizers.iter().any(|f| f == FINALIZER),
         server_id_base: (input.server_id_base == 0).then(|| server_id_base_from_random(random)),
+    }
+}
+
+/// Decides the UPDATE mutation: an update that omits `serverIDBase` (0, as `kubectl replace`
+/// with a manifest written without it sends) keeps the stored one, which cannot change
+/// anyway. MOCO's webhook does not mutate updates, so such an update was denied ("must be a
+/// positive integer") while `kubectl apply` of the same manifest passed.
+pub fn mutate_cluster_update(input: &MutationInput, stored_server_id_base: i32) -> Mutation {
+    Mutation {
+        add_finalizer: false,
+        server_id_base: (input.server_id_base == 0 && stored_server_id_base != 0)
+            .then_some(stored_server_id_base),
     }
 }
