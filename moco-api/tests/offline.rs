@@ -158,3 +158,19 @@ fn yaml_errors_speak_to_the_author_of_the_manifest() {
     assert!(err.contains("null is not allowed here"), "{err}");
     assert!(!err.contains("Option<"), "{err}");
 }
+
+/// What held in the issue 12 review, kept passing: an alias bomb (a few hundred bytes that
+/// expand to billions of nodes) is refused quickly instead of exhausting memory.
+#[test]
+fn a_yaml_alias_bomb_is_refused() {
+    let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let p = i - 1;
+        text.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    assert!(text.len() < 1024);
+    let err = parse_documents("bomb.yaml", &text).unwrap_err().to_string();
+    assert!(err.contains("bomb.yaml"), "{err}");
+}

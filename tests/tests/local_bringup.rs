@@ -233,8 +233,10 @@ async fn bring_up_1_3_5_instances() {
 /// `up` failed with a misleading "mysql.user table already exists". Every file and directory
 /// of the cluster must be private to the user whatever the umask.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn up_under_umask_000_works_and_keeps_files_private() {
-    if server_or_skip("up_under_umask_000_works_and_keeps_files_private").is_none() {
+async fn up_under_umask_000_works_and_keeps_files_private_and_listeners_on_loopback() {
+    if server_or_skip("up_under_umask_000_works_and_keeps_files_private_and_listeners_on_loopback")
+        .is_none()
+    {
         return;
     }
     let moco = tokio::task::spawn_blocking(moco_bin).await.unwrap();
@@ -286,6 +288,77 @@ async fn up_under_umask_000_works_and_keeps_files_private() {
     }
     println!("{checked} files and directories checked");
     assert!(checked > 20, "too few files seen: {checked}");
+
+    // What held in the same review, kept passing: no password outside the secret and the
+    // client option files (status, state, events, logs, my.cnf)...
+    let secret: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("secret.json")).unwrap())
+            .unwrap();
+    let passwords: Vec<String> = secret["passwords"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+        .filter_map(Value::as_str)
+        .filter(|p| p.len() >= 16)
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(passwords.len(), 8, "{secret}");
+    let mut stack = vec![dir.path().to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.is_dir() {
+            if !path.ends_with("data") {
+                for entry in std::fs::read_dir(&path).unwrap() {
+                    stack.push(entry.unwrap().path());
+                }
+            }
+            continue;
+        }
+        let rel = path
+            .strip_prefix(dir.path())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if rel == "secret.json" || rel.starts_with("client/") || !meta.is_file() {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        for p in &passwords {
+            assert!(!text.contains(p.as_str()), "a password is in {rel}");
+        }
+    }
+    // ...and every listener of the cluster on loopback only.
+    let ports: Vec<u16> = (base..base + 3).collect();
+    let listeners = |file: &str| -> Vec<(String, u16)> {
+        std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (addr, port) = f.get(1)?.split_once(':')?;
+                (f.get(3) == Some(&"0A"))
+                    .then(|| (addr.to_owned(), u16::from_str_radix(port, 16).unwrap_or(0)))
+            })
+            .collect()
+    };
+    let v4: Vec<(String, u16)> = listeners("/proc/net/tcp")
+        .into_iter()
+        .filter(|(_, p)| ports.contains(p))
+        .collect();
+    assert!(!v4.is_empty(), "no listener found on {ports:?}");
+    assert!(
+        v4.iter().all(|(a, _)| a == "0100007F"),
+        "a listener is not on 127.0.0.1: {v4:?}"
+    );
+    let v6: Vec<(String, u16)> = listeners("/proc/net/tcp6")
+        .into_iter()
+        .filter(|(_, p)| ports.contains(p))
+        .collect();
+    assert!(
+        v6.is_empty(),
+        "IPv6 listeners on the cluster's ports: {v6:?}"
+    );
 }
 
 /// Issue 12, item 10: `scripts/local.sh 2>&1 | tee log`, then Ctrl-C: `tee` ends first, the
