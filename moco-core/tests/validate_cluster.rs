@@ -159,6 +159,12 @@ fn create_rules() {
             |c| c.replicas = -1,
             vec![(Rule::ReplicasNotPositive, "spec.replicas")],
         ),
+        ("replicas 255", |c| c.replicas = 255, vec![]),
+        (
+            "replicas 257",
+            |c| c.replicas = 257,
+            vec![(Rule::ReplicasTooMany, "spec.replicas")],
+        ),
         (
             "container without name",
             |c| c.containers.push(ContainerView::default()),

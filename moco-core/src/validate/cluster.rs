@@ -223,6 +223,19 @@ fn spec_rules(view: &ClusterView, out: &mut Vec<Violation>) {
             format!("replicas must be a positive integer, got {}", view.replicas),
         ));
     }
+    // MOCO has no upper bound; the engine refuses facts beyond it, so a larger cluster would
+    // be accepted here and then never managed. Refused where the user can see it.
+    if i64::from(view.replicas) > i64::from(crate::MAX_REPLICAS) {
+        out.push(Violation::new(
+            Rule::ReplicasTooMany,
+            spec.child("replicas"),
+            format!(
+                "replicas must be at most {}, the most the clustering engine manages, got {}",
+                crate::MAX_REPLICAS,
+                view.replicas
+            ),
+        ));
+    }
     container_rules(view, out);
     let pod_spec = spec.child("podTemplate").child("spec");
     for (i, c) in view.init_containers.iter().enumerate() {

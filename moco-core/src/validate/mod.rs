@@ -87,6 +87,8 @@ pub enum Rule {
     ReplicasNotPositive,
     /// `replicas` even.
     ReplicasEven,
+    /// `replicas` above [`crate::MAX_REPLICAS`], more than the clustering engine plans for.
+    ReplicasTooMany,
     /// A container or init container without a name.
     ContainerNameMissing,
     /// No container named `mysqld`.
