@@ -138,8 +138,8 @@ pub fn start_backup(source: &BackupSource) -> Result<BackupStream, InstanceError
     let command = format!("{} {}", source.tool.display(), args.join(" "));
     let child = Command::new(&source.tool)
         .args(&args)
-        .env("UMASK", crate::mysqld::SERVER_FILE_UMASK)
-        .env("UMASK_DIR", crate::mysqld::SERVER_DIR_UMASK)
+        .env("UMASK", crate::mysqld::modes::SERVER_FILE_UMASK)
+        .env("UMASK_DIR", crate::mysqld::modes::SERVER_DIR_UMASK)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log_handle(&source.log)?)
@@ -218,8 +218,8 @@ where
     );
     let mut child = Command::new(&target.mbstream)
         .arg("-x")
-        .env("UMASK", crate::mysqld::SERVER_FILE_UMASK)
-        .env("UMASK_DIR", crate::mysqld::SERVER_DIR_UMASK)
+        .env("UMASK", crate::mysqld::modes::SERVER_FILE_UMASK)
+        .env("UMASK_DIR", crate::mysqld::modes::SERVER_DIR_UMASK)
         .arg("-C")
         .arg(&target.datadir)
         .stdin(Stdio::piped())
@@ -257,8 +257,8 @@ pub async fn prepare(target: &RestoreTarget) -> Result<GtidSet, InstanceError> {
     );
     let status = Command::new(&target.backup_tool)
         .arg("--prepare")
-        .env("UMASK", crate::mysqld::SERVER_FILE_UMASK)
-        .env("UMASK_DIR", crate::mysqld::SERVER_DIR_UMASK)
+        .env("UMASK", crate::mysqld::modes::SERVER_FILE_UMASK)
+        .env("UMASK_DIR", crate::mysqld::modes::SERVER_DIR_UMASK)
         .arg(format!("--target-dir={}", target.datadir.display()))
         .stdin(Stdio::null())
         .stdout(log_handle(&target.log)?)

@@ -19,10 +19,10 @@ use super::secret::Secret;
 use super::servers;
 use crate::mysqld::{LocalMysqld, ServerBinary, ServerKind};
 
+pub use super::manifest::{MAX_REPLICAS, check_replicas};
+
 /// The first port tried when `--base-port` is not given.
 pub const DEFAULT_BASE_PORT: u16 = 13306;
-/// The largest cluster `moco local` creates.
-pub const MAX_REPLICAS: u32 = 9;
 /// UNIX socket paths longer than this do not fit into `sockaddr_un`.
 const MAX_SOCKET_PATH: usize = 107;
 
@@ -92,19 +92,6 @@ fn flavor_of(kind: ServerKind) -> Flavor {
         ServerKind::Mariadb => Flavor::Mariadb,
         ServerKind::Mysql => Flavor::Mysql,
     }
-}
-
-/// Fails unless `replicas` is an odd number in `1..=MAX_REPLICAS`.
-pub fn check_replicas(replicas: u32) -> Result<(), LocalError> {
-    if replicas == 0 || replicas.is_multiple_of(2) || replicas > MAX_REPLICAS {
-        return Err(LocalError::other(
-            format!("--replicas {replicas}"),
-            format!(
-                "must be an odd number from 1 to {MAX_REPLICAS} (a majority must survive a failure)"
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// Number of ports a cluster needs: two endpoints, one SQL port per instance, and for MySQL

@@ -64,6 +64,22 @@ pub struct Manifest {
     pub reclone_errant: bool,
 }
 
+/// The largest cluster `moco local` creates.
+pub const MAX_REPLICAS: u32 = 9;
+
+/// Fails unless `replicas` is an odd number in `1..=MAX_REPLICAS`.
+pub fn check_replicas(replicas: u32) -> Result<(), LocalError> {
+    if replicas == 0 || replicas.is_multiple_of(2) || replicas > MAX_REPLICAS {
+        return Err(LocalError::other(
+            format!("--replicas {replicas}"),
+            format!(
+                "must be an odd number from 1 to {MAX_REPLICAS} (a majority must survive a failure)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Manifest {
     /// The server binary the cluster was created with.
     pub fn server_binary(&self) -> Result<ServerBinary, LocalError> {
@@ -156,7 +172,7 @@ impl Manifest {
             });
         }
         // A hand-edited file must not size anything: what `up` would refuse is refused here.
-        if let Err(e) = super::create::check_replicas(manifest.replicas)
+        if let Err(e) = check_replicas(manifest.replicas)
             .and_then(|()| Self::check_port_range(manifest.base_port, manifest.replicas))
         {
             return Err(LocalError::Foreign {

@@ -34,6 +34,7 @@
 
 mod binary;
 mod config;
+pub mod modes;
 mod process;
 
 use std::path::{Path, PathBuf};
@@ -50,6 +51,8 @@ use tokio::io::AsyncReadExt;
 
 pub use binary::{MYSQLD_ENV, REAL_SERVER_LEDGER_ENV, ServerBinary, ServerKind};
 pub use config::MycnfSettings;
+pub use modes::{SERVER_DIR_UMASK, SERVER_FILE_UMASK};
+use modes::{private_dir, write_private};
 pub use process::{is_server_process, process_alive};
 
 use binary::tail;
@@ -183,38 +186,6 @@ pub struct LocalMysqld {
     settings: MycnfSettings,
     /// The process we spawned, kept so it can be reaped (no lingering zombie).
     child: Mutex<Option<Child>>,
-}
-
-/// The mode of files mysqld creates, passed as `UMASK` (MySQL and MariaDB read it as the
-/// mode, not as a mask): owner read and write.
-pub const SERVER_FILE_UMASK: &str = "0600";
-
-/// The mode of directories mysqld creates (`UMASK_DIR`): owner only.
-pub const SERVER_DIR_UMASK: &str = "0700";
-
-/// Writes `bytes` to `path` with mode `0600`, whatever the umask: a world-writable my.cnf is
-/// ignored by the server, and the files hold paths and ports nobody else needs.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    file.write_all(bytes)
-}
-
-/// Creates `dir` (and missing parents) and gives `dir` mode `0700`, whatever the umask.
-fn private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 impl LocalMysqld {

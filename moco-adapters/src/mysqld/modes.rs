@@ -1,0 +1,37 @@
+//! File modes: what this crate writes and what the servers it starts create are private to
+//! the user, whatever the umask (a world-writable my.cnf is ignored by the server, and under
+//! umask 000 `moco local up` failed far from the cause).
+
+use std::path::Path;
+
+/// The mode of files mysqld creates, passed as `UMASK` (MySQL and MariaDB read it as the
+/// mode, not as a mask): owner read and write.
+pub const SERVER_FILE_UMASK: &str = "0600";
+
+/// The mode of directories mysqld creates (`UMASK_DIR`): owner only.
+pub const SERVER_DIR_UMASK: &str = "0700";
+
+/// Writes `bytes` to `path` with mode `0600`, whatever the umask: a world-writable my.cnf is
+/// ignored by the server, and the files hold paths and ports nobody else needs.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(bytes)
+}
+
+/// Creates `dir` (and missing parents) and gives `dir` mode `0700`, whatever the umask.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
