@@ -848,6 +848,24 @@ mod tests {
         assert_eq!(rest.to_string(), format!("{B}:1"));
     }
 
+    /// Subtraction at the edges of the skip loop: a removal interval that ends exactly where a
+    /// kept interval starts, and kept intervals after every removal interval. (Survivors of a
+    /// mutation run with the unit tests alone: only the properties covered these.)
+    #[test]
+    fn subtraction_at_interval_edges() {
+        let u = "3E11FA47-71CA-11E1-9E33-C80AA9429562";
+        let set = |t: &str| GtidSet::parse(&t.replace('U', u)).unwrap();
+        assert_eq!(set("U:5-10").subtract(&set("U:1-5")), set("U:6-10"));
+        assert_eq!(
+            set("U:1-10:20-30").subtract(&set("U:1-5")),
+            set("U:6-10:20-30")
+        );
+        assert_eq!(
+            set("U:1-3:7-9:20-30").subtract(&set("U:2:8")),
+            set("U:1:3:7:9:20-30")
+        );
+    }
+
     /// Issue 12, item 4: building a set merged the whole list on every interval (quadratic).
     /// The local merge must give the same set as sorting everything, in any order.
     mod insert_and_parse {
