@@ -799,7 +799,16 @@ impl Platform for LocalPlatform {
                     host: "127.0.0.1".to_owned(),
                     port: self.manifest.instance_port(index),
                     pod: PodFacts {
-                        exists: self.layout.mycnf(index).is_file(),
+                        // An instance the platform is restarting, re-initialising or cloning
+                        // is a Pod being re-created: the engine plans nothing meanwhile (as for
+                        // a missing Pod), so it never fences a server whose accounts are being
+                        // created (found by the deleted-datadir drill: the fence raced the
+                        // re-initialisation and made it fail).
+                        exists: self.layout.mycnf(index).is_file()
+                            && !self
+                                .busy
+                                .get(index as usize)
+                                .is_some_and(|b| b.load(Ordering::SeqCst)),
                         ready,
                         deleting: false,
                         demote: meta.demote,
