@@ -58,14 +58,7 @@ pub fn private_umask() -> u32 {
 
 /// Creates `dir` (and missing parents) and gives `dir` itself mode `0700`.
 pub fn create_private_dir(dir: &Path) -> Result<(), LocalError> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| LocalError::io(dir, "create", e))?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-        .map_err(|e| LocalError::io(dir, "set permissions", e))
+    crate::mysqld::modes::private_dir(dir).map_err(|e| LocalError::io(dir, "create", e))
 }
 
 /// Flushes a directory entry list to disk (after a rename or create).
