@@ -23,15 +23,8 @@ pub enum ControllerError {
     #[error("--webhook-addr cannot be disabled: the webhooks are what this controller serves")]
     WebhookDisabled,
     /// A listener could not be bound.
-    #[error("cannot listen on {flag} {addr}: {source}")]
-    Bind {
-        /// The flag naming the address.
-        flag: &'static str,
-        /// The address as given (or as resolved).
-        addr: String,
-        /// The IO error.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] moco_http::listen::BindError),
     /// The webhook certificate could not be loaded.
     #[error("webhook certificate from --cert-dir {dir}: {source}")]
     Certificate {
@@ -63,14 +56,4 @@ pub enum ControllerError {
     Task(String),
 }
 
-/// The webhook certificate or key could not be loaded.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot load TLS certificate {cert} / key {key}: {source}")]
-pub struct TlsError {
-    /// Certificate file.
-    pub cert: PathBuf,
-    /// Key file.
-    pub key: PathBuf,
-    /// The IO or parse error.
-    pub source: std::io::Error,
-}
+pub use moco_http::tls::TlsError;

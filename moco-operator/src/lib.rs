@@ -21,14 +21,14 @@
 //! binary decides what stops it (SIGTERM/SIGINT) and tests stop it at will.
 #![deny(missing_docs)]
 
+pub use moco_http::{limits, listen, tls};
+
 pub mod clustering;
 pub mod config;
 pub mod controller;
 pub mod error;
 pub mod flags;
 pub mod health;
-pub mod limits;
-pub mod listen;
 pub mod metrics;
 pub mod operator;
 pub mod reconcile;
@@ -37,7 +37,6 @@ pub mod run;
 pub mod servers;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod tls;
 pub mod webhook;
 
 pub use config::{CompatFlags, ControllerArgs, ReconcilerFlags, ServeConfig};

@@ -7,7 +7,17 @@ use std::str::FromStr;
 
 use tokio::net::TcpListener;
 
-use crate::error::ControllerError;
+/// A listener could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {flag} {addr}: {source}")]
+pub struct BindError {
+    /// The flag naming the address.
+    pub flag: &'static str,
+    /// The address as given (or as resolved).
+    pub addr: String,
+    /// The IO error.
+    pub source: std::io::Error,
+}
 
 /// A listen address as MOCO's flags take it: `:8080` (every interface), `host:port`,
 /// `[v6]:port`, or `0` (disabled; for `--metrics-addr` and `--health-probe-addr`).
@@ -67,8 +77,8 @@ pub fn parse_listen_addr(text: &str) -> Result<ListenAddr, String> {
 pub async fn bind(
     flag: &'static str,
     addr: &ListenAddr,
-) -> Result<Option<(TcpListener, SocketAddr)>, ControllerError> {
-    let bind_error = |addr: String, source| ControllerError::Bind { flag, addr, source };
+) -> Result<Option<(TcpListener, SocketAddr)>, BindError> {
+    let bind_error = |addr: String, source| BindError { flag, addr, source };
     let listener = match addr {
         ListenAddr::Disabled => return Ok(None),
         ListenAddr::Socket(a) => TcpListener::bind(a)

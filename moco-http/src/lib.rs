@@ -1,0 +1,11 @@
+//! The HTTP plumbing that the operator (`moco controller`) and the in-pod agent (`moco agent`)
+//! share, so that both get the same bounds and the same certificate handling:
+//!
+//! * [`listen`]: listen addresses as MOCO's flags write them (`:8080`, `host:port`, `0`);
+//! * [`tls`]: certificates and keys from cert-manager's PEM files, re-read in place, and
+//!   mutual TLS ([`tls::MtlsAcceptor`]: the client's certificate name reaches each request);
+//! * [`limits`]: connections, time and bytes one client may hold of a listener.
+
+pub mod limits;
+pub mod listen;
+pub mod tls;
