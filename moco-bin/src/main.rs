@@ -37,10 +37,34 @@ enum Command {
     /// The controller of the install manifests: today the admission webhooks, health probes and
     /// metrics (no reconciliation yet).
     Controller(moco_operator::ControllerArgs),
+    /// The init container of a MySQLCluster's Pod: initialise the datadir once, write the
+    /// per-instance options (MOCO's `moco-init`; also run when invoked as `moco-init`).
+    Init(moco_agent::init::InitArgs),
+}
+
+/// The names this binary answers to besides `moco`: MOCO's Pods run `/moco-init` (copied to
+/// `/shared/moco-init`) and `moco-agent`, with the subcommand's arguments only.
+const PROGRAM_NAMES: [(&str, &str); 2] = [("moco-init", "init"), ("moco-agent", "agent")];
+
+/// The command line, with `moco-init ARGS` read as `moco init ARGS`.
+fn command_line() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let called = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    if let Some((_, sub)) = PROGRAM_NAMES
+        .iter()
+        .find(|(name, _)| called.as_deref() == Some(*name))
+    {
+        args[0] = "moco".into();
+        args.insert(1, (*sub).into());
+    }
+    args
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(command_line());
     // Each subcommand has its own typed error; here they only need printing.
     let result: Result<ExitCode, Box<dyn std::error::Error>> = match cli.command {
         Command::Plan(args) => cmd::plan::run_plan(&args).map_err(Into::into),
@@ -50,6 +74,7 @@ fn main() -> ExitCode {
         Command::Render(args) => cmd::render::run(&args).map_err(Into::into),
         Command::Local(args) => cmd::local::run(args).map_err(Into::into),
         Command::Controller(args) => cmd::controller::run(&args).map_err(Into::into),
+        Command::Init(args) => cmd::agent::run_init(&args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,

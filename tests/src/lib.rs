@@ -2,6 +2,7 @@
 
 pub mod kube;
 pub mod local;
+pub mod pod;
 
 /// `let (dir, status, writable, port) = started_or_skip!("test name", 3);`: a Healthy cluster
 /// with the test table ([`local::started_with_table`]), or `return` from the test when it is

@@ -3,48 +3,18 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::error::LocalError;
+use crate::mysqld::modes;
 
-/// Replaces `path` with `bytes` atomically: readers see the old or the new content, never a
-/// mix, and the new content survives a crash once this returns. The file gets `mode`.
+/// Replaces `path` with `bytes` atomically, with `mode` ([`modes::write_atomic`]).
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), LocalError> {
-    let dir = path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(mode)
-            .open(&tmp)
-            .map_err(|e| LocalError::io(&tmp, "create temporary file", e))?;
-        // The mode given to open() is filtered by the umask; set it exactly.
-        file.set_permissions(fs::Permissions::from_mode(mode))
-            .map_err(|e| LocalError::io(&tmp, "set permissions", e))?;
-        file.write_all(bytes)
-            .map_err(|e| LocalError::io(&tmp, "write", e))?;
-        file.sync_all()
-            .map_err(|e| LocalError::io(&tmp, "fsync", e))?;
-        fs::rename(&tmp, path).map_err(|e| LocalError::io(path, "rename into place", e))?;
-        sync_dir(&dir)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    modes::write_atomic(path, bytes, mode).map_err(|e| LocalError::io(path, "replace", e))
 }
 
 /// Makes every file and directory this process and its children create private to the user
@@ -63,9 +33,7 @@ pub fn create_private_dir(dir: &Path) -> Result<(), LocalError> {
 
 /// Flushes a directory entry list to disk (after a rename or create).
 pub fn sync_dir(dir: &Path) -> Result<(), LocalError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| LocalError::io(dir, "fsync directory", e))
+    modes::sync_dir(dir).map_err(|e| LocalError::io(dir, "fsync directory", e))
 }
 
 /// Writes `value` as pretty JSON to `path` atomically with `mode`.
@@ -161,6 +129,7 @@ impl FileLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
 
     #[test]
     fn atomic_write_replaces_and_sets_mode() {

@@ -53,10 +53,10 @@ pub use binary::{MYSQLD_ENV, REAL_SERVER_LEDGER_ENV, ServerBinary, ServerKind};
 pub use config::MycnfSettings;
 pub use modes::{SERVER_DIR_UMASK, SERVER_FILE_UMASK};
 use modes::{private_dir, write_private};
-pub use process::{is_server_process, process_alive};
+pub use process::{is_server_process, process_alive, running_as_root};
 
 use binary::tail;
-use process::{running_as_root, send_signal};
+use process::send_signal;
 
 /// How often conditions (process gone, port answering) are re-checked.
 const POLL: Duration = Duration::from_millis(20);

@@ -14,6 +14,7 @@
 use thiserror::Error;
 
 use super::duration::{DurationError, parse_go_duration};
+use crate::time::{Timestamp, civil_from_days};
 
 /// A parsed schedule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,6 +241,64 @@ pub fn parse_standard(spec: &str) -> Result<Schedule, CronError> {
     })
 }
 
+impl Schedule {
+    /// The first time the schedule fires strictly after `after`, in UTC (the zone of a
+    /// `TZ=` prefix is not applied: there is no zone database here). Calendar schedules fire
+    /// at the start of a minute; `@every` fires `seconds` after `after`. `None` when a
+    /// calendar schedule never fires (e.g. `0 0 31 2 *`) within eight years.
+    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+        match &self.kind {
+            ScheduleKind::Every { seconds } => {
+                Some(Timestamp(after.0 + i64::try_from(*seconds).ok()?))
+            }
+            ScheduleKind::Calendar(spec) => spec.next_after(after),
+        }
+    }
+}
+
+impl CalendarSpec {
+    fn day_matches(&self, day: i64) -> bool {
+        let (_, month, dom) = civil_from_days(day);
+        // 1970-01-01 was a Thursday (4).
+        let dow = (day + 4).rem_euclid(7);
+        let bit = |set: u64, v: i64| set & (1u64 << v) != 0;
+        if !bit(self.month, month) {
+            return false;
+        }
+        let by_dom = bit(self.day_of_month, dom);
+        let by_dow = bit(self.day_of_week, dow);
+        // robfig/cron: when either day field is `*`, both must match; else either may.
+        if self.day_of_month_any || self.day_of_week_any {
+            by_dom && by_dow
+        } else {
+            by_dom || by_dow
+        }
+    }
+
+    fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+        // The first whole minute after `after`.
+        let start = (after.0.div_euclid(60) + 1) * 60;
+        let first_day = start.div_euclid(86_400);
+        for day in first_day..first_day + 8 * 366 {
+            if !self.day_matches(day) {
+                continue;
+            }
+            let from = if day == first_day {
+                start.rem_euclid(86_400) / 60
+            } else {
+                0
+            };
+            let minute_of_day = (from..24 * 60).find(|m| {
+                self.hour & (1u64 << (m / 60)) != 0 && self.minute & (1u64 << (m % 60)) != 0
+            });
+            if let Some(m) = minute_of_day {
+                return Some(Timestamp(day * 86_400 + m * 60));
+            }
+        }
+        None
+    }
+}
+
 /// Time zone names are checked for shape only (IANA names such as `Asia/Tokyo`, `UTC`,
 /// `Etc/GMT+9`, `Local`); there is no zone database here.
 fn valid_zone_name(zone: &str) -> bool {
@@ -392,6 +451,35 @@ fn parse_int(expr: &str) -> Result<u32, FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn at(text: &str) -> Timestamp {
+        Timestamp::parse(text).unwrap()
+    }
+
+    fn next(spec: &str, after: &str) -> String {
+        parse_standard(spec)
+            .unwrap()
+            .next_after(at(after))
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "never".to_owned())
+    }
+
+    #[test]
+    fn next_firing_times() {
+        // MOCO's default rotation: every five minutes.
+        assert_eq!(next("*/5 * * * *", "2026-11-23T21:02:59Z"), "2026-11-23T21:05:00Z");
+        assert_eq!(next("*/5 * * * *", "2026-11-23T21:05:00Z"), "2026-11-23T21:10:00Z");
+        assert_eq!(next("0 0 * * *", "2026-12-31T23:59:00Z"), "2027-01-01T00:00:00Z");
+        // 2028 is a leap year.
+        assert_eq!(next("30 6 29 2 *", "2026-03-01T00:00:00Z"), "2028-02-29T06:30:00Z");
+        // Both day fields restricted: either matches (2026-11-24 is a Tuesday).
+        assert_eq!(next("0 12 1 * tue", "2026-11-23T13:00:00Z"), "2026-11-24T12:00:00Z");
+        // Weekday alone (day-of-month `*`): only Sundays.
+        assert_eq!(next("0 3 * * 0", "2026-11-23T00:00:00Z"), "2026-11-29T03:00:00Z");
+        assert_eq!(next("@hourly", "2026-11-23T21:00:00Z"), "2026-11-23T22:00:00Z");
+        assert_eq!(next("@every 90s", "2026-11-23T21:00:00Z"), "2026-11-23T21:01:30Z");
+        assert_eq!(next("0 0 31 2 *", "2026-11-23T21:00:00Z"), "never");
+    }
 
     #[test]
     fn bits_of_simple_fields() {

@@ -1,0 +1,36 @@
+//! `moco init` and `moco agent`: the programs of a MySQLCluster's Pod, whose work is
+//! `moco_agent`'s. Here: logging, the runtime and the exit code.
+
+use std::process::ExitCode;
+
+use moco_agent::AgentError;
+use moco_agent::init::InitArgs;
+use moco_operator::flags::LogEncoder;
+
+use crate::logging::{self, LogOutput};
+
+/// Errors of the in-pod subcommands.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// From the program.
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// Runs `moco init` once.
+pub fn run_init(args: &InitArgs) -> Result<ExitCode, Error> {
+    logging::init(LogOutput::Stderr, LogEncoder::Json, tracing::Level::INFO);
+    let runtime = crate::async_runtime().map_err(Error::Runtime)?;
+    let report = runtime.block_on(moco_agent::init::run(args))?;
+    tracing::info!(
+        swapped_clone = report.swapped_clone,
+        initialized = report.initialized,
+        loaded_timezones = report.loaded_timezones,
+        snippet = %report.snippet.display(),
+        "moco init done"
+    );
+    Ok(ExitCode::SUCCESS)
+}
