@@ -59,7 +59,8 @@ pub struct InitArgs {
 
 /// A Go duration (`10m`, `1m30s`) as MOCO's flags take it.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let nanos = moco_core::validate::duration::parse_go_duration(text).map_err(|e| e.to_string())?;
+    let nanos =
+        moco_core::validate::duration::parse_go_duration(text).map_err(|e| e.to_string())?;
     u64::try_from(nanos)
         .map(Duration::from_nanos)
         .map_err(|_| format!("{text:?}: a negative duration"))

@@ -7,9 +7,13 @@
 //!
 //! [`layout`] says which files on the data volume belong to whom.
 
+pub mod agent;
+pub mod api;
+pub mod client;
 pub mod error;
 pub mod init;
 pub mod layout;
 pub mod pod;
 
+pub use agent::config::AgentArgs;
 pub use error::{AgentError, Category};

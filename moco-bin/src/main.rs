@@ -40,6 +40,9 @@ enum Command {
     /// The init container of a MySQLCluster's Pod: initialise the datadir once, write the
     /// per-instance options (MOCO's `moco-init`; also run when invoked as `moco-init`).
     Init(moco_agent::init::InitArgs),
+    /// The sidecar of a MySQLCluster's Pod: first start, health probes, the clone service,
+    /// slow-log rotation and metrics (MOCO's `moco-agent`).
+    Agent(Box<moco_agent::AgentArgs>),
 }
 
 /// The names this binary answers to besides `moco`: MOCO's Pods run `/moco-init` (copied to
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Local(args) => cmd::local::run(args).map_err(Into::into),
         Command::Controller(args) => cmd::controller::run(&args).map_err(Into::into),
         Command::Init(args) => cmd::agent::run_init(&args).map_err(Into::into),
+        Command::Agent(args) => cmd::agent::run_agent(&args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,

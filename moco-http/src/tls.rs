@@ -236,7 +236,9 @@ where
     type Stream = tokio_rustls::server::TlsStream<I>;
     type Service = axum::middleware::AddExtension<S, PeerIdentity>;
     type Future = std::pin::Pin<
-        Box<dyn std::future::Future<Output = std::io::Result<(Self::Stream, Self::Service)>> + Send>,
+        Box<
+            dyn std::future::Future<Output = std::io::Result<(Self::Stream, Self::Service)>> + Send,
+        >,
     >;
 
     fn accept(&self, stream: I, service: S) -> Self::Future {

@@ -175,3 +175,146 @@ pub async fn root_on_socket(socket: &Path) -> mysql_async::Conn {
         Err(e) => panic!("root on {}: {e}", socket.display()),
     }
 }
+
+/// The passwords of the test cluster's accounts, as the Secret gives them to the agent.
+pub fn test_passwords() -> Vec<(&'static str, String)> {
+    moco_adapters::mysql::Account::ALL
+        .iter()
+        .map(|a| (a.secret_key(), format!("pw-{}-Zq9", a.name())))
+        .collect()
+}
+
+/// The password of `account` in [`test_passwords`].
+pub fn test_password(account: moco_adapters::mysql::Account) -> String {
+    format!("pw-{}-Zq9", account.name())
+}
+
+/// A `moco agent` process beside a [`TestPod`]'s server, killed when dropped.
+#[derive(Debug)]
+pub struct AgentProcess {
+    child: std::process::Child,
+    /// The clone service.
+    pub agent: std::net::SocketAddr,
+    /// The probes.
+    pub probe: std::net::SocketAddr,
+    /// The metrics.
+    pub metrics: std::net::SocketAddr,
+    /// Its output.
+    pub log: PathBuf,
+}
+
+impl AgentProcess {
+    /// Starts `moco agent` for `pod` with the certificates in `certs` and `extra` flags.
+    pub fn start(pod: &TestPod, certs: &Path, extra: &[&str]) -> AgentProcess {
+        let ports = match free_ports(3) {
+            Ok(p) => p,
+            Err(e) => panic!("no free ports: {e}"),
+        };
+        let addr = |p: u16| std::net::SocketAddr::from(([127, 0, 0, 1], p));
+        let log = pod.dir.join("agent.log");
+        let out = match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+        {
+            Ok(f) => f,
+            Err(e) => panic!("agent log: {e}"),
+        };
+        let mut cmd = Command::new(moco_bin());
+        cmd.arg("agent")
+            .arg(format!("--address=127.0.0.1:{}", ports[0]))
+            .arg(format!("--probe-address=127.0.0.1:{}", ports[1]))
+            .arg(format!("--metrics-address=127.0.0.1:{}", ports[2]))
+            .arg(format!("--socket-path={}", pod.socket().display()))
+            .arg(format!("--grpc-cert-dir={}", certs.display()))
+            .arg(format!("--mysqld-port={}", pod.port))
+            .arg(format!("--data-dir={}", pod.volume().display()))
+            .arg(format!(
+                "--defaults-file={}",
+                pod.mysqld.defaults_file().display()
+            ))
+            .arg(format!("--slow-log={}", pod.slow_log().display()))
+            .args(extra)
+            .env("POD_NAME", &pod.name)
+            .env("CLUSTER_NAME", "db")
+            .env("TMPDIR", pod.dir.join("tmp"))
+            .stdout(std::process::Stdio::null())
+            .stderr(out);
+        for (k, v) in test_passwords() {
+            cmd.env(k, v);
+        }
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => panic!("start moco agent: {e}"),
+        };
+        AgentProcess {
+            child,
+            agent: addr(ports[0]),
+            probe: addr(ports[1]),
+            metrics: addr(ports[2]),
+            log,
+        }
+    }
+
+    /// Stops the agent (SIGKILL: the container is gone).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The end of its log.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `GET path` on a plain-HTTP listener: status and body; `None` while nothing listens.
+pub async fn get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    Some((status, body))
+}
+
+/// Waits until `GET path` answers `status`; returns the body, or panics after `limit` with
+/// the last answer and `context()`.
+pub async fn wait_http(
+    addr: std::net::SocketAddr,
+    path: &str,
+    status: u16,
+    limit: Duration,
+    context: impl Fn() -> String,
+) -> String {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let last = get(addr, path).await;
+        if let Some((s, body)) = &last
+            && *s == status
+        {
+            return body.clone();
+        }
+        if std::time::Instant::now() > deadline {
+            panic!(
+                "GET {path} on {addr} never answered {status} in {limit:?}; last: {last:?}\n{}",
+                context()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -280,6 +280,20 @@ impl MysqlInstance {
         Ok(out)
     }
 
+    /// `@@read_only` and `SHOW REPLICA STATUS` only, with the server's dialect: what the
+    /// agent's readiness probe needs, within `moco-agent`'s privileges (the whole
+    /// [`MysqlPort::status`] also lists the replicas, which MariaDB reserves to `REPLICATION
+    /// MASTER ADMIN`).
+    pub async fn replication_view(
+        &self,
+    ) -> Result<(Dialect, bool, Option<ReplicaStatus>), PortError> {
+        let d = self.dialect().await?;
+        let mut conn = self.conn().await?;
+        let read_only: i64 = self.value(&mut conn, "SELECT @@read_only").await?;
+        let replica = self.replica_status(&mut conn, d).await?;
+        Ok((d, read_only != 0, replica))
+    }
+
     /// Closes the pool's connections.
     pub async fn disconnect(self) -> Result<(), PortError> {
         let name = self.opts.name.clone();

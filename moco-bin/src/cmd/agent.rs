@@ -3,11 +3,12 @@
 
 use std::process::ExitCode;
 
-use moco_agent::AgentError;
 use moco_agent::init::InitArgs;
+use moco_agent::{AgentArgs, AgentError};
 use moco_operator::flags::LogEncoder;
 
 use crate::logging::{self, LogOutput};
+use crate::signals;
 
 /// Errors of the in-pod subcommands.
 #[derive(Debug, thiserror::Error)]
@@ -32,5 +33,14 @@ pub fn run_init(args: &InitArgs) -> Result<ExitCode, Error> {
         snippet = %report.snippet.display(),
         "moco init done"
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `moco agent` until SIGTERM or SIGINT.
+pub fn run_agent(args: &AgentArgs) -> Result<ExitCode, Error> {
+    logging::init(LogOutput::Stderr, LogEncoder::Json, tracing::Level::INFO);
+    moco_http::tls::install_crypto_provider();
+    let runtime = crate::async_runtime().map_err(Error::Runtime)?;
+    runtime.block_on(moco_agent::agent::run(args, signals::shutdown(), None))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -467,17 +467,41 @@ mod tests {
     #[test]
     fn next_firing_times() {
         // MOCO's default rotation: every five minutes.
-        assert_eq!(next("*/5 * * * *", "2026-11-23T21:02:59Z"), "2026-11-23T21:05:00Z");
-        assert_eq!(next("*/5 * * * *", "2026-11-23T21:05:00Z"), "2026-11-23T21:10:00Z");
-        assert_eq!(next("0 0 * * *", "2026-12-31T23:59:00Z"), "2027-01-01T00:00:00Z");
+        assert_eq!(
+            next("*/5 * * * *", "2026-11-23T21:02:59Z"),
+            "2026-11-23T21:05:00Z"
+        );
+        assert_eq!(
+            next("*/5 * * * *", "2026-11-23T21:05:00Z"),
+            "2026-11-23T21:10:00Z"
+        );
+        assert_eq!(
+            next("0 0 * * *", "2026-12-31T23:59:00Z"),
+            "2027-01-01T00:00:00Z"
+        );
         // 2028 is a leap year.
-        assert_eq!(next("30 6 29 2 *", "2026-03-01T00:00:00Z"), "2028-02-29T06:30:00Z");
+        assert_eq!(
+            next("30 6 29 2 *", "2026-03-01T00:00:00Z"),
+            "2028-02-29T06:30:00Z"
+        );
         // Both day fields restricted: either matches (2026-11-24 is a Tuesday).
-        assert_eq!(next("0 12 1 * tue", "2026-11-23T13:00:00Z"), "2026-11-24T12:00:00Z");
+        assert_eq!(
+            next("0 12 1 * tue", "2026-11-23T13:00:00Z"),
+            "2026-11-24T12:00:00Z"
+        );
         // Weekday alone (day-of-month `*`): only Sundays.
-        assert_eq!(next("0 3 * * 0", "2026-11-23T00:00:00Z"), "2026-11-29T03:00:00Z");
-        assert_eq!(next("@hourly", "2026-11-23T21:00:00Z"), "2026-11-23T22:00:00Z");
-        assert_eq!(next("@every 90s", "2026-11-23T21:00:00Z"), "2026-11-23T21:01:30Z");
+        assert_eq!(
+            next("0 3 * * 0", "2026-11-23T00:00:00Z"),
+            "2026-11-29T03:00:00Z"
+        );
+        assert_eq!(
+            next("@hourly", "2026-11-23T21:00:00Z"),
+            "2026-11-23T22:00:00Z"
+        );
+        assert_eq!(
+            next("@every 90s", "2026-11-23T21:00:00Z"),
+            "2026-11-23T21:01:30Z"
+        );
         assert_eq!(next("0 0 31 2 *", "2026-11-23T21:00:00Z"), "never");
     }
 

@@ -1,0 +1,102 @@
+//! What the agent's servers share: its instance, passwords, data volume, metrics and the
+//! clone slot.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
+use moco_adapters::ports::Credentials;
+
+use super::metrics::AgentMetrics;
+use super::readiness::ReadinessLimits;
+use crate::api::CloneStatus;
+use crate::client::AgentClient;
+use crate::layout::DataVolume;
+
+/// The tools a MariaDB copy needs.
+#[derive(Clone, Debug)]
+pub struct BackupTools {
+    /// `mariadb-backup`.
+    pub backup: PathBuf,
+    /// `mbstream`.
+    pub mbstream: PathBuf,
+}
+
+/// Shared by the agent's servers and tasks.
+#[derive(Debug)]
+pub struct AgentState {
+    /// The instance as `moco-agent` over the socket.
+    pub agent: Arc<MysqlInstance>,
+    /// The instance as `moco-admin` over the socket (seeding a copy needs it).
+    pub admin: Arc<MysqlInstance>,
+    /// The passwords of the eight accounts.
+    pub passwords: MocoPasswords,
+    /// The data volume.
+    pub volume: DataVolume,
+    /// mysqld's my.cnf.
+    pub defaults_file: PathBuf,
+    /// mysqld's TCP port on loopback.
+    pub mysqld_port: u16,
+    /// The socket.
+    pub socket: PathBuf,
+    /// MariaDB's copy tools, when found.
+    pub tools: Option<BackupTools>,
+    /// Calls other agents (the donor).
+    pub client: Option<AgentClient>,
+    /// The controller's certificate CN.
+    pub controller_name: String,
+    /// `/readyz`'s limits.
+    pub readiness: ReadinessLimits,
+    /// Metrics.
+    pub metrics: Arc<AgentMetrics>,
+    /// The running or last clone.
+    pub clone: Mutex<CloneStatus>,
+    /// Held by the one clone or backup that may run.
+    pub busy: Arc<tokio::sync::Semaphore>,
+    /// Where tool output goes.
+    pub log_dir: PathBuf,
+}
+
+impl AgentState {
+    /// The clone status now.
+    pub fn clone_status(&self) -> CloneStatus {
+        self.clone
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Changes the clone status.
+    pub fn update_clone(&self, f: impl FnOnce(&mut CloneStatus)) {
+        f(&mut self.clone.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+}
+
+/// The credentials of `account`.
+pub fn credentials(account: Account, passwords: &MocoPasswords) -> Credentials {
+    Credentials {
+        user: account.name().to_owned(),
+        password: passwords.get(account).to_owned(),
+    }
+}
+
+/// The instance reached over `socket` with `credentials`.
+pub fn on_socket(
+    socket: &std::path::Path,
+    credentials: &Credentials,
+    connect: Duration,
+    call: Duration,
+) -> MysqlInstance {
+    MysqlInstance::new(
+        ConnectOptions::new("localhost", 0, credentials)
+            .with_name(format!(
+                "mysqld at {} as {}",
+                socket.display(),
+                credentials.user
+            ))
+            .with_socket(socket.to_owned())
+            .with_timeouts(connect, call)
+            .with_max_connections(2),
+    )
+}

@@ -1,0 +1,121 @@
+//! The agent's clone service, as the operator and the other agents call it: HTTP/1.1 over
+//! mutual TLS on the agent port (9080), JSON bodies. MOCO's agent speaks gRPC here; the
+//! operator and the agent of moco-rs are released together and speak this instead (see
+//! `docs/agent.md`).
+//!
+//! | call | who may | what |
+//! |---|---|---|
+//! | `POST /v1/clone` ([`CloneRequest`]) | the controller (client certificate CN `moco-controller`) | start copying the donor onto this (empty) instance; `202` with the [`CloneStatus`], `409` while another runs, `412` unless this instance is empty |
+//! | `GET /v1/clone` | the controller | the [`CloneStatus`] of the running or last clone |
+//! | `GET /v1/backup` | any client of the cluster's CA that sends the cluster's clone-donor password in [`HEADER_DONOR_PASSWORD`] | MariaDB: a physical backup of this instance, streamed (`mariadb-backup --stream=xbstream`); the donor's `gtid_binlog_state` before it in [`HEADER_BINLOG_STATE`] |
+
+use moco_core::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// Starts and observes clones.
+pub const PATH_CLONE: &str = "/v1/clone";
+/// Streams a backup of the donor.
+pub const PATH_BACKUP: &str = "/v1/backup";
+/// The clone-donor password a recipient proves it belongs to the cluster with.
+pub const HEADER_DONOR_PASSWORD: &str = "x-moco-clone-donor-password";
+/// The donor's `gtid_binlog_state` before the backup started.
+pub const HEADER_BINLOG_STATE: &str = "x-moco-gtid-binlog-state";
+/// The CN of the controller's client certificate (MOCO's).
+pub const CONTROLLER_NAME: &str = "moco-controller";
+
+/// What to copy from.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CloneRequest {
+    /// The donor's host: its Pod's DNS name (the agent's certificate names it).
+    pub donor_host: String,
+    /// The donor's SQL port (MySQL's `CLONE INSTANCE` connects to it).
+    pub donor_port: u16,
+    /// The donor's agent port (MariaDB streams from the donor's agent).
+    pub donor_agent_port: u16,
+    /// The donor account (`moco-clone-donor`).
+    pub user: String,
+    /// Its password.
+    pub password: String,
+    /// The account that logs in once the copy runs (`moco-admin`).
+    pub init_user: String,
+    /// Its password.
+    pub init_password: String,
+    /// How long the copy may take to start answering.
+    pub boot_timeout_seconds: u64,
+}
+
+impl std::fmt::Debug for CloneRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloneRequest")
+            .field("donor_host", &self.donor_host)
+            .field("donor_port", &self.donor_port)
+            .field("donor_agent_port", &self.donor_agent_port)
+            .field("user", &self.user)
+            .field("init_user", &self.init_user)
+            .field("boot_timeout_seconds", &self.boot_timeout_seconds)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a clone is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClonePhase {
+    /// No clone ran on this instance.
+    #[default]
+    Idle,
+    /// Receiving the donor's data.
+    Receiving,
+    /// Preparing the received copy.
+    Preparing,
+    /// MariaDB: the copy is prepared and waits for the Pod to restart (`moco init` puts it
+    /// in place before mysqld starts).
+    Ready,
+    /// The copy runs; its GTID state and accounts are being set.
+    Seeding,
+    /// Done: the instance runs the copy.
+    Completed,
+    /// Failed; see `error`.
+    Failed,
+}
+
+impl ClonePhase {
+    /// A clone is under way (the instance must not be used).
+    pub fn in_progress(self) -> bool {
+        matches!(
+            self,
+            ClonePhase::Receiving | ClonePhase::Preparing | ClonePhase::Ready | ClonePhase::Seeding
+        )
+    }
+}
+
+/// The running or last clone.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CloneStatus {
+    /// Where it is.
+    pub phase: ClonePhase,
+    /// `host:port` of the donor.
+    #[serde(default)]
+    pub donor: Option<String>,
+    /// Bytes received so far.
+    #[serde(default)]
+    pub bytes: u64,
+    /// When it started.
+    #[serde(default)]
+    pub started_at: Option<Timestamp>,
+    /// When it ended.
+    #[serde(default)]
+    pub finished_at: Option<Timestamp>,
+    /// Why it failed.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A refusal, as the agent's error bodies carry it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// What was wrong.
+    pub error: String,
+}

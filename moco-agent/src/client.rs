@@ -1,0 +1,205 @@
+//! Calling an agent: HTTP/1.1 over mutual TLS, one connection per call. The operator starts
+//! and watches clones with it; a recipient agent pulls the donor's backup with it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use moco_core::gtid::GtidSet;
+use rustls::pki_types::ServerName;
+use tokio::io::AsyncRead;
+
+use crate::api::{
+    CloneRequest, CloneStatus, ErrorBody, HEADER_BINLOG_STATE, HEADER_DONOR_PASSWORD, PATH_BACKUP,
+    PATH_CLONE,
+};
+use crate::error::AgentError;
+
+/// A client of agents with one TLS identity.
+#[derive(Clone)]
+pub struct AgentClient {
+    tls: Arc<rustls::ClientConfig>,
+    /// Limit of connecting and of a call's response head.
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for AgentClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentClient")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentClient {
+    /// A client presenting the identity of `tls` (built with
+    /// [`moco_http::tls::mtls_client_config`]).
+    pub fn new(tls: rustls::ClientConfig, timeout: Duration) -> Self {
+        AgentClient {
+            tls: Arc::new(tls),
+            timeout,
+        }
+    }
+
+    /// Sends `request` to the agent at `host:port`, verifying its certificate for `host`.
+    pub async fn send(
+        &self,
+        host: &str,
+        port: u16,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, AgentError> {
+        let target = format!("agent {host}:{port}");
+        let remote = |message: String| AgentError::Remote {
+            target: target.clone(),
+            message,
+        };
+        let name = ServerName::try_from(host.to_owned())
+            .map_err(|e| remote(format!("not a host name: {e}")))?;
+        let connect = async {
+            let tcp = tokio::net::TcpStream::connect((host, port))
+                .await
+                .map_err(|e| remote(format!("connect: {e}")))?;
+            let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| remote(format!("TLS: {e}")))?;
+            let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+                .await
+                .map_err(|e| remote(format!("HTTP: {e}")))?;
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            sender
+                .send_request(request)
+                .await
+                .map_err(|e| remote(format!("request: {e}")))
+        };
+        tokio::time::timeout(self.timeout, connect)
+            .await
+            .map_err(|_| remote(format!("no answer within {} s", self.timeout.as_secs())))?
+    }
+
+    /// `POST /v1/clone` on the recipient's agent.
+    pub async fn start_clone(
+        &self,
+        host: &str,
+        port: u16,
+        request: &CloneRequest,
+    ) -> Result<CloneStatus, AgentError> {
+        let body = serde_json::to_vec(request).map_err(|e| AgentError::Remote {
+            target: format!("agent {host}:{port}"),
+            message: e.to_string(),
+        })?;
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(PATH_CLONE)
+            .header(hyper::header::HOST, host)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| AgentError::invalid("request", e.to_string()))?;
+        let response = self.send(host, port, request).await?;
+        json_reply(host, port, response, StatusCode::ACCEPTED).await
+    }
+
+    /// `GET /v1/clone` on an agent.
+    pub async fn clone_status(&self, host: &str, port: u16) -> Result<CloneStatus, AgentError> {
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(PATH_CLONE)
+            .header(hyper::header::HOST, host)
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| AgentError::invalid("request", e.to_string()))?;
+        let response = self.send(host, port, request).await?;
+        json_reply(host, port, response, StatusCode::OK).await
+    }
+
+    /// `GET /v1/backup` on the donor's agent: the donor's binlog state before the backup, and
+    /// the backup's bytes. The stream fails (an IO error) when the donor's backup fails.
+    pub async fn backup(
+        &self,
+        host: &str,
+        port: u16,
+        donor_password: &str,
+    ) -> Result<(GtidSet, impl AsyncRead + Unpin + Send + use<>), AgentError> {
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(PATH_BACKUP)
+            .header(hyper::header::HOST, host)
+            .header(HEADER_DONOR_PASSWORD, donor_password)
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| AgentError::invalid("request", e.to_string()))?;
+        let response = self.send(host, port, request).await?;
+        let target = format!("donor agent {host}:{port}");
+        if response.status() != StatusCode::OK {
+            return Err(refusal(target, response).await);
+        }
+        let state = response
+            .headers()
+            .get(HEADER_BINLOG_STATE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let state = GtidSet::from_mariadb(state).map_err(|e| AgentError::Remote {
+            target: target.clone(),
+            message: format!("{HEADER_BINLOG_STATE}: {e}"),
+        })?;
+        let stream = response
+            .into_body()
+            .into_data_stream()
+            .map_err(std::io::Error::other);
+        Ok((state, tokio_util::io::StreamReader::new(stream)))
+    }
+}
+
+use futures::TryStreamExt as _;
+
+async fn json_reply<T: serde::de::DeserializeOwned>(
+    host: &str,
+    port: u16,
+    response: Response<Incoming>,
+    expected: StatusCode,
+) -> Result<T, AgentError> {
+    let target = format!("agent {host}:{port}");
+    if response.status() != expected {
+        return Err(refusal(target, response).await);
+    }
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| AgentError::Remote {
+            target: target.clone(),
+            message: format!("reading the answer: {e}"),
+        })?
+        .to_bytes();
+    serde_json::from_slice(&body).map_err(|e| AgentError::Remote {
+        target,
+        message: format!("unexpected answer: {e}"),
+    })
+}
+
+/// The error of a non-success answer: `Refused` for 4xx (busy, not empty, not allowed),
+/// `Remote` otherwise, with the agent's message.
+async fn refusal(target: String, response: Response<Incoming>) -> AgentError {
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let message = serde_json::from_slice::<ErrorBody>(&body)
+        .map(|b| b.error)
+        .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned());
+    if status.is_client_error() {
+        AgentError::Refused(format!("{target}: {status}: {message}"))
+    } else {
+        AgentError::Remote {
+            target,
+            message: format!("{status}: {message}"),
+        }
+    }
+}
