@@ -31,7 +31,10 @@ pub struct CloneRequest {
     pub donor_host: String,
     /// The donor's SQL port (MySQL's `CLONE INSTANCE` connects to it).
     pub donor_port: u16,
-    /// The donor's agent port (MariaDB streams from the donor's agent).
+    /// The donor's agent host, the name its certificate is checked for (MariaDB streams
+    /// from the donor's agent).
+    pub donor_agent_host: String,
+    /// The donor's agent port.
     pub donor_agent_port: u16,
     /// The donor account (`moco-clone-donor`).
     pub user: String,
@@ -50,6 +53,7 @@ impl std::fmt::Debug for CloneRequest {
         f.debug_struct("CloneRequest")
             .field("donor_host", &self.donor_host)
             .field("donor_port", &self.donor_port)
+            .field("donor_agent_host", &self.donor_agent_host)
             .field("donor_agent_port", &self.donor_agent_port)
             .field("user", &self.user)
             .field("init_user", &self.init_user)

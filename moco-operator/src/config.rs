@@ -106,6 +106,10 @@ pub struct ReconcilerFlags {
         value_parser = parse_go_bool
     )]
     pub disable_default_security_context: bool,
+    /// Directory of the client certificate the controller presents to the agents (`tls.crt`,
+    /// `tls.key`, and `ca.crt` to check them with), re-read for every clone.
+    #[arg(long, value_name = "DIR", default_value = "/grpc-cert")]
+    pub grpc_cert_dir: PathBuf,
 }
 
 /// Flags of MOCO's `moco-controller` that this build accepts for compatibility and does not use.
@@ -115,10 +119,6 @@ pub struct CompatFlags {
     /// MOCO: listen address of the pprof endpoints. Accepted; this build serves no pprof.
     #[arg(long, value_name = "ADDR", default_value = "")]
     pub pprof_addr: String,
-    /// MOCO: directory of the gRPC client certificate for moco-agent. Accepted, unused until
-    /// the agent exists.
-    #[arg(long, value_name = "DIR", default_value = "/grpc-cert")]
-    pub grpc_cert_dir: PathBuf,
     /// MOCO: minimum interval between StatefulSet partition updates (Go duration). Accepted,
     /// unused: this build has no partitioned rollout yet.
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_std_duration)]

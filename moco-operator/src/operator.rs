@@ -15,7 +15,8 @@ use moco_adapters::manager::ManagerConfig;
 use tokio::sync::watch;
 
 use crate::clustering::Managers;
-use crate::clustering::addresses::PodNetwork;
+use crate::clustering::addresses::{AddressResolver, PodNetwork};
+use crate::clustering::agent::AgentCloner;
 use crate::clustering::deleted::stop_deleted;
 use crate::clustering::platform::MysqlConnector;
 use crate::clustering::pods::watch_pods;
@@ -55,6 +56,8 @@ pub struct OperatorConfig {
     pub concurrency: u16,
     /// The clustering managers' settings (`--check-interval`).
     pub manager: ManagerConfig,
+    /// The client certificate for the agents (`--grpc-cert-dir`).
+    pub grpc_cert_dir: std::path::PathBuf,
 }
 
 impl OperatorConfig {
@@ -92,6 +95,7 @@ impl OperatorConfig {
                 check_interval: r.check_interval,
                 ..ManagerConfig::default()
             },
+            grpc_cert_dir: r.grpc_cert_dir.clone(),
         }
     }
 }
@@ -110,11 +114,17 @@ pub async fn lead(
     mut leading: watch::Receiver<bool>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let addresses: Arc<dyn AddressResolver> = Arc::new(PodNetwork);
+    let cloner = AgentCloner::new(
+        client.clone(),
+        config.grpc_cert_dir.clone(),
+        addresses.clone(),
+    );
     let managers = Arc::new(Managers::new(
         client.clone(),
-        Arc::new(PodNetwork),
+        addresses,
         Arc::new(MysqlConnector),
-        None,
+        Some(Arc::new(cloner)),
         config.manager.clone(),
         metrics.clone(),
     ));

@@ -107,7 +107,7 @@ pub fn announce(args: &ControllerArgs) {
     );
     let compat = &args.compat;
     tracing::info!(
-        grpc_cert_dir = %compat.grpc_cert_dir.display(),
+        grpc_cert_dir = %r.grpc_cert_dir.display(),
         partition_update_interval = ?compat.partition_update_interval,
         apiserver_qps_throttle = compat.apiserver_qps_throttle,
         "MOCO flags accepted for compatibility and unused by this build (no moco agent, no \

@@ -88,7 +88,7 @@ fn deploy_deployment_args_parse() {
         "--cert-dir {} is a mounted volume: {mounts:?}",
         config.cert_dir.display()
     );
-    assert!(mounts.contains(&parsed.compat.grpc_cert_dir.display().to_string()));
+    assert!(mounts.contains(&parsed.reconciler.grpc_cert_dir.display().to_string()));
     // POD_NAMESPACE comes from the pod's namespace.
     let env = container["env"].as_array().unwrap();
     let ns = env
@@ -295,7 +295,10 @@ fn moco_flags_beyond_the_manifests_parse() {
     assert_eq!(defaults.metrics_addr, ListenAddr::AllInterfaces(8080));
     assert_eq!(defaults.health_probe_addr, ListenAddr::AllInterfaces(8081));
     assert_eq!(defaults.webhook_addr, ListenAddr::AllInterfaces(9443));
-    assert_eq!(defaults.compat.grpc_cert_dir, PathBuf::from("/grpc-cert"));
+    assert_eq!(
+        defaults.reconciler.grpc_cert_dir,
+        PathBuf::from("/grpc-cert")
+    );
     assert_eq!(defaults.reconciler.max_concurrent_reconciles, 8);
     assert_eq!(defaults.reconciler.mysql_configmap_history_limit, 10);
     assert_eq!(defaults.compat.apiserver_qps_throttle, 20);

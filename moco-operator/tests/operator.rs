@@ -29,6 +29,7 @@ fn config() -> OperatorConfig {
             check_interval: Duration::from_secs(3600),
             ..ManagerConfig::default()
         },
+        grpc_cert_dir: "/nonexistent/grpc-cert".into(),
     }
 }
 

@@ -169,6 +169,7 @@ impl KubeDrill {
             by_index: (0..replicas)
                 .map(|i| (i, ("127.0.0.1".to_owned(), manifest.instance_port(i))))
                 .collect(),
+            agents: Default::default(),
         };
         let metrics = ClusterMetrics::default();
         let managers = Arc::new(Managers::new(

@@ -193,6 +193,8 @@ pub fn test_password(account: moco_adapters::mysql::Account) -> String {
 #[derive(Debug)]
 pub struct AgentProcess {
     child: std::process::Child,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
     /// The clone service.
     pub agent: std::net::SocketAddr,
     /// The probes.
@@ -211,49 +213,45 @@ impl AgentProcess {
             Err(e) => panic!("no free ports: {e}"),
         };
         let addr = |p: u16| std::net::SocketAddr::from(([127, 0, 0, 1], p));
+        let mut args = vec![
+            "agent".to_owned(),
+            format!("--address=127.0.0.1:{}", ports[0]),
+            format!("--probe-address=127.0.0.1:{}", ports[1]),
+            format!("--metrics-address=127.0.0.1:{}", ports[2]),
+            format!("--socket-path={}", pod.socket().display()),
+            format!("--grpc-cert-dir={}", certs.display()),
+            format!("--mysqld-port={}", pod.port),
+            format!("--data-dir={}", pod.volume().display()),
+            format!("--defaults-file={}", pod.mysqld.defaults_file().display()),
+            format!("--slow-log={}", pod.slow_log().display()),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let mut env = vec![
+            ("POD_NAME".to_owned(), pod.name.clone()),
+            ("CLUSTER_NAME".to_owned(), "db".to_owned()),
+            (
+                "TMPDIR".to_owned(),
+                pod.dir.join("tmp").display().to_string(),
+            ),
+        ];
+        env.extend(test_passwords().into_iter().map(|(k, v)| (k.to_owned(), v)));
         let log = pod.dir.join("agent.log");
-        let out = match std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-        {
-            Ok(f) => f,
-            Err(e) => panic!("agent log: {e}"),
-        };
-        let mut cmd = Command::new(moco_bin());
-        cmd.arg("agent")
-            .arg(format!("--address=127.0.0.1:{}", ports[0]))
-            .arg(format!("--probe-address=127.0.0.1:{}", ports[1]))
-            .arg(format!("--metrics-address=127.0.0.1:{}", ports[2]))
-            .arg(format!("--socket-path={}", pod.socket().display()))
-            .arg(format!("--grpc-cert-dir={}", certs.display()))
-            .arg(format!("--mysqld-port={}", pod.port))
-            .arg(format!("--data-dir={}", pod.volume().display()))
-            .arg(format!(
-                "--defaults-file={}",
-                pod.mysqld.defaults_file().display()
-            ))
-            .arg(format!("--slow-log={}", pod.slow_log().display()))
-            .args(extra)
-            .env("POD_NAME", &pod.name)
-            .env("CLUSTER_NAME", "db")
-            .env("TMPDIR", pod.dir.join("tmp"))
-            .stdout(std::process::Stdio::null())
-            .stderr(out);
-        for (k, v) in test_passwords() {
-            cmd.env(k, v);
-        }
-        let child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => panic!("start moco agent: {e}"),
-        };
+        let child = spawn_agent(&args, &env, &log);
         AgentProcess {
             child,
+            args,
+            env,
             agent: addr(ports[0]),
             probe: addr(ports[1]),
             metrics: addr(ports[2]),
             log,
         }
+    }
+
+    /// Kills the agent and starts it again with the same flags and ports (a new Pod).
+    pub fn restart(&mut self) {
+        self.stop();
+        self.child = spawn_agent(&self.args, &self.env, &self.log);
     }
 
     /// Stops the agent (SIGKILL: the container is gone).
@@ -267,6 +265,26 @@ impl AgentProcess {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+fn spawn_agent(args: &[String], env: &[(String, String)], log: &Path) -> std::process::Child {
+    let out = match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+    {
+        Ok(f) => f,
+        Err(e) => panic!("agent log: {e}"),
+    };
+    let mut cmd = Command::new(moco_bin());
+    cmd.args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(std::process::Stdio::null())
+        .stderr(out);
+    match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => panic!("start moco agent: {e}"),
     }
 }
 

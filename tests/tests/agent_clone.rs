@@ -125,6 +125,7 @@ async fn agents_clone_a_mariadb_instance_over_mutual_tls() {
     let request = CloneRequest {
         donor_host: "localhost".into(),
         donor_port: donor.port,
+        donor_agent_host: "localhost".into(),
         donor_agent_port: a0.agent.port(),
         user: "moco-clone-donor".into(),
         password: test_password(Account::CloneDonor),

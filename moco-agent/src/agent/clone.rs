@@ -223,7 +223,7 @@ async fn receive_mariadb(state: &AgentState, request: &CloneRequest) -> Result<(
     }
     let (donor_state, stream) = client
         .backup(
-            &request.donor_host,
+            &request.donor_agent_host,
             request.donor_agent_port,
             &state.passwords.clone_donor,
         )

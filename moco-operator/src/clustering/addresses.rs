@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use moco_core::facts::Flavor;
 
 use crate::render::ClusterId;
+use crate::render::pod_template::AGENT_PORT;
 use crate::render::services::{ADMIN_PORT, MYSQL_PORT};
 
 /// A host and port.
@@ -26,6 +27,14 @@ pub trait AddressResolver: Send + Sync + Debug {
     fn manager(&self, id: &ClusterId, index: u32, pod: &Pod, flavor: Flavor) -> Option<Address>;
     /// Where the other instances (and clone recipients) reach instance `index`.
     fn peers(&self, id: &ClusterId, index: u32) -> Address;
+    /// Where instance `index`'s agent listens; the host is also the name its certificate
+    /// is checked for.
+    fn agent(&self, id: &ClusterId, index: u32) -> Address {
+        (
+            id.pod_fqdn(index),
+            u16::try_from(AGENT_PORT).unwrap_or(9080),
+        )
+    }
 }
 
 /// The Pod network: the Pod's DNS name for the manager and for peers.
@@ -59,6 +68,8 @@ impl AddressResolver for PodNetwork {
 pub struct StaticAddresses {
     /// Address per ordinal.
     pub by_index: BTreeMap<u32, Address>,
+    /// Agent address per ordinal.
+    pub agents: BTreeMap<u32, Address>,
 }
 
 impl AddressResolver for StaticAddresses {
@@ -71,5 +82,12 @@ impl AddressResolver for StaticAddresses {
             .get(&index)
             .cloned()
             .unwrap_or_else(|| ("127.0.0.1".to_owned(), 0))
+    }
+
+    fn agent(&self, _: &ClusterId, index: u32) -> Address {
+        self.agents
+            .get(&index)
+            .cloned()
+            .unwrap_or_else(|| ("localhost".to_owned(), 0))
     }
 }

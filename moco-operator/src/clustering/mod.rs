@@ -5,6 +5,7 @@
 //! manager of a cluster removed without its finalizer.
 
 pub mod addresses;
+pub mod agent;
 pub mod deleted;
 pub mod platform;
 pub mod pods;

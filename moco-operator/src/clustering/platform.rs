@@ -52,14 +52,27 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Attempts of a status read-modify-write before a conflict is reported.
 const STATUS_ATTEMPTS: u32 = 5;
 
+/// The accounts a clone uses.
+#[derive(Clone, Debug)]
+pub struct CloneCredentials {
+    /// The donor's (`moco-clone-donor`, or the external Secret's `USER`).
+    pub donor: Credentials,
+    /// The account that logs in to the copy (`moco-admin`, or the external Secret's
+    /// `INIT_USER`).
+    pub init: Credentials,
+}
+
 /// Copies the data of an instance from a donor: the agent's job in a Pod.
 #[async_trait]
 pub trait InstanceCloner: Send + Sync + fmt::Debug {
-    /// Replaces instance `index`'s data with a copy of `donor` and brings it back up.
+    /// Replaces instance `index`'s data of cluster `id` with a copy of `donor` and brings it
+    /// back up.
     async fn clone_instance(
         &self,
+        id: &ClusterId,
         index: u32,
         donor: &ReplicationSource,
+        credentials: &CloneCredentials,
         boot_timeout: Duration,
     ) -> Result<(), PortError>;
 }
@@ -598,14 +611,44 @@ impl Platform for KubePlatform {
         donor: &ReplicationSource,
         boot_timeout: Duration,
     ) -> Result<(), PortError> {
-        match &self.cloner {
-            Some(c) => c.clone_instance(index, donor, boot_timeout).await,
-            None => Err(failed(
+        let Some(cloner) = &self.cloner else {
+            return Err(failed(
                 format!("instance {index} ({})", self.pod_name(index)),
-                "cloning on Kubernetes is done by the moco agent in the Pod, which this build \
-                 does not have yet (docs/operator.md)",
-            )),
-        }
+                "cloning on Kubernetes needs the agents' client certificate \
+                 (--grpc-cert-dir), which this controller could not load",
+            ));
+        };
+        let credentials = match donor {
+            ReplicationSource::Instance { .. } => CloneCredentials {
+                donor: self.credentials(MocoUser::CloneDonor).await?,
+                init: self.credentials(MocoUser::Admin).await?,
+            },
+            ReplicationSource::External { .. } => {
+                let cluster = self.cluster().await?;
+                let data = self.external_secret(&cluster).await?.unwrap_or_default();
+                let get = |key: &str| {
+                    data.get(key).cloned().ok_or_else(|| {
+                        failed(
+                            self.target(),
+                            format!("the replication source Secret has no key {key}"),
+                        )
+                    })
+                };
+                CloneCredentials {
+                    donor: Credentials {
+                        user: get("USER")?,
+                        password: get("PASSWORD")?,
+                    },
+                    init: Credentials {
+                        user: get("INIT_USER")?,
+                        password: get("INIT_PASSWORD")?,
+                    },
+                }
+            }
+        };
+        cloner
+            .clone_instance(&self.id, index, donor, &credentials, boot_timeout)
+            .await
     }
 
     async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {

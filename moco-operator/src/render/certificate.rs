@@ -1,6 +1,7 @@
 //! The agent's serving certificate: a cert-manager `Certificate` in the controller namespace
 //! (issued by the gRPC CA the install manifests create) and the copy of its Secret that the
-//! cluster's Pods mount. The controller presents the client half of the same CA.
+//! cluster's Pods mount. The controller presents the client half of the same CA; agents
+//! present their own certificate to each other when one streams a copy to another.
 
 use std::collections::BTreeMap;
 
@@ -29,7 +30,8 @@ pub fn certificate(id: &ClusterId, system_namespace: &str) -> Value {
         "spec": {
             "secretName": name,
             "dnsNames": [format!("*.{}.{}.svc", id.prefixed(), id.namespace)],
-            "usages": ["digital signature", "key encipherment", "server auth"],
+            // Client auth too: a recipient agent presents it to the donor's agent.
+            "usages": ["digital signature", "key encipherment", "server auth", "client auth"],
             "issuerRef": {"kind": "Issuer", "name": GRPC_ISSUER},
         },
     })

@@ -69,7 +69,7 @@ pub struct PodInputs<'a> {
     pub settings: &'a RenderSettings,
     /// The cluster.
     pub cluster: &'a MySQLCluster,
-    /// The server family (decides nothing in the Pod today; kept for the init program).
+    /// The server family (the agent's memory: MariaDB copies run in its container).
     pub flavor: Flavor,
     /// Name of the my.cnf ConfigMap.
     pub mycnf_config_map: String,
@@ -295,12 +295,21 @@ fn agent(inputs: &PodInputs<'_>) -> Container {
             tcp_port("agent", AGENT_PORT),
             tcp_port("agent-metrics", AGENT_METRICS_PORT),
         ]),
+        // Beyond MOCO's mounts: the data volume and the server's options, which a MariaDB
+        // copy is streamed from and prepared on (`mariadb-backup` runs in this container).
         volume_mounts: Some(vec![
             mount(volume::RUN, "/run", false),
             mount(volume::VAR_LOG, "/var/log/mysql", false),
             mount(volume::GRPC_CERT, "/grpc-cert", true),
+            mount(DATA_CLAIM_NAME, "/var/lib/mysql", false),
+            mount(volume::CONF, "/etc/mysql", true),
+            mount(volume::CONF_D, "/etc/mysql-conf.d", true),
         ]),
-        resources: Some(fixed_resources("100m", "100Mi")),
+        resources: Some(match inputs.flavor {
+            // mariadb-backup's prepare step alone takes 100 MiB of buffers by default.
+            Flavor::Mariadb => fixed_resources("100m", "512Mi"),
+            Flavor::Mysql => fixed_resources("100m", "100Mi"),
+        }),
         ..Container::default()
     }
 }

@@ -1,0 +1,202 @@
+//! The operator's half of a clone on Kubernetes: `AgentCloner`, the manager's clone port,
+//! against real agents and servers standing in for two Pods, and the fake API server. A
+//! kubelet stand-in re-creates a deleted Pod the way a StatefulSet does: the agent and server
+//! stop, `moco init` runs, both start again.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_adapters::ports::Credentials;
+use moco_core::operation::ReplicationSource;
+use moco_operator::clustering::addresses::StaticAddresses;
+use moco_operator::clustering::agent::AgentCloner;
+use moco_operator::clustering::platform::{CloneCredentials, InstanceCloner};
+use moco_operator::render::ClusterId;
+use moco_operator::testing::apiserver::FakeApiServer;
+use moco_tests::certs::TestCerts;
+use moco_tests::local::{connect, opts, server_or_skip};
+use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http};
+use mysql_async::prelude::Queryable;
+use serde_json::json;
+
+const NS: &str = "drill";
+const PODS: &str = "v1/pods";
+
+fn pod_object(name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS,
+                     "labels": {"app.kubernetes.io/name": "mysql",
+                                "app.kubernetes.io/instance": "db",
+                                "app.kubernetes.io/created-by": "moco"}},
+        "spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]},
+    })
+}
+
+async fn admin(port: u16) -> mysql_async::Conn {
+    connect(
+        &opts(port, "moco-admin", &test_password(Account::Admin)),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_clones_an_empty_instance_through_the_agents() {
+    let test = "the_operator_clones_an_empty_instance_through_the_agents";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    moco_http::tls::install_crypto_provider();
+    let root = tempfile::tempdir().unwrap();
+    let certs = TestCerts::write(&root.path().join("certs"));
+    let donor = TestPod::new(&binary, root.path(), 0);
+    let recipient = TestPod::new(&binary, root.path(), 1);
+    for pod in [&donor, &recipient] {
+        let out = pod.run_init(10, &[]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        pod.start().await;
+    }
+    let a0 = AgentProcess::start(&donor, &certs.agent.0, &[]);
+    let a1 = AgentProcess::start(&recipient, &certs.agent.0, &[]);
+    wait_http(a0.probe, "/healthz", 200, Duration::from_secs(120), || {
+        a0.log_tail()
+    })
+    .await;
+    wait_http(a1.probe, "/healthz", 200, Duration::from_secs(120), || {
+        a1.log_tail()
+    })
+    .await;
+
+    let mut c = admin(donor.port).await;
+    for s in sql::set_writable(Dialect::Mariadb) {
+        c.query_drop(s).await.unwrap();
+    }
+    c.query_drop("CREATE DATABASE app").await.unwrap();
+    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO app.t SELECT seq FROM app.seq_1_to_5000")
+        .await
+        .unwrap();
+    let donor_state: String = c
+        .query_first("SELECT @@gtid_binlog_state")
+        .await
+        .unwrap()
+        .unwrap();
+
+    let fake = FakeApiServer::new();
+    fake.insert(pod_object("moco-db-0"));
+    fake.insert(pod_object("moco-db-1"));
+    let addresses = StaticAddresses {
+        by_index: BTreeMap::from([
+            (0, ("127.0.0.1".to_owned(), donor.port)),
+            (1, ("127.0.0.1".to_owned(), recipient.port)),
+        ]),
+        agents: BTreeMap::from([
+            (0, ("localhost".to_owned(), a0.agent.port())),
+            (1, ("localhost".to_owned(), a1.agent.port())),
+        ]),
+    };
+
+    // The kubelet stand-in: a deleted Pod comes back through its init container.
+    let restarted = Arc::new(tokio::sync::Notify::new());
+    let kubelet = {
+        let fake = fake.clone();
+        let restarted = restarted.clone();
+        let mut a1 = a1;
+        tokio::spawn(async move {
+            loop {
+                if fake.get_json(PODS, NS, "moco-db-1").is_none() {
+                    recipient.stop().await;
+                    let out = recipient.run_init(10, &[]);
+                    assert!(
+                        out.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    recipient.start().await;
+                    a1.restart();
+                    fake.insert(pod_object("moco-db-1"));
+                    restarted.notify_one();
+                    return (recipient, a1);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+
+    let id = ClusterId {
+        name: "db".into(),
+        namespace: NS.into(),
+        uid: "uid-1".into(),
+    };
+    let cloner = AgentCloner::new(
+        fake.client(),
+        certs.controller.0.clone(),
+        Arc::new(addresses),
+    );
+    let credentials = CloneCredentials {
+        donor: Credentials {
+            user: "moco-clone-donor".into(),
+            password: test_password(Account::CloneDonor),
+        },
+        init: Credentials {
+            user: "moco-admin".into(),
+            password: test_password(Account::Admin),
+        },
+    };
+    let donor_source = ReplicationSource::Instance {
+        index: 0,
+        host: "127.0.0.1".into(),
+        port: donor.port,
+    };
+    tokio::time::timeout(
+        Duration::from_secs(600),
+        cloner.clone_instance(
+            &id,
+            1,
+            &donor_source,
+            &credentials,
+            Duration::from_secs(120),
+        ),
+    )
+    .await
+    .expect("the clone finished in time")
+    .unwrap();
+    restarted.notified().await;
+    let (recipient, a1) = kubelet.await.unwrap();
+    let deletes: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(deletes, ["/api/v1/namespaces/drill/pods/moco-db-1"]);
+
+    let mut r = admin(recipient.port).await;
+    let (rows, state): (u64, String) = r
+        .query_first("SELECT (SELECT COUNT(*) FROM app.t), @@gtid_binlog_state")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rows, 5000);
+    assert_eq!(state, donor_state);
+    // A second request finds the clone done and the instance no longer empty.
+    let e = cloner
+        .clone_instance(&id, 1, &donor_source, &credentials, Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("not empty"), "{e}");
+    drop((c, r, a0, a1));
+    donor.stop().await;
+    recipient.stop().await;
+}
