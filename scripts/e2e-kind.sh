@@ -4,12 +4,14 @@
 #
 #   scripts/e2e-kind.sh
 #
-# What it does: builds the operator image (Dockerfile) as ghcr.io/moco-rs/moco:e2e, loads it
-# into a kind cluster, installs cert-manager and the operator (deploy/, image overridden in a
-# temporary overlay: the repository's files are not modified), creates a 3-instance
-# MySQLCluster default/test, writes rows through its primary Service, then checks a
-# switchover (demote annotation), a failover (primary Pod killed) with no row lost, and a
-# volume growth (claim template 1Gi -> 2Gi). On failure it dumps diagnostics.
+# What it does: builds the operator image and the agent image (Dockerfile, default target and
+# `--target agent`) as ghcr.io/moco-rs/moco:e2e and ghcr.io/moco-rs/moco-agent:e2e, loads
+# them into a kind cluster, installs cert-manager and the operator (deploy/, image and
+# --agent-image overridden in a temporary overlay: the repository's files are not modified),
+# creates a 3-instance MySQLCluster default/test (its replicas are cloned from the primary by
+# the agents), writes rows through its primary Service, then checks a switchover (demote
+# annotation), a failover (primary Pod killed) with no row lost, and a volume growth (claim
+# template 1Gi -> 2Gi). On failure it dumps diagnostics.
 #
 # Volumes: the operator's webhook (like MOCO's) refuses growing a claim whose StorageClass
 # does not allow expansion, and kind's `standard` class (local-path) does not. The cluster
@@ -27,7 +29,11 @@
 #   KIND_CLUSTER          kind cluster name (default moco-rs-e2e); reused when it exists
 #   KEEP_CLUSTER=1        keep the cluster at the end (default: delete it, also on failure)
 #   CERT_MANAGER_VERSION  cert-manager release to install (default v1.16.2)
-#   MYSQL_IMAGE           mysqld image (default ghcr.io/cybozu-go/moco/mysql:8.4.8)
+#   FLAVOR                mysql (default) or mariadb: the server family of the cluster
+#   MYSQL_IMAGE           mysqld image (default ghcr.io/cybozu-go/moco/mysql:8.4.8, or
+#                         mariadb:10.11 with FLAVOR=mariadb; the agent image's mariadb-backup
+#                         is 10.11's, so another MariaDB series needs MARIADB_VERSION too)
+#   MARIADB_VERSION       the MariaDB series of the agent image's copy tools (default 10.11)
 #   KIND_NODE_IMAGE       optional kind node image (kindest/node:vX.Y.Z) for a new cluster
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
@@ -35,10 +41,17 @@ cd "$(dirname "$0")/.."
 KIND_CLUSTER=${KIND_CLUSTER:-moco-rs-e2e}
 KEEP_CLUSTER=${KEEP_CLUSTER:-0}
 CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-v1.16.2}
-MYSQL_IMAGE=${MYSQL_IMAGE:-ghcr.io/cybozu-go/moco/mysql:8.4.8}
+FLAVOR=${FLAVOR:-mysql}
+MARIADB_VERSION=${MARIADB_VERSION:-10.11}
+case $FLAVOR in
+  mysql) MYSQL_IMAGE=${MYSQL_IMAGE:-ghcr.io/cybozu-go/moco/mysql:8.4.8} ;;
+  mariadb) MYSQL_IMAGE=${MYSQL_IMAGE:-mariadb:$MARIADB_VERSION} ;;
+  *) echo "FLAVOR must be mysql or mariadb, not $FLAVOR" >&2; exit 2 ;;
+esac
 KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-}
 
 IMAGE_NAME=ghcr.io/moco-rs/moco # as named in deploy/kustomization.yaml
+AGENT_IMAGE_NAME=ghcr.io/moco-rs/moco-agent
 IMAGE_TAG=e2e
 CTX="kind-$KIND_CLUSTER"        # every kubectl call names this context explicitly
 SYSTEM_NS=moco-system           # deploy/namespace.yaml
@@ -186,6 +199,8 @@ kind: MySQLCluster
 metadata:
   namespace: $NS
   name: $NAME
+  annotations:
+    moco-rs/flavor: $FLAVOR
 spec:
   replicas: 3
   podTemplate:
@@ -193,6 +208,10 @@ spec:
       containers:
       - name: mysqld
         image: $MYSQL_IMAGE
+$(if [[ $FLAVOR == mariadb ]]; then
+  # The official image's entrypoint initialises a datadir of its own; moco-init already did.
+  printf '        command: ["mariadbd"]\n'
+fi)
         resources:
           requests:
             cpu: 100m
@@ -217,11 +236,17 @@ kind_version=$(kind version | awk '{print $2}')
 printf '%s\n' 0.23.0 "${kind_version#v}" | sort -V -C || die "kind $kind_version is older than v0.23.0"
 # Without provenance attestations: with Docker's containerd image store (the default of fresh
 # Docker 29 installs) they make `kind load docker-image` fail with "content digest not found".
-if docker buildx version >/dev/null 2>&1; then
-  docker buildx build --load --provenance=false -t "$IMAGE_NAME:$IMAGE_TAG" .
-else
-  DOCKER_BUILDKIT=1 docker build -t "$IMAGE_NAME:$IMAGE_TAG" .
-fi
+build_image() { # TAG [docker build flags...]
+  local tag=$1
+  shift
+  if docker buildx version >/dev/null 2>&1; then
+    docker buildx build --load --provenance=false -t "$tag" "$@" .
+  else
+    DOCKER_BUILDKIT=1 docker build -t "$tag" "$@" .
+  fi
+}
+build_image "$IMAGE_NAME:$IMAGE_TAG"
+build_image "$AGENT_IMAGE_NAME:$IMAGE_TAG" --target agent --build-arg "MARIADB_VERSION=$MARIADB_VERSION"
 cluster_touched=1
 reused=0
 clusters=$(kind get clusters 2>/dev/null)
@@ -234,14 +259,16 @@ else
   if [[ -n $KIND_NODE_IMAGE ]]; then create+=(--image "$KIND_NODE_IMAGE"); fi
   kind "${create[@]}"
 fi
-if ! kind load docker-image "$IMAGE_NAME:$IMAGE_TAG" --name "$KIND_CLUSTER"; then
-  note "kind load docker-image failed; retrying with a single-platform archive"
-  docker image save --platform "linux/$(docker version -f '{{.Server.Arch}}')" \
-    -o "$work/moco.tar" "$IMAGE_NAME:$IMAGE_TAG"
-  kind load image-archive "$work/moco.tar" --name "$KIND_CLUSTER"
-fi
+for image in "$IMAGE_NAME:$IMAGE_TAG" "$AGENT_IMAGE_NAME:$IMAGE_TAG"; do
+  if ! kind load docker-image "$image" --name "$KIND_CLUSTER"; then
+    note "kind load docker-image failed for $image; retrying with a single-platform archive"
+    docker image save --platform "linux/$(docker version -f '{{.Server.Arch}}')" \
+      -o "$work/image.tar" "$image"
+    kind load image-archive "$work/image.tar" --name "$KIND_CLUSTER"
+  fi
+done
 k wait node --all --for=condition=Ready --timeout=5m
-pass "image $IMAGE_NAME:$IMAGE_TAG built and loaded into kind cluster $KIND_CLUSTER"
+pass "images $IMAGE_NAME:$IMAGE_TAG and $AGENT_IMAGE_NAME:$IMAGE_TAG built and loaded into kind cluster $KIND_CLUSTER"
 
 step "2. cert-manager $CERT_MANAGER_VERSION"
 k apply -f "https://github.com/cert-manager/cert-manager/releases/download/$CERT_MANAGER_VERSION/cert-manager.yaml"
@@ -259,9 +286,19 @@ resources:
 images:
 - name: $IMAGE_NAME
   newTag: $IMAGE_TAG
+patches:
+- target:
+    kind: Deployment
+    name: $CONTROLLER
+  patch: |-
+    - op: add
+      path: /spec/template/spec/containers/0/args/-
+      value: --agent-image=$AGENT_IMAGE_NAME:$IMAGE_TAG
 EOF
 kubectl kustomize "$work/overlay" >"$work/moco.yaml"
 grep -Fq "image: $IMAGE_NAME:$IMAGE_TAG" "$work/moco.yaml" || die "the overlay did not set the image"
+grep -Fq -- "--agent-image=$AGENT_IMAGE_NAME:$IMAGE_TAG" "$work/moco.yaml" ||
+  die "the overlay did not set --agent-image"
 # cert-manager's own webhook may still refuse Issuers/Certificates for a little while.
 wait_for 300 "the operator manifests to apply" k apply --server-side -f "$work/moco.yaml"
 k wait crd mysqlclusters.moco.cybozu.com backuppolicies.moco.cybozu.com \

@@ -1,6 +1,6 @@
 //! `/healthz` and `/readyz` on the probe port (9081, plain HTTP for the kubelet).
 //!
-//! * `/healthz` (startup and liveness): the server answers `SELECT VERSION()`.
+//! * `/healthz` (startup and liveness): the server answers a ping as `moco-agent`.
 //! * `/readyz`: [`super::readiness::readiness`] over what the server says now.
 
 use std::sync::Arc;

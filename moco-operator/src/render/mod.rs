@@ -37,8 +37,9 @@ use serde_json::Value;
 
 pub use meta::ClusterId;
 
-/// MOCO v0.36's default moco-agent image (it also carries `moco-init`).
-pub const DEFAULT_AGENT_IMAGE: &str = "ghcr.io/cybozu-go/moco-agent:0.16.0";
+/// This release's agent image (`docker build --target agent`; it also carries `moco-init`).
+/// MOCO's agent speaks gRPC to MOCO's controller and cannot serve this operator.
+pub const DEFAULT_AGENT_IMAGE: &str = "ghcr.io/moco-rs/moco-agent:0.1.0";
 /// MOCO v0.36's default backup image.
 pub const DEFAULT_BACKUP_IMAGE: &str = "ghcr.io/cybozu-go/moco-backup:0.36.0";
 /// MOCO v0.36's default fluent-bit image of the slow-log sidecar.
