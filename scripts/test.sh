@@ -9,7 +9,7 @@ ensure_mariadb
 export CARGO_TERM_COLOR=never
 # The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
 # adding one.
-MIN_REAL_SERVER_TESTS=33
+MIN_REAL_SERVER_TESTS=34
 
 step() { printf '\n=== %s\n' "$*"; }
 

@@ -8,7 +8,9 @@
 //!    `lower_case_table_names` when given), the time zone tables are loaded when asked, and
 //!    the marker is written atomically. A second run finds the marker and skips this.
 //! 3. The per-instance snippet `<conf-dir>/my.cnf` is always rewritten: `server_id =
-//!    SERVER_ID_BASE + ordinal` and, for MySQL, `admin_address`.
+//!    SERVER_ID_BASE + ordinal`, for MySQL `admin_address`, and for MariaDB
+//!    `init_rpl_role = SLAVE` when the MySQLCluster records another instance as the primary
+//!    ([`crate::role`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,7 +22,7 @@ use moco_core::resources::mycnf::{InstanceConfig, instance_mycnf};
 
 use crate::error::AgentError;
 use crate::layout::{DataVolume, sync_dir, write_atomically};
-use crate::pod;
+use crate::{pod, role};
 
 /// `moco init`'s flags, as MOCO's moco-init takes them.
 #[derive(Clone, Debug, clap::Args)]
@@ -52,6 +54,10 @@ pub struct InitArgs {
     /// The Pod's name (its ordinal gives the server_id).
     #[arg(long, env = pod::POD_NAME)]
     pub pod_name: String,
+    /// The cluster's primary, when the caller knows it (tests); otherwise MariaDB reads it
+    /// from the MySQLCluster through the API.
+    #[arg(long, hide = true)]
+    pub primary_index: Option<u32>,
     /// Limit of each step (initialisation, loading time zones).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub timeout: Duration,
@@ -79,6 +85,8 @@ pub struct InitReport {
     pub snippet: PathBuf,
     /// The server family found.
     pub flavor: Option<Flavor>,
+    /// MariaDB starts as a replica (`init_rpl_role = SLAVE`).
+    pub replica_role: bool,
 }
 
 /// Runs `moco init`.
@@ -115,6 +123,14 @@ pub async fn run(args: &InitArgs) -> Result<InitReport, AgentError> {
         ),
     )
     .map_err(|e| AgentError::invalid("SERVER_ID_BASE", e.to_string()))?;
+    if flavor == Flavor::Mariadb {
+        let primary = match args.primary_index {
+            Some(p) => Some(p),
+            None => role::recorded_primary(&args.pod_name).await,
+        };
+        report.replica_role = primary.is_some_and(|p| p != ordinal);
+    }
+    let snippet = role::with_replica_role(&snippet, report.replica_role);
     std::fs::create_dir_all(&args.conf_dir)
         .map_err(|e| AgentError::io(&args.conf_dir, "create", e))?;
     report.snippet = args.conf_dir.join("my.cnf");
@@ -348,6 +364,7 @@ mod tests {
             init_timezones: false,
             zoneinfo_dir: "/usr/share/zoneinfo".into(),
             pod_name: "moco-db-2".into(),
+            primary_index: None,
             timeout: Duration::from_secs(5),
         }
     }

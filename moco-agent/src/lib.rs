@@ -14,6 +14,7 @@ pub mod error;
 pub mod init;
 pub mod layout;
 pub mod pod;
+pub mod role;
 
 pub use agent::config::AgentArgs;
 pub use error::{AgentError, Category};

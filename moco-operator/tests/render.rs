@@ -210,6 +210,8 @@ fn cluster_objects_are_owned_by_the_cluster_and_controller_objects_name_its_name
             ("ConfigMap", kinds[4].1),
             ("ConfigMap", kinds[5].1),
             ("ServiceAccount", "moco-db"),
+            ("Role", "moco-db"),
+            ("RoleBinding", "moco-db"),
             ("Service", "moco-db"),
             ("Service", "moco-db-primary"),
             ("Service", "moco-db-replica"),
@@ -219,7 +221,7 @@ fn cluster_objects_are_owned_by_the_cluster_and_controller_objects_name_its_name
     );
     assert!(kinds[4].1.starts_with("moco-db.") && kinds[4].1.len() == "moco-db.".len() + 8);
     assert!(kinds[5].1.starts_with("moco-slow-log-agent-config-db."));
-    assert_eq!(owned, 10);
+    assert_eq!(owned, 12);
     // The claim templates carry the owner too, so PVCs go with the cluster.
     let claims = objects
         .statefulset

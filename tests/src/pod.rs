@@ -114,6 +114,16 @@ impl TestPod {
     /// Runs the init container: the `moco` binary under the name `moco-init`, with MOCO's
     /// command line and `extra` flags before the server-id base.
     pub fn run_init(&self, server_id_base: u32, extra: &[&str]) -> Output {
+        self.run_init_with(server_id_base, extra, &[])
+    }
+
+    /// [`TestPod::run_init`] with `env` set too (a kubeconfig).
+    pub fn run_init_with(
+        &self,
+        server_id_base: u32,
+        extra: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Output {
         let alias = self.dir.join("moco-init");
         if !alias.exists()
             && let Err(e) = std::os::unix::fs::symlink(moco_bin(), &alias)
@@ -126,7 +136,11 @@ impl TestPod {
             .args(extra)
             .arg(server_id_base.to_string())
             .env("POD_NAME", &self.name)
-            .env("TMPDIR", self.dir.join("tmp"));
+            .env("TMPDIR", self.dir.join("tmp"))
+            // No kubeconfig of the machine: only the one a test gives.
+            .env("KUBECONFIG", self.dir.join("no-kubeconfig"))
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .envs(env.iter().map(|(k, v)| (*k, *v)));
         match cmd.output() {
             Ok(o) => o,
             Err(e) => panic!("run moco-init: {e}"),
@@ -224,6 +238,7 @@ impl AgentProcess {
             format!("--data-dir={}", pod.volume().display()),
             format!("--defaults-file={}", pod.mysqld.defaults_file().display()),
             format!("--slow-log={}", pod.slow_log().display()),
+            format!("--conf-dir={}", pod.conf_dir().display()),
         ];
         args.extend(extra.iter().map(|a| (*a).to_owned()));
         let mut env = vec![
@@ -335,4 +350,44 @@ pub async fn wait_http(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Serves `fake` over HTTP on loopback and writes a kubeconfig for it (namespace `ns`) in
+/// `dir`; returns the kubeconfig's path.
+pub async fn fake_kubeconfig(
+    fake: &moco_operator::testing::apiserver::FakeApiServer,
+    dir: &Path,
+    ns: &str,
+) -> PathBuf {
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => panic!("bind: {e}"),
+    };
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let router = fake.router();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let path = dir.join("kubeconfig");
+    let text = [
+        "apiVersion: v1".to_owned(),
+        "kind: Config".to_owned(),
+        "clusters:".to_owned(),
+        "- name: fake".to_owned(),
+        "  cluster:".to_owned(),
+        format!("    server: http://127.0.0.1:{port}"),
+        "users:".to_owned(),
+        "- name: pod".to_owned(),
+        "  user: {}".to_owned(),
+        "contexts:".to_owned(),
+        "- name: pod".to_owned(),
+        "  context:".to_owned(),
+        "    cluster: fake".to_owned(),
+        "    user: pod".to_owned(),
+        format!("    namespace: {ns}"),
+        "current-context: pod".to_owned(),
+    ]
+    .join("\n");
+    if let Err(e) = std::fs::write(&path, text) {
+        panic!("write kubeconfig: {e}");
+    }
+    path
 }

@@ -229,6 +229,23 @@ async fn agents_clone_a_mariadb_instance_over_mutual_tls() {
         .await
         .unwrap();
     wait_http(a1.probe, "/readyz", 200, LIMIT, || a1.log_tail()).await;
+    // The replica's next start (a crashed container) is as a replica; the primary's is not.
+    let snippet = |pod: &TestPod| std::fs::read_to_string(pod.conf_dir().join("my.cnf")).unwrap();
+    let deadline = Instant::now() + LIMIT;
+    while !snippet(&recipient).contains("init_rpl_role = SLAVE") {
+        assert!(
+            Instant::now() < deadline,
+            "{}\n{}",
+            snippet(&recipient),
+            a1.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        !snippet(&donor).contains("init_rpl_role"),
+        "{}",
+        snippet(&donor)
+    );
     r.query_drop("STOP SLAVE SQL_THREAD").await.unwrap();
     let body = wait_http(a1.probe, "/readyz", 503, LIMIT, || a1.log_tail()).await;
     assert!(body.contains("SQL: No"), "{body}");

@@ -69,6 +69,70 @@ async fn init_creates_the_datadir_once_and_the_server_starts_on_it() {
     pod.stop().await;
 }
 
+/// A MariaDB Pod coming back while the cluster records another primary starts as a replica
+/// (`init_rpl_role = SLAVE`, which rolls back an unacknowledged binlog tail); the primary's
+/// own Pod, or a cluster that recorded no primary yet, starts in the default role. The
+/// recorded primary is read through the API with the Pod's credentials (a kubeconfig here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_starts_an_instance_that_is_not_the_recorded_primary_as_a_replica() {
+    let test = "init_starts_an_instance_that_is_not_the_recorded_primary_as_a_replica";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let pod = TestPod::new(&binary, root.path(), 1);
+    let fake = moco_operator::testing::apiserver::FakeApiServer::new();
+    let kubeconfig = moco_tests::pod::fake_kubeconfig(&fake, root.path(), "drill").await;
+    let env = [("KUBECONFIG", kubeconfig.as_path())];
+    let snippet = || std::fs::read_to_string(pod.conf_dir().join("my.cnf")).unwrap();
+    let run = |expect: bool| {
+        let out = pod.run_init_with(10, &[], &env);
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{log}");
+        assert!(log.contains(&format!("\"replica_role\":{expect}")), "{log}");
+    };
+    // No MySQLCluster readable: the default role, and init still succeeds.
+    run(false);
+    assert!(!snippet().contains("init_rpl_role"), "{}", snippet());
+    fake.insert(serde_json::json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+        "metadata": {"name": "db", "namespace": "drill"},
+        "spec": {"replicas": 3, "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]}},
+                 "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"}}]}
+    }));
+    // No primary recorded yet (clustering never ran).
+    run(false);
+    let recorded = |index: u32| {
+        fake.set_status(
+            "moco.cybozu.com/v1beta2/mysqlclusters",
+            "drill",
+            "db",
+            serde_json::json!({"currentPrimaryIndex": index, "conditions": [{
+                "type": "Initialized", "status": "True", "reason": "Initialized",
+                "message": "", "lastTransitionTime": "2026-11-23T00:00:00Z"}]}),
+        );
+    };
+    recorded(0);
+    run(true);
+    assert!(
+        snippet().ends_with("init_rpl_role = SLAVE\n"),
+        "{}",
+        snippet()
+    );
+    // MariaDB takes it (it refuses to start on an option it does not know; the option is a
+    // start-up one, with no variable to read back).
+    pod.start().await;
+    let mut c = root_on_socket(&pod.socket()).await;
+    let one: u32 = c.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1);
+    drop(c);
+    pod.stop().await;
+    // The primary's own Pod.
+    recorded(1);
+    run(false);
+    assert!(!snippet().contains("init_rpl_role"), "{}", snippet());
+}
+
 /// A bad command line names the flag; a Pod name without an ordinal names POD_NAME.
 #[test]
 fn init_refuses_bad_input_by_name() {

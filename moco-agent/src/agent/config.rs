@@ -57,6 +57,10 @@ pub struct AgentArgs {
     /// The data volume (the datadir is `data/` under it).
     #[arg(long, default_value = "/var/lib/mysql")]
     pub data_dir: PathBuf,
+    /// The per-instance snippet directory `moco init` writes (the agent keeps its replica role
+    /// line in step).
+    #[arg(long, default_value = "/etc/mysql-conf.d")]
+    pub conf_dir: PathBuf,
     /// mysqld's my.cnf (the backup tool reads it).
     #[arg(long, default_value = "/etc/mysql/my.cnf")]
     pub defaults_file: PathBuf,

@@ -208,6 +208,10 @@ pub async fn run(
         state.agent.clone(),
         state.metrics.clone(),
     ));
+    let role_keeper = tokio::spawn(crate::role::keep_replica_role(
+        state.agent.clone(),
+        args.conf_dir.join("my.cnf"),
+    ));
     if let Some(tx) = ready {
         let _ = tx.send(addrs);
     }
@@ -224,6 +228,7 @@ pub async fn run(
     }
     starter.abort();
     rotator.abort();
+    role_keeper.abort();
     reloader.abort();
     while tasks.join_next().await.is_some() {}
     outcome

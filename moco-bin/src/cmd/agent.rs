@@ -30,6 +30,7 @@ pub fn run_init(args: &InitArgs) -> Result<ExitCode, Error> {
         swapped_clone = report.swapped_clone,
         initialized = report.initialized,
         loaded_timezones = report.loaded_timezones,
+        replica_role = report.replica_role,
         snippet = %report.snippet.display(),
         "moco init done"
     );

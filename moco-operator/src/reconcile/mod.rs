@@ -381,6 +381,8 @@ async fn apply_all(
     apply(&accounts, &id.prefixed(), &objects.service_account)
         .await
         .map_err(ReconcileError::api(Step::Services))?;
+    let (role, binding) = &objects.instance_rbac;
+    apply_rbac(ctx, id, &id.prefixed(), role, binding, Step::Services).await?;
     let services: Api<Service> = Api::namespaced(client.clone(), ns);
     for s in &objects.services {
         apply(&services, &name_of(s), s)

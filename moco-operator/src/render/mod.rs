@@ -134,6 +134,8 @@ pub struct ClusterObjects {
     pub slow_log_config_map: Option<ConfigMap>,
     /// `moco-<name>`: the identity of the mysqld Pods.
     pub service_account: ServiceAccount,
+    /// `moco-<name>` Role and RoleBinding: the Pods may read their MySQLCluster.
+    pub instance_rbac: (Role, RoleBinding),
     /// `moco-<name>` (headless), `moco-<name>-primary`, `moco-<name>-replica`.
     pub services: [Service; 3],
     /// `moco-<name>`.
@@ -278,6 +280,7 @@ pub fn render_cluster(
         mycnf_config_map,
         slow_log_config_map,
         service_account: services::service_account(&id),
+        instance_rbac: services::instance_rbac(&id),
         services: services::services(&id, spec),
         statefulset,
         pdb,
@@ -303,6 +306,8 @@ impl ClusterObjects {
             out.push(typed(c)?);
         }
         out.push(typed(&self.service_account)?);
+        out.push(typed(&self.instance_rbac.0)?);
+        out.push(typed(&self.instance_rbac.1)?);
         for s in &self.services {
             out.push(typed(s)?);
         }

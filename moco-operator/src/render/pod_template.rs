@@ -303,7 +303,8 @@ fn agent(inputs: &PodInputs<'_>) -> Container {
             mount(volume::GRPC_CERT, "/grpc-cert", true),
             mount(DATA_CLAIM_NAME, "/var/lib/mysql", false),
             mount(volume::CONF, "/etc/mysql", true),
-            mount(volume::CONF_D, "/etc/mysql-conf.d", true),
+            // Writable: the agent keeps MariaDB's replica role line for the next start.
+            mount(volume::CONF_D, "/etc/mysql-conf.d", false),
         ]),
         resources: Some(match inputs.flavor {
             // mariadb-backup's prepare step alone takes 100 MiB of buffers by default.

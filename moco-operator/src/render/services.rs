@@ -1,7 +1,8 @@
-//! The ServiceAccount of the mysqld Pods and the three Services: headless (stable Pod names),
-//! primary (writes) and replica (reads).
+//! The ServiceAccount of the mysqld Pods with what it may read, and the three Services:
+//! headless (stable Pod names), primary (writes) and replica (reads).
 
 use k8s_openapi::api::core::v1::{Service, ServiceAccount, ServicePort, ServiceSpec};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use moco_api::labels::{LABEL_ROLE, ROLE_PRIMARY, ROLE_REPLICA};
 use moco_api::mysqlcluster::{MySQLClusterSpec, ServiceTemplate};
@@ -31,6 +32,38 @@ pub fn service_account(id: &ClusterId) -> ServiceAccount {
         metadata: id.owned_meta(id.prefixed(), id.labels()),
         ..ServiceAccount::default()
     }
+}
+
+/// `moco-<name>` Role and RoleBinding: the Pods' ServiceAccount may read its own MySQLCluster,
+/// and nothing else. `moco init` reads which instance is the primary there: a MariaDB
+/// instance coming back as a replica starts with `init_rpl_role=SLAVE` (see `docs/agent.md`).
+pub fn instance_rbac(id: &ClusterId) -> (Role, RoleBinding) {
+    let name = id.prefixed();
+    let role = Role {
+        metadata: id.owned_meta(name.clone(), id.labels()),
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec!["moco.cybozu.com".into()]),
+            resources: Some(vec!["mysqlclusters".into()]),
+            verbs: vec!["get".into()],
+            resource_names: Some(vec![id.name.clone()]),
+            ..PolicyRule::default()
+        }]),
+    };
+    let binding = RoleBinding {
+        metadata: id.owned_meta(name.clone(), id.labels()),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name: name.clone(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name,
+            namespace: Some(id.namespace.clone()),
+            ..Subject::default()
+        }]),
+    };
+    (role, binding)
 }
 
 /// Headless, primary and replica Services, in that order.
