@@ -1,5 +1,7 @@
-//! The operator's half of a clone on Kubernetes: `AgentCloner`, the manager's clone port,
-//! against real agents and servers standing in for two Pods, and the fake API server. A
+//! The operator's half of a clone on Kubernetes: the Kubernetes platform's clone port (the
+//! manager's `clone` operation), which reads the cluster's Secret and hands the clone to
+//! `AgentCloner`, against real agents and servers standing in for two Pods, and the fake API
+//! server. A
 //! kubelet stand-in re-creates a deleted Pod the way a StatefulSet does: the agent and server
 //! stop, `moco init` runs, both start again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -9,11 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moco_adapters::mysql::{Account, Dialect, sql};
-use moco_adapters::ports::Credentials;
+use moco_adapters::ports::Platform as _;
 use moco_core::operation::ReplicationSource;
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::clustering::agent::AgentCloner;
-use moco_operator::clustering::platform::{CloneCredentials, InstanceCloner};
+use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};
+use moco_operator::metrics::ClusterMetrics;
 use moco_operator::render::ClusterId;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
@@ -96,6 +99,25 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
     let fake = FakeApiServer::new();
     fake.insert(pod_object("moco-db-0"));
     fake.insert(pod_object("moco-db-1"));
+    // The cluster's password Secret, as the operator writes it.
+    let secret = k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("moco-db".into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        data: Some(
+            moco_tests::pod::test_passwords()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), k8s_openapi::ByteString(v.into_bytes())))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    let mut secret = serde_json::to_value(secret).unwrap();
+    secret["apiVersion"] = json!("v1");
+    secret["kind"] = json!("Secret");
+    fake.insert(secret);
     let addresses = StaticAddresses {
         by_index: BTreeMap::from([
             (0, ("127.0.0.1".to_owned(), donor.port)),
@@ -139,21 +161,16 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
         namespace: NS.into(),
         uid: "uid-1".into(),
     };
-    let cloner = AgentCloner::new(
+    let addresses = Arc::new(addresses);
+    let cloner = AgentCloner::new(fake.client(), certs.controller.0.clone(), addresses.clone());
+    let platform = KubePlatform::new(
         fake.client(),
-        certs.controller.0.clone(),
-        Arc::new(addresses),
+        id.clone(),
+        addresses,
+        Arc::new(MysqlConnector),
+        Some(Arc::new(cloner)),
+        ClusterMetrics::default(),
     );
-    let credentials = CloneCredentials {
-        donor: Credentials {
-            user: "moco-clone-donor".into(),
-            password: test_password(Account::CloneDonor),
-        },
-        init: Credentials {
-            user: "moco-admin".into(),
-            password: test_password(Account::Admin),
-        },
-    };
     let donor_source = ReplicationSource::Instance {
         index: 0,
         host: "127.0.0.1".into(),
@@ -161,13 +178,7 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
     };
     tokio::time::timeout(
         Duration::from_secs(600),
-        cloner.clone_instance(
-            &id,
-            1,
-            &donor_source,
-            &credentials,
-            Duration::from_secs(120),
-        ),
+        platform.clone_instance(1, &donor_source, Duration::from_secs(120)),
     )
     .await
     .expect("the clone finished in time")
@@ -191,8 +202,8 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
     assert_eq!(rows, 5000);
     assert_eq!(state, donor_state);
     // A second request finds the clone done and the instance no longer empty.
-    let e = cloner
-        .clone_instance(&id, 1, &donor_source, &credentials, Duration::from_secs(60))
+    let e = platform
+        .clone_instance(1, &donor_source, Duration::from_secs(60))
         .await
         .unwrap_err();
     assert!(e.to_string().contains("not empty"), "{e}");
