@@ -303,3 +303,38 @@ where
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The name that decides what a client may do comes from its certificate: the subject's
+    /// common name, and the DNS names.
+    #[test]
+    fn peer_identity_reads_the_common_name_and_dns_names() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["a.example".to_owned()]).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "moco-controller");
+        let cert = params.self_signed(&key).unwrap();
+        let peer = PeerIdentity::from_certificate(cert.der());
+        assert_eq!(peer.common_name.as_deref(), Some("moco-controller"));
+        assert_eq!(peer.dns_names, ["a.example"]);
+        assert_eq!(peer.to_string(), "CN=moco-controller");
+        let garbage = CertificateDer::from(vec![1u8, 2, 3]);
+        assert_eq!(
+            PeerIdentity::from_certificate(&garbage),
+            PeerIdentity::default()
+        );
+    }
+
+    #[test]
+    fn a_ca_file_without_a_certificate_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.crt");
+        std::fs::write(&ca, "not a certificate").unwrap();
+        let e = load_roots(&ca).unwrap_err();
+        assert!(e.to_string().contains("ca.crt"), "{e}");
+    }
+}

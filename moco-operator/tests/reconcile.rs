@@ -210,6 +210,8 @@ async fn the_first_round_creates_every_object_with_one_field_manager() {
             "moco-agent-ns.db",
         ),
         ("v1/serviceaccounts", NS, "moco-db"),
+        ("rbac.authorization.k8s.io/v1/roles", NS, "moco-db"),
+        ("rbac.authorization.k8s.io/v1/rolebindings", NS, "moco-db"),
         ("v1/services", NS, "moco-db"),
         ("v1/services", NS, "moco-db-primary"),
         ("v1/services", NS, "moco-db-replica"),
@@ -221,6 +223,16 @@ async fn the_first_round_creates_every_object_with_one_field_manager() {
             "{resource} {ns}/{name} missing"
         );
     }
+    // The Pods may read their own MySQLCluster, nothing else.
+    let role = env
+        .fake
+        .get_json("rbac.authorization.k8s.io/v1/roles", NS, "moco-db")
+        .unwrap();
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": ["moco.cybozu.com"], "resources": ["mysqlclusters"],
+                "verbs": ["get"], "resourceNames": ["db"]}])
+    );
     assert_eq!(mycnf_names(&env).len(), 1);
     assert_eq!(
         mounted_mycnf(&env.sts().unwrap()),
