@@ -89,6 +89,13 @@ pub async fn recorded_primary(pod_name: &str) -> Option<u32> {
         .and_then(|i| u32::try_from(i).ok())
 }
 
+/// Whether a server that is `read_only` and has replication configured (or not) restarts as a
+/// replica. A writable server never does, whatever replication it still has configured: the
+/// role would let a primary drop what its replicas hold (MDEV-33465).
+pub fn starts_as_replica(read_only: bool, replicating: bool) -> bool {
+    read_only && replicating
+}
+
 /// How often the agent looks at its server's role.
 const ROLE_CHECK: Duration = Duration::from_secs(5);
 
@@ -107,7 +114,7 @@ pub async fn keep_replica_role(server: Arc<moco_adapters::mysql::MysqlInstance>,
         let Ok(text) = std::fs::read_to_string(&snippet) else {
             continue;
         };
-        let wanted = with_replica_role(&text, read_only && replica.is_some());
+        let wanted = with_replica_role(&text, starts_as_replica(read_only, replica.is_some()));
         if wanted != text {
             match crate::layout::write_atomically(&snippet, wanted.as_bytes()) {
                 Ok(()) => tracing::info!(
@@ -137,6 +144,17 @@ mod tests {
         );
         assert_eq!(with_replica_role(&replica, true), replica);
         assert_eq!(with_replica_role(&replica, false), base);
+    }
+
+    #[test]
+    fn only_a_read_only_replicating_server_restarts_as_a_replica() {
+        assert!(starts_as_replica(true, true));
+        assert!(
+            !starts_as_replica(false, true),
+            "a primary with stale replication"
+        );
+        assert!(!starts_as_replica(true, false), "not replicating yet");
+        assert!(!starts_as_replica(false, false));
     }
 
     #[test]

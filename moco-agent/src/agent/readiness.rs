@@ -199,6 +199,15 @@ mod tests {
             ..LIMITS
         };
         assert_eq!(readiness(&facts, off), Verdict::Ready);
+        // Up exactly the wait: no longer waiting.
+        assert_eq!(
+            with(|f| {
+                f.uptime = LIMITS.queueing_wait;
+                r(f).anything_queued = false;
+                r(f).lag = None;
+            }),
+            Verdict::Ready
+        );
         // Up long enough, nothing received: ready.
         assert_eq!(
             with(|f| {
