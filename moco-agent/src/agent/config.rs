@@ -21,7 +21,8 @@ pub struct AgentArgs {
     /// `/metrics`.
     #[arg(long, default_value = ":8080", value_parser = parse_listen_addr)]
     pub metrics_address: ListenAddr,
-    /// Idle time after which a pooled SQL connection is closed.
+    /// MOCO's idle time of pooled SQL connections. Accepted; this agent keeps at most two
+    /// connections on the socket.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub max_idle_time: Duration,
     /// Limit for connecting to mysqld.
@@ -48,7 +49,8 @@ pub struct AgentArgs {
     /// A replica that has received nothing is not ready until mysqld has run this long.
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     pub transaction_queueing_wait: Duration,
-    /// mysqld is reached on localhost (MOCO's `agentUseLocalhost`).
+    /// MOCO's `agentUseLocalhost`. Accepted; this agent always reaches mysqld on its socket
+    /// (and on 127.0.0.1 for the backup tool), which needs no address.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value = "false", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub mysqld_localhost: bool,
     /// mysqld's TCP port on loopback (the backup tool and the first login of `moco-admin`).
