@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Runs every test of moco-rs; installs what the tests need (MariaDB from Debian, the
-# manifest validators from PyPI). Real-server tests start their own mariadbd processes on
+# Runs every test of moco-rs; installs what the tests need (MariaDB from Debian, moto's S3
+# server and the manifest validators from PyPI). Real-server tests start their own mariadbd processes on
 # free loopback ports and stop them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/install.sh
 ensure_mariadb
+ensure_moto
 export CARGO_TERM_COLOR=never
 # The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
 # adding one.
-MIN_REAL_SERVER_TESTS=34
+MIN_REAL_SERVER_TESTS=35
 
 step() { printf '\n=== %s\n' "$*"; }
 
@@ -20,7 +21,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "tests (unit, property, scenario, real MariaDB, moco local end to end)"
 # Under the test command a missing server fails the real-server tests (never a skip), and
 # each of them records itself in the ledger so that the count below shows they ran.
-unset MOCO_SKIP_REAL_SERVER
+unset MOCO_SKIP_REAL_SERVER MOCO_SKIP_OBJECT_STORES
 ledger=$(mktemp -d)
 trap 'rm -rf "$ledger"' EXIT
 export MOCO_REAL_SERVER_LEDGER="$ledger"

@@ -18,3 +18,15 @@ ensure_mariadb() {
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
 }
+
+# ensure_moto: an S3-compatible server for the object-store tests (moto's, from PyPI) in a
+# virtualenv under the cache directory; exports MOCO_MOTO_SERVER.
+ensure_moto() {
+  local venv="${XDG_CACHE_HOME:-$HOME/.cache}/moco-rs/moto-5.2.5"
+  if [ ! -x "$venv/bin/moto_server" ]; then
+    echo "installing moto 5.2.5 (S3 test server) into $venv ..." >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "moto[server]==5.2.5"
+  fi
+  export MOCO_MOTO_SERVER="$venv/bin/moto_server"
+}

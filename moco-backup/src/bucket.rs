@@ -1,0 +1,535 @@
+//! Where backups go: MOCO's `BucketConfig` (S3 and S3-compatible services, Google Cloud
+//! Storage, Azure Blob Storage) or a local directory, all behind `object_store`'s one
+//! interface. Objects stream both ways: an upload is a multipart upload fed as the bytes come
+//! (memory bounded by a few parts whatever the size), aborted on any error, so no object that
+//! looks complete is left behind by a failed one.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::TryStreamExt as _;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
+use object_store::{ClientOptions, ObjectStore, ObjectStoreExt as _, WriteMultipart};
+use tokio::io::{AsyncRead, AsyncReadExt as _};
+
+/// The object storage API (`bucketConfig.backendType`, plus a local directory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Amazon S3 and S3-compatible services (`s3`, MOCO's default).
+    S3,
+    /// Google Cloud Storage (`gcs`).
+    Gcs,
+    /// Azure Blob Storage (`azure`); the bucket is the container.
+    Azure,
+    /// A directory of this machine (`moco local`, tests).
+    Directory,
+}
+
+/// A bucket as MOCO's `BucketConfig` describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BucketSpec {
+    /// The API.
+    pub backend: Backend,
+    /// `bucketName` (a directory's path for [`Backend::Directory`]).
+    pub name: String,
+    /// `region`.
+    pub region: Option<String>,
+    /// `endpointURL`.
+    pub endpoint: Option<String>,
+    /// `usePathStyle`.
+    pub path_style: bool,
+    /// `caCert`: a PEM file of extra CAs to trust.
+    pub ca_cert: Option<PathBuf>,
+}
+
+/// Why a bucket cannot be used. Each names the field (its JSON name) or the object.
+#[derive(Debug, thiserror::Error)]
+pub enum BucketError {
+    /// A field is wrong.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// `bucketConfig.bucketName`, …
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// The store refused or failed.
+    #[error("{target}: {source}")]
+    Store {
+        /// The bucket and object.
+        target: String,
+        /// The store's error.
+        source: object_store::Error,
+    },
+    /// Reading the data to upload failed.
+    #[error("{target}: reading the data to upload: {source}")]
+    Read {
+        /// The bucket and object.
+        target: String,
+        /// The IO error.
+        source: std::io::Error,
+    },
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> BucketError {
+    BucketError::Invalid {
+        field,
+        message: message.into(),
+    }
+}
+
+/// Expands `$(VAR)` as Kubernetes expands container arguments (`$$` is a literal `$`). A
+/// variable that is not set is an error naming it: Kubernetes leaves such a reference as it
+/// is, and a bucket called `$(BUCKET)` is never what was meant.
+pub fn expand_variables(
+    field: &'static str,
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, BucketError> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('(') {
+            let Some(end) = body.find(')') else {
+                return Err(invalid(field, format!("{text:?}: `$(` without `)`")));
+            };
+            let name = &body[..end];
+            let value = lookup(name).ok_or_else(|| {
+                invalid(
+                    field,
+                    format!("{text:?} refers to $({name}), which is not set in the environment"),
+                )
+            })?;
+            out.push_str(&value);
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+impl BucketSpec {
+    /// A bucket from a URL, for the command line: `s3://BUCKET`, `gs://BUCKET`,
+    /// `azure://CONTAINER`, `file:///DIR` or a plain path.
+    pub fn from_url(url: &str) -> Result<Self, BucketError> {
+        let (backend, name) = match url.split_once("://") {
+            Some(("s3", b)) => (Backend::S3, b),
+            Some(("gs" | "gcs", b)) => (Backend::Gcs, b),
+            Some(("azure", b)) => (Backend::Azure, b),
+            Some(("file", p)) => (Backend::Directory, p),
+            Some((scheme, _)) => {
+                return Err(invalid(
+                    "url",
+                    format!(
+                        "{url:?}: unknown scheme {scheme:?}; use s3://, gs://, azure:// or file://"
+                    ),
+                ));
+            }
+            None => (Backend::Directory, url),
+        };
+        if name.is_empty() || (backend != Backend::Directory && name.contains('/')) {
+            return Err(invalid(
+                "url",
+                format!(
+                    "{url:?}: expected SCHEME://BUCKET with a bucket name and nothing after it"
+                ),
+            ));
+        }
+        Ok(BucketSpec {
+            backend,
+            name: name.to_owned(),
+            region: None,
+            endpoint: None,
+            path_style: false,
+            ca_cert: None,
+        })
+    }
+
+    /// What the bucket is called in messages (`s3://backups`, `dir:/var/backups`).
+    pub fn describe(&self) -> String {
+        match self.backend {
+            Backend::S3 => format!("s3://{}", self.name),
+            Backend::Gcs => format!("gs://{}", self.name),
+            Backend::Azure => format!("azure://{}", self.name),
+            Backend::Directory => format!("dir:{}", self.name),
+        }
+    }
+
+    /// Opens the bucket. Credentials and settings come from `env` as each service's SDK reads
+    /// them (`AWS_*`, `AZURE_*`, `GOOGLE_*`); `bucketName` may refer to `$(VAR)`s in it.
+    pub fn open(&self, env: &BTreeMap<String, String>) -> Result<Bucket, BucketError> {
+        // reqwest takes the process's rustls provider (ring, as everywhere in moco-rs) and
+        // panics without one; installing it again is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let lookup = |k: &str| env.get(k).cloned();
+        let name = expand_variables("bucketConfig.bucketName", &self.name, lookup)?;
+        if name.is_empty() {
+            return Err(invalid("bucketConfig.bucketName", "empty"));
+        }
+        let mut client = ClientOptions::new();
+        if let Some(ca) = &self.ca_cert {
+            let pem = std::fs::read(ca)
+                .map_err(|e| invalid("bucketConfig.caCert", format!("{}: {e}", ca.display())))?;
+            let certs = object_store::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| invalid("bucketConfig.caCert", format!("{}: {e}", ca.display())))?;
+            for c in certs {
+                client = client.with_root_certificate(c);
+            }
+        }
+        let plain_http = self
+            .endpoint
+            .as_deref()
+            .is_some_and(|e| e.starts_with("http://"));
+        if plain_http {
+            client = client.with_allow_http(true);
+        }
+        let target = |e: object_store::Error| BucketError::Store {
+            target: self.describe(),
+            source: e,
+        };
+        let store: Arc<dyn ObjectStore> = match self.backend {
+            Backend::S3 => {
+                let mut b = AmazonS3Builder::new();
+                for (k, v) in env {
+                    if let Ok(key) = k.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() {
+                        b = b.with_config(key, v);
+                    }
+                }
+                b = b
+                    .with_bucket_name(&name)
+                    .with_client_options(client)
+                    // MOCO's `usePathStyle`: path style when set; object_store's default is
+                    // path style too, so only an endpoint without it goes virtual-hosted.
+                    .with_virtual_hosted_style_request(!self.path_style && self.endpoint.is_none());
+                if let Some(r) = &self.region {
+                    b = b.with_region(r);
+                }
+                if let Some(e) = &self.endpoint {
+                    b = b.with_endpoint(e);
+                }
+                Arc::new(b.build().map_err(target)?)
+            }
+            Backend::Azure => {
+                let mut b = MicrosoftAzureBuilder::new();
+                for (k, v) in env {
+                    if let Ok(key) = k.to_ascii_lowercase().parse::<AzureConfigKey>() {
+                        b = b.with_config(key, v);
+                    }
+                }
+                // MOCO's Job environment names the account as the Azure CLI does.
+                if let Some(account) = env.get("AZURE_STORAGE_ACCOUNT") {
+                    b = b.with_account(account);
+                }
+                if let Some(key) = env.get("AZURE_STORAGE_KEY") {
+                    b = b.with_access_key(key);
+                }
+                b = b.with_container_name(&name).with_client_options(client);
+                if let Some(e) = &self.endpoint {
+                    b = b.with_endpoint(e.clone());
+                }
+                Arc::new(b.build().map_err(target)?)
+            }
+            Backend::Gcs => {
+                let mut b = GoogleCloudStorageBuilder::new();
+                for (k, v) in env {
+                    if let Ok(key) = k.to_ascii_lowercase().parse::<GoogleConfigKey>() {
+                        b = b.with_config(key, v);
+                    }
+                }
+                b = b.with_bucket_name(&name).with_client_options(client);
+                if let Some(e) = &self.endpoint {
+                    b = b.with_base_url(e);
+                }
+                Arc::new(b.build().map_err(target)?)
+            }
+            Backend::Directory => {
+                std::fs::create_dir_all(&name).map_err(|e| {
+                    invalid("url", format!("{name}: cannot create the directory: {e}"))
+                })?;
+                Arc::new(LocalFileSystem::new_with_prefix(&name).map_err(target)?)
+            }
+        };
+        Ok(Bucket {
+            store,
+            describe: match self.backend {
+                Backend::Directory => format!("dir:{name}"),
+                _ => BucketSpec {
+                    name,
+                    ..self.clone()
+                }
+                .describe(),
+            },
+        })
+    }
+}
+
+/// An object in a bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Its key.
+    pub key: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// An open bucket.
+#[derive(Clone, Debug)]
+pub struct Bucket {
+    store: Arc<dyn ObjectStore>,
+    describe: String,
+}
+
+/// The part size of uploads: object_store's default (S3's minimum is 5 MiB).
+const PART: usize = 5 * 1024 * 1024;
+/// Parts in flight at once: memory is about this many parts.
+const PARTS_IN_FLIGHT: usize = 4;
+
+impl Bucket {
+    fn target(&self, key: &str) -> String {
+        format!("{}/{key}", self.describe)
+    }
+
+    fn path(&self, key: &str) -> Result<ObjectPath, BucketError> {
+        ObjectPath::parse(key).map_err(|e| invalid("key", format!("{key:?}: {e}")))
+    }
+
+    /// Uploads everything `data` yields as `key`; returns the bytes written. On any failure
+    /// the upload is aborted: the key is not created.
+    pub async fn upload<R: AsyncRead + Unpin>(
+        &self,
+        key: &str,
+        mut data: R,
+    ) -> Result<u64, BucketError> {
+        let path = self.path(key)?;
+        let store_error = |e| BucketError::Store {
+            target: self.target(key),
+            source: e,
+        };
+        let upload = self.store.put_multipart(&path).await.map_err(store_error)?;
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
+        let mut buffer = vec![0u8; 256 * 1024];
+        let mut total = 0u64;
+        loop {
+            let n = match data.read(&mut buffer).await {
+                Ok(n) => n,
+                Err(source) => {
+                    let _ = writer.abort().await;
+                    return Err(BucketError::Read {
+                        target: self.target(key),
+                        source,
+                    });
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                let _ = writer.abort().await;
+                return Err(store_error(e));
+            }
+            writer.write(&buffer[..n]);
+            total += n as u64;
+        }
+        writer.finish().await.map_err(store_error)?;
+        Ok(total)
+    }
+
+    /// The object `key`, streamed.
+    pub async fn download(
+        &self,
+        key: &str,
+    ) -> Result<impl AsyncRead + Unpin + Send + use<>, BucketError> {
+        let path = self.path(key)?;
+        let target = self.target(key);
+        let result = self
+            .store
+            .get(&path)
+            .await
+            .map_err(|e| BucketError::Store {
+                target: target.clone(),
+                source: e,
+            })?;
+        let stream = result
+            .into_stream()
+            .map_err(move |e| std::io::Error::other(format!("{target}: {e}")));
+        Ok(tokio_util::io::StreamReader::new(stream))
+    }
+
+    /// The objects whose keys start with `prefix` (a whole path segment, or empty for all).
+    pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, BucketError> {
+        let prefix = if prefix.is_empty() {
+            None
+        } else {
+            Some(self.path(prefix)?)
+        };
+        let mut out: Vec<ObjectInfo> = self
+            .store
+            .list(prefix.as_ref())
+            .map_ok(|m| ObjectInfo {
+                key: m.location.to_string(),
+                size: m.size,
+            })
+            .try_collect()
+            .await
+            .map_err(|e| BucketError::Store {
+                target: self.target(""),
+                source: e,
+            })?;
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    /// Deletes `key`.
+    pub async fn delete(&self, key: &str) -> Result<(), BucketError> {
+        let path = self.path(key)?;
+        self.store
+            .delete(&path)
+            .await
+            .map_err(|e| BucketError::Store {
+                target: self.target(key),
+                source: e,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn variables_expand_as_kubernetes_does() {
+        let e = env(&[("BUCKET", "prod"), ("ENV", "eu")]);
+        let f = "bucketConfig.bucketName";
+        assert_eq!(
+            expand_variables(f, "$(BUCKET)-$(ENV)", &e).unwrap(),
+            "prod-eu"
+        );
+        assert_eq!(expand_variables(f, "$$(BUCKET)", &e).unwrap(), "$(BUCKET)");
+        assert_eq!(expand_variables(f, "a$b", &e).unwrap(), "a$b");
+        let err = expand_variables(f, "x-$(NOPE)", &e).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bucketConfig.bucketName: \"x-$(NOPE)\" refers to $(NOPE), which is not set in the environment"
+        );
+        assert!(expand_variables(f, "$(OPEN", &e).is_err());
+    }
+
+    #[test]
+    fn urls() {
+        let s3 = BucketSpec::from_url("s3://backups").unwrap();
+        assert_eq!((s3.backend, s3.name.as_str()), (Backend::S3, "backups"));
+        assert_eq!(
+            BucketSpec::from_url("gs://b").unwrap().backend,
+            Backend::Gcs
+        );
+        assert_eq!(
+            BucketSpec::from_url("azure://c").unwrap().backend,
+            Backend::Azure
+        );
+        let dir = BucketSpec::from_url("file:///var/backups").unwrap();
+        assert_eq!(
+            (dir.backend, dir.name.as_str()),
+            (Backend::Directory, "/var/backups")
+        );
+        assert_eq!(
+            BucketSpec::from_url("./b").unwrap().backend,
+            Backend::Directory
+        );
+        for bad in ["ftp://x", "s3://", "s3://b/k"] {
+            let e = BucketSpec::from_url(bad).unwrap_err();
+            assert!(e.to_string().starts_with("url: "), "{e}");
+        }
+    }
+
+    /// The local-directory back-end end to end: a multi-part object, listing, reading back,
+    /// deleting; a failed source leaves no object.
+    #[tokio::test]
+    async fn a_directory_bucket_round_trips_and_a_failed_upload_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = BucketSpec::from_url(&dir.path().display().to_string()).unwrap();
+        let bucket = spec.open(&BTreeMap::new()).unwrap();
+        let data: Vec<u8> = (0..12 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+        let n = bucket
+            .upload("moco/ns/db/20261123-000000/dump.tar", &data[..])
+            .await
+            .unwrap();
+        assert_eq!(n, data.len() as u64);
+        let listed = bucket.list("moco/ns").await.unwrap();
+        assert_eq!(
+            listed,
+            [ObjectInfo {
+                key: "moco/ns/db/20261123-000000/dump.tar".into(),
+                size: data.len() as u64
+            }]
+        );
+        let mut back = Vec::new();
+        let mut r = bucket
+            .download("moco/ns/db/20261123-000000/dump.tar")
+            .await
+            .unwrap();
+        r.read_to_end(&mut back).await.unwrap();
+        assert!(back == data, "the object reads back as written");
+
+        /// Yields 6 MiB, then fails.
+        struct Failing(usize);
+        impl AsyncRead for Failing {
+            fn poll_read(
+                mut self: std::pin::Pin<&mut Self>,
+                _: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                if self.0 == 0 {
+                    return std::task::Poll::Ready(Err(std::io::Error::other("source died")));
+                }
+                let n = self.0.min(buf.remaining());
+                buf.put_slice(&vec![7u8; n]);
+                self.0 -= n;
+                std::task::Poll::Ready(Ok(()))
+            }
+        }
+        let e = bucket
+            .upload("moco/ns/db/x/dump.tar", Failing(6 * 1024 * 1024))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("source died"), "{e}");
+        assert_eq!(bucket.list("moco/ns/db/x").await.unwrap(), []);
+        bucket
+            .delete("moco/ns/db/20261123-000000/dump.tar")
+            .await
+            .unwrap();
+        assert_eq!(bucket.list("").await.unwrap(), []);
+    }
+
+    #[test]
+    fn a_missing_ca_file_is_named() {
+        let mut spec = BucketSpec::from_url("s3://b").unwrap();
+        spec.ca_cert = Some("/nonexistent/ca.pem".into());
+        let e = spec.open(&BTreeMap::new()).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("bucketConfig.caCert: /nonexistent/ca.pem"),
+            "{e}"
+        );
+    }
+}
