@@ -1,6 +1,8 @@
 //! Backups and point-in-time restore (issue 14, under way). Today: [`bucket`], the object
-//! stores backups go to.
+//! stores backups go to, and [`physical`], MariaDB's physical backup streamed into one and
+//! restored from it.
 
 pub mod bucket;
+pub mod physical;
 
 pub use bucket::{Backend, Bucket, BucketError, BucketSpec, ObjectInfo};

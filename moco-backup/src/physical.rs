@@ -1,0 +1,267 @@
+//! MariaDB's physical backup, streamed: `mariadb-backup --stream` is compressed (zstd) and
+//! hashed (SHA-256) on its way into the bucket, without a copy on local disk; memory stays a few
+//! upload parts whatever the data size. The manifest is written last, so a backup without one
+//! is incomplete and is never taken for a restorable one. A restore streams the object back,
+//! unpacks it into an empty datadir while checking the hash, and prepares it.
+//!
+//! Keys, under the backup's prefix (MOCO's `moco/<ns>/<name>/<YYYYMMDD-hhmmss>/`):
+//!
+//! | key | what |
+//! |---|---|
+//! | `base.xbstream.zst` | the physical backup |
+//! | `manifest.json` | [`Manifest`]: what the backup holds and how to check it |
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use moco_adapters::instance::InstanceError;
+use moco_adapters::instance::clone::{self as procedures, BackupSource, RestoreTarget};
+use moco_core::gtid::GtidSet;
+use moco_core::time::Timestamp;
+use ring::digest;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt as _, BufReader, ReadBuf};
+
+use crate::bucket::{Bucket, BucketError};
+
+/// The key of the physical backup under a backup's prefix.
+pub const BASE_KEY: &str = "base.xbstream.zst";
+/// The key of the manifest under a backup's prefix.
+pub const MANIFEST_KEY: &str = "manifest.json";
+/// The manifest layout this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What a backup holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Manifest {
+    /// [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// `mariadb-physical`.
+    pub kind: String,
+    /// When the backup started (UTC).
+    pub started_at: Timestamp,
+    /// When it was complete (UTC).
+    pub finished_at: Timestamp,
+    /// The source's `@@gtid_binlog_state` before the backup: the history a restored instance
+    /// continues.
+    pub binlog_state_before: GtidSet,
+    /// The physical backup object.
+    pub base: ObjectRecord,
+}
+
+/// One object of a backup and how to check it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectRecord {
+    /// Its key under the backup's prefix.
+    pub key: String,
+    /// Bytes stored (compressed).
+    pub size: u64,
+    /// Bytes before compression.
+    pub uncompressed_size: u64,
+    /// SHA-256 of the stored bytes, lower-case hex.
+    pub sha256: String,
+}
+
+/// Why a backup or a restore failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    /// The object store.
+    #[error(transparent)]
+    Bucket(#[from] BucketError),
+    /// The tools or the server.
+    #[error(transparent)]
+    Instance(#[from] InstanceError),
+    /// The backup in the bucket is not usable (missing manifest, wrong hash, …).
+    #[error("{prefix}: {message}")]
+    Corrupt {
+        /// The backup's prefix.
+        prefix: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Counts and hashes the bytes read through it.
+struct Hashing<R> {
+    inner: R,
+    digest: digest::Context,
+    bytes: u64,
+}
+
+impl<R> Hashing<R> {
+    fn new(inner: R) -> Self {
+        Hashing {
+            inner,
+            digest: digest::Context::new(&digest::SHA256),
+            bytes: 0,
+        }
+    }
+
+    fn hex(&self) -> String {
+        self.digest
+            .clone()
+            .finish()
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Hashing<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &polled {
+            let new = &buf.filled()[before..];
+            let this = &mut *self;
+            this.digest.update(new);
+            this.bytes += new.len() as u64;
+        }
+        polled
+    }
+}
+
+fn now() -> Timestamp {
+    Timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+    )
+}
+
+/// Takes a physical backup of the server `source` describes into `bucket` under `prefix`
+/// (ending without `/`); `binlog_state` is the server's `@@gtid_binlog_state` read just
+/// before. Returns the manifest written.
+pub async fn backup(
+    source: &BackupSource,
+    binlog_state: GtidSet,
+    bucket: &Bucket,
+    prefix: &str,
+) -> Result<Manifest, BackupError> {
+    let started_at = now();
+    let mut running = procedures::start_backup(source)?;
+    let stdout = running.take_stream().ok_or_else(|| {
+        InstanceError::Invalid("mariadb-backup has no standard output".to_owned())
+    })?;
+    let raw = Hashing::new(stdout);
+    let compressed = async_compression::tokio::bufread::ZstdEncoder::with_quality(
+        BufReader::new(raw),
+        async_compression::Level::Precise(1),
+    );
+    let mut stored = Hashing::new(compressed);
+    let key = format!("{prefix}/{BASE_KEY}");
+    // The upload ends when the tool's output does; the tool's exit says whether that end is
+    // the whole backup. When the upload fails first, dropping the stream closes the pipe and
+    // the tool stops on it. Either way the manifest is not written, so nothing half-done is
+    // ever used.
+    let uploaded = bucket.upload(&key, &mut stored).await;
+    let uncompressed_size = stored.inner.get_ref().get_ref().bytes;
+    let (size, sha256) = (stored.bytes, stored.hex());
+    drop(stored);
+    let finished = running.finish().await;
+    uploaded?;
+    finished?;
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        kind: "mariadb-physical".to_owned(),
+        started_at,
+        finished_at: now(),
+        binlog_state_before: binlog_state,
+        base: ObjectRecord {
+            key: BASE_KEY.to_owned(),
+            size,
+            uncompressed_size,
+            sha256,
+        },
+    };
+    let text = serde_json::to_vec_pretty(&manifest).map_err(|e| BackupError::Corrupt {
+        prefix: prefix.to_owned(),
+        message: e.to_string(),
+    })?;
+    bucket
+        .upload(&format!("{prefix}/{MANIFEST_KEY}"), &text[..])
+        .await?;
+    Ok(manifest)
+}
+
+/// Reads a backup's manifest.
+pub async fn manifest(bucket: &Bucket, prefix: &str) -> Result<Manifest, BackupError> {
+    let corrupt = |message: String| BackupError::Corrupt {
+        prefix: prefix.to_owned(),
+        message,
+    };
+    let mut text = Vec::new();
+    bucket
+        .download(&format!("{prefix}/{MANIFEST_KEY}"))
+        .await
+        .map_err(|e| corrupt(format!("no manifest, so the backup is incomplete ({e})")))?
+        .read_to_end(&mut text)
+        .await
+        .map_err(|e| corrupt(format!("reading the manifest: {e}")))?;
+    let manifest: Manifest =
+        serde_json::from_slice(&text).map_err(|e| corrupt(format!("the manifest: {e}")))?;
+    if manifest.format_version != FORMAT_VERSION || manifest.kind != "mariadb-physical" {
+        return Err(corrupt(format!(
+            "a {} backup of format {}; this build restores mariadb-physical format {FORMAT_VERSION}",
+            manifest.kind, manifest.format_version
+        )));
+    }
+    Ok(manifest)
+}
+
+/// What a restore produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restored {
+    /// The backup's manifest.
+    pub manifest: Manifest,
+    /// The GTID position the restored datadir is at.
+    pub position: GtidSet,
+}
+
+/// Restores the backup under `prefix` into `target`'s datadir (emptied first; the server must
+/// be stopped) and prepares it. A stored object whose size or hash differs from the
+/// manifest's fails the restore before the copy is prepared.
+pub async fn restore(
+    bucket: &Bucket,
+    prefix: &str,
+    target: &RestoreTarget,
+) -> Result<Restored, BackupError> {
+    let manifest = manifest(bucket, prefix).await?;
+    let stream = bucket
+        .download(&format!("{prefix}/{}", manifest.base.key))
+        .await?;
+    let mut checked = Hashing::new(stream);
+    let extracted = {
+        let decoder =
+            async_compression::tokio::bufread::ZstdDecoder::new(BufReader::new(&mut checked));
+        procedures::extract(decoder, target).await
+    };
+    let corrupt = |message: String| BackupError::Corrupt {
+        prefix: prefix.to_owned(),
+        message,
+    };
+    // Drain what the decoder left, so the hash covers the whole object.
+    let mut rest = Vec::new();
+    let drained = checked.read_to_end(&mut rest).await;
+    if checked.bytes != manifest.base.size || checked.hex() != manifest.base.sha256 {
+        return Err(corrupt(format!(
+            "{} is damaged: {} bytes with SHA-256 {}, the manifest says {} bytes with {}",
+            manifest.base.key,
+            checked.bytes,
+            checked.hex(),
+            manifest.base.size,
+            manifest.base.sha256
+        )));
+    }
+    extracted?;
+    drained.map_err(|e| corrupt(format!("reading {}: {e}", manifest.base.key)))?;
+    let position = procedures::prepare(target).await?;
+    Ok(Restored { manifest, position })
+}

@@ -1,0 +1,214 @@
+//! MariaDB's physical backup streamed into a bucket and restored from it, against a real
+//! server: a directory bucket here (the S3 back-end has its own test against a real S3
+//! server in `moco-backup/tests/s3.rs`). The restored instance has every row and continues the
+//! source's GTID history; a damaged object is refused before the copy is prepared.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use moco_adapters::instance::accounts::{FreshServer, create_accounts};
+use moco_adapters::instance::clone::{BackupSource, RestoreTarget, seed};
+use moco_adapters::mysql::{Account, ConnectOptions, Dialect, MocoPasswords, MysqlInstance, sql};
+use moco_adapters::ports::{Credentials, MysqlPort as _};
+use moco_backup::physical::{self, BASE_KEY};
+use moco_backup::{BucketSpec, ObjectInfo};
+use moco_tests::local::{connect, opts, server_or_skip};
+use moco_tests::pod::{TestPod, test_password};
+use mysql_async::prelude::Queryable;
+
+fn passwords() -> MocoPasswords {
+    MocoPasswords::try_from_fn(|a| Ok::<_, ()>(test_password(a))).unwrap()
+}
+
+fn admin(pod: &TestPod) -> MysqlInstance {
+    MysqlInstance::new(ConnectOptions::new(
+        "127.0.0.1",
+        pod.port,
+        &Credentials {
+            user: "moco-admin".into(),
+            password: test_password(Account::Admin),
+        },
+    ))
+}
+
+/// `moco init`, start, and MOCO's accounts, as in a Pod.
+async fn ready_pod(
+    binary: &moco_adapters::mysqld::ServerBinary,
+    root: &std::path::Path,
+    i: u32,
+) -> TestPod {
+    let pod = TestPod::new(binary, root, i);
+    let out = pod.run_init(10, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    pod.start().await;
+    create_accounts(
+        &FreshServer {
+            name: pod.name.clone(),
+            host: "127.0.0.1".into(),
+            port: pod.port,
+            socket: pod.socket(),
+            connect_timeout: Duration::from_secs(10),
+            call_timeout: Duration::from_secs(60),
+        },
+        &passwords(),
+    )
+    .await
+    .unwrap();
+    pod
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
+    let test = "a_streamed_physical_backup_restores_every_row_and_the_gtid_history";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let source = ready_pod(&binary, root.path(), 0).await;
+    let mut c = connect(
+        &opts(source.port, "moco-admin", &test_password(Account::Admin)),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    for s in sql::set_writable(Dialect::Mariadb) {
+        c.query_drop(s).await.unwrap();
+    }
+    c.query_drop("CREATE DATABASE app").await.unwrap();
+    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(100))")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO app.t SELECT seq, REPEAT('v', 90) FROM app.seq_1_to_20000")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO app.t VALUES (0, 'last')")
+        .await
+        .unwrap();
+    let state_before = admin(&source).executed_gtid().await.unwrap();
+
+    let bucket = BucketSpec::from_url(&root.path().join("bucket").display().to_string())
+        .unwrap()
+        .open(&BTreeMap::new())
+        .unwrap();
+    let prefix = "moco/ns/db/20261123-230000";
+    let backup_source = BackupSource {
+        tool: binary.tool("mariadb-backup").unwrap(),
+        defaults_file: source.mysqld.defaults_file().to_owned(),
+        datadir: source.volume().join("data"),
+        host: "127.0.0.1".into(),
+        port: source.port,
+        credentials: Credentials {
+            user: "moco-clone-donor".into(),
+            password: test_password(Account::CloneDonor),
+        },
+        scratch_dir: source.dir.join("backup-scratch"),
+        log: source.dir.join("backup.log"),
+    };
+    let started = std::time::Instant::now();
+    let manifest = physical::backup(&backup_source, state_before.clone(), &bucket, prefix)
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    println!(
+        "backup: {} bytes streamed as {} in {took:?}",
+        manifest.base.uncompressed_size, manifest.base.size
+    );
+    assert!(
+        manifest.base.size < manifest.base.uncompressed_size,
+        "{manifest:?}"
+    );
+    let listed = bucket.list(prefix).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
+        [
+            format!("{prefix}/{BASE_KEY}"),
+            format!("{prefix}/manifest.json")
+        ]
+    );
+    assert!(listed.contains(&ObjectInfo {
+        key: format!("{prefix}/{BASE_KEY}"),
+        size: manifest.base.size
+    }));
+    // A write after the backup is not in it.
+    c.query_drop("INSERT INTO app.t VALUES (-1, 'after')")
+        .await
+        .unwrap();
+
+    // Restore into a new instance's (stopped) datadir, start it, give it the history.
+    let target_pod = TestPod::new(&binary, root.path(), 1);
+    let out = target_pod.run_init(10, &[]);
+    assert!(out.status.success());
+    let target = RestoreTarget {
+        backup_tool: binary.tool("mariadb-backup").unwrap(),
+        mbstream: binary.tool("mbstream").unwrap(),
+        datadir: target_pod.volume().join("data"),
+        log: target_pod.dir.join("restore.log"),
+    };
+    let restored = physical::restore(&bucket, prefix, &target).await.unwrap();
+    assert_eq!(restored.manifest, manifest);
+    target_pod.start().await;
+    let restored_admin = admin(&target_pod);
+    seed(
+        &restored_admin,
+        &manifest.binlog_state_before,
+        &restored.position,
+    )
+    .await
+    .unwrap();
+    let mut r = connect(
+        &opts(
+            target_pod.port,
+            "moco-admin",
+            &test_password(Account::Admin),
+        ),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let (rows, after, state): (u64, u64, String) = r
+        .query_first("SELECT COUNT(*), SUM(id = -1), @@gtid_binlog_state FROM app.t")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rows, 20_001);
+    assert_eq!(after, 0, "the write after the backup is not restored");
+    assert_eq!(
+        state,
+        moco_adapters::mysql::sql::mariadb_binlog_state_text(&state_before),
+        "the restored instance continues the source's history"
+    );
+
+    // A damaged object: one byte changed in the middle.
+    target_pod.stop().await;
+    let object = root.path().join("bucket").join(prefix).join(BASE_KEY);
+    let mut bytes = std::fs::read(&object).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&object, &bytes).unwrap();
+    let e = physical::restore(&bucket, prefix, &target)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("damaged") || e.to_string().contains("mbstream"),
+        "{e}"
+    );
+    // No manifest: an incomplete backup.
+    std::fs::remove_file(
+        root.path()
+            .join("bucket")
+            .join(prefix)
+            .join("manifest.json"),
+    )
+    .unwrap();
+    let e = physical::restore(&bucket, prefix, &target)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("incomplete"), "{e}");
+    drop((c, r));
+    source.stop().await;
+}
