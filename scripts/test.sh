@@ -10,7 +10,7 @@ ensure_moto
 export CARGO_TERM_COLOR=never
 # The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
 # adding one.
-MIN_REAL_SERVER_TESTS=36
+MIN_REAL_SERVER_TESTS=37
 
 step() { printf '\n=== %s\n' "$*"; }
 

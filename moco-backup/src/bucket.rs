@@ -192,6 +192,8 @@ impl BucketSpec {
         let plain_http = self
             .endpoint
             .as_deref()
+            .or(env.get("AWS_ENDPOINT_URL").map(String::as_str))
+            .or(env.get("AWS_ENDPOINT").map(String::as_str))
             .is_some_and(|e| e.starts_with("http://"));
         if plain_http {
             client = client.with_allow_http(true);
@@ -208,12 +210,18 @@ impl BucketSpec {
                         b = b.with_config(key, v);
                     }
                 }
+                // MOCO's `usePathStyle`: path style when set. Without it, AWS itself is
+                // addressed virtual-hosted; another service (an endpoint, here or in
+                // `AWS_ENDPOINT_URL`) keeps object_store's default, path style.
+                let endpoint_elsewhere = ["AWS_ENDPOINT", "AWS_ENDPOINT_URL"]
+                    .iter()
+                    .any(|k| env.contains_key(*k));
                 b = b
                     .with_bucket_name(&name)
                     .with_client_options(client)
-                    // MOCO's `usePathStyle`: path style when set; object_store's default is
-                    // path style too, so only an endpoint without it goes virtual-hosted.
-                    .with_virtual_hosted_style_request(!self.path_style && self.endpoint.is_none());
+                    .with_virtual_hosted_style_request(
+                        !self.path_style && self.endpoint.is_none() && !endpoint_elsewhere,
+                    );
                 if let Some(r) = &self.region {
                     b = b.with_region(r);
                 }

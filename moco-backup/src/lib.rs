@@ -3,6 +3,7 @@
 //! restored from it.
 
 pub mod bucket;
+pub mod local;
 pub mod physical;
 
 pub use bucket::{Backend, Bucket, BucketError, BucketSpec, ObjectInfo};

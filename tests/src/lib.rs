@@ -4,6 +4,7 @@ pub mod certs;
 pub mod kube;
 pub mod local;
 pub mod pod;
+pub mod s3;
 
 /// `let (dir, status, writable, port) = started_or_skip!("test name", 3);`: a Healthy cluster
 /// with the test table ([`local::started_with_table`]), or `return` from the test when it is

@@ -49,6 +49,7 @@ macro_rules! say {
     };
 }
 
+mod backup;
 mod status;
 
 /// Arguments of `moco local`.
@@ -84,6 +85,9 @@ enum LocalCommand {
     Thaw(FreezeArgs),
     /// Stop the manager and every instance; `--wipe` also deletes DIR.
     Down(DownArgs),
+    /// Back the cluster up (MariaDB: a physical backup streamed to a bucket), or list its
+    /// backups (`backup list`).
+    Backup(backup::BackupArgs),
     /// The manager process itself (what `--detach` runs in the background).
     #[command(hide = true)]
     Run(RunArgs),
@@ -281,6 +285,7 @@ pub fn run(args: LocalArgs) -> Result<ExitCode, LocalCmdError> {
             LocalCommand::Thaw(a) => freeze(a, Freeze::Thaw),
             LocalCommand::Start(a) => start(a).await,
             LocalCommand::Down(a) => down(a).await,
+            LocalCommand::Backup(a) => backup::run(a).await,
             LocalCommand::Run(a) => run_manager(a).await,
         }
     })

@@ -1,87 +1,14 @@
 //! The S3 back-end against a real S3-compatible server on loopback (moto's, which
-//! `scripts/test.sh` installs): a multipart upload streamed, listed, read back and deleted, and
+//! `scripts/test.sh` installs, see `tests/src/s3.rs`): a multipart upload streamed, listed, read back and deleted, and
 //! a failed upload that leaves no object. Without the server the test fails, unless
 //! `MOCO_SKIP_OBJECT_STORES=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use moco_backup::{BucketSpec, ObjectInfo};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-/// A moto server on a free loopback port, killed when dropped.
-struct Moto {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn moto(test: &str) -> Option<Moto> {
-    let program = std::env::var("MOCO_MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_owned());
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = match Command::new(&program)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            if std::env::var_os("MOCO_SKIP_OBJECT_STORES").is_some_and(|v| v == "1") {
-                println!("SKIPPED {test} (MOCO_SKIP_OBJECT_STORES=1): {program}: {e}");
-                return None;
-            }
-            panic!(
-                "{test}: cannot run {program} ({e}); scripts/test.sh installs it \
-                 (MOCO_MOTO_SERVER), or set MOCO_SKIP_OBJECT_STORES=1 to skip"
-            );
-        }
-    };
-    if let Some(ledger) = std::env::var_os("MOCO_REAL_SERVER_LEDGER") {
-        std::fs::write(
-            std::path::Path::new(&ledger).join(test),
-            "\tmoto 5.2.5 (S3)\n",
-        )
-        .unwrap();
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "moto never listened on {port}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Some(Moto { child, port })
-}
-
-/// Creates a bucket (moto does not check signatures).
-async fn create_bucket(port: u16, name: &str) {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(
-        format!(
-            "PUT /{name} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        .as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-}
+use moco_tests::s3::{create_bucket, moto};
+use tokio::io::AsyncReadExt as _;
 
 #[tokio::test]
 async fn s3_objects_stream_both_ways_and_a_failed_upload_leaves_nothing() {

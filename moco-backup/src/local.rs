@@ -1,0 +1,252 @@
+//! Backups of a `moco local` cluster: the physical backup of [`crate::physical`] taken from a
+//! ready replica (the primary only when there is none, as MOCO chooses), under MOCO's key
+//! layout `moco/<namespace>/<name>/<YYYYMMDD-hhmmss>/` with the namespace `local`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use moco_adapters::instance::clone::BackupSource;
+use moco_adapters::local::secret::Secret;
+use moco_adapters::local::snapshot::ClusterSnapshot;
+use moco_adapters::local::{Layout, Manifest};
+use moco_adapters::mysql::{ConnectOptions, MysqlInstance};
+use moco_adapters::ports::{MocoUser, MysqlPort as _};
+use moco_core::facts::Flavor;
+use moco_core::time::Timestamp;
+
+use crate::bucket::{Bucket, BucketError};
+use crate::physical::{self, BackupError, MANIFEST_KEY, Manifest as BackupManifest};
+
+/// The namespace part of the keys of local clusters.
+pub const LOCAL_NAMESPACE: &str = "local";
+
+/// Why a local backup cannot be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalBackupError {
+    /// The cluster directory.
+    #[error("--dir {dir}: {message}")]
+    Cluster {
+        /// The directory.
+        dir: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Taking or storing the backup.
+    #[error(transparent)]
+    Backup(#[from] BackupError),
+}
+
+/// A backup taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Taken {
+    /// The instance it was taken from.
+    pub source_index: u32,
+    /// Its prefix in the bucket.
+    pub prefix: String,
+    /// Its manifest.
+    pub manifest: BackupManifest,
+}
+
+/// The prefix of the backups of cluster `name`.
+pub fn cluster_prefix(name: &str) -> String {
+    format!("moco/{LOCAL_NAMESPACE}/{name}")
+}
+
+/// MOCO's folder name of a backup taken at `t`: `YYYYMMDD-hhmmss` (UTC).
+pub fn folder_name(t: Timestamp) -> String {
+    let text = t.to_string(); // 2026-11-23T22:15:00Z
+    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+    format!(
+        "{}-{}",
+        &digits[..8.min(digits.len())],
+        &digits[8.min(digits.len())..]
+    )
+}
+
+/// The instance to back up: the ready, reachable, non-errant replica least behind, else the
+/// primary when it is ready.
+pub fn choose_source(snapshot: &ClusterSnapshot) -> Option<u32> {
+    let usable = |i: &&moco_adapters::local::snapshot::InstanceSnapshot| {
+        i.ready && i.reachable && !i.errant && !i.held_down
+    };
+    snapshot
+        .instances
+        .iter()
+        .filter(usable)
+        .filter(|i| i.role == "replica" && i.replication_error.is_none())
+        .min_by_key(|i| (i.lag.unwrap_or(u64::MAX), i.index))
+        .or_else(|| {
+            snapshot
+                .instances
+                .iter()
+                .filter(usable)
+                .find(|i| i.index == snapshot.current_primary_index)
+        })
+        .map(|i| i.index)
+}
+
+/// Backs up the cluster in `dir` into `bucket`, at `now`.
+pub async fn backup(
+    dir: &Path,
+    bucket: &Bucket,
+    now: Timestamp,
+) -> Result<Taken, LocalBackupError> {
+    let fail = |message: String| LocalBackupError::Cluster {
+        dir: dir.display().to_string(),
+        message,
+    };
+    let layout = Layout::new(dir);
+    let manifest = Manifest::load(&layout).map_err(|e| fail(e.to_string()))?;
+    if manifest.flavor != Flavor::Mariadb {
+        return Err(fail(
+            "a MySQL cluster: physical backups use MariaDB's mariadb-backup, and MOCO's MySQL \
+             format (mysqlsh) is not built yet"
+                .to_owned(),
+        ));
+    }
+    let secret = Secret::load(&layout).map_err(|e| fail(e.to_string()))?;
+    let snapshot = ClusterSnapshot::load(&layout)
+        .map_err(|e| fail(e.to_string()))?
+        .ok_or_else(|| {
+            fail("the manager has not observed the cluster yet: is it up?".to_owned())
+        })?;
+    let index = choose_source(&snapshot).ok_or_else(|| {
+        fail("no instance is ready to be backed up (see `moco local status`)".to_owned())
+    })?;
+    let binary = manifest.server_binary().map_err(|e| fail(e.to_string()))?;
+    let tool = binary
+        .tool("mariadb-backup")
+        .or_else(|_| binary.tool("mariabackup"))
+        .map_err(|e| fail(e.to_string()))?;
+    let port = manifest.instance_port(index);
+    let admin = MysqlInstance::new(ConnectOptions::new(
+        "127.0.0.1",
+        port,
+        &secret.credentials(MocoUser::Admin),
+    ));
+    let state = admin
+        .executed_gtid()
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let _ = admin.disconnect().await;
+    let instance_dir = layout.instance_dir(index);
+    let source = BackupSource {
+        tool,
+        defaults_file: layout.mycnf(index),
+        datadir: layout.datadir(index),
+        host: "127.0.0.1".to_owned(),
+        port,
+        credentials: secret.credentials(MocoUser::CloneDonor),
+        scratch_dir: instance_dir.join("backup-scratch"),
+        log: instance_dir.join("backup.log"),
+    };
+    moco_adapters::instance::clone::wipe_dir(&source.scratch_dir)
+        .map_err(|e| fail(e.to_string()))?;
+    let prefix = format!("{}/{}", cluster_prefix(&manifest.name), folder_name(now));
+    let taken = physical::backup(&source, state, bucket, &prefix).await?;
+    let _ = std::fs::remove_dir_all(&source.scratch_dir);
+    Ok(Taken {
+        source_index: index,
+        prefix,
+        manifest: taken,
+    })
+}
+
+/// One backup folder in a bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// Its prefix.
+    pub prefix: String,
+    /// Its manifest; `None` for an incomplete backup (no manifest).
+    pub manifest: Option<BackupManifest>,
+    /// Why the manifest could not be read, when it could not.
+    pub problem: Option<String>,
+}
+
+/// Every backup under `cluster_prefix` (`moco/<ns>/<name>`), oldest first.
+pub async fn list(bucket: &Bucket, cluster_prefix: &str) -> Result<Vec<Listed>, BucketError> {
+    let mut folders: BTreeMap<String, bool> = BTreeMap::new();
+    for object in bucket.list(cluster_prefix).await? {
+        let Some(rest) = object.key.strip_prefix(&format!("{cluster_prefix}/")) else {
+            continue;
+        };
+        let Some((folder, name)) = rest.split_once('/') else {
+            continue;
+        };
+        let has_manifest = folders
+            .entry(format!("{cluster_prefix}/{folder}"))
+            .or_default();
+        *has_manifest |= name == MANIFEST_KEY;
+    }
+    let mut out = Vec::new();
+    for (prefix, has_manifest) in folders {
+        let (manifest, problem) = if has_manifest {
+            match physical::manifest(bucket, &prefix).await {
+                Ok(m) => (Some(m), None),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        } else {
+            (None, Some("incomplete: no manifest".to_owned()))
+        };
+        out.push(Listed {
+            prefix,
+            manifest,
+            problem,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use moco_adapters::local::snapshot::InstanceSnapshot;
+
+    #[test]
+    fn folder_names_are_mocos() {
+        let t = Timestamp::parse("2026-11-23T22:15:07Z").unwrap();
+        assert_eq!(folder_name(t), "20261123-221507");
+        assert_eq!(cluster_prefix("db"), "moco/local/db");
+    }
+
+    fn instance(index: u32, role: &str, lag: Option<u64>) -> InstanceSnapshot {
+        InstanceSnapshot {
+            index,
+            role: role.into(),
+            port: 0,
+            pid: Some(1),
+            reachable: true,
+            ready: true,
+            executed_gtids: String::new(),
+            lag,
+            errant: false,
+            read_only: Some(role != "primary"),
+            source: None,
+            replication_error: None,
+            held_down: false,
+        }
+    }
+
+    #[test]
+    fn the_source_is_the_replica_least_behind_else_the_primary() {
+        let mut s: ClusterSnapshot = serde_json::from_value(serde_json::json!({
+            "updatedAt": "", "updatedAtMs": 0, "managerPid": 1, "state": "Healthy",
+            "action": "none", "currentPrimaryIndex": 0, "candidates": [],
+            "endpoints": {"primary": "", "replica": ""}, "conditions": [], "flavor": "mariadb",
+            "instances": [], "lastError": null
+        }))
+        .unwrap();
+        s.instances = vec![
+            instance(0, "primary", None),
+            instance(1, "replica", Some(5)),
+            instance(2, "replica", Some(0)),
+        ];
+        assert_eq!(choose_source(&s), Some(2));
+        s.instances[2].errant = true;
+        assert_eq!(choose_source(&s), Some(1));
+        s.instances[1].replication_error = Some("1236".into());
+        assert_eq!(choose_source(&s), Some(0), "no usable replica: the primary");
+        s.instances[0].ready = false;
+        assert_eq!(choose_source(&s), None);
+    }
+}

@@ -1,0 +1,121 @@
+//! `moco local backup` end to end: a 3-instance cluster under writes is backed up from a
+//! replica into the default directory beside it and into a real S3 server, and `backup list`
+//! shows each backup, an incomplete one included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use moco_tests::local::{insert_rows, moco_async, moco_ok};
+use moco_tests::s3::{create_bucket, moto};
+use moco_tests::started_or_skip;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_backup_streams_a_replica_into_a_directory_and_s3_and_lists_them() {
+    let test = "local_backup_streams_a_replica_into_a_directory_and_s3_and_lists_them";
+    let (dir, status, writable, port) = started_or_skip!(test, 3);
+    let Some(s3) = moto(test) else {
+        return;
+    };
+    insert_rows(port, &writable, 0..500).await;
+    let primary = moco_tests::local::primary_index(&status);
+
+    // Into the default bucket: `backups/` beside the cluster directory.
+    let out = moco_async(
+        ["local", "backup", "--dir", &dir.arg()]
+            .map(str::to_owned)
+            .to_vec(),
+    )
+    .await;
+    assert!(out.contains("backed up instance"), "{out}");
+    let source: u64 = out
+        .split_whitespace()
+        .nth(3)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no instance in {out:?}"));
+    assert_ne!(
+        source, primary,
+        "a replica is backed up, not the primary: {out}"
+    );
+    let default_bucket = dir.path().parent().unwrap().join("backups");
+    let folder = default_bucket.join("moco").join("local").join("c");
+    let backups: Vec<_> = std::fs::read_dir(&folder).unwrap().collect();
+    assert_eq!(backups.len(), 1, "{folder:?}");
+
+    // Into S3, with the credentials and endpoint in the environment.
+    create_bucket(s3.port, "moco-backups").await;
+    let endpoint = format!("http://127.0.0.1:{}", s3.port);
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+    ];
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(moco_tests::local::moco_bin())
+            .args(args)
+            .envs(env)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "moco {args:?}: {text}");
+        text
+    };
+    // (The manager is another process: waiting on the command here blocks nothing it needs.)
+    let dir_arg = dir.arg();
+    let out = run(&[
+        "local",
+        "backup",
+        "--dir",
+        &dir_arg,
+        "--to",
+        "s3://moco-backups",
+    ]);
+    assert!(out.contains("backed up instance"), "{out}");
+    let listed = run(&[
+        "local",
+        "backup",
+        "list",
+        "--dir",
+        &dir_arg,
+        "--from",
+        "s3://moco-backups",
+    ]);
+    assert_eq!(listed.matches("  complete  ").count(), 1, "{listed}");
+
+    // An incomplete backup (no manifest) is listed as not restorable.
+    let incomplete = folder.join("20000101-000000");
+    std::fs::create_dir_all(&incomplete).unwrap();
+    std::fs::write(incomplete.join("base.xbstream.zst"), b"partial").unwrap();
+    let listed = moco_ok(&["local", "backup", "list", "--dir", &dir_arg]);
+    assert!(
+        listed.contains("moco/local/c/20000101-000000  NOT RESTORABLE: incomplete: no manifest"),
+        "{listed}"
+    );
+    assert_eq!(listed.matches("  complete  ").count(), 1, "{listed}");
+}
+
+/// Bad input names the flag.
+#[test]
+fn local_backup_refuses_bad_input_by_flag() {
+    let out = std::process::Command::new(moco_tests::local::moco_bin())
+        .args(["local", "backup"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--dir is required"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(moco_tests::local::moco_bin())
+        .args(["local", "backup", "--dir"])
+        .arg(dir.path())
+        .args(["--to", "ftp://x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--to: url: \"ftp://x\": unknown scheme"),
+        "{err}"
+    );
+}
