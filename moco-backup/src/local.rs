@@ -197,6 +197,140 @@ pub async fn list(bucket: &Bucket, cluster_prefix: &str) -> Result<Vec<Listed>, 
     Ok(out)
 }
 
+/// The newest complete backup of cluster `source` in `bucket`.
+pub async fn latest(bucket: &Bucket, source: &str) -> Result<Listed, LocalBackupError> {
+    let prefix = cluster_prefix(source);
+    let all = list(bucket, &prefix)
+        .await
+        .map_err(|e| LocalBackupError::Backup(e.into()))?;
+    all.into_iter()
+        .rev()
+        .find(|b| b.manifest.is_some())
+        .ok_or_else(|| LocalBackupError::Cluster {
+            dir: prefix.clone(),
+            message: format!(
+                "no complete backup of cluster {source:?} in this bucket (`moco local backup list` shows them)"
+            ),
+        })
+}
+
+/// Puts the backup under `prefix` in place of instance 0 of the new cluster in `layout`
+/// (created, its instances running and empty): instance 0 is stopped, its datadir replaced
+/// and prepared, its accounts given this cluster's passwords (the copy holds the source
+/// cluster's), and it is started and given the source's GTID history. The manager then makes
+/// it the primary and clones the other, empty, instances from it.
+pub async fn restore_into(
+    layout: &Layout,
+    manifest: &Manifest,
+    bucket: &Bucket,
+    prefix: &str,
+) -> Result<physical::Restored, LocalBackupError> {
+    use moco_adapters::instance::clone::{RestoreTarget, seed};
+    use moco_adapters::mysql::{Account, DEFAULT_ACCOUNT_HOST, MocoPasswords, sql};
+    use moco_adapters::mysqld::LocalMysqld;
+    use mysql_async::prelude::Queryable as _;
+    use std::time::Duration;
+
+    let dir = layout.root().display().to_string();
+    let fail = |message: String| LocalBackupError::Cluster {
+        dir: dir.clone(),
+        message,
+    };
+    let binary = manifest.server_binary().map_err(|e| fail(e.to_string()))?;
+    let tool = |name: &str| binary.tool(name).map_err(|e| fail(e.to_string()));
+    let server = LocalMysqld::open(binary.clone(), &layout.instance_dir(0))
+        .map_err(|e| fail(e.to_string()))?;
+    let grace = Duration::from_secs(60);
+    let boot = Duration::from_secs(300);
+    server.stop(grace).await.map_err(|e| fail(e.to_string()))?;
+    let target = RestoreTarget {
+        backup_tool: tool("mariadb-backup").or_else(|_| tool("mariabackup"))?,
+        mbstream: tool("mbstream")?,
+        datadir: layout.datadir(0),
+        log: layout.instance_dir(0).join("restore.log"),
+    };
+    let restored = physical::restore(bucket, prefix, &target).await?;
+
+    // This cluster's passwords for the copy's accounts, with the grant tables skipped and no
+    // network: only this process, on the socket, can log in meanwhile.
+    let secret = Secret::load(layout).map_err(|e| fail(e.to_string()))?;
+    let passwords =
+        MocoPasswords::try_from_fn(|a: Account| secret.password(a.name()).map(str::to_owned))
+            .map_err(|e| fail(e.to_string()))?;
+    server
+        .start(&[
+            "--skip-grant-tables".to_owned(),
+            "--skip-networking".to_owned(),
+        ])
+        .map_err(|e| fail(e.to_string()))?;
+    let socket = layout.socket(0);
+    let deadline = std::time::Instant::now() + boot;
+    while !moco_adapters::local::platform::socket_greets(&socket, Duration::from_secs(2)).await {
+        if std::time::Instant::now() > deadline {
+            return Err(fail(format!(
+                "the restored server did not answer on {} within {} s",
+                socket.display(),
+                boot.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rekey = async {
+        let opts = mysql_async::OptsBuilder::default()
+            .user(Some("root"))
+            .socket(Some(socket.display().to_string()));
+        let mut c = mysql_async::Conn::new(opts)
+            .await
+            .map_err(|e| format!("connecting on {}: {e}", socket.display()))?;
+        // No binary log for these (before the grant tables are loaded, when the session may
+        // still do anything): the restored history must stay the source's.
+        let mut statements = vec![
+            "SET SESSION sql_log_bin=0".to_owned(),
+            "FLUSH PRIVILEGES".to_owned(),
+        ];
+        // The copy holds the source cluster's accounts with their grants (both clusters are
+        // moco-rs's); only the passwords differ.
+        for account in Account::ALL {
+            statements.push(format!(
+                "ALTER USER {} IDENTIFIED BY {}",
+                sql::account(account.name(), DEFAULT_ACCOUNT_HOST),
+                sql::quote(passwords.get(account))
+            ));
+        }
+        for statement in statements {
+            c.query_drop(&statement)
+                .await
+                .map_err(|e| format!("{}: {e}", moco_adapters::mysql::redact(&statement)))?;
+        }
+        c.disconnect().await.map_err(|e| e.to_string())
+    }
+    .await;
+    server.stop(grace).await.map_err(|e| fail(e.to_string()))?;
+    rekey.map_err(|e| {
+        fail(format!(
+            "giving the restored accounts this cluster's passwords: {e}"
+        ))
+    })?;
+    server
+        .start_and_wait(&[], boot)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let admin = MysqlInstance::new(ConnectOptions::new(
+        "127.0.0.1",
+        manifest.instance_port(0),
+        &secret.credentials(MocoUser::Admin),
+    ));
+    seed(
+        &admin,
+        &restored.manifest.binlog_state_before,
+        &restored.position,
+    )
+    .await
+    .map_err(|e| fail(e.to_string()))?;
+    let _ = admin.disconnect().await;
+    Ok(restored)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

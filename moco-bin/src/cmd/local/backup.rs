@@ -130,3 +130,76 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// `moco local restore`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The new cluster's directory (must not exist, or be empty).
+    #[arg(long, value_name = "NEWDIR")]
+    dir: PathBuf,
+    /// The bucket the backups are in (as `moco local backup --to`; default: `backups`
+    /// beside NEWDIR).
+    #[arg(long, value_name = "URL")]
+    from: Option<String>,
+    /// The name of the cluster whose backup to restore (its directory's name).
+    #[arg(long, value_name = "NAME")]
+    source: String,
+    /// Which moment: `latest` (the newest complete backup). Restoring to a chosen second needs
+    /// the binary logs archived, which is not built yet.
+    #[arg(long, default_value = "latest")]
+    point: String,
+    /// Number of instances of the new cluster: 1, 3, 5, 7 or 9.
+    #[arg(long, default_value_t = 3)]
+    replicas: u32,
+    /// First port of the new cluster's block (default: the first free block from 13306).
+    #[arg(long)]
+    base_port: Option<u16>,
+    #[command(flatten)]
+    manager: super::ManagerArgs,
+}
+
+/// Runs `moco local restore`: creates the cluster, puts the backup in place of instance 0,
+/// and starts the manager, which clones the others from it.
+pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
+    if a.point != "latest" {
+        return Err(usage(format!(
+            "--point {}: only `latest` (the newest complete backup) can be restored: restoring \
+             to a chosen second needs archived binary logs, which this build does not take yet",
+            a.point
+        )));
+    }
+    let url = a
+        .from
+        .clone()
+        .unwrap_or_else(|| default_bucket(&a.dir).display().to_string());
+    let spec = BucketSpec::from_url(&url).map_err(|e| usage(format!("--from: {e}")))?;
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let bucket = spec
+        .open(&env)
+        .map_err(|e| usage(format!("--from {url}: {e}")))?;
+    let chosen = moco_backup::local::latest(&bucket, &a.source)
+        .await
+        .map_err(|e| usage(format!("--source {}: {e}", a.source)))?;
+    let started = std::time::Instant::now();
+    let mut options = moco_adapters::local::create::CreateOptions::new(&a.dir, a.replicas);
+    options.base_port = a.base_port;
+    options.flavor = Some(moco_core::facts::Flavor::Mariadb);
+    let prepared = moco_adapters::local::create::prepare(options)?;
+    let layout = prepared.layout().clone();
+    say!(
+        "restoring {} into a new {}-instance cluster in {}",
+        chosen.prefix,
+        a.replicas,
+        layout.root().display()
+    );
+    let manifest = moco_adapters::local::create::create(prepared).await?;
+    let restored = moco_backup::local::restore_into(&layout, &manifest, &bucket, &chosen.prefix)
+        .await
+        .map_err(|e| usage(e.to_string()))?;
+    say!(
+        "instance 0 holds the backup (GTID position {}) after {:.1} s; the others are cloned from it",
+        restored.position,
+        started.elapsed().as_secs_f64()
+    );
+    super::start_manager(&layout, &manifest, &a.manager, started).await
+}

@@ -88,6 +88,8 @@ enum LocalCommand {
     /// Back the cluster up (MariaDB: a physical backup streamed to a bucket), or list its
     /// backups (`backup list`).
     Backup(backup::BackupArgs),
+    /// Create a new cluster from the newest complete backup of another (`--source NAME`).
+    Restore(backup::RestoreArgs),
     /// The manager process itself (what `--detach` runs in the background).
     #[command(hide = true)]
     Run(RunArgs),
@@ -286,6 +288,7 @@ pub fn run(args: LocalArgs) -> Result<ExitCode, LocalCmdError> {
             LocalCommand::Start(a) => start(a).await,
             LocalCommand::Down(a) => down(a).await,
             LocalCommand::Backup(a) => backup::run(a).await,
+            LocalCommand::Restore(a) => backup::restore(a).await,
             LocalCommand::Run(a) => run_manager(a).await,
         }
     })
