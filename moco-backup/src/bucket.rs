@@ -400,6 +400,15 @@ impl Bucket {
         Ok(out)
     }
 
+    /// Deletes every object under `prefix` (a whole path segment); returns how many.
+    pub async fn delete_prefix(&self, prefix: &str) -> Result<usize, BucketError> {
+        let objects = self.list(prefix).await?;
+        for o in &objects {
+            self.delete(&o.key).await?;
+        }
+        Ok(objects.len())
+    }
+
     /// Deletes `key`.
     pub async fn delete(&self, key: &str) -> Result<(), BucketError> {
         let path = self.path(key)?;

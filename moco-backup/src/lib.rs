@@ -5,5 +5,6 @@
 pub mod bucket;
 pub mod local;
 pub mod physical;
+pub mod retention;
 
 pub use bucket::{Backend, Bucket, BucketError, BucketSpec, ObjectInfo};

@@ -134,6 +134,31 @@ async fn local_backup_streams_a_replica_into_a_directory_and_s3_and_lists_them()
     .await
     .unwrap();
     assert_eq!(ids, (0..500).collect(), "exactly the rows of the backup");
+
+    // Retention: a second backup, then keep one. The dry run deletes nothing; the prune
+    // deletes the older complete backup and the abandoned incomplete one.
+    let out = moco_ok(&["local", "backup", "--dir", &dir_arg]);
+    assert!(out.contains("backed up instance"), "{out}");
+    let dry = moco_ok(&[
+        "local",
+        "backup",
+        "prune",
+        "--dir",
+        &dir_arg,
+        "--keep",
+        "1",
+        "--dry-run",
+    ]);
+    assert_eq!(dry.matches("would delete").count(), 2, "{dry}");
+    assert!(dry.contains("20000101-000000"), "{dry}");
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 3);
+    let pruned = moco_ok(&["local", "backup", "prune", "--dir", &dir_arg, "--keep", "1"]);
+    assert_eq!(pruned.matches("deleted ").count(), 2, "{pruned}");
+    let listed = moco_ok(&["local", "backup", "list", "--dir", &dir_arg]);
+    assert_eq!(listed.matches("  complete  ").count(), 1, "{listed}");
+    assert!(!listed.contains("NOT RESTORABLE"), "{listed}");
+    let err = moco_tests::local::moco_err(&["local", "backup", "prune", "--dir", &dir_arg]);
+    assert!(err.contains("--keep N and/or --keep-days D"), "{err}");
     // Only `latest` until binary logs are archived; an unknown source is named.
     let err = moco_tests::local::moco_err(&[
         "local",

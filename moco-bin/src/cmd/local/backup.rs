@@ -38,6 +38,25 @@ struct Target {
 enum BackupCommand {
     /// List the backups of the cluster, oldest first, incomplete ones included.
     List(Target),
+    /// Delete old backups: keep the newest N complete ones (`--keep`) and/or those younger
+    /// than D days (`--keep-days`). The newest complete backup, and an incomplete one newer
+    /// than it (maybe running), are always kept; older incomplete ones are deleted.
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, Args)]
+struct PruneArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Keep the newest N complete backups.
+    #[arg(long, value_name = "N")]
+    keep: Option<u32>,
+    /// Keep complete backups started less than D days ago.
+    #[arg(long, value_name = "D")]
+    keep_days: Option<u32>,
+    /// Say what would be deleted, and delete nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// The default bucket: `backups/` beside the cluster directory.
@@ -77,6 +96,7 @@ fn now() -> Timestamp {
 pub async fn run(args: BackupArgs) -> Result<ExitCode, LocalCmdError> {
     match args.command {
         Some(BackupCommand::List(target)) => list(&target).await,
+        Some(BackupCommand::Prune(args)) => prune(&args).await,
         None => take(&args.target).await,
     }
 }
@@ -100,7 +120,10 @@ async fn take(target: &Target) -> Result<ExitCode, LocalCmdError> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
+/// The cluster's name and its backups, oldest first.
+async fn backups_of(
+    target: &Target,
+) -> Result<(String, moco_backup::Bucket, Vec<moco_backup::local::Listed>), LocalCmdError> {
     let (dir, bucket) = bucket(target)?;
     let layout = moco_adapters::local::Layout::new(&dir);
     let name = moco_adapters::local::Manifest::load(&layout)
@@ -109,6 +132,43 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
     let backups = moco_backup::local::list(&bucket, &moco_backup::local::cluster_prefix(&name))
         .await
         .map_err(|e| usage(e.to_string()))?;
+    Ok((name, bucket, backups))
+}
+
+async fn prune(args: &PruneArgs) -> Result<ExitCode, LocalCmdError> {
+    if args.keep.is_none() && args.keep_days.is_none() {
+        return Err(usage(
+            "prune needs --keep N and/or --keep-days D: which backups to keep",
+        ));
+    }
+    let (name, bucket, backups) = backups_of(&args.target).await?;
+    let keep = moco_backup::retention::Keep {
+        count: args.keep,
+        days: args.keep_days,
+    };
+    let doomed = moco_backup::retention::to_delete(&backups, keep, now());
+    if doomed.is_empty() {
+        say!(
+            "nothing to delete among the {} backups of {name}",
+            backups.len()
+        );
+    }
+    for prefix in doomed {
+        if args.dry_run {
+            say!("would delete {prefix}");
+        } else {
+            let n = bucket
+                .delete_prefix(&prefix)
+                .await
+                .map_err(|e| usage(e.to_string()))?;
+            say!("deleted {prefix} ({n} objects)");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
+    let (name, _, backups) = backups_of(target).await?;
     if backups.is_empty() {
         say!("no backups of {name}");
     }
