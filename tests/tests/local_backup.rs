@@ -159,6 +159,42 @@ async fn local_backup_streams_a_replica_into_a_directory_and_s3_and_lists_them()
     assert!(!listed.contains("NOT RESTORABLE"), "{listed}");
     let err = moco_tests::local::moco_err(&["local", "backup", "prune", "--dir", &dir_arg]);
     assert!(err.contains("--keep N and/or --keep-days D"), "{err}");
+
+    // A damaged backup: the restore fails, says why, and leaves no cluster behind.
+    let object = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("base.xbstream.zst"))
+        .find(|p| p.exists())
+        .expect("the kept backup");
+    let mut bytes = std::fs::read(&object).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&object, &bytes).unwrap();
+    let newdir = dir.path().parent().unwrap().join("damaged");
+    let err = moco_tests::local::moco_err(&[
+        "local",
+        "restore",
+        "--dir",
+        &newdir.display().to_string(),
+        "--from",
+        &default_bucket.display().to_string(),
+        "--source",
+        "c",
+        "--replicas",
+        "1",
+        "--base-port",
+        &free_port_block(3).to_string(),
+    ]);
+    assert!(
+        err.contains("damaged") && err.contains("was removed"),
+        "{err}"
+    );
+    assert!(!newdir.exists(), "the half-restored cluster is gone");
+    assert_eq!(
+        moco_tests::local::kill_processes_mentioning(&newdir.display().to_string()),
+        0,
+        "no server of it is left running"
+    );
     // Only `latest` until binary logs are archived; an unknown source is named.
     let err = moco_tests::local::moco_err(&[
         "local",

@@ -252,14 +252,62 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
         a.replicas,
         layout.root().display()
     );
+    let existed = layout.root().exists();
     let manifest = moco_adapters::local::create::create(prepared).await?;
-    let restored = moco_backup::local::restore_into(&layout, &manifest, &bucket, &chosen.prefix)
-        .await
-        .map_err(|e| usage(e.to_string()))?;
+    let restored =
+        match moco_backup::local::restore_into(&layout, &manifest, &bucket, &chosen.prefix).await {
+            Ok(r) => r,
+            Err(e) => {
+                // Nothing half-restored is left running or on disk.
+                remove_new_cluster(&layout, &manifest, existed).await;
+                return Err(usage(format!(
+                    "{e} (the new cluster in {} was removed)",
+                    a.dir.display()
+                )));
+            }
+        };
     say!(
         "instance 0 holds the backup (GTID position {}) after {:.1} s; the others are cloned from it",
         restored.position,
         started.elapsed().as_secs_f64()
     );
     super::start_manager(&layout, &manifest, &a.manager, started).await
+}
+
+/// Stops every server of the cluster `restore` created and removes its directory (its
+/// contents only, when the directory existed before).
+async fn remove_new_cluster(
+    layout: &moco_adapters::local::Layout,
+    manifest: &moco_adapters::local::Manifest,
+    existed: bool,
+) {
+    let Ok(binary) = manifest.server_binary() else {
+        return;
+    };
+    let servers: Vec<(u32, std::sync::Arc<moco_adapters::mysqld::LocalMysqld>)> = (0..manifest
+        .replicas)
+        .filter_map(|i| {
+            moco_adapters::mysqld::LocalMysqld::open(binary.clone(), &layout.instance_dir(i))
+                .ok()
+                .map(|m| (i, std::sync::Arc::new(m)))
+        })
+        .collect();
+    let grace = std::time::Duration::from_secs(60);
+    if let Err(e) = moco_adapters::local::servers::stop_servers(&servers, 0, grace).await {
+        tracing::warn!(error = %e, "stopping the new cluster's servers");
+    }
+    let root = layout.root();
+    let removed = if existed {
+        std::fs::read_dir(root).and_then(|entries| {
+            entries.flatten().try_for_each(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => std::fs::remove_dir_all(e.path()),
+                _ => std::fs::remove_file(e.path()),
+            })
+        })
+    } else {
+        std::fs::remove_dir_all(root)
+    };
+    if let Err(e) = removed {
+        say!("could not remove {}: {e}", root.display());
+    }
 }
