@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod logging;
+mod output;
 mod signals;
 
 /// moco-rs: a MOCO-compatible MySQL/MariaDB operator.

@@ -53,7 +53,7 @@ pub fn run(args: &Args) -> Result<ExitCode, Error> {
             for (_, content) in &files {
                 text.push_str(content.trim_start_matches(HEADER));
             }
-            print!("{text}");
+            crate::output::print_out(&text);
         }
         Some(dir) => {
             for (name, content) in &files {

@@ -109,7 +109,7 @@ pub fn run_plan(args: &PlanArgs) -> Result<ExitCode, PlanError> {
     } else {
         serde_json::to_string_pretty(&decision)?
     };
-    println!("{out}");
+    crate::output::out!("{out}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -119,6 +119,6 @@ pub fn run_schema(args: &SchemaArgs) -> Result<ExitCode, PlanError> {
         SchemaKind::Facts => schemars::schema_for!(ClusterFacts),
         SchemaKind::Decision => schemars::schema_for!(Decision),
     };
-    println!("{}", serde_json::to_string_pretty(&schema)?);
+    crate::output::out!("{}", serde_json::to_string_pretty(&schema)?);
     Ok(ExitCode::SUCCESS)
 }

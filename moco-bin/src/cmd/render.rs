@@ -72,21 +72,21 @@ pub fn run(args: &Args) -> Result<ExitCode, Error> {
         Ok(r) => r,
         Err(OfflineRenderError::Invalid { findings }) => {
             for f in &findings {
-                println!("{f}");
+                crate::output::out!("{f}");
             }
-            eprintln!("{} violation(s); nothing rendered", findings.len());
+            crate::output::err!("{} violation(s); nothing rendered", findings.len());
             return Ok(ExitCode::from(1));
         }
         Err(e) => return Err(e.into()),
     };
     for w in &rendered.warnings {
-        eprintln!("warning: {w}");
+        crate::output::err!("warning: {w}");
     }
     let mut out = HEADER.to_owned();
     for object in &rendered.objects {
         out.push_str("---\n");
         out.push_str(&serde_saphyr::to_string(object).map_err(|e| Error::Yaml(e.to_string()))?);
     }
-    print!("{out}");
+    crate::output::print_out(&out);
     Ok(ExitCode::SUCCESS)
 }

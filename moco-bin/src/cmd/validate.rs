@@ -64,16 +64,16 @@ pub fn run(args: &Args) -> Result<ExitCode, Error> {
     let old = read_all(&args.old, &mut stdin_used)?;
     let report = OfflineValidator::new()?.validate(&new, &old);
     for warning in &report.warnings {
-        eprintln!("warning: {warning}");
+        crate::output::err!("warning: {warning}");
     }
     for finding in &report.findings {
-        println!("{finding}");
+        crate::output::out!("{finding}");
     }
     if report.findings.is_empty() {
-        eprintln!("{} object(s) valid", report.checked);
+        crate::output::err!("{} object(s) valid", report.checked);
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!(
+        crate::output::err!(
             "{} violation(s) in {} object(s)",
             report.findings.len(),
             report.checked

@@ -19,7 +19,6 @@
 //! 20 s when no failover is possible.
 
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -37,6 +36,7 @@ use moco_core::validate::duration::{DurationError, parse_std_duration};
 use moco_operator::flags::LogEncoder;
 
 use crate::logging::{self, LogOutput};
+use crate::output::print_out;
 use crate::signals;
 use status::{LiveView, LocalStatus, flavor_name, live_pid, print_status_text};
 
@@ -45,7 +45,7 @@ use status::{LiveView, LocalStatus, flavor_name, live_pid, print_status_text};
 /// the cluster must never depend on being able to print.
 macro_rules! say {
     ($($arg:tt)*) => {
-        $crate::cmd::local::print_out(&format!("{}\n", format_args!($($arg)*)))
+        $crate::output::print_out(&format!("{}\n", format_args!($($arg)*)))
     };
 }
 
@@ -732,13 +732,6 @@ async fn down(a: DownArgs) -> Result<ExitCode, LocalCmdError> {
         say!("removed {}", layout.root().display());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes to stdout, ignoring a closed pipe (`moco local status | head`).
-pub(crate) fn print_out(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
 }
 
 /// How to connect, printed once the cluster is Healthy: the option files hold user, password,

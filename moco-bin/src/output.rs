@@ -1,0 +1,35 @@
+//! Printing that cannot fail. The output may be a pipe the reader already closed (`moco crd |
+//! head`, `… | tee log` ended by Ctrl-C): `println!` then panics. A command's output that
+//! nobody reads is not an error of the command, and stopping servers must never depend on
+//! being able to print.
+
+use std::io::Write as _;
+
+/// Writes `text` to standard output; a closed or failing output is ignored.
+pub fn print_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+/// Writes `text` to standard error; a closed or failing output is ignored.
+pub fn print_err(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+}
+
+/// `println!` to standard output through [`print_out`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::print_out(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprintln!` through [`print_err`].
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::output::print_err(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+pub(crate) use {err, out};
