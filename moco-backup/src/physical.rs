@@ -129,11 +129,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Hashing<R> {
 }
 
 fn now() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
-    )
+    moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
 }
 
 /// Takes a physical backup of the server `source` describes into `bucket` under `prefix`

@@ -18,8 +18,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -33,7 +32,7 @@ use moco_api::labels::{
 };
 
 /// The content type of the OpenMetrics text format that [`Metrics::render`] writes.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub use moco_http::metrics::CONTENT_TYPE;
 
 /// The webhook paths served (each counted, from zero).
 pub const WEBHOOK_PATHS: [&str; 3] = [
@@ -414,13 +413,7 @@ pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
 }
 
 async fn serve_metrics(State(metrics): State<Arc<Metrics>>) -> Response {
-    match metrics.render() {
-        Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot encode the metrics");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
-    }
+    moco_http::metrics::exposition(metrics.render())
 }
 
 #[cfg(test)]

@@ -147,6 +147,33 @@ impl TestPod {
         }
     }
 
+    /// The init container with server-id base `base` (it must succeed), then the mysqld
+    /// container.
+    pub async fn init_and_start(&self, base: u32) {
+        let out = self.run_init(base, &[]);
+        assert!(
+            out.status.success(),
+            "{}: moco-init: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.start().await;
+    }
+
+    /// A connection as `moco-admin` over TCP (once the agent or the test created the
+    /// accounts with [`test_passwords`]).
+    pub async fn admin(&self) -> mysql_async::Conn {
+        let opts = crate::local::opts(
+            self.port,
+            "moco-admin",
+            &test_password(moco_adapters::mysql::Account::Admin),
+        );
+        match crate::local::connect(&opts, Duration::from_secs(10)).await {
+            Ok(c) => c,
+            Err(e) => panic!("{}: moco-admin: {e}", self.name),
+        }
+    }
+
     /// Starts the mysqld container (as root on test machines, which mysqld needs to be told).
     pub async fn start(&self) {
         let args: Vec<String> = if running_as_root() {

@@ -10,20 +10,11 @@ use moco_adapters::mysql::Account;
 use moco_agent::api::{ClonePhase, CloneRequest};
 use moco_agent::client::AgentClient;
 use moco_tests::certs::TestCerts;
-use moco_tests::local::{connect, opts, server_or_skip};
+use moco_tests::local::server_or_skip;
 use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http};
 use mysql_async::prelude::Queryable;
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-async fn admin(pod: &TestPod) -> mysql_async::Conn {
-    connect(
-        &opts(pod.port, "moco-admin", &test_password(Account::Admin)),
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap()
-}
 
 async fn wait_phase(
     client: &AgentClient,
@@ -74,13 +65,7 @@ async fn agents_clone_a_mariadb_instance_over_mutual_tls() {
     let donor = TestPod::new(&binary, root.path(), 0);
     let recipient = TestPod::new(&binary, root.path(), 1);
     for pod in [&donor, &recipient] {
-        let out = pod.run_init(10, &[]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        pod.start().await;
+        pod.init_and_start(10).await;
     }
     let a0 = AgentProcess::start(&donor, &certs.agent.0, &["--max-delay=60s"]);
     let mut a1 = AgentProcess::start(&recipient, &certs.agent.0, &["--max-delay=60s"]);
@@ -100,7 +85,7 @@ async fn agents_clone_a_mariadb_instance_over_mutual_tls() {
     assert!(body.contains("replication is not configured"), "{body}");
 
     // The donor becomes a primary with data: ready.
-    let mut c = admin(&donor).await;
+    let mut c = donor.admin().await;
     for statement in moco_adapters::mysql::sql::set_writable(moco_adapters::mysql::Dialect::Mariadb)
     {
         c.query_drop(statement).await.unwrap();
@@ -202,7 +187,7 @@ async fn agents_clone_a_mariadb_instance_over_mutual_tls() {
     let done = wait_phase(&controller, &a1, ClonePhase::Completed).await;
     assert!(done.finished_at.is_some(), "{done:?}");
 
-    let mut r = admin(&recipient).await;
+    let mut r = recipient.admin().await;
     let (rows, state, read_only, server_id): (u64, String, u8, u32) = r
         .query_first(
             "SELECT (SELECT COUNT(*) FROM app.t), @@gtid_binlog_state, @@read_only, @@server_id",

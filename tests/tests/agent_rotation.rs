@@ -4,10 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::Account;
 use moco_tests::certs::TestCerts;
-use moco_tests::local::{connect, opts, server_or_skip};
-use moco_tests::pod::{AgentProcess, TestPod, get, test_password, wait_http};
+use moco_tests::local::server_or_skip;
+use moco_tests::pod::{AgentProcess, TestPod, get, wait_http};
 use mysql_async::prelude::Queryable;
 
 async fn wait_until(
@@ -36,13 +35,7 @@ async fn the_agent_rotates_the_slow_log_by_size_and_on_schedule() {
     let root = tempfile::tempdir().unwrap();
     let certs = TestCerts::write(&root.path().join("certs"));
     let pod = TestPod::new(&binary, root.path(), 0);
-    let out = pod.run_init(10, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    pod.start().await;
+    pod.init_and_start(10).await;
     // By size only: the schedule fires once a year.
     let mut agent = AgentProcess::start(
         &pod,
@@ -60,21 +53,11 @@ async fn the_agent_rotates_the_slow_log_by_size_and_on_schedule() {
         || agent.log_tail(),
     )
     .await;
-    let mut c = connect(
-        &opts(pod.port, "moco-admin", &test_password(Account::Admin)),
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let mut c = pod.admin().await;
     c.query_drop("SET GLOBAL slow_query_log=ON").await.unwrap();
     c.query_drop("SET GLOBAL long_query_time=0").await.unwrap();
     c.disconnect().await.unwrap();
-    let mut c = connect(
-        &opts(pod.port, "moco-admin", &test_password(Account::Admin)),
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let mut c = pod.admin().await;
     let slow = pod.slow_log();
     let rotated = slow.with_file_name("mysql.slow.0");
     // Every statement is slow now: a few dozen fill 4 KiB.

@@ -39,13 +39,7 @@ async fn ready_pod(
     i: u32,
 ) -> TestPod {
     let pod = TestPod::new(binary, root, i);
-    let out = pod.run_init(10, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    pod.start().await;
+    pod.init_and_start(10).await;
     create_accounts(
         &FreshServer {
             name: pod.name.clone(),
@@ -70,12 +64,7 @@ async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
     };
     let root = tempfile::tempdir().unwrap();
     let source = ready_pod(&binary, root.path(), 0).await;
-    let mut c = connect(
-        &opts(source.port, "moco-admin", &test_password(Account::Admin)),
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let mut c = source.admin().await;
     for s in sql::set_writable(Dialect::Mariadb) {
         c.query_drop(s).await.unwrap();
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_adapters::mysql::{Dialect, sql};
 use moco_adapters::ports::Platform as _;
 use moco_core::operation::ReplicationSource;
 use moco_operator::clustering::addresses::StaticAddresses;
@@ -20,8 +20,8 @@ use moco_operator::metrics::ClusterMetrics;
 use moco_operator::render::ClusterId;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
-use moco_tests::local::{connect, opts, server_or_skip};
-use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http};
+use moco_tests::local::server_or_skip;
+use moco_tests::pod::{AgentProcess, TestPod, wait_http};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 
@@ -39,15 +39,6 @@ fn pod_object(name: &str) -> serde_json::Value {
     })
 }
 
-async fn admin(port: u16) -> mysql_async::Conn {
-    connect(
-        &opts(port, "moco-admin", &test_password(Account::Admin)),
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_clones_an_empty_instance_through_the_agents() {
     let test = "the_operator_clones_an_empty_instance_through_the_agents";
@@ -60,13 +51,7 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
     let donor = TestPod::new(&binary, root.path(), 0);
     let recipient = TestPod::new(&binary, root.path(), 1);
     for pod in [&donor, &recipient] {
-        let out = pod.run_init(10, &[]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        pod.start().await;
+        pod.init_and_start(10).await;
     }
     let a0 = AgentProcess::start(&donor, &certs.agent.0, &[]);
     let a1 = AgentProcess::start(&recipient, &certs.agent.0, &[]);
@@ -79,7 +64,7 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
     })
     .await;
 
-    let mut c = admin(donor.port).await;
+    let mut c = donor.admin().await;
     for s in sql::set_writable(Dialect::Mariadb) {
         c.query_drop(s).await.unwrap();
     }
@@ -193,7 +178,7 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
         .collect();
     assert_eq!(deletes, ["/api/v1/namespaces/drill/pods/moco-db-1"]);
 
-    let mut r = admin(recipient.port).await;
+    let mut r = recipient.admin().await;
     let (rows, state): (u64, String) = r
         .query_first("SELECT (SELECT COUNT(*) FROM app.t), @@gtid_binlog_state")
         .await

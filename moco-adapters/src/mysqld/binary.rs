@@ -171,6 +171,15 @@ impl ServerBinary {
     }
 }
 
+/// The first of `names` found as a program in `PATH` or the usual directories.
+pub fn find_program(names: &[&str]) -> Option<PathBuf> {
+    let dirs = search_dirs();
+    names
+        .iter()
+        .flat_map(|n| dirs.iter().map(move |d| d.join(n)))
+        .find(|p| is_executable(p))
+}
+
 fn search_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())

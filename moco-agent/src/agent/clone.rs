@@ -75,11 +75,7 @@ fn refuse(status: StatusCode, error: impl Into<String>) -> Response {
 
 /// Seconds since the epoch now.
 pub fn now() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
-    )
+    moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
 }
 
 /// The refusal of a client that is not the controller; `None` for the controller.

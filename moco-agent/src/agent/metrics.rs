@@ -20,15 +20,14 @@ use std::sync::atomic::AtomicU64;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// The content type of the OpenMetrics text format.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub use moco_http::metrics::CONTENT_TYPE;
 
 /// A gauge of seconds.
 pub type Seconds = Gauge<f64, AtomicU64>;
@@ -136,13 +135,7 @@ pub fn metrics_router(metrics: Arc<AgentMetrics>) -> Router {
 }
 
 async fn serve(State(metrics): State<Arc<AgentMetrics>>) -> Response {
-    match metrics.render() {
-        Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot encode the metrics");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
-    }
+    moco_http::metrics::exposition(metrics.render())
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use axum_server::Handle;
 use axum_server::accept::DefaultAcceptor;
 use axum_server::tls_rustls::RustlsConfig;
 use moco_adapters::mysql::Account;
+use moco_adapters::mysqld::find_program;
 use moco_http::limits::{PROBE_LIMITS, ServerLimits, limit_requests, limited_server};
 use moco_http::listen::bind;
 use moco_http::tls::{MtlsAcceptor, mtls_client_config, mtls_server_config, spawn_reloader_with};
@@ -66,18 +67,6 @@ pub struct AgentAddrs {
     pub metrics: Option<SocketAddr>,
 }
 
-/// A program in `PATH` or the usual directories.
-fn find_tool(names: &[&str]) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    dirs.extend(["/usr/bin", "/usr/local/bin", "/usr/local/mysql/bin"].map(PathBuf::from));
-    names
-        .iter()
-        .flat_map(|n| dirs.iter().map(move |d| d.join(n)))
-        .find(|p| p.is_file())
-}
-
 /// Builds the shared state from the flags and the environment.
 pub fn state(args: &AgentArgs) -> Result<Arc<AgentState>, AgentError> {
     let index = pod::ordinal(&args.pod_name)?;
@@ -93,8 +82,8 @@ pub fn state(args: &AgentArgs) -> Result<Arc<AgentState>, AgentError> {
         None
     };
     let tools = match (
-        find_tool(&["mariadb-backup", "mariabackup"]),
-        find_tool(&["mbstream"]),
+        find_program(&["mariadb-backup", "mariabackup"]),
+        find_program(&["mbstream"]),
     ) {
         (Some(backup), Some(mbstream)) => Some(BackupTools { backup, mbstream }),
         _ => None,

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::MysqlInstance;
-use moco_core::time::Timestamp;
 use moco_core::validate::cron::Schedule;
 use mysql_async::prelude::Queryable;
 
@@ -53,14 +52,7 @@ pub async fn rotate(log: &Path, server: &MysqlInstance) -> Result<(), AgentError
         })
 }
 
-/// Seconds since the epoch now.
-fn now() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
-    )
-}
+use super::clone::now;
 
 /// Rotates forever (until the task is aborted), counting in `metrics`.
 pub async fn run(rotation: Rotation, server: Arc<MysqlInstance>, metrics: Arc<AgentMetrics>) {

@@ -85,11 +85,7 @@ fn bucket(target: &Target) -> Result<(PathBuf, moco_backup::Bucket), LocalCmdErr
 }
 
 fn now() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
-    )
+    moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
 }
 
 /// Runs `moco local backup`.
