@@ -2,6 +2,7 @@
 //! stores backups go to, and [`physical`], MariaDB's physical backup streamed into one and
 //! restored from it.
 
+pub mod binlog;
 pub mod bucket;
 pub mod local;
 pub mod physical;

@@ -46,6 +46,10 @@ pub struct Manifest {
     /// The source's `@@gtid_binlog_state` before the backup: the history a restored instance
     /// continues.
     pub binlog_state_before: GtidSet,
+    /// The GTID position the backup is consistent at (what mariadb-backup reported): binlogs
+    /// are replayed from there. Absent in backups whose tool did not report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<GtidSet>,
     /// The physical backup object.
     pub base: ObjectRecord,
 }
@@ -84,14 +88,14 @@ pub enum BackupError {
 }
 
 /// Counts and hashes the bytes read through it.
-struct Hashing<R> {
-    inner: R,
+pub(crate) struct Hashing<R> {
+    pub(crate) inner: R,
     digest: digest::Context,
-    bytes: u64,
+    pub(crate) bytes: u64,
 }
 
 impl<R> Hashing<R> {
-    fn new(inner: R) -> Self {
+    pub(crate) fn new(inner: R) -> Self {
         Hashing {
             inner,
             digest: digest::Context::new(&digest::SHA256),
@@ -99,7 +103,7 @@ impl<R> Hashing<R> {
         }
     }
 
-    fn hex(&self) -> String {
+    pub(crate) fn hex(&self) -> String {
         self.digest
             .clone()
             .finish()
@@ -128,6 +132,29 @@ impl<R: AsyncRead + Unpin> AsyncRead for Hashing<R> {
     }
 }
 
+/// Stores what `data` yields as `key`, compressed (zstd level 1, fast enough to keep up with
+/// the source) and hashed on the way; returns the record of it (with `key` as given).
+pub(crate) async fn put_compressed<R: AsyncRead + Unpin>(
+    bucket: &Bucket,
+    key: &str,
+    record_key: &str,
+    data: R,
+) -> Result<ObjectRecord, BucketError> {
+    let raw = Hashing::new(data);
+    let compressed = async_compression::tokio::bufread::ZstdEncoder::with_quality(
+        BufReader::new(raw),
+        async_compression::Level::Precise(1),
+    );
+    let mut stored = Hashing::new(compressed);
+    bucket.upload(key, &mut stored).await?;
+    Ok(ObjectRecord {
+        key: record_key.to_owned(),
+        size: stored.bytes,
+        uncompressed_size: stored.inner.get_ref().get_ref().bytes,
+        sha256: stored.hex(),
+    })
+}
+
 fn now() -> Timestamp {
     moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
 }
@@ -142,27 +169,20 @@ pub async fn backup(
     prefix: &str,
 ) -> Result<Manifest, BackupError> {
     let started_at = now();
+    // Where this backup's messages start in the (appended) log: they name its GTID position.
+    let log_start = std::fs::metadata(&source.log).map_or(0, |m| m.len());
     let mut running = procedures::start_backup(source)?;
     let stdout = running.take_stream().ok_or_else(|| {
         InstanceError::Invalid("mariadb-backup has no standard output".to_owned())
     })?;
-    let raw = Hashing::new(stdout);
-    let compressed = async_compression::tokio::bufread::ZstdEncoder::with_quality(
-        BufReader::new(raw),
-        async_compression::Level::Precise(1),
-    );
-    let mut stored = Hashing::new(compressed);
     let key = format!("{prefix}/{BASE_KEY}");
     // The upload ends when the tool's output does; the tool's exit says whether that end is
     // the whole backup. When the upload fails first, dropping the stream closes the pipe and
     // the tool stops on it. Either way the manifest is not written, so nothing half-done is
     // ever used.
-    let uploaded = bucket.upload(&key, &mut stored).await;
-    let uncompressed_size = stored.inner.get_ref().get_ref().bytes;
-    let (size, sha256) = (stored.bytes, stored.hex());
-    drop(stored);
+    let uploaded = put_compressed(bucket, &key, BASE_KEY, stdout).await;
     let finished = running.finish().await;
-    uploaded?;
+    let base = uploaded?;
     finished?;
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
@@ -170,12 +190,8 @@ pub async fn backup(
         started_at,
         finished_at: now(),
         binlog_state_before: binlog_state,
-        base: ObjectRecord {
-            key: BASE_KEY.to_owned(),
-            size,
-            uncompressed_size,
-            sha256,
-        },
+        position: procedures::logged_backup_position(&source.log, log_start),
+        base,
     };
     let text = serde_json::to_vec_pretty(&manifest).map_err(|e| BackupError::Corrupt {
         prefix: prefix.to_owned(),

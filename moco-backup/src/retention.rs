@@ -74,6 +74,7 @@ mod tests {
                 started_at: Timestamp(day * 86_400),
                 finished_at: Timestamp(day * 86_400 + 60),
                 binlog_state_before: Default::default(),
+                position: None,
                 base: ObjectRecord {
                     key: "base.xbstream.zst".into(),
                     size: 1,

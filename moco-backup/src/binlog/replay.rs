@@ -1,0 +1,345 @@
+//! Replaying archived binlogs into a restored instance, up to the chosen second: each file of
+//! the [`Plan`] is fetched and checked against its metadata, read to find the last
+//! transaction committed before the point, and applied with `mariadb-binlog
+//! --start-position=<after> --stop-position=<last> | mariadb --binary-mode`. GTIDs are exact
+//! where `--stop-datetime` would depend on the tool's time zone. After each file the server's
+//! position must be the one planned; the replayed transactions keep their GTIDs, so the
+//! restored history continues the source's.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use moco_adapters::instance::clone::{log_handle, write_private};
+use moco_adapters::mysql::MysqlInstance;
+use moco_adapters::mysql::option_file::quote_value;
+use moco_adapters::ports::Credentials;
+use mysql_async::prelude::Queryable as _;
+use tokio::io::{AsyncReadExt as _, BufReader};
+use tokio::process::Command;
+
+use super::archive::ARCHIVE_FOLDER;
+use super::events::{self, Gtid};
+use super::timeline::{Plan, Segment};
+use crate::bucket::{Bucket, BucketError};
+use crate::physical::Hashing;
+
+/// The tools and the server of a replay.
+#[derive(Clone, Debug)]
+pub struct ReplayTarget {
+    /// `mariadb-binlog`.
+    pub binlog_tool: PathBuf,
+    /// `mariadb` (the client).
+    pub client: PathBuf,
+    /// The restored server's host.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// An account that may replay binlogs (`BINLOG REPLAY`): moco-admin.
+    pub credentials: Credentials,
+    /// Where files are fetched to (emptied of them afterwards).
+    pub scratch: PathBuf,
+    /// Where the tools' messages go.
+    pub log: PathBuf,
+}
+
+/// What a replay applied.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replayed {
+    /// Files applied.
+    pub files: usize,
+    /// Transactions applied.
+    pub transactions: u64,
+    /// The last one.
+    pub last: Option<Gtid>,
+}
+
+/// Why a replay failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The object store.
+    #[error(transparent)]
+    Bucket(#[from] BucketError),
+    /// An archived file does not match its metadata, or is not a binlog.
+    #[error("archived binlog {key}: {message}")]
+    Corrupt {
+        /// The object.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Applying failed.
+    #[error("replaying {file}: {message}")]
+    Apply {
+        /// The file.
+        file: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// Applies `plan`'s binlogs (segments of the archive under `prefix`) to `target`, whose
+/// server `admin` reaches; the base backup must be in place and started.
+pub async fn replay(
+    bucket: &Bucket,
+    prefix: &str,
+    segments: &[Segment],
+    plan: &Plan,
+    target: &ReplayTarget,
+    admin: &MysqlInstance,
+) -> Result<Replayed, ReplayError> {
+    let mut done = Replayed::default();
+    let options = target.scratch.join("replay.cnf");
+    std::fs::create_dir_all(&target.scratch).map_err(|e| ReplayError::Apply {
+        file: target.scratch.display().to_string(),
+        message: e.to_string(),
+    })?;
+    write_private(
+        &options,
+        &format!(
+            "[client]\nhost={}\nport={}\nuser={}\npassword={}\n",
+            quote_value(&target.host),
+            target.port,
+            quote_value(&target.credentials.user),
+            quote_value(&target.credentials.password)
+        ),
+    )
+    .map_err(|e| ReplayError::Apply {
+        file: options.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let result = async {
+        for step in &plan.steps {
+            let segment = &segments[step.segment];
+            let key = format!("{prefix}/{ARCHIVE_FOLDER}/{}", segment.object.key);
+            let file = target.scratch.join(&segment.file);
+            fetch(bucket, &key, segment, &file).await?;
+            let p = file.clone();
+            let summary = tokio::task::spawn_blocking(move || {
+                let f = std::fs::File::open(&p)?;
+                events::summarize(std::io::BufReader::new(f), false)
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+            })
+            .await
+            .map_err(|e| corrupt(&key, e.to_string()))?
+            .map_err(|e| corrupt(&key, e.to_string()))?;
+            let after = step.after.map_or(0, |g| g.seq);
+            let wanted: Vec<&events::Transaction> = summary
+                .transactions
+                .iter()
+                .filter(|t| t.gtid.domain == step.last.domain)
+                .filter(|t| after < t.gtid.seq && t.gtid.seq <= step.last.seq)
+                .collect();
+            let taken: Vec<&&events::Transaction> = wanted
+                .iter()
+                .take_while(|t| plan.stop_before.is_none_or(|s| i64::from(t.time) < s))
+                .collect();
+            let Some(last) = taken.last().map(|t| t.gtid) else {
+                let _ = std::fs::remove_file(&file);
+                break;
+            };
+            apply(target, &options, &file, step.after, last).await?;
+            let _ = std::fs::remove_file(&file);
+            let reached =
+                position(admin, last.domain)
+                    .await
+                    .map_err(|message| ReplayError::Apply {
+                        file: segment.file.clone(),
+                        message,
+                    })?;
+            if reached != Some(last) {
+                return Err(ReplayError::Apply {
+                    file: segment.file.clone(),
+                    message: format!(
+                        "the server is at {} after the replay, not at {last} (see {})",
+                        reached.map_or("nothing".to_owned(), |g| g.to_string()),
+                        target.log.display()
+                    ),
+                });
+            }
+            done.files += 1;
+            done.transactions += taken.len() as u64;
+            done.last = Some(last);
+            if taken.len() < wanted.len() {
+                break;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    let _ = std::fs::remove_file(&options);
+    result?;
+    if done.last.is_some() {
+        // The replayed transactions are in the binlog; the position a replica of this
+        // instance (and the instance itself, as primary) works from follows.
+        let mut c = admin.conn().await.map_err(|e| ReplayError::Apply {
+            file: "gtid_slave_pos".to_owned(),
+            message: e.to_string(),
+        })?;
+        c.query_drop("SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos")
+            .await
+            .map_err(|e| ReplayError::Apply {
+                file: "gtid_slave_pos".to_owned(),
+                message: e.to_string(),
+            })?;
+        let _ = c.disconnect().await;
+    }
+    Ok(done)
+}
+
+fn corrupt(key: &str, message: String) -> ReplayError {
+    ReplayError::Corrupt {
+        key: key.to_owned(),
+        message,
+    }
+}
+
+/// Downloads `key` into `file`, decompressing and checking size and hash.
+async fn fetch(
+    bucket: &Bucket,
+    key: &str,
+    segment: &Segment,
+    file: &Path,
+) -> Result<(), ReplayError> {
+    let stream = bucket.download(key).await?;
+    let mut checked = Hashing::new(stream);
+    let written = {
+        let mut decoder =
+            async_compression::tokio::bufread::ZstdDecoder::new(BufReader::new(&mut checked));
+        let out = tokio::fs::File::create(file).await;
+        match out {
+            Ok(mut out) => tokio::io::copy(&mut decoder, &mut out).await,
+            Err(e) => Err(e),
+        }
+    };
+    let mut rest = Vec::new();
+    let _ = checked.read_to_end(&mut rest).await;
+    let record = &segment.object;
+    if checked.bytes != record.size || checked.hex() != record.sha256 {
+        return Err(corrupt(
+            key,
+            format!(
+                "{} bytes with SHA-256 {}; its metadata says {} bytes with {}",
+                checked.bytes,
+                checked.hex(),
+                record.size,
+                record.sha256
+            ),
+        ));
+    }
+    let written = written.map_err(|e| corrupt(key, format!("unpacking: {e}")))?;
+    if written != record.uncompressed_size {
+        return Err(corrupt(
+            key,
+            format!(
+                "{written} bytes unpacked; its metadata says {}",
+                record.uncompressed_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The command line of the binlog tool for one file.
+fn binlog_args(file: &Path, after: Option<Gtid>, last: Gtid) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(after) = after {
+        args.push(format!("--start-position={after}"));
+    }
+    args.push(format!("--stop-position={last}"));
+    args.push(file.display().to_string());
+    args
+}
+
+async fn apply(
+    target: &ReplayTarget,
+    options: &Path,
+    file: &Path,
+    after: Option<Gtid>,
+    last: Gtid,
+) -> Result<(), ReplayError> {
+    let name = file.display().to_string();
+    let failed = |message: String| ReplayError::Apply {
+        file: name.clone(),
+        message,
+    };
+    let io = |what: &str, e: std::io::Error| failed(format!("{what}: {e}"));
+    let mut decoder = Command::new(&target.binlog_tool)
+        .args(binlog_args(file, after, last))
+        .env("TZ", "UTC")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log_handle(&target.log).map_err(|e| failed(e.to_string()))?)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| io(&target.binlog_tool.display().to_string(), e))?;
+    let stdout = decoder
+        .stdout
+        .take()
+        .ok_or_else(|| failed("mariadb-binlog has no standard output".to_owned()))?;
+    let stdin: Stdio = stdout
+        .try_into()
+        .map_err(|e| io("connecting mariadb-binlog to the client", e))?;
+    let client = Command::new(&target.client)
+        .arg(format!("--defaults-extra-file={}", options.display()))
+        .arg("--binary-mode")
+        .stdin(stdin)
+        .stdout(log_handle(&target.log).map_err(|e| failed(e.to_string()))?)
+        .stderr(log_handle(&target.log).map_err(|e| failed(e.to_string()))?)
+        .kill_on_drop(true)
+        .status();
+    let (decoded, applied) = tokio::join!(decoder.wait(), client);
+    let decoded = decoded.map_err(|e| io("mariadb-binlog", e))?;
+    let applied = applied.map_err(|e| io("mariadb", e))?;
+    if !decoded.success() || !applied.success() {
+        return Err(failed(format!(
+            "mariadb-binlog {decoded}, mariadb {applied} (see {})",
+            target.log.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The server's last GTID in `domain`.
+async fn position(admin: &MysqlInstance, domain: u32) -> Result<Option<Gtid>, String> {
+    let mut c = admin.conn().await.map_err(|e| e.to_string())?;
+    let pos: Option<String> = c
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = c.disconnect().await;
+    let mut found = None;
+    for entry in pos.unwrap_or_default().split(',').map(str::trim) {
+        if let Ok(g) = entry.parse::<Gtid>()
+            && g.domain == domain
+        {
+            found = Some(g);
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binlog::events::tests::g;
+
+    #[test]
+    fn the_tool_replays_between_two_gtids() {
+        assert_eq!(
+            binlog_args(
+                Path::new("/s/binlog.000004"),
+                Some(g(0, 1, 1504)),
+                g(0, 2, 1510)
+            ),
+            [
+                "--start-position=0-1-1504",
+                "--stop-position=0-2-1510",
+                "/s/binlog.000004"
+            ]
+        );
+        assert_eq!(
+            binlog_args(Path::new("f"), None, g(0, 1, 3)),
+            ["--stop-position=0-1-3", "f"]
+        );
+    }
+}
