@@ -7,10 +7,11 @@ cd "$(dirname "$0")/.."
 source scripts/lib/install.sh
 ensure_mariadb
 ensure_moto
+ensure_azurite
 export CARGO_TERM_COLOR=never
 # The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
 # adding one.
-MIN_REAL_SERVER_TESTS=37
+MIN_REAL_SERVER_TESTS=40
 
 step() { printf '\n=== %s\n' "$*"; }
 

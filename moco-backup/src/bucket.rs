@@ -189,11 +189,21 @@ impl BucketSpec {
                 client = client.with_root_certificate(c);
             }
         }
+        // An endpoint elsewhere (an emulator) may be plain http, given here or in the
+        // environment the service's SDK reads it from.
+        let env_endpoints: &[&str] = match self.backend {
+            Backend::Azure => &["AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT"],
+            _ => &["AWS_ENDPOINT_URL", "AWS_ENDPOINT"],
+        };
         let plain_http = self
             .endpoint
             .as_deref()
-            .or(env.get("AWS_ENDPOINT_URL").map(String::as_str))
-            .or(env.get("AWS_ENDPOINT").map(String::as_str))
+            .or_else(|| {
+                env_endpoints
+                    .iter()
+                    .find_map(|k| env.get(*k))
+                    .map(String::as_str)
+            })
             .is_some_and(|e| e.starts_with("http://"));
         if plain_http {
             client = client.with_allow_http(true);
@@ -232,8 +242,15 @@ impl BucketSpec {
             }
             Backend::Azure => {
                 let mut b = MicrosoftAzureBuilder::new();
+                // Only `AZURE_*`: object_store also knows bare names (`TOKEN`, `ENDPOINT`,
+                // `ACCESS_KEY`, …) that any program's environment may hold, and a stray
+                // `TOKEN` would be sent as a bearer token instead of the account's key.
                 for (k, v) in env {
-                    if let Ok(key) = k.to_ascii_lowercase().parse::<AzureConfigKey>() {
+                    let k = k.to_ascii_lowercase();
+                    if !k.starts_with("azure_") {
+                        continue;
+                    }
+                    if let Ok(key) = k.parse::<AzureConfigKey>() {
                         b = b.with_config(key, v);
                     }
                 }
@@ -244,9 +261,27 @@ impl BucketSpec {
                 if let Some(key) = env.get("AZURE_STORAGE_KEY") {
                     b = b.with_access_key(key);
                 }
+                let emulator = b
+                    .get_config_value(&AzureConfigKey::UseEmulator)
+                    .is_some_and(|v| v != "false");
+                if !emulator && b.get_config_value(&AzureConfigKey::AccountName).is_none() {
+                    return Err(invalid(
+                        "AZURE_STORAGE_ACCOUNT",
+                        "not set: the storage account's name is needed (its key in \
+                         AZURE_STORAGE_KEY)",
+                    ));
+                }
                 b = b.with_container_name(&name).with_client_options(client);
-                if let Some(e) = &self.endpoint {
-                    b = b.with_endpoint(e.clone());
+                // The account's URL (`endpointURL`, else `AZURE_STORAGE_ENDPOINT`); an
+                // emulator's carries the account as its path
+                // (`http://127.0.0.1:10000/devstoreaccount1`), where a trailing `/` would
+                // make every object's path start with `//`.
+                let endpoint = self
+                    .endpoint
+                    .clone()
+                    .or_else(|| b.get_config_value(&AzureConfigKey::Endpoint));
+                if let Some(e) = endpoint {
+                    b = b.with_endpoint(e.trim_end_matches('/').to_owned());
                 }
                 Arc::new(b.build().map_err(target)?)
             }
@@ -536,6 +571,116 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(bucket.list("").await.unwrap(), []);
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    /// Lists `spec` with `env` against a one-request server on loopback that refuses with 403
+    /// (as a store refuses a wrong key); returns the request's head and the error.
+    async fn first_azure_request(
+        mut spec: BucketSpec,
+        mut env: BTreeMap<String, String>,
+    ) -> (String, String) {
+        use tokio::io::AsyncWriteExt as _;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://127.0.0.1:{}/devstoreaccount1/",
+            listener.local_addr().unwrap().port()
+        );
+        if spec.endpoint.is_some() {
+            spec.endpoint = Some(url);
+        } else {
+            env.insert("AZURE_STORAGE_ENDPOINT".into(), url);
+        }
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8];
+                s.read_exact(&mut byte).await.unwrap();
+                head.push(byte[0]);
+            }
+            s.write_all(
+                b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            )
+            .await
+            .unwrap();
+            String::from_utf8(head).unwrap()
+        });
+        let e = spec.open(&env).unwrap().list("").await.unwrap_err();
+        (server.await.unwrap(), e.to_string())
+    }
+
+    /// MOCO's Job environment (`AZURE_STORAGE_ACCOUNT`, `AZURE_STORAGE_KEY`) and an emulator's
+    /// http endpoint, given as `endpointURL` or in `AZURE_STORAGE_ENDPOINT`, with or without
+    /// a trailing `/`: the request goes there, signed with the account's key, whatever
+    /// other variables the environment holds.
+    #[tokio::test]
+    async fn azure_takes_mocos_variables_and_an_http_endpoint() {
+        let env = vars(&[
+            ("AZURE_STORAGE_ACCOUNT", "devstoreaccount1"),
+            ("AZURE_STORAGE_KEY", "a2V5"),
+            ("CONTAINER", "c"),
+            // Not Azure's: object_store would read `TOKEN` as a bearer token.
+            ("TOKEN", "t"),
+            ("ENDPOINT", "https://elsewhere.invalid"),
+        ]);
+        let in_spec = BucketSpec {
+            name: "$(CONTAINER)".into(),
+            endpoint: Some(String::new()),
+            ..BucketSpec::from_url("azure://x").unwrap()
+        };
+        let in_env = BucketSpec {
+            endpoint: None,
+            ..in_spec.clone()
+        };
+        for spec in [in_spec, in_env] {
+            let (head, e) = first_azure_request(spec, env.clone()).await;
+            let request_line = head.lines().next().unwrap();
+            assert_eq!(
+                request_line, "GET /devstoreaccount1/c?restype=container&comp=list HTTP/1.1",
+                "{head}"
+            );
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("\r\nauthorization: sharedkey devstoreaccount1:"),
+                "{head}"
+            );
+            assert!(e.starts_with("azure://c/: "), "{e}");
+            assert!(e.contains("403 Forbidden"), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_azure_bucket_without_an_account_names_the_variable() {
+        let spec = BucketSpec::from_url("azure://c").unwrap();
+        for env in [
+            vars(&[]),
+            vars(&[("AZURE_STORAGE_KEY", "a2V5")]),
+            // object_store's bare name is not read (only `AZURE_*` are).
+            vars(&[("ACCOUNT_NAME", "a"), ("AZURE_STORAGE_KEY", "a2V5")]),
+        ] {
+            let e = spec.open(&env).unwrap_err().to_string();
+            assert!(e.starts_with("AZURE_STORAGE_ACCOUNT: not set"), "{e}");
+        }
+        for env in [
+            vars(&[
+                ("AZURE_STORAGE_ACCOUNT", "a"),
+                ("AZURE_STORAGE_KEY", "a2V5"),
+            ]),
+            vars(&[
+                ("AZURE_STORAGE_ACCOUNT_NAME", "a"),
+                ("AZURE_STORAGE_KEY", "a2V5"),
+            ]),
+            vars(&[("AZURE_STORAGE_USE_EMULATOR", "true")]),
+        ] {
+            spec.open(&env).unwrap();
+        }
     }
 
     #[test]

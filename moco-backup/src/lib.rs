@@ -5,6 +5,8 @@
 pub mod binlog;
 pub mod bucket;
 pub mod local;
+pub mod local_archive;
+pub mod mysql_format;
 pub mod physical;
 pub mod retention;
 

@@ -14,6 +14,10 @@ use moco_adapters::ports::{MocoUser, MysqlPort as _};
 use moco_core::facts::Flavor;
 use moco_core::time::Timestamp;
 
+use crate::binlog::archive::{self, ArchiveError};
+use crate::binlog::events::Gtid;
+use crate::binlog::replay::{ReplayError, ReplayTarget, Replayed, replay};
+use crate::binlog::timeline::{Base, PlanError, Point, Timeline, plan};
 use crate::bucket::{Bucket, BucketError};
 use crate::physical::{self, BackupError, MANIFEST_KEY, Manifest as BackupManifest};
 
@@ -173,6 +177,9 @@ pub async fn list(bucket: &Bucket, cluster_prefix: &str) -> Result<Vec<Listed>, 
         let Some((folder, name)) = rest.split_once('/') else {
             continue;
         };
+        if folder == crate::binlog::archive::ARCHIVE_FOLDER {
+            continue;
+        }
         let has_manifest = folders
             .entry(format!("{cluster_prefix}/{folder}"))
             .or_default();
@@ -329,6 +336,171 @@ pub async fn restore_into(
     .map_err(|e| fail(e.to_string()))?;
     let _ = admin.disconnect().await;
     Ok(restored)
+}
+
+/// The complete backups of `backups` as the restore plan sees them, with their indexes in
+/// `backups`. A backup whose manifest names no GTID position (its tool did not report one)
+/// can only be restored as it is, so it takes part only when nothing else is asked.
+pub fn bases(backups: &[Listed], domain: Option<u32>) -> Vec<(usize, Base)> {
+    backups
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| {
+            let m = b.manifest.as_ref()?;
+            let position = m.position.as_ref()?;
+            let tip = position
+                .mariadb_position()
+                .split(',')
+                .filter_map(|e| e.parse::<Gtid>().ok())
+                .find(|g| domain.is_none_or(|d| g.domain == d));
+            Some((
+                i,
+                Base {
+                    prefix: b.prefix.clone(),
+                    position: tip,
+                    finished_at: m.finished_at.seconds(),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// What a point-in-time restore did.
+#[derive(Clone, Debug)]
+pub struct RestoredTo {
+    /// The base backup's prefix.
+    pub base: String,
+    /// Its restore.
+    pub restored: physical::Restored,
+    /// The binlogs replayed after it.
+    pub replayed: Replayed,
+}
+
+/// Why a point-in-time restore failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreToError {
+    /// The cluster or the base backup.
+    #[error(transparent)]
+    Local(#[from] LocalBackupError),
+    /// Reading the archive.
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+    /// No restore reaches the point.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Replaying binlogs.
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+}
+
+/// A restore decided: the base backup and the binlogs after it.
+#[derive(Clone, Debug)]
+pub struct PlannedRestore {
+    /// The source cluster's prefix.
+    pub prefix: String,
+    /// The base backup's prefix.
+    pub base: String,
+    /// The archive's segments the plan's steps index.
+    pub segments: Vec<crate::binlog::Segment>,
+    /// The plan.
+    pub plan: crate::binlog::Plan,
+}
+
+/// Decides how to restore cluster `source`'s state at `point` from `bucket`: the newest
+/// backup complete before the point, then the archived binlogs up to it. Nothing is touched,
+/// so a point the archive does not reach fails before a new cluster is made.
+pub async fn plan_restore(
+    bucket: &Bucket,
+    source: &str,
+    point: Point,
+) -> Result<PlannedRestore, RestoreToError> {
+    let prefix = cluster_prefix(source);
+    let backups = list(bucket, &prefix)
+        .await
+        .map_err(|e| LocalBackupError::Backup(e.into()))?;
+    let contents = archive::load(bucket, &prefix).await?;
+    let timeline = Timeline::build(&contents.segments).map_err(ArchiveError::from)?;
+    let bases = bases(&backups, timeline.domain);
+    let plain: Vec<Base> = bases.iter().map(|(_, b)| b.clone()).collect();
+    let plan = match plan(&plain, &timeline, contents.progress, point) {
+        Err(PlanError::NoBackup) if backups.iter().any(|b| b.manifest.is_some()) => {
+            return Err(LocalBackupError::Cluster {
+                dir: prefix,
+                message: "the complete backups name no GTID position (taken by an older build), \
+                          so they cannot start a point-in-time restore"
+                    .to_owned(),
+            }
+            .into());
+        }
+        other => other?,
+    };
+    Ok(PlannedRestore {
+        base: bases[plan.base].1.prefix.clone(),
+        prefix,
+        segments: contents.segments,
+        plan,
+    })
+}
+
+/// Carries out `planned` into instance 0 of the new cluster in `layout` (created, its
+/// instances running and empty): the base backup, then the binlogs.
+pub async fn restore_to(
+    layout: &Layout,
+    manifest: &Manifest,
+    bucket: &Bucket,
+    planned: &PlannedRestore,
+) -> Result<RestoredTo, RestoreToError> {
+    let PlannedRestore {
+        prefix,
+        base,
+        segments,
+        plan,
+    } = planned;
+    let base = base.clone();
+    let restored = restore_into(layout, manifest, bucket, &base).await?;
+    let dir = layout.root().display().to_string();
+    let fail = |message: String| LocalBackupError::Cluster {
+        dir: dir.clone(),
+        message,
+    };
+    if plan.steps.is_empty() {
+        return Ok(RestoredTo {
+            base,
+            restored,
+            replayed: Replayed::default(),
+        });
+    }
+    let binary = manifest.server_binary().map_err(|e| fail(e.to_string()))?;
+    let tool = |names: [&str; 2]| {
+        binary
+            .tool(names[0])
+            .or_else(|_| binary.tool(names[1]))
+            .map_err(|e| fail(e.to_string()))
+    };
+    let secret = Secret::load(layout).map_err(|e| fail(e.to_string()))?;
+    let credentials = secret.credentials(MocoUser::Admin);
+    let target = ReplayTarget {
+        binlog_tool: tool(["mariadb-binlog", "mysqlbinlog"])?,
+        client: tool(["mariadb", "mysql"])?,
+        host: "127.0.0.1".to_owned(),
+        port: manifest.instance_port(0),
+        credentials: credentials.clone(),
+        scratch: layout.instance_dir(0).join("replay-scratch"),
+        log: layout.instance_dir(0).join("restore.log"),
+    };
+    let admin = MysqlInstance::new(ConnectOptions::new(
+        "127.0.0.1",
+        manifest.instance_port(0),
+        &credentials,
+    ));
+    let replayed = replay(bucket, prefix, segments, plan, &target, &admin).await;
+    let _ = admin.disconnect().await;
+    let _ = std::fs::remove_dir_all(&target.scratch);
+    Ok(RestoredTo {
+        base,
+        restored,
+        replayed: replayed?,
+    })
 }
 
 #[cfg(test)]

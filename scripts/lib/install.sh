@@ -30,3 +30,16 @@ ensure_moto() {
   fi
   export MOCO_MOTO_SERVER="$venv/bin/moto_server"
 }
+
+# ensure_azurite: an Azure Blob Storage emulator for the object-store tests (Azurite, from npm)
+# under the cache directory; exports MOCO_AZURITE_BLOB.
+ensure_azurite() {
+  local prefix="${XDG_CACHE_HOME:-$HOME/.cache}/moco-rs/azurite-3.35.0"
+  if [ ! -x "$prefix/node_modules/.bin/azurite-blob" ]; then
+    echo "installing Azurite 3.35.0 (Azure Blob test server) into $prefix ..." >&2
+    mkdir -p "$prefix"
+    npm install --prefix "$prefix" --save-exact --no-audit --no-fund --loglevel=error \
+      azurite@3.35.0 >/dev/null
+  fi
+  export MOCO_AZURITE_BLOB="$prefix/node_modules/.bin/azurite-blob"
+}

@@ -1,5 +1,6 @@
 //! Shared helpers for the integration tests.
 
+pub mod azurite;
 pub mod certs;
 pub mod kube;
 pub mod local;

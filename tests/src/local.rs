@@ -367,6 +367,11 @@ pub struct WriterReport {
     pub failures: u64,
     /// Acknowledgement instants, in order.
     pub ack_times: Vec<Instant>,
+    /// Wall-clock acknowledgement times, matching `acked` (for restore points, which are
+    /// wall-clock seconds).
+    pub acked_wall: Vec<std::time::SystemTime>,
+    /// When each attempted id's INSERT was sent (wall clock).
+    pub sent_wall: std::collections::BTreeMap<u64, std::time::SystemTime>,
     /// A sample of error messages.
     pub errors: Vec<String>,
 }
@@ -422,11 +427,13 @@ impl Writer {
                 let id = next_id;
                 next_id += 1;
                 let Some(c) = conn.as_mut() else { continue };
+                report.sent_wall.insert(id, std::time::SystemTime::now());
                 let insert = c.exec_drop("INSERT INTO moco_test.t (id) VALUES (?)", (id,));
                 match tokio::time::timeout(Duration::from_secs(30), insert).await {
                     Ok(Ok(())) => {
                         report.acked.push(id);
                         report.ack_times.push(Instant::now());
+                        report.acked_wall.push(std::time::SystemTime::now());
                     }
                     Ok(Err(e)) => {
                         report.failures += 1;

@@ -195,7 +195,7 @@ async fn local_backup_streams_a_replica_into_a_directory_and_s3_and_lists_them()
         0,
         "no server of it is left running"
     );
-    // Only `latest` until binary logs are archived; an unknown source is named.
+    // A point that is not a time names the flag and the form; an unknown source is named.
     let err = moco_tests::local::moco_err(&[
         "local",
         "restore",
@@ -204,12 +204,26 @@ async fn local_backup_streams_a_replica_into_a_directory_and_s3_and_lists_them()
         "--source",
         "c",
         "--point",
-        "2026-11-23T22:00:00Z",
+        "yesterday",
     ]);
     assert!(
-        err.contains("--point 2026-11-23T22:00:00Z: only `latest`"),
+        err.contains("--point yesterday: ") && err.contains("RFC 3339"),
         "{err}"
     );
+    // Without archived binlogs a chosen second after the backup is refused, saying why.
+    let err = moco_tests::local::moco_err(&[
+        "local",
+        "restore",
+        "--dir",
+        &dir.path().parent().unwrap().join("y").display().to_string(),
+        "--from",
+        &default_bucket.display().to_string(),
+        "--source",
+        "c",
+        "--point",
+        "2999-01-01T00:00:00Z",
+    ]);
+    assert!(err.contains("no binlogs are archived"), "{err}");
     let err = moco_tests::local::moco_err(&[
         "local",
         "restore",

@@ -316,7 +316,7 @@ fn position_in_messages(text: &str) -> Option<GtidSet> {
             .filter_map(|l| l.split_once(marker).map(|(_, r)| r))
             .filter_map(|r| r.split_once('\'').map(|(v, _)| v))
             .filter_map(|v| GtidSet::from_mariadb(v).ok())
-            .last()
+            .next_back()
     })
 }
 

@@ -62,6 +62,6 @@ pub(crate) fn tail(text: &str, lines: usize) -> String {
 }
 
 /// The last 15 lines of the file at `path` (empty when it cannot be read).
-pub(crate) fn file_tail(path: &std::path::Path) -> String {
+pub fn file_tail(path: &std::path::Path) -> String {
     tail(&std::fs::read_to_string(path).unwrap_or_default(), 15)
 }

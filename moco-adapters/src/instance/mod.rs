@@ -15,7 +15,7 @@
 pub mod accounts;
 pub mod clone;
 pub mod datadir;
-mod error;
+pub mod error;
 
 pub use error::InstanceError;
 pub(crate) use error::{file_tail, tail};

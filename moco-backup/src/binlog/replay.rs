@@ -107,6 +107,14 @@ pub async fn replay(
         file: options.display().to_string(),
         message: e.to_string(),
     })?;
+    // A restored instance starts read-only; nothing but this replay reaches it yet (its
+    // cluster's endpoints are not up), and it goes back to read-only afterwards.
+    let was_read_only = set_read_only(admin, None)
+        .await
+        .map_err(|message| ReplayError::Apply {
+            file: "read_only".to_owned(),
+            message,
+        })?;
     let result = async {
         for step in &plan.steps {
             let segment = &segments[step.segment];
@@ -167,21 +175,28 @@ pub async fn replay(
     }
     .await;
     let _ = std::fs::remove_file(&options);
-    result?;
-    if done.last.is_some() {
+    let finished = match (&result, done.last) {
         // The replayed transactions are in the binlog; the position a replica of this
         // instance (and the instance itself, as primary) works from follows.
-        let mut c = admin.conn().await.map_err(|e| ReplayError::Apply {
-            file: "gtid_slave_pos".to_owned(),
-            message: e.to_string(),
+        (Ok(()), Some(_)) => privileged(
+            admin,
+            &["SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos".to_owned()],
+        )
+        .await
+        .map(|_| ()),
+        _ => Ok(()),
+    };
+    let restored = if was_read_only {
+        set_read_only(admin, Some(true)).await.map(|_| ())
+    } else {
+        Ok(())
+    };
+    result?;
+    for (what, outcome) in [("gtid_slave_pos", finished), ("read_only", restored)] {
+        outcome.map_err(|message| ReplayError::Apply {
+            file: what.to_owned(),
+            message,
         })?;
-        c.query_drop("SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos")
-            .await
-            .map_err(|e| ReplayError::Apply {
-                file: "gtid_slave_pos".to_owned(),
-                message: e.to_string(),
-            })?;
-        let _ = c.disconnect().await;
     }
     Ok(done)
 }
@@ -292,11 +307,42 @@ async fn apply(
     let applied = applied.map_err(|e| io("mariadb", e))?;
     if !decoded.success() || !applied.success() {
         return Err(failed(format!(
-            "mariadb-binlog {decoded}, mariadb {applied} (see {})",
-            target.log.display()
+            "mariadb-binlog {decoded}, mariadb {applied}; {}:\n{}",
+            target.log.display(),
+            moco_adapters::instance::error::file_tail(&target.log)
         )));
     }
     Ok(())
+}
+
+/// Sets `read_only` (`None`: off) and returns what it was. MariaDB 10.11 wants
+/// `READ_ONLY ADMIN` for it, which the admin holds only through a role enabled per statement.
+async fn set_read_only(admin: &MysqlInstance, on: Option<bool>) -> Result<bool, String> {
+    privileged(
+        admin,
+        &[format!(
+            "SET GLOBAL read_only = {}",
+            if on == Some(true) { "ON" } else { "OFF" }
+        )],
+    )
+    .await
+}
+
+/// Runs `statements` with the read-only-admin role enabled; returns `@@read_only` before.
+async fn privileged(admin: &MysqlInstance, statements: &[String]) -> Result<bool, String> {
+    use moco_adapters::mysql::sql::{Dialect, privileged};
+    let mut c = admin.conn().await.map_err(|e| e.to_string())?;
+    let was: Option<u8> = c
+        .query_first("SELECT @@read_only")
+        .await
+        .map_err(|e| e.to_string())?;
+    for statement in privileged(Dialect::Mariadb, statements.to_vec()) {
+        c.query_drop(&statement)
+            .await
+            .map_err(|e| format!("{statement}: {e}"))?;
+    }
+    let _ = c.disconnect().await;
+    Ok(was.unwrap_or(0) != 0)
 }
 
 /// The server's last GTID in `domain`.

@@ -355,6 +355,32 @@ pub fn show(seconds: i64) -> String {
     moco_core::time::Timestamp(seconds).to_string()
 }
 
+/// Until which second (exclusive) the archive is known complete from backup `b`, whose
+/// continuing history is `pieces`: the progress mark's, when that history holds the mark's
+/// position.
+fn complete_until(b: &Base, pieces: &[Piece], progress: Option<Progress>) -> Option<i64> {
+    let from = b.position.map_or(0, |g| g.seq);
+    let reaches = |g: Gtid| {
+        g.seq <= from
+            || pieces
+                .iter()
+                .any(|p| p.first_seq <= g.seq && g.seq <= p.last_seq && p.server_id == g.server_id)
+    };
+    progress.and_then(|p| match p.position {
+        Some(g) if reaches(g) => Some(p.checked_at),
+        None if from == 0 => Some(p.checked_at),
+        _ => None,
+    })
+}
+
+/// The seconds each backup restores to with the archive: every point from the second after
+/// it finished up to the returned one (inclusive); `None` when the archive does not continue
+/// it (it restores only as it is).
+pub fn restorable_until(b: &Base, timeline: &Timeline, progress: Option<Progress>) -> Option<i64> {
+    let from = b.position.map_or(0, |g| g.seq);
+    complete_until(b, &timeline.continuing(from), progress).filter(|c| *c > b.finished_at)
+}
+
 /// The restore of `point` from `bases` and the archive (`timeline` over `segments`,
 /// confirmed up to `progress`): the newest backup complete before the point, and the
 /// binlogs that continue it up to the point.
@@ -392,32 +418,18 @@ pub fn plan(
     };
     let b = &bases[base];
     let from = b.position.map_or(0, |g| g.seq);
-    if let (Some(position), Some(server)) = (
-        b.position,
-        b.position.and_then(|g| timeline.server_at(g.seq)),
-    ) {
-        if server != position.server_id {
-            return Err(PlanError::NotArchived(format!(
-                "backup {} holds {position}, but the archived history has sequence number {} from \
-                 server {server}: the backup is not on the archive's history",
-                b.prefix, position.seq
-            )));
-        }
+    if let Some(position) = b.position
+        && let Some(server) = timeline.server_at(position.seq)
+        && server != position.server_id
+    {
+        return Err(PlanError::NotArchived(format!(
+            "backup {} holds {position}, but the archived history has sequence number {} from \
+             server {server}: the backup is not on the archive's history",
+            b.prefix, position.seq
+        )));
     }
     let pieces = timeline.continuing(from);
-    // How far the archive is known complete from this backup: to the progress mark when the
-    // continuing history holds its position.
-    let reaches = |g: Gtid| {
-        g.seq <= from
-            || pieces
-                .iter()
-                .any(|p| p.first_seq <= g.seq && g.seq <= p.last_seq && p.server_id == g.server_id)
-    };
-    let complete_until = progress.and_then(|p| match p.position {
-        Some(g) if reaches(g) => Some(p.checked_at),
-        None if from == 0 => Some(p.checked_at),
-        _ => None,
-    });
+    let complete_until = complete_until(b, &pieces, progress);
     let stop_before = match point {
         Point::Latest => None,
         Point::Before(t) => {

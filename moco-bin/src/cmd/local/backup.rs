@@ -42,6 +42,22 @@ enum BackupCommand {
     /// than D days (`--keep-days`). The newest complete backup, and an incomplete one newer
     /// than it (maybe running), are always kept; older incomplete ones are deleted.
     Prune(PruneArgs),
+    /// Archive the binary logs continuously (every few seconds, from whichever instance is
+    /// primary), so that `moco local restore --point` reaches any second since the oldest
+    /// backup. The cluster's manager does it; `--off` stops it.
+    Archive(ArchiveArgs),
+}
+
+#[derive(Debug, Args)]
+struct ArchiveArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Seconds between rounds: the recovery point is about this plus an upload.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    every: u64,
+    /// Stop archiving (what is archived stays).
+    #[arg(long)]
+    off: bool,
 }
 
 #[derive(Debug, Args)]
@@ -93,6 +109,7 @@ pub async fn run(args: BackupArgs) -> Result<ExitCode, LocalCmdError> {
     match args.command {
         Some(BackupCommand::List(target)) => list(&target).await,
         Some(BackupCommand::Prune(args)) => prune(&args).await,
+        Some(BackupCommand::Archive(args)) => archive(&args).await,
         None => take(&args.target).await,
     }
 }
@@ -163,25 +180,117 @@ async fn prune(args: &PruneArgs) -> Result<ExitCode, LocalCmdError> {
     Ok(ExitCode::SUCCESS)
 }
 
+async fn archive(args: &ArchiveArgs) -> Result<ExitCode, LocalCmdError> {
+    use moco_backup::local_archive::{ArchiveConfig, config_path};
+    let dir = args
+        .target
+        .dir
+        .clone()
+        .ok_or_else(|| usage("--dir is required: the cluster directory"))?;
+    let layout = moco_adapters::local::Layout::new(&dir);
+    moco_adapters::local::Manifest::load(&layout).map_err(|e| usage(format!("--dir: {e}")))?;
+    if args.off {
+        match std::fs::remove_file(config_path(&layout)) {
+            Ok(()) => say!("binlog archiving is off (the archive stays)"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                say!("binlog archiving was not on")
+            }
+            Err(e) => return Err(usage(format!("{}: {e}", config_path(&layout).display()))),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.every == 0 {
+        return Err(usage("--every: at least 1 second"));
+    }
+    // The bucket must open here, with this environment, before the manager is told.
+    let (_, _) = bucket(&args.target)?;
+    let url = args
+        .target
+        .to
+        .clone()
+        .unwrap_or_else(|| default_bucket(&dir).display().to_string());
+    let url = match std::path::Path::new(&url).canonicalize() {
+        Ok(p) if !url.contains("://") => p.display().to_string(),
+        _ => url,
+    };
+    let config = ArchiveConfig {
+        url: url.clone(),
+        every_seconds: args.every,
+    };
+    moco_adapters::local::files::write_json(&config_path(&layout), &config, 0o644)
+        .map_err(|e| usage(e.to_string()))?;
+    say!(
+        "binlog archiving to {url} every {} s is on; the cluster's manager archives from the primary \
+         (object store credentials come from the manager's environment)",
+        args.every
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
-    let (name, _, backups) = backups_of(target).await?;
+    let (name, bucket, backups) = backups_of(target).await?;
     if backups.is_empty() {
         say!("no backups of {name}");
     }
-    for b in backups {
-        match (&b.manifest, &b.problem) {
-            (Some(m), _) => say!(
-                "{}  complete  started {}  {} bytes  GTID state {}",
-                b.prefix,
-                m.started_at,
-                m.base.size,
-                m.binlog_state_before
-            ),
-            (None, problem) => say!(
+    let prefix = moco_backup::local::cluster_prefix(&name);
+    let contents = moco_backup::binlog::archive::load(&bucket, &prefix)
+        .await
+        .map_err(|e| usage(e.to_string()))?;
+    let timeline = moco_backup::binlog::Timeline::build(&contents.segments)
+        .map_err(|e| usage(e.to_string()))?;
+    let bases = moco_backup::local::bases(&backups, timeline.domain);
+    let show = moco_backup::binlog::timeline::show;
+    for (i, b) in backups.iter().enumerate() {
+        let Some(m) = &b.manifest else {
+            say!(
                 "{}  NOT RESTORABLE: {}",
                 b.prefix,
-                problem.as_deref().unwrap_or("unknown")
+                b.problem.as_deref().unwrap_or("unknown")
+            );
+            continue;
+        };
+        let base = bases.iter().find(|(j, _)| *j == i).map(|(_, base)| base);
+        let window = match base.map(|base| {
+            (
+                base,
+                moco_backup::binlog::timeline::restorable_until(base, &timeline, contents.progress),
+            )
+        }) {
+            Some((base, Some(until))) => format!(
+                "restores to any second from {} to {}",
+                show(base.finished_at + 1),
+                show(until)
             ),
+            Some((_, None)) => "restores as it is (no archived binlogs continue it)".to_owned(),
+            None => "restores as it is (its GTID position is not recorded)".to_owned(),
+        };
+        say!(
+            "{}  complete  finished {}  {} bytes  GTID state {}  {window}",
+            b.prefix,
+            m.finished_at,
+            m.base.size,
+            m.binlog_state_before
+        );
+    }
+    if !contents.segments.is_empty() {
+        say!("binlog archive: {} files", contents.segments.len());
+        for (first, last) in timeline.stretches() {
+            let (a, z) = (&timeline.pieces[first], &timeline.pieces[last]);
+            say!(
+                "  transactions {}..={} committed {} .. {}",
+                a.first_seq,
+                z.last_seq,
+                show(a.first_time),
+                show(z.last_time)
+            );
+        }
+        if timeline.stretches().len() > 1 {
+            say!(
+                "  GAP: binlogs are missing between the stretches above; a backup before a gap restores only up to it"
+            );
+        }
+        if let Some(p) = contents.progress {
+            say!("  complete up to {}", show(p.checked_at));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -200,8 +309,10 @@ pub struct RestoreArgs {
     /// The name of the cluster whose backup to restore (its directory's name).
     #[arg(long, value_name = "NAME")]
     source: String,
-    /// Which moment: `latest` (the newest complete backup). Restoring to a chosen second needs
-    /// the binary logs archived, which is not built yet.
+    /// Which moment: an RFC 3339 time (`2026-11-23T08:29:06Z`: every transaction committed
+    /// before that second, as MOCO's restorePoint), or `latest` (the newest the backups and
+    /// the binlog archive hold). A chosen second needs the binlogs archived
+    /// (`moco local backup archive`).
     #[arg(long, default_value = "latest")]
     point: String,
     /// Number of instances of the new cluster: 1, 3, 5, 7 or 9.
@@ -217,13 +328,17 @@ pub struct RestoreArgs {
 /// Runs `moco local restore`: creates the cluster, puts the backup in place of instance 0,
 /// and starts the manager, which clones the others from it.
 pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
-    if a.point != "latest" {
-        return Err(usage(format!(
-            "--point {}: only `latest` (the newest complete backup) can be restored: restoring \
-             to a chosen second needs archived binary logs, which this build does not take yet",
-            a.point
-        )));
-    }
+    let point = if a.point == "latest" {
+        moco_backup::binlog::Point::Latest
+    } else {
+        let t = Timestamp::parse(&a.point).map_err(|e| {
+            usage(format!(
+                "--point {}: {e} (an RFC 3339 time such as 2026-11-23T08:29:06Z, or `latest`)",
+                a.point
+            ))
+        })?;
+        moco_backup::binlog::Point::Before(t.seconds())
+    };
     let url = a
         .from
         .clone()
@@ -233,9 +348,10 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
     let bucket = spec
         .open(&env)
         .map_err(|e| usage(format!("--from {url}: {e}")))?;
-    let chosen = moco_backup::local::latest(&bucket, &a.source)
+    // Decided before a new cluster is made for it.
+    let planned = moco_backup::local::plan_restore(&bucket, &a.source, point)
         .await
-        .map_err(|e| usage(format!("--source {}: {e}", a.source)))?;
+        .map_err(|e| usage(format!("--source {} --point {}: {e}", a.source, a.point)))?;
     let started = std::time::Instant::now();
     let mut options = moco_adapters::local::create::CreateOptions::new(&a.dir, a.replicas);
     options.base_port = a.base_port;
@@ -243,28 +359,35 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
     let prepared = moco_adapters::local::create::prepare(options)?;
     let layout = prepared.layout().clone();
     say!(
-        "restoring {} into a new {}-instance cluster in {}",
-        chosen.prefix,
+        "restoring {} at {} into a new {}-instance cluster in {}",
+        a.source,
+        a.point,
         a.replicas,
         layout.root().display()
     );
     let existed = layout.root().exists();
     let manifest = moco_adapters::local::create::create(prepared).await?;
-    let restored =
-        match moco_backup::local::restore_into(&layout, &manifest, &bucket, &chosen.prefix).await {
-            Ok(r) => r,
-            Err(e) => {
-                // Nothing half-restored is left running or on disk.
-                remove_new_cluster(&layout, &manifest, existed).await;
-                return Err(usage(format!(
-                    "{e} (the new cluster in {} was removed)",
-                    a.dir.display()
-                )));
-            }
-        };
+    let done = match moco_backup::local::restore_to(&layout, &manifest, &bucket, &planned).await {
+        Ok(r) => r,
+        Err(e) => {
+            // Nothing half-restored is left running or on disk.
+            remove_new_cluster(&layout, &manifest, existed).await;
+            return Err(usage(format!(
+                "{e} (the new cluster in {} was removed)",
+                a.dir.display()
+            )));
+        }
+    };
     say!(
-        "instance 0 holds the backup (GTID position {}) after {:.1} s; the others are cloned from it",
-        restored.position,
+        "instance 0 holds backup {} (GTID position {}) and {} binlog transactions from {} files \
+         (last {}) after {:.1} s; the others are cloned from it",
+        done.base,
+        done.restored.position,
+        done.replayed.transactions,
+        done.replayed.files,
+        done.replayed
+            .last
+            .map_or("none".to_owned(), |g| g.to_string()),
         started.elapsed().as_secs_f64()
     );
     super::start_manager(&layout, &manifest, &a.manager, started).await

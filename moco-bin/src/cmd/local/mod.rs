@@ -447,6 +447,7 @@ async fn start_manager(
         ..RunOptions::default()
     };
     let cluster = RunningCluster::start(layout, options).await?;
+    let archiver = Archiving::start(layout);
     say!(
         "manager running (log {}); Ctrl-C stops the cluster",
         layout.manager_log().display()
@@ -469,12 +470,33 @@ async fn start_manager(
         }
     }
     say!("stopping the cluster…");
+    archiver.stop().await;
     cluster.stop().await?;
     say!(
         "stopped; start it again with `moco local resume --dir {}`",
         layout.root().display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Binlog archiving beside the manager (it acts only while `moco local backup archive` has
+/// turned it on; see `moco_backup::local_archive`).
+struct Archiving {
+    shutdown: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Archiving {
+    fn start(layout: &Layout) -> Self {
+        let (shutdown, receiver) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(moco_backup::local_archive::run(layout.clone(), receiver));
+        Archiving { shutdown, task }
+    }
+
+    async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
 }
 
 async fn run_manager(a: RunArgs) -> Result<ExitCode, LocalCmdError> {
@@ -494,9 +516,11 @@ async fn run_manager(a: RunArgs) -> Result<ExitCode, LocalCmdError> {
             return Err(e.into());
         }
     };
+    let archiver = Archiving::start(&layout);
     tracing::info!(pid = std::process::id(), "manager running");
     signals::shutdown().await;
     tracing::info!("stopping");
+    archiver.stop().await;
     cluster.stop().await?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
