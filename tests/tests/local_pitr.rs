@@ -281,4 +281,82 @@ async fn pitr_to_the_second_across_a_failover_and_two_backups() {
         missing.is_empty(),
         "latest lacks acknowledged rows {missing:?}"
     );
+
+    // Into a directory that holds a cluster: refused, and that cluster is untouched.
+    let err = moco_err(&[
+        "local",
+        "restore",
+        "--dir",
+        &dir.arg(),
+        "--from",
+        &bucket_arg,
+        "--source",
+        "c",
+    ]);
+    assert!(err.contains(&dir.arg()), "{err}");
+    assert!(dir.path().join("cluster.json").exists());
+
+    // The newest archived file before t2 (no other file holds its newest transactions):
+    // damaged, the restore to t2 fails saying which object, and leaves no cluster.
+    let archive = bucket.join("moco/local/c/binlog");
+    let mut metas: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(&archive)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && !p.ends_with("progress.json"))
+        .map(|p| {
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            (v["archivedAtMs"].as_u64().unwrap(), p)
+        })
+        .filter(|(at, _)| *at < t2 * 1000)
+        .collect();
+    metas.sort();
+    let (_, meta) = metas.last().cloned().expect("a file archived before t2");
+    let object = meta.with_extension("zst");
+    let good = std::fs::read(&object).unwrap();
+    let mut bad = good.clone();
+    let middle = bad.len() / 2;
+    bad[middle] ^= 0xff;
+    std::fs::write(&object, &bad).unwrap();
+    let damaged = dir.path().parent().unwrap().join("damaged");
+    let err = moco_err(&[
+        "local",
+        "restore",
+        "--dir",
+        &damaged.display().to_string(),
+        "--from",
+        &bucket_arg,
+        "--source",
+        "c",
+        "--point",
+        &rfc3339(t2),
+        "--replicas",
+        "1",
+        "--base-port",
+        &free_port_block(3).to_string(),
+    ]);
+    assert!(
+        err.contains("archived binlog") && err.contains("SHA-256"),
+        "{err}"
+    );
+    assert!(err.contains("was removed") && !damaged.exists(), "{err}");
+    // Missing: the archive has a gap, `list` says so, and a point past it is refused before
+    // any cluster is made.
+    std::fs::remove_file(&object).unwrap();
+    std::fs::remove_file(&meta).unwrap();
+    let listed = moco_ok(&["local", "backup", "list", "--dir", &dir.arg()]);
+    assert!(listed.contains("GAP"), "{listed}");
+    let err = moco_err(&[
+        "local",
+        "restore",
+        "--dir",
+        &damaged.display().to_string(),
+        "--from",
+        &bucket_arg,
+        "--source",
+        "c",
+        "--point",
+        &rfc3339(t2),
+    ]);
+    assert!(err.contains("gap"), "{err}");
+    assert!(!damaged.exists());
 }

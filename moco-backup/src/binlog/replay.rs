@@ -19,7 +19,7 @@ use tokio::process::Command;
 
 use super::archive::ARCHIVE_FOLDER;
 use super::events::{self, Gtid};
-use super::timeline::{Plan, Segment};
+use super::timeline::{Plan, Segment, Step};
 use crate::bucket::{Bucket, BucketError};
 use crate::physical::Hashing;
 
@@ -130,17 +130,7 @@ pub async fn replay(
             .await
             .map_err(|e| corrupt(&key, e.to_string()))?
             .map_err(|e| corrupt(&key, e.to_string()))?;
-            let after = step.after.map_or(0, |g| g.seq);
-            let wanted: Vec<&events::Transaction> = summary
-                .transactions
-                .iter()
-                .filter(|t| t.gtid.domain == step.last.domain)
-                .filter(|t| after < t.gtid.seq && t.gtid.seq <= step.last.seq)
-                .collect();
-            let taken: Vec<&&events::Transaction> = wanted
-                .iter()
-                .take_while(|t| plan.stop_before.is_none_or(|s| i64::from(t.time) < s))
-                .collect();
+            let (taken, wanted) = selected(&summary.transactions, step, plan.stop_before);
             let Some(last) = taken.last().map(|t| t.gtid) else {
                 let _ = std::fs::remove_file(&file);
                 break;
@@ -167,7 +157,7 @@ pub async fn replay(
             done.files += 1;
             done.transactions += taken.len() as u64;
             done.last = Some(last);
-            if taken.len() < wanted.len() {
+            if taken.len() < wanted {
                 break;
             }
         }
@@ -199,6 +189,28 @@ pub async fn replay(
         })?;
     }
     Ok(done)
+}
+
+/// The transactions of a file that `step` replays (those after `step.after` up to
+/// `step.last`, in the step's domain), cut before the first one committed at or after
+/// `stop_before`; and how many the step held before the cut.
+fn selected<'a>(
+    transactions: &'a [events::Transaction],
+    step: &Step,
+    stop_before: Option<i64>,
+) -> (Vec<&'a events::Transaction>, usize) {
+    let after = step.after.map_or(0, |g| g.seq);
+    let wanted: Vec<&events::Transaction> = transactions
+        .iter()
+        .filter(|t| t.gtid.domain == step.last.domain)
+        .filter(|t| after < t.gtid.seq && t.gtid.seq <= step.last.seq)
+        .collect();
+    let count = wanted.len();
+    let taken = wanted
+        .into_iter()
+        .take_while(|t| stop_before.is_none_or(|s| i64::from(t.time) < s))
+        .collect();
+    (taken, count)
 }
 
 fn corrupt(key: &str, message: String) -> ReplayError {
@@ -368,6 +380,33 @@ async fn position(admin: &MysqlInstance, domain: u32) -> Result<Option<Gtid>, St
 mod tests {
     use super::*;
     use crate::binlog::events::tests::g;
+
+    #[test]
+    fn a_step_takes_what_was_committed_before_the_point() {
+        let t = |seq, time| events::Transaction {
+            gtid: g(0, 1, seq),
+            time,
+        };
+        let file = [t(10, 100), t(11, 100), t(12, 101), t(13, 102), t(14, 102)];
+        let step = Step {
+            segment: 0,
+            after: Some(g(0, 1, 10)),
+            last: g(0, 1, 13),
+        };
+        let seqs = |(taken, wanted): (Vec<&events::Transaction>, usize)| {
+            (taken.iter().map(|t| t.gtid.seq).collect::<Vec<_>>(), wanted)
+        };
+        assert_eq!(seqs(selected(&file, &step, None)), (vec![11, 12, 13], 3));
+        // Second 102 is the point: its transactions are not before it.
+        assert_eq!(seqs(selected(&file, &step, Some(102))), (vec![11, 12], 3));
+        assert_eq!(seqs(selected(&file, &step, Some(101))), (vec![11], 3));
+        assert_eq!(seqs(selected(&file, &step, Some(100))), (vec![], 3));
+        let other_domain = [events::Transaction {
+            gtid: g(1, 1, 12),
+            time: 100,
+        }];
+        assert_eq!(seqs(selected(&other_domain, &step, None)), (vec![], 0));
+    }
 
     #[test]
     fn the_tool_replays_between_two_gtids() {
