@@ -527,6 +527,62 @@ mod tests {
     }
 
     #[test]
+    fn a_file_becomes_runs_of_consecutive_transactions_per_server() {
+        use crate::binlog::events::{summarize, tests::file};
+        let bytes = file(
+            &[g(0, 1, 100), g(0, 2, 50)],
+            &[
+                (10, g(0, 1, 101)),
+                (11, g(0, 1, 102)),
+                (12, g(0, 2, 103)),
+                (13, g(0, 2, 105)), // the server skipped 104
+            ],
+        );
+        let (domain, runs) = runs_of(&summarize(&bytes[..], false).unwrap()).unwrap();
+        assert_eq!(domain, Some(0));
+        assert_eq!(
+            runs,
+            [
+                Run {
+                    server_id: 1,
+                    first_seq: 101,
+                    last_seq: 102,
+                    after_seq: 100,
+                    first_time: 10,
+                    last_time: 11
+                },
+                Run {
+                    server_id: 2,
+                    first_seq: 103,
+                    last_seq: 103,
+                    after_seq: 102,
+                    first_time: 12,
+                    last_time: 12
+                },
+                Run {
+                    server_id: 2,
+                    first_seq: 105,
+                    last_seq: 105,
+                    after_seq: 103,
+                    first_time: 13,
+                    last_time: 13
+                },
+            ]
+        );
+        let t = Timeline::build(&[segment(1, 1, runs)]).unwrap();
+        assert_eq!(t.stretches().len(), 1, "a skipped number is not a gap");
+        let two = file(&[], &[(1, g(0, 1, 1)), (2, g(1, 1, 1))]);
+        assert_eq!(
+            runs_of(&summarize(&two[..], false).unwrap()),
+            Err(TimelineError::SeveralDomains(0, 1))
+        );
+        assert_eq!(
+            runs_of(&summarize(&file(&[], &[])[..], false).unwrap()),
+            Ok((None, vec![]))
+        );
+    }
+
+    #[test]
     fn a_later_branch_replaces_what_the_old_primary_alone_had() {
         // Server 1 archived 1..=110, of which 108..=110 never reached server 2; server 2
         // became primary after 107 and wrote 108.. itself.
@@ -626,6 +682,20 @@ mod tests {
         );
         let latest = plan(&bases, &t, progress, Point::Latest).unwrap();
         assert_eq!((latest.base, latest.stop_before), (1, None));
+        // Both backups restore to any second after them up to the progress mark.
+        assert_eq!(restorable_until(&bases[0], &t, progress), Some(1300));
+        assert_eq!(restorable_until(&bases[1], &t, progress), Some(1300));
+        // A mark whose position the history lacks proves nothing.
+        let ahead = Some(Progress {
+            checked_at: 1400,
+            position: Some(g(0, 1, 201)),
+        });
+        assert_eq!(restorable_until(&bases[0], &t, ahead), None);
+        let other = Some(Progress {
+            checked_at: 1400,
+            position: Some(g(0, 2, 200)),
+        });
+        assert_eq!(restorable_until(&bases[0], &t, other), None);
     }
 
     #[test]
