@@ -215,7 +215,9 @@ impl BucketSpec {
         let store: Arc<dyn ObjectStore> = match self.backend {
             Backend::S3 => {
                 let mut b = AmazonS3Builder::new();
-                for (k, v) in env {
+                // Only `AWS_*`: object_store also knows bare names (`BUCKET`, `ENDPOINT`,
+                // `TOKEN`, …) that any process environment may hold for other reasons.
+                for (k, v) in env.iter().filter(|(k, _)| k.starts_with("AWS_")) {
                     if let Ok(key) = k.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() {
                         b = b.with_config(key, v);
                     }
@@ -287,7 +289,8 @@ impl BucketSpec {
             }
             Backend::Gcs => {
                 let mut b = GoogleCloudStorageBuilder::new();
-                for (k, v) in env {
+                // Only `GOOGLE_*`, for the same reason as `AWS_*` above.
+                for (k, v) in env.iter().filter(|(k, _)| k.starts_with("GOOGLE_")) {
                     if let Ok(key) = k.to_ascii_lowercase().parse::<GoogleConfigKey>() {
                         b = b.with_config(key, v);
                     }
@@ -681,6 +684,49 @@ mod tests {
         ] {
             spec.open(&env).unwrap();
         }
+    }
+
+    /// Only `AWS_*` reach the S3 client: a bare `TOKEN` in the environment (object_store
+    /// reads it as a session token) must not sign the request.
+    #[tokio::test]
+    async fn s3_reads_only_aws_variables() {
+        use tokio::io::AsyncWriteExt as _;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let spec = BucketSpec {
+            endpoint: Some(format!(
+                "http://127.0.0.1:{}",
+                listener.local_addr().unwrap().port()
+            )),
+            path_style: true,
+            region: Some("us-east-1".into()),
+            ..BucketSpec::from_url("s3://b").unwrap()
+        };
+        let env = vars(&[
+            ("AWS_ACCESS_KEY_ID", "k"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("TOKEN", "stray"),
+            ("BUCKET", "other"),
+        ]);
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8];
+                s.read_exact(&mut byte).await.unwrap();
+                head.push(byte[0]);
+            }
+            s.write_all(
+                b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            )
+            .await
+            .unwrap();
+            String::from_utf8(head).unwrap().to_ascii_lowercase()
+        });
+        let _ = spec.open(&env).unwrap().list("").await.unwrap_err();
+        let head = server.await.unwrap();
+        assert!(head.starts_with("get /b?list-type=2"), "{head}");
+        assert!(!head.contains("x-amz-security-token"), "{head}");
+        assert!(head.contains("credential=k/"), "{head}");
     }
 
     #[test]
