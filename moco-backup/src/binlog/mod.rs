@@ -8,6 +8,9 @@ pub mod events;
 pub mod replay;
 pub mod timeline;
 
+#[cfg(test)]
+mod properties;
+
 pub use archive::{ArchiveError, Archiver};
 pub use events::Gtid;
 pub use timeline::{Plan, PlanError, Point, Progress, Segment, Timeline};
