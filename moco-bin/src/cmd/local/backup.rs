@@ -209,7 +209,9 @@ async fn archive(args: &ArchiveArgs) -> Result<ExitCode, LocalCmdError> {
         .to
         .clone()
         .unwrap_or_else(|| default_bucket(&dir).display().to_string());
-    let url = match std::path::Path::new(&url).canonicalize() {
+    // The manager process may run in another directory: a path is made absolute (it need
+    // not exist yet; the first file creates it).
+    let url = match std::path::absolute(&url) {
         Ok(p) if !url.contains("://") => p.display().to_string(),
         _ => url,
     };
