@@ -1,6 +1,8 @@
-//! Backups and point-in-time restore (issue 14, under way). Today: [`bucket`], the object
-//! stores backups go to, and [`physical`], MariaDB's physical backup streamed into one and
-//! restored from it.
+//! Backups and point-in-time restore (`docs/backup.md`): [`bucket`], the object stores;
+//! [`physical`], MariaDB's physical backup streamed into one and restored from it, its GTID
+//! position read from the stream by [`xbstream`]; [`binlog`], archiving and replay to a
+//! second; [`local`] and [`local_archive`], the `moco local` commands; [`retention`];
+//! [`mysql_format`], MOCO's MySQL format as command lines.
 
 pub mod binlog;
 pub mod bucket;
@@ -9,5 +11,6 @@ pub mod local_archive;
 pub mod mysql_format;
 pub mod physical;
 pub mod retention;
+pub mod xbstream;
 
 pub use bucket::{Backend, Bucket, BucketError, BucketSpec, ObjectInfo};

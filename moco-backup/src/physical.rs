@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt as _, BufReader, ReadBuf};
 
 use crate::bucket::{Bucket, BucketError};
+use crate::xbstream::{Scanner, Watched};
 
 /// The key of the physical backup under a backup's prefix.
 pub const BASE_KEY: &str = "base.xbstream.zst";
@@ -132,6 +133,26 @@ impl<R: AsyncRead + Unpin> AsyncRead for Hashing<R> {
     }
 }
 
+const SLAVE_INFO: &str = "xtrabackup_slave_info";
+const BINLOG_INFO: &str = "xtrabackup_binlog_info";
+
+/// The GTID position a backup stream names: a replica's `gtid_slave_pos`
+/// (`xtrabackup_slave_info`) when it has one, else the third field of
+/// `xtrabackup_binlog_info` (the same preference as the restore's, after prepare).
+fn position_in(scanner: &Scanner) -> Option<GtidSet> {
+    use moco_adapters::mysql::{parse_xtrabackup_binlog_info, parse_xtrabackup_slave_info};
+    let text = |name: &str| {
+        scanner
+            .files()
+            .get(name)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    };
+    text(SLAVE_INFO)
+        .and_then(|t| parse_xtrabackup_slave_info(&t).ok())
+        .filter(|p| !p.is_empty())
+        .or_else(|| text(BINLOG_INFO).and_then(|t| parse_xtrabackup_binlog_info(&t).ok()))
+}
+
 /// Stores what `data` yields as `key`, compressed (zstd level 1, fast enough to keep up with
 /// the source) and hashed on the way; returns the record of it (with `key` as given).
 pub(crate) async fn put_compressed<R: AsyncRead + Unpin>(
@@ -169,8 +190,6 @@ pub async fn backup(
     prefix: &str,
 ) -> Result<Manifest, BackupError> {
     let started_at = now();
-    // Where this backup's messages start in the (appended) log: they name its GTID position.
-    let log_start = std::fs::metadata(&source.log).map_or(0, |m| m.len());
     let mut running = procedures::start_backup(source)?;
     let stdout = running.take_stream().ok_or_else(|| {
         InstanceError::Invalid("mariadb-backup has no standard output".to_owned())
@@ -180,7 +199,10 @@ pub async fn backup(
     // the whole backup. When the upload fails first, dropping the stream closes the pipe and
     // the tool stops on it. Either way the manifest is not written, so nothing half-done is
     // ever used.
-    let uploaded = put_compressed(bucket, &key, BASE_KEY, stdout).await;
+    let mut watched = Watched::new(stdout, &[SLAVE_INFO, BINLOG_INFO]);
+    let uploaded = put_compressed(bucket, &key, BASE_KEY, &mut watched).await;
+    let position = position_in(&watched.scanner);
+    drop(watched);
     let finished = running.finish().await;
     let base = uploaded?;
     finished?;
@@ -190,7 +212,7 @@ pub async fn backup(
         started_at,
         finished_at: now(),
         binlog_state_before: binlog_state,
-        position: procedures::logged_backup_position(&source.log, log_start),
+        position,
         base,
     };
     let text = serde_json::to_vec_pretty(&manifest).map_err(|e| BackupError::Corrupt {

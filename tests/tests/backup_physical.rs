@@ -140,6 +140,8 @@ async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
     };
     let restored = physical::restore(&bucket, prefix, &target).await.unwrap();
     assert_eq!(restored.manifest, manifest);
+    // The position read from the stream as it passed is the one the prepared copy names.
+    assert_eq!(manifest.position.as_ref(), Some(&restored.position));
     target_pod.start().await;
     let restored_admin = admin(&target_pod);
     seed(

@@ -294,32 +294,6 @@ pub fn backup_position(datadir: &Path) -> Result<GtidSet, InstanceError> {
     }
 }
 
-/// The GTID position mariadb-backup reported in its messages (`log`, from byte `from`): the
-/// replica's `gtid_slave_pos` (`MySQL slave binlog position: …`) when it printed one, else
-/// the `GTID of the last change` of `MySQL binlog position: …` — the same preference as
-/// [`backup_position`] over the files. `None` when neither is there.
-pub fn logged_backup_position(log: &Path, from: u64) -> Option<GtidSet> {
-    let bytes = std::fs::read(log).ok()?;
-    let text = String::from_utf8_lossy(bytes.get(from as usize..)?);
-    position_in_messages(&text)
-}
-
-fn position_in_messages(text: &str) -> Option<GtidSet> {
-    let slave = text
-        .lines()
-        .filter_map(|l| l.split_once("MySQL slave binlog position:").map(|(_, r)| r))
-        .filter_map(|r| mysql::parse_xtrabackup_slave_info(r).ok())
-        .rfind(|p| !p.is_empty());
-    slave.or_else(|| {
-        let marker = "GTID of the last change '";
-        text.lines()
-            .filter_map(|l| l.split_once(marker).map(|(_, r)| r))
-            .filter_map(|r| r.split_once('\'').map(|(v, _)| v))
-            .filter_map(|v| GtidSet::from_mariadb(v).ok())
-            .next_back()
-    })
-}
-
 /// Seeds the started copy: replication cleared, `gtid_binlog_state` = the donor's history
 /// up to `position` ([`mysql::clone_binlog_state`]), `gtid_slave_pos` = `position`.
 pub async fn seed(
@@ -369,24 +343,6 @@ pub async fn clone_instance_from(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn positions_from_the_tools_messages() {
-        let primary = "[00] 2026-11-23 08:29:01 MySQL binlog position: filename 'binlog.000003', \
-                       position '379', GTID of the last change '0-1-1504'\n[00] completed OK!\n";
-        assert_eq!(
-            position_in_messages(primary).unwrap().to_string(),
-            GtidSet::from_mariadb("0-1-1504").unwrap().to_string()
-        );
-        let replica = format!(
-            "{primary}[00] MySQL slave binlog position: SET GLOBAL gtid_slave_pos = '0-2-1500';\n"
-        );
-        assert_eq!(
-            position_in_messages(&replica).unwrap(),
-            GtidSet::from_mariadb("0-2-1500").unwrap()
-        );
-        assert_eq!(position_in_messages("[00] completed OK!"), None);
-    }
 
     #[test]
     fn positions_from_backup_files() {
