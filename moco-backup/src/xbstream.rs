@@ -22,6 +22,7 @@ const MAX_PATH: usize = 4096;
 /// Most sparse-map entries accepted in a chunk header.
 const MAX_SPARSE: usize = 1 << 20;
 
+#[derive(Debug)]
 enum State {
     /// Reading a chunk header; its bytes so far.
     Header(Vec<u8>),
@@ -32,6 +33,7 @@ enum State {
 }
 
 /// Watches an xbstream for some files by name.
+#[derive(Debug)]
 pub struct Scanner {
     wanted: Vec<String>,
     state: State,
@@ -154,6 +156,7 @@ fn parse_header(wanted: &[String], hdr: &[u8]) -> State {
 }
 
 /// Passes a stream through while a [`Scanner`] watches it.
+#[derive(Debug)]
 pub struct Watched<R> {
     inner: R,
     /// The scanner.

@@ -49,6 +49,9 @@ fn terms() -> impl Strategy<Value = Vec<Term>> {
     })
 }
 
+/// A model binlog file: its start state and its (commit second, GTID) transactions.
+type ModelFile = (Vec<Gtid>, Vec<(u32, Gtid)>);
+
 fn segment(at: u64, server_id: u32, runs: Vec<Run>, start_state: Vec<Gtid>) -> Segment {
     Segment {
         format_version: SEGMENT_FORMAT,
@@ -98,7 +101,7 @@ fn check(terms: &[Term]) -> Result<bool, TestCaseError> {
         ends.sort_unstable();
         ends.dedup();
         let mut start = 0;
-        let mut files: Vec<(Vec<Gtid>, Vec<(u32, Gtid)>)> = Vec::new();
+        let mut files: Vec<ModelFile> = Vec::new();
         for end in ends {
             let state = if start == 0 {
                 Vec::new()
