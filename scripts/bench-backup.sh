@@ -144,8 +144,13 @@ moco_backup() {
     fi
     sleep 0.05
   done
-  wait "$tpid" || { cat "$log" >&2; return 1; }
   took_ms=$(($(now_ms) - t0))
+  if ! wait "$tpid"; then
+    backup_failures=$((backup_failures + 1))
+    echo "  a backup failed after $took_ms ms ($log): $(grep -m1 -E 'Was only able|error|Error' "$log" || tail -1 "$log")" >&2
+    cat "$log" >>"$LOGS/failed-backups.log"
+    return 1
+  fi
   time_rss_kb=$(awk -F': ' '/Maximum resident/ { print $2 }' "$log.time")
   # "backed up instance 1 to moco/local/bench/... in 9.1 s: 450 bytes stored (1400 before compression), ..."
   source=$(sed -n 's/.*backed up instance \([0-9]*\) to.*/\1/p' "$log")
@@ -154,12 +159,27 @@ moco_backup() {
   prefix=$(sed -n 's/.*backed up instance [0-9]* to \([^ ]*\) in .*/\1/p' "$log")
 }
 
-# Deletes every backup folder of the directory bucket but the newest (disk).
+# Deletes every backup folder of the directory bucket but the newest complete one (disk).
 keep_newest_backup() {
-  local folders
+  local folders f
+  for f in "$BUCKET"/moco/local/bench/2*; do
+    [ -f "$f/manifest.json" ] || rm -rf "$f"
+  done
   folders=$(ls -d "$BUCKET"/moco/local/bench/2* 2>/dev/null | sort)
   [ -n "$folders" ] || return 0
   echo "$folders" | head -n -1 | xargs -r rm -rf
+}
+backup_failures=0
+# moco_backup_retrying LOG [args...]: moco_backup, again after a pause when it fails (up to 5
+# tries; every failure is counted and reported).
+moco_backup_retrying() {
+  local try
+  for try in 1 2 3 4 5; do
+    moco_backup "$@" && return 0
+    sleep 10
+  done
+  echo "five backups failed in a row" >&2
+  return 1
 }
 
 # The floor: mariadb-backup as moco runs it (clone.rs backup_args), on instance $source, with the
@@ -180,25 +200,43 @@ floor_args() {
               --target-dir="$FLOOR/scratch")
 }
 
+# floor_retrying raw|zstd LOG: the floor pipeline (to /dev/null, or through zstd -1 into
+# $FLOOR/base.xbstream.zst), again when mariadb-backup fails (counted); sets took_ms.
+floor_failures=0
+floor_retrying() {
+  local try t0
+  for try in 1 2 3 4 5; do
+    t0=$(now_ms)
+    if [ "$1" = raw ]; then
+      mariadb-backup "${FLOOR_ARGS[@]}" >/dev/null 2>"$2" && { took_ms=$(($(now_ms) - t0)); return 0; }
+    else
+      mariadb-backup "${FLOOR_ARGS[@]}" 2>"$2" | zstd -1 -T1 -q -c >"$FLOOR/base.xbstream.zst" \
+        && { took_ms=$(($(now_ms) - t0)); return 0; }
+    fi
+    floor_failures=$((floor_failures + 1))
+    echo "  a floor backup failed: $(grep -m1 'Was only able' "$2" || tail -1 "$2")" >&2
+    sleep 10
+  done
+  return 1
+}
+
 echo "== backup throughput and memory" >&2
-moco_backup "$LOGS/backup-warmup.log"      # warms the page cache
+moco_backup_retrying "$LOGS/backup-warmup.log"      # warms the page cache
 raw_ms=() zstd_ms=() moco_ms=() hwm=() trss=() raws=() zsizes=() msizes=() sources=()
 for run in $(seq "$RUNS"); do
-  moco_backup "$LOGS/backup-$run.log"
+  moco_backup_retrying "$LOGS/backup-$run.log"
   moco_ms+=("$took_ms") hwm+=("$moco_hwm_kb") trss+=("$time_rss_kb") raws+=("$raw_bytes") msizes+=("$stored_bytes")
   sources+=("$source")
   keep_newest_backup
   # The floors on the replica moco chose (the least behind; it may change between runs).
   floor_args "$source"
-  t0=$(now_ms)
-  mariadb-backup "${FLOOR_ARGS[@]}" >/dev/null 2>"$LOGS/floor-raw-$run.log"
-  raw_ms+=($(($(now_ms) - t0)))
-  t0=$(now_ms)
-  mariadb-backup "${FLOOR_ARGS[@]}" 2>"$LOGS/floor-zstd-$run.log" | zstd -1 -T1 -q -c >"$FLOOR/base.xbstream.zst"
-  zstd_ms+=($(($(now_ms) - t0)))
+  floor_retrying raw "$LOGS/floor-raw-$run.log"
+  raw_ms+=("$took_ms")
+  floor_retrying zstd "$LOGS/floor-zstd-$run.log"
+  zstd_ms+=("$took_ms")
   zsizes+=($(stat -c %s "$FLOOR/base.xbstream.zst"))
   rm -f "$FLOOR/base.xbstream.zst"
-  echo "  run $run (instance $source): moco ${took_ms} ms (moco RSS ${moco_hwm_kb} KiB), raw ${raw_ms[-1]} ms, zstd ${zstd_ms[-1]} ms" >&2
+  echo "  run $run (instance $source): moco ${moco_ms[-1]} ms (moco RSS ${hwm[-1]} KiB), raw ${raw_ms[-1]} ms, zstd ${zstd_ms[-1]} ms" >&2
 done
 SRC=$source
 record "backup source instances, by run" "${sources[*]}"
@@ -229,12 +267,20 @@ if has_step s3 && [ -x "$moto" ]; then
   s3_ms=() s3_hwm=()
   for run in $(seq "$RUNS"); do
     AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_REGION=us-east-1 \
-      AWS_ENDPOINT_URL="http://127.0.0.1:$mport" moco_backup "$LOGS/backup-s3-$run.log" --to s3://bench
+      AWS_ENDPOINT_URL="http://127.0.0.1:$mport" moco_backup_retrying "$LOGS/backup-s3-$run.log" --to s3://bench
     s3_ms+=("$took_ms") s3_hwm+=("$moco_hwm_kb")
     curl -sf -X POST "http://127.0.0.1:$mport/moto-api/reset" >/dev/null   # frees moto's memory
     curl -sf -X PUT "http://127.0.0.1:$mport/bench" >/dev/null
     echo "  run $run: moco to S3 ${took_ms} ms (moco RSS ${moco_hwm_kb} KiB)" >&2
   done
+  # moto's own ingest rate: one PUT of a compressed backup made by the floor pipeline.
+  floor_args "$SRC"
+  floor_retrying zstd "$LOGS/floor-s3.log"
+  t0=$(now_ms)
+  curl -sf -T "$FLOOR/base.xbstream.zst" "http://127.0.0.1:$mport/bench/floor.zst" >/dev/null
+  put_ms=$(($(now_ms) - t0))
+  record "moto: one PUT of the compressed backup (s)" "$(secs "$put_ms") ($(mbps "$(stat -c %s "$FLOOR/base.xbstream.zst")" "$put_ms") MB/s compressed)"
+  rm -f "$FLOOR/base.xbstream.zst"
   m_s3=$(printf '%s\n' "${s3_ms[@]}" | median)
   record "moco local backup, moto S3 (s)" "$(secs "$m_s3") [$(printf '%s ' "${s3_ms[@]}")ms] $(mbps "$stream" "$m_s3") MB/s"
   record "moco to S3 / floor with zstd" "$(ratio "$m_s3" "$m_zstd")"
@@ -267,6 +313,10 @@ if has_step restore; then
     rows=$(mariadb --defaults-extra-file="$OUT/restored/client/moco-admin.cnf" -N \
       -e "SELECT COUNT(*) FROM sbtest.sbtest1")
     [ "$rows" = "$ROWS" ] || echo "note: restored sbtest1 has $rows rows, not $ROWS" >&2
+    # Their timestamps say where the time went.
+    cp "$OUT/restored/instances/0/mysqld.out" "$LOGS/restore-$run-mysqld.out" 2>/dev/null || true
+    cp "$OUT/restored/instances/0/restore.log" "$LOGS/restore-$run-tools.log" 2>/dev/null || true
+    cp "$OUT/restored/manager.log" "$LOGS/restore-$run-manager.log" 2>/dev/null || true
     "$MOCO" local down --dir "$OUT/restored" >/dev/null
     rm -rf "$OUT/restored"
 
@@ -327,12 +377,13 @@ if has_step latency; then
         sleep 10
         t0=$(now_ms)
         if [ "$variant" = moco ]; then
-          moco_backup "$LOGS/latency-backup-$run.log"
+          moco_backup "$LOGS/latency-backup-$run.log" || echo "  (the backup during the writes failed)" >&2
           keep_newest_backup
         else
           floor_args "$SRC"
           mariadb-backup "${FLOOR_ARGS[@]}" 2>"$LOGS/latency-floor-$run.log" \
-            | zstd -1 -T1 -q -c >"$FLOOR/base.xbstream.zst"
+            | zstd -1 -T1 -q -c >"$FLOOR/base.xbstream.zst" \
+            || { floor_failures=$((floor_failures + 1)); echo "  (the floor backup during the writes failed)" >&2; }
           rm -f "$FLOOR/base.xbstream.zst"
         fi
         extra=" (backup took $(secs $(($(now_ms) - t0))) s)"
@@ -355,6 +406,12 @@ if has_step archive; then
     sleep 0.2
   done
   record "archive: first progress mark, existing binlogs (s)" "$(secs $(($(now_ms) - t0)))"
+  # The first mark is as old as that first round (it names the round's start): wait for two
+  # more rounds, so the writer starts against a steady archiver.
+  first=$(jq -r '.progress.checkedAt' "$status_file")
+  until [ "$(jq -r '.progress.checkedAt' "$status_file" 2>/dev/null || echo 0)" -gt $((first + 5)) ]; do
+    sleep 0.2
+  done
   sb_run "$LOGS/archive-writes.log" 30 &
   sb_pid=$!
   # Samples now - checkedAt every 200 ms while the writer runs, then how long after the writer's
@@ -374,25 +431,27 @@ def alive():
         return not open(f"/proc/{pid}/stat").read().split()[2] == "Z"
     except OSError:
         return False
-worst, samples = 0.0, 0
+lags = []
 while alive():
     c = checked()
     if c is not None:
-        worst = max(worst, time.time() - c)
-        samples += 1
+        lags.append(time.time() - c)
     time.sleep(0.2)
 end = time.time()
 while (checked() or 0) < end and time.time() - end < 120:
     time.sleep(0.2)
-print(f"worst {worst:.2f} samples {samples} caught_up {time.time() - end:.2f}")
+lags.sort()
+print(f"worst {lags[-1]:.2f} samples {len(lags)} caught_up {time.time() - end:.2f} median {lags[len(lags) // 2]:.2f}")
 EOF
   wait "$sb_pid"
-  read -r _ worst _ samples _ caught <"$LOGS/archive-rpo.txt"
+  read -r _ worst _ samples _ caught _ lag_median <"$LOGS/archive-rpo.txt"
   rounds=$(jq -r '.rounds' "$status_file")
-  record "archive: worst now - checkedAt while writing (s)" "$worst ($samples samples, every 5 s rounds, $(sb_tps "$LOGS/archive-writes.log") tps)"
+  record "archive: worst now - checkedAt while writing (s)" "$worst (median $lag_median; $samples samples, every 5 s rounds, $(sb_tps "$LOGS/archive-writes.log") tps)"
   record "archive: last write -> mark past it (s)" "$caught"
   record "archive: rounds so far, files stored" "$rounds, $(jq -r '.filesStored' "$status_file")"
   "$MOCO" local backup archive --dir "$DIR" --off >>"$LOGS/archive-on.log" 2>&1
 fi
 
+record "failed moco backups (logs/failed-backups.log)" "$backup_failures"
+record "failed floor backups (logs/floor-*.log)" "$floor_failures"
 echo "== disk used under $OUT: $(du -sh "$OUT" | cut -f1)" | tee -a "$RESULTS"

@@ -45,6 +45,9 @@ pub struct BucketSpec {
     pub path_style: bool,
     /// `caCert`: a PEM file of extra CAs to trust.
     pub ca_cert: Option<PathBuf>,
+    /// How long one request is retried (with backoff) before the operation fails; `None`:
+    /// object_store's default, 3 minutes. Not part of MOCO's BucketConfig.
+    pub retry_timeout: Option<std::time::Duration>,
 }
 
 /// Why a bucket cannot be used. Each names the field (its JSON name) or the object.
@@ -155,6 +158,7 @@ impl BucketSpec {
             endpoint: None,
             path_style: false,
             ca_cert: None,
+            retry_timeout: None,
         })
     }
 
@@ -180,6 +184,10 @@ impl BucketSpec {
             return Err(invalid("bucketConfig.bucketName", "empty"));
         }
         let mut client = ClientOptions::new();
+        let mut retry = object_store::RetryConfig::default();
+        if let Some(t) = self.retry_timeout {
+            retry.retry_timeout = t;
+        }
         if let Some(ca) = &self.ca_cert {
             let pem = std::fs::read(ca)
                 .map_err(|e| invalid("bucketConfig.caCert", format!("{}: {e}", ca.display())))?;
@@ -231,6 +239,7 @@ impl BucketSpec {
                 b = b
                     .with_bucket_name(&name)
                     .with_client_options(client)
+                    .with_retry(retry)
                     .with_virtual_hosted_style_request(
                         !self.path_style && self.endpoint.is_none() && !endpoint_elsewhere,
                     );
@@ -273,7 +282,10 @@ impl BucketSpec {
                          AZURE_STORAGE_KEY)",
                     ));
                 }
-                b = b.with_container_name(&name).with_client_options(client);
+                b = b
+                    .with_container_name(&name)
+                    .with_client_options(client)
+                    .with_retry(retry);
                 // The account's URL (`endpointURL`, else `AZURE_STORAGE_ENDPOINT`); an
                 // emulator's carries the account as its path
                 // (`http://127.0.0.1:10000/devstoreaccount1`), where a trailing `/` would
@@ -295,7 +307,10 @@ impl BucketSpec {
                         b = b.with_config(key, v);
                     }
                 }
-                b = b.with_bucket_name(&name).with_client_options(client);
+                b = b
+                    .with_bucket_name(&name)
+                    .with_client_options(client)
+                    .with_retry(retry);
                 if let Some(e) = &self.endpoint {
                     b = b.with_base_url(e);
                 }

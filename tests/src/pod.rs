@@ -418,3 +418,45 @@ pub async fn fake_kubeconfig(
     }
     path
 }
+
+/// MOCO's passwords of the test Pods ([`test_password`]).
+pub fn passwords() -> moco_adapters::mysql::MocoPasswords {
+    moco_adapters::mysql::MocoPasswords::try_from_fn(|a| Ok::<_, ()>(test_password(a))).unwrap()
+}
+
+/// The moco-admin port of `pod`.
+pub fn pod_admin(pod: &TestPod) -> moco_adapters::mysql::MysqlInstance {
+    moco_adapters::mysql::MysqlInstance::new(moco_adapters::mysql::ConnectOptions::new(
+        "127.0.0.1",
+        pod.port,
+        &moco_adapters::ports::Credentials {
+            user: "moco-admin".into(),
+            password: test_password(moco_adapters::mysql::Account::Admin),
+        },
+    ))
+}
+
+/// `moco init`, start, and MOCO's accounts, as in a Pod.
+pub async fn ready_pod(
+    binary: &moco_adapters::mysqld::ServerBinary,
+    root: &std::path::Path,
+    i: u32,
+) -> TestPod {
+    let pod = TestPod::new(binary, root, i);
+    pod.init_and_start(10).await;
+    moco_adapters::instance::accounts::create_accounts(
+        &moco_adapters::instance::accounts::FreshServer {
+            name: pod.name.clone(),
+            host: "127.0.0.1".into(),
+            port: pod.port,
+            socket: pod.socket(),
+            connect_timeout: std::time::Duration::from_secs(10),
+            call_timeout: std::time::Duration::from_secs(60),
+        },
+        &passwords(),
+    )
+    .await
+    .unwrap();
+    pod
+}
+

@@ -7,54 +7,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use moco_adapters::instance::accounts::{FreshServer, create_accounts};
 use moco_adapters::instance::clone::{BackupSource, RestoreTarget, seed};
-use moco_adapters::mysql::{Account, ConnectOptions, Dialect, MocoPasswords, MysqlInstance, sql};
+use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_adapters::ports::{Credentials, MysqlPort as _};
 use moco_backup::physical::{self, BASE_KEY};
 use moco_backup::{BucketSpec, ObjectInfo};
 use moco_tests::local::{connect, opts, server_or_skip};
-use moco_tests::pod::{TestPod, test_password};
+use moco_tests::pod::{TestPod, pod_admin as admin, ready_pod, test_password};
 use mysql_async::prelude::Queryable;
-
-fn passwords() -> MocoPasswords {
-    MocoPasswords::try_from_fn(|a| Ok::<_, ()>(test_password(a))).unwrap()
-}
-
-fn admin(pod: &TestPod) -> MysqlInstance {
-    MysqlInstance::new(ConnectOptions::new(
-        "127.0.0.1",
-        pod.port,
-        &Credentials {
-            user: "moco-admin".into(),
-            password: test_password(Account::Admin),
-        },
-    ))
-}
-
-/// `moco init`, start, and MOCO's accounts, as in a Pod.
-async fn ready_pod(
-    binary: &moco_adapters::mysqld::ServerBinary,
-    root: &std::path::Path,
-    i: u32,
-) -> TestPod {
-    let pod = TestPod::new(binary, root, i);
-    pod.init_and_start(10).await;
-    create_accounts(
-        &FreshServer {
-            name: pod.name.clone(),
-            host: "127.0.0.1".into(),
-            port: pod.port,
-            socket: pod.socket(),
-            connect_timeout: Duration::from_secs(10),
-            call_timeout: Duration::from_secs(60),
-        },
-        &passwords(),
-    )
-    .await
-    .unwrap();
-    pod
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
