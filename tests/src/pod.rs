@@ -459,4 +459,3 @@ pub async fn ready_pod(
     .unwrap();
     pod
 }
-

@@ -82,3 +82,108 @@ pub async fn create_bucket(port: u16, name: &str) {
     s.read_to_string(&mut answer).await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
+
+/// A TCP proxy in front of an object store that goes down on cue: after `cut_after` bytes
+/// from clients it drops every connection and stops listening (connections are refused)
+/// until [`FlakyProxy::set_up`] brings it back on the same port: a store unreachable
+/// mid-upload.
+#[derive(Debug)]
+pub struct FlakyProxy {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    up: tokio::sync::watch::Sender<bool>,
+    /// Set once the cut happened.
+    pub cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FlakyProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FlakyProxy {
+    /// Proxies to `127.0.0.1:target`.
+    pub async fn start(target: u16, cut_after: u64) -> FlakyProxy {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let first = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = first.local_addr().unwrap().port();
+        let (up, mut up_rx) = tokio::sync::watch::channel(true);
+        let cut = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU64::new(0));
+        let (down_tx, _) = tokio::sync::broadcast::channel::<()>(4);
+        let (c, up_tx) = (cut.clone(), up.clone());
+        let task = tokio::spawn(async move {
+            let mut listener = Some(first);
+            loop {
+                let Some(l) = &listener else {
+                    // Down: wait to be brought back, then listen on the same port again.
+                    if up_rx.wait_for(|u| *u).await.is_err() {
+                        return;
+                    }
+                    listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+                        .await
+                        .ok();
+                    continue;
+                };
+                let accepted = tokio::select! {
+                    a = l.accept() => a,
+                    _ = up_rx.wait_for(|u| !*u) => {
+                        listener = None;
+                        continue;
+                    }
+                };
+                let Ok((client, _)) = accepted else {
+                    return;
+                };
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
+                    continue;
+                };
+                let (c, sent, down_tx, up_tx) =
+                    (c.clone(), sent.clone(), down_tx.clone(), up_tx.clone());
+                let mut down = down_tx.subscribe();
+                tokio::spawn(async move {
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut sr, mut sw) = server.into_split();
+                    let upstream = async {
+                        let mut buf = vec![0u8; 64 * 1024];
+                        loop {
+                            let n = match cr.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            let total = sent.fetch_add(n as u64, Ordering::SeqCst) + n as u64;
+                            if total > cut_after && !c.swap(true, Ordering::SeqCst) {
+                                let _ = up_tx.send(false);
+                                let _ = down_tx.send(());
+                                return;
+                            }
+                            if sw.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    };
+                    let downstream = tokio::io::copy(&mut sr, &mut cw);
+                    tokio::select! {
+                        _ = upstream => {}
+                        _ = downstream => {}
+                        _ = down.recv() => {}
+                    }
+                });
+            }
+        });
+        FlakyProxy {
+            port,
+            up,
+            cut,
+            task,
+        }
+    }
+
+    /// Brings the store back (or takes it down).
+    pub fn set_up(&self, up: bool) {
+        let _ = self.up.send(up);
+    }
+}

@@ -1,0 +1,144 @@
+//! A physical backup into an S3 store that becomes unreachable mid-upload (moto behind a proxy
+//! that drops every connection after the first megabytes): when the store comes back within
+//! the retry window the backup completes and restores whole; when it stays down the backup
+//! fails, naming the store, and leaves no manifest, so nothing looks complete.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use moco_adapters::instance::clone::{BackupSource, RestoreTarget};
+use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_adapters::ports::{Credentials, MysqlPort as _};
+use moco_backup::BucketSpec;
+use moco_backup::physical;
+use moco_tests::local::server_or_skip;
+use moco_tests::pod::{pod_admin, ready_pod, test_password};
+use moco_tests::s3::{FlakyProxy, create_bucket, moto};
+use mysql_async::prelude::Queryable;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_lost_mid_upload_is_retried_or_leaves_no_complete_backup() {
+    let test = "a_store_lost_mid_upload_is_retried_or_leaves_no_complete_backup";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    let Some(s3) = moto(test) else {
+        return;
+    };
+    create_bucket(s3.port, "flaky").await;
+    let root = tempfile::tempdir().unwrap();
+    let source = ready_pod(&binary, root.path(), 0).await;
+    let mut c = source.admin().await;
+    for s in sql::set_writable(Dialect::Mariadb) {
+        c.query_drop(s).await.unwrap();
+    }
+    // Rows that do not compress away: the stored backup is several 5 MiB parts.
+    c.query_drop("CREATE DATABASE app").await.unwrap();
+    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(200))")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO app.t SELECT seq, CONCAT(SHA2(seq, 512), SHA2(-seq, 256)) FROM app.seq_1_to_150000")
+        .await
+        .unwrap();
+    drop(c);
+    let backup_source = BackupSource {
+        tool: binary.tool("mariadb-backup").unwrap(),
+        defaults_file: source.mysqld.defaults_file().to_owned(),
+        datadir: source.volume().join("data"),
+        host: "127.0.0.1".into(),
+        port: source.port,
+        credentials: Credentials {
+            user: "moco-clone-donor".into(),
+            password: test_password(Account::CloneDonor),
+        },
+        scratch_dir: source.dir.join("backup-scratch"),
+        log: source.dir.join("backup.log"),
+    };
+    let env: BTreeMap<String, String> = [
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let bucket_via = |port: u16, retry: Duration| {
+        BucketSpec {
+            endpoint: Some(format!("http://127.0.0.1:{port}")),
+            region: Some("us-east-1".into()),
+            path_style: true,
+            retry_timeout: Some(retry),
+            ..BucketSpec::from_url("s3://flaky").unwrap()
+        }
+        .open(&env)
+        .unwrap()
+    };
+
+    // Down for good: the backup fails and names the store; no manifest, so it is incomplete.
+    let proxy = FlakyProxy::start(s3.port, 2 * 1024 * 1024).await;
+    let bucket = bucket_via(proxy.port, Duration::from_secs(5));
+    let state = pod_admin(&source).executed_gtid().await.unwrap();
+    let started = std::time::Instant::now();
+    let e = physical::backup(&backup_source, state.clone(), &bucket, "moco/ns/db/down")
+        .await
+        .unwrap_err();
+    println!(
+        "down for good: failed after {:.1} s: {e}",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        proxy.cut.load(Ordering::SeqCst),
+        "the store went down mid-upload"
+    );
+    assert!(e.to_string().contains("s3://flaky"), "{e}");
+    let direct = bucket_via(s3.port, Duration::from_secs(5));
+    let m = physical::manifest(&direct, "moco/ns/db/down")
+        .await
+        .unwrap_err();
+    assert!(m.to_string().contains("incomplete"), "{m}");
+    assert!(
+        direct.list("moco/ns/db/down").await.unwrap().is_empty(),
+        "no object of the failed backup"
+    );
+    drop(proxy);
+
+    // Back within the retry window: the backup completes and restores whole.
+    let proxy = FlakyProxy::start(s3.port, 2 * 1024 * 1024).await;
+    let bucket = bucket_via(proxy.port, Duration::from_secs(120));
+    let cut = proxy.cut.clone();
+    let reviver = {
+        let up = std::sync::Arc::new(proxy);
+        let p = up.clone();
+        let handle = tokio::spawn(async move {
+            while !cut.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            p.set_up(true);
+        });
+        (up, handle)
+    };
+    let manifest = physical::backup(&backup_source, state, &bucket, "moco/ns/db/blip")
+        .await
+        .unwrap();
+    reviver.1.await.unwrap();
+    assert!(
+        reviver.0.cut.load(Ordering::SeqCst),
+        "the store went down mid-upload"
+    );
+    println!(
+        "a 3 s outage mid-upload: the backup completed ({} bytes stored)",
+        manifest.base.size
+    );
+    let target = RestoreTarget {
+        backup_tool: binary.tool("mariadb-backup").unwrap(),
+        mbstream: binary.tool("mbstream").unwrap(),
+        datadir: root.path().join("restored"),
+        log: root.path().join("restore.log"),
+    };
+    let restored = physical::restore(&direct, "moco/ns/db/blip", &target)
+        .await
+        .unwrap();
+    assert_eq!(Some(&restored.position), manifest.position.as_ref());
+}
