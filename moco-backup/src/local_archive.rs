@@ -112,7 +112,7 @@ pub async fn run(layout: Layout, mut shutdown: watch::Receiver<bool>) {
                         }
                     }
                 }
-                if let Err(e) = write_json(&status_path(&layout), &status, 0o644) {
+                if let Err(e) = write_json(&status_path(&layout), &status, 0o600) {
                     tracing::warn!(error = %e, "writing the archive status");
                 }
                 every

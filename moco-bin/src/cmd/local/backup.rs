@@ -219,7 +219,7 @@ async fn archive(args: &ArchiveArgs) -> Result<ExitCode, LocalCmdError> {
         url: url.clone(),
         every_seconds: args.every,
     };
-    moco_adapters::local::files::write_json(&config_path(&layout), &config, 0o644)
+    moco_adapters::local::files::write_json(&config_path(&layout), &config, 0o600)
         .map_err(|e| usage(e.to_string()))?;
     say!(
         "binlog archiving to {url} every {} s is on; the cluster's manager archives from the primary \
