@@ -421,7 +421,10 @@ pub async fn fake_kubeconfig(
 
 /// MOCO's passwords of the test Pods ([`test_password`]).
 pub fn passwords() -> moco_adapters::mysql::MocoPasswords {
-    moco_adapters::mysql::MocoPasswords::try_from_fn(|a| Ok::<_, ()>(test_password(a))).unwrap()
+    match moco_adapters::mysql::MocoPasswords::try_from_fn(|a| Ok::<_, ()>(test_password(a))) {
+        Ok(p) => p,
+        Err(()) => panic!("the test passwords"),
+    }
 }
 
 /// The moco-admin port of `pod`.
@@ -444,7 +447,7 @@ pub async fn ready_pod(
 ) -> TestPod {
     let pod = TestPod::new(binary, root, i);
     pod.init_and_start(10).await;
-    moco_adapters::instance::accounts::create_accounts(
+    if let Err(e) = moco_adapters::instance::accounts::create_accounts(
         &moco_adapters::instance::accounts::FreshServer {
             name: pod.name.clone(),
             host: "127.0.0.1".into(),
@@ -456,6 +459,8 @@ pub async fn ready_pod(
         &passwords(),
     )
     .await
-    .unwrap();
+    {
+        panic!("creating MOCO's accounts on {}: {e}", pod.name);
+    }
     pod
 }
