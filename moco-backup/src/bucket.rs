@@ -178,6 +178,13 @@ impl BucketSpec {
         // reqwest takes the process's rustls provider (ring, as everywhere in moco-rs) and
         // panics without one; installing it again is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let with_connection_string;
+        let env = if self.backend == Backend::Azure {
+            with_connection_string = azure_connection_string(env)?;
+            &with_connection_string
+        } else {
+            env
+        };
         let lookup = |k: &str| env.get(k).cloned();
         let name = expand_variables("bucketConfig.bucketName", &self.name, lookup)?;
         if name.is_empty() {
@@ -346,6 +353,62 @@ impl BucketSpec {
             },
         })
     }
+}
+
+/// The connection string's key under which Azure's SDKs (and MOCO, first of all) look.
+pub const AZURE_CONNECTION_STRING: &str = "AZURE_STORAGE_CONNECTION_STRING";
+
+/// `env` with `AZURE_STORAGE_CONNECTION_STRING`, when set, spelt out as the account, key and
+/// endpoint variables (it wins over them, as in MOCO). The key never appears in an error.
+fn azure_connection_string(
+    env: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, BucketError> {
+    let mut out = env.clone();
+    let Some(text) = env.get(AZURE_CONNECTION_STRING) else {
+        return Ok(out);
+    };
+    let mut parts = BTreeMap::new();
+    for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((k, v)) = part.split_once('=') else {
+            let name = part.chars().take(20).collect::<String>();
+            return Err(invalid(
+                AZURE_CONNECTION_STRING,
+                format!("{name:?}…: expected Name=value parts separated by `;`"),
+            ));
+        };
+        parts.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+    }
+    if parts
+        .get("usedevelopmentstorage")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    {
+        out.insert("AZURE_STORAGE_USE_EMULATOR".into(), "true".into());
+        return Ok(out);
+    }
+    let account = parts.get("accountname").ok_or_else(|| {
+        invalid(
+            AZURE_CONNECTION_STRING,
+            "no AccountName (nor UseDevelopmentStorage=true)",
+        )
+    })?;
+    out.insert("AZURE_STORAGE_ACCOUNT".into(), account.clone());
+    if let Some(key) = parts.get("accountkey") {
+        out.insert("AZURE_STORAGE_KEY".into(), key.clone());
+    }
+    let endpoint = match (parts.get("blobendpoint"), parts.get("endpointsuffix")) {
+        (Some(e), _) => Some(e.clone()),
+        (None, Some(suffix)) => Some(format!(
+            "{}://{account}.blob.{suffix}",
+            parts
+                .get("defaultendpointsprotocol")
+                .map_or("https", String::as_str)
+        )),
+        (None, None) => None,
+    };
+    if let Some(e) = endpoint {
+        out.insert("AZURE_STORAGE_ENDPOINT".into(), e);
+    }
+    Ok(out)
 }
 
 /// An object in a bucket.
@@ -753,6 +816,57 @@ mod tests {
         assert!(head.starts_with("get /b?list-type=2"), "{head}");
         assert!(!head.contains("x-amz-security-token"), "{head}");
         assert!(head.contains("credential=k/"), "{head}");
+    }
+
+    /// MOCO reads `AZURE_STORAGE_CONNECTION_STRING` first; Azurite's form carries the
+    /// endpoint, and a malformed one is named without showing its key.
+    #[test]
+    fn azure_reads_a_connection_string() {
+        let env = vars(&[
+            (
+                AZURE_CONNECTION_STRING,
+                "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;\
+                 BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;",
+            ),
+            ("AZURE_STORAGE_ACCOUNT", "other"),
+        ]);
+        let spelt = azure_connection_string(&env).unwrap();
+        assert_eq!(spelt["AZURE_STORAGE_ACCOUNT"], "devstoreaccount1");
+        assert_eq!(spelt["AZURE_STORAGE_KEY"], "a2V5");
+        assert_eq!(
+            spelt["AZURE_STORAGE_ENDPOINT"],
+            "http://127.0.0.1:1/devstoreaccount1"
+        );
+        // The spelt-out variables open the bucket as MOCO's names do.
+        BucketSpec::from_url("azure://c")
+            .unwrap()
+            .open(&env)
+            .unwrap();
+        let cloud = azure_connection_string(&vars(&[(
+            AZURE_CONNECTION_STRING,
+            "AccountName=acct;AccountKey=k;EndpointSuffix=core.windows.net",
+        )]))
+        .unwrap();
+        assert_eq!(
+            cloud["AZURE_STORAGE_ENDPOINT"],
+            "https://acct.blob.core.windows.net"
+        );
+        let dev = azure_connection_string(&vars(&[(
+            AZURE_CONNECTION_STRING,
+            "UseDevelopmentStorage=true",
+        )]))
+        .unwrap();
+        assert_eq!(dev["AZURE_STORAGE_USE_EMULATOR"], "true");
+        for bad in [
+            "AccountKey=secretkey",
+            "garbage-without-equals;AccountName=a",
+        ] {
+            let e = azure_connection_string(&vars(&[(AZURE_CONNECTION_STRING, bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(AZURE_CONNECTION_STRING), "{e}");
+            assert!(!e.contains("secretkey"), "{e}");
+        }
     }
 
     #[test]
