@@ -672,24 +672,11 @@ mod tests {
             .collect()
     }
 
-    /// Lists `spec` with `env` against a one-request server on loopback that refuses with 403
-    /// (as a store refuses a wrong key); returns the request's head and the error.
-    async fn first_azure_request(
-        mut spec: BucketSpec,
-        mut env: BTreeMap<String, String>,
-    ) -> (String, String) {
+    /// A server on `listener` that reads one request's head, refuses it with 403 (as a
+    /// store refuses a wrong key) and returns the head.
+    fn refuse_one_request(listener: tokio::net::TcpListener) -> tokio::task::JoinHandle<String> {
         use tokio::io::AsyncWriteExt as _;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!(
-            "http://127.0.0.1:{}/devstoreaccount1/",
-            listener.local_addr().unwrap().port()
-        );
-        if spec.endpoint.is_some() {
-            spec.endpoint = Some(url);
-        } else {
-            env.insert("AZURE_STORAGE_ENDPOINT".into(), url);
-        }
-        let server = tokio::spawn(async move {
+        tokio::spawn(async move {
             let (mut s, _) = listener.accept().await.unwrap();
             let mut head = Vec::new();
             while !head.ends_with(b"\r\n\r\n") {
@@ -703,7 +690,26 @@ mod tests {
             .await
             .unwrap();
             String::from_utf8(head).unwrap()
-        });
+        })
+    }
+
+    /// Lists `spec` with `env` against a one-request server on loopback that refuses with 403
+    /// (as a store refuses a wrong key); returns the request's head and the error.
+    async fn first_azure_request(
+        mut spec: BucketSpec,
+        mut env: BTreeMap<String, String>,
+    ) -> (String, String) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://127.0.0.1:{}/devstoreaccount1/",
+            listener.local_addr().unwrap().port()
+        );
+        if spec.endpoint.is_some() {
+            spec.endpoint = Some(url);
+        } else {
+            env.insert("AZURE_STORAGE_ENDPOINT".into(), url);
+        }
+        let server = refuse_one_request(listener);
         let e = spec.open(&env).unwrap().list("").await.unwrap_err();
         (server.await.unwrap(), e.to_string())
     }
@@ -779,7 +785,6 @@ mod tests {
     /// reads it as a session token) must not sign the request.
     #[tokio::test]
     async fn s3_reads_only_aws_variables() {
-        use tokio::io::AsyncWriteExt as _;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let spec = BucketSpec {
             endpoint: Some(format!(
@@ -796,23 +801,9 @@ mod tests {
             ("TOKEN", "stray"),
             ("BUCKET", "other"),
         ]);
-        let server = tokio::spawn(async move {
-            let (mut s, _) = listener.accept().await.unwrap();
-            let mut head = Vec::new();
-            while !head.ends_with(b"\r\n\r\n") {
-                let mut byte = [0u8];
-                s.read_exact(&mut byte).await.unwrap();
-                head.push(byte[0]);
-            }
-            s.write_all(
-                b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            )
-            .await
-            .unwrap();
-            String::from_utf8(head).unwrap().to_ascii_lowercase()
-        });
+        let server = refuse_one_request(listener);
         let _ = spec.open(&env).unwrap().list("").await.unwrap_err();
-        let head = server.await.unwrap();
+        let head = server.await.unwrap().to_ascii_lowercase();
         assert!(head.starts_with("get /b?list-type=2"), "{head}");
         assert!(!head.contains("x-amz-security-token"), "{head}");
         assert!(head.contains("credential=k/"), "{head}");

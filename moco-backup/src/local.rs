@@ -12,10 +12,11 @@ use moco_adapters::local::{Layout, Manifest};
 use moco_adapters::mysql::{ConnectOptions, MysqlInstance};
 use moco_adapters::ports::{MocoUser, MysqlPort as _};
 use moco_core::facts::Flavor;
+use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
 
 use crate::binlog::archive::{self, ArchiveError};
-use crate::binlog::events::Gtid;
+use crate::binlog::events::parse_position;
 use crate::binlog::replay::{ReplayError, ReplayTarget, Replayed, replay};
 use crate::binlog::timeline::{Base, PlanError, Point, Timeline, plan};
 use crate::bucket::{Bucket, BucketError};
@@ -204,23 +205,6 @@ pub async fn list(bucket: &Bucket, cluster_prefix: &str) -> Result<Vec<Listed>, 
     Ok(out)
 }
 
-/// The newest complete backup of cluster `source` in `bucket`.
-pub async fn latest(bucket: &Bucket, source: &str) -> Result<Listed, LocalBackupError> {
-    let prefix = cluster_prefix(source);
-    let all = list(bucket, &prefix)
-        .await
-        .map_err(|e| LocalBackupError::Backup(e.into()))?;
-    all.into_iter()
-        .rev()
-        .find(|b| b.manifest.is_some())
-        .ok_or_else(|| LocalBackupError::Cluster {
-            dir: prefix.clone(),
-            message: format!(
-                "no complete backup of cluster {source:?} in this bucket (`moco local backup list` shows them)"
-            ),
-        })
-}
-
 /// Puts the backup under `prefix` in place of instance 0 of the new cluster in `layout`
 /// (created, its instances running and empty): instance 0 is stopped, its datadir replaced
 /// and prepared, its accounts given this cluster's passwords (the copy holds the source
@@ -348,10 +332,9 @@ pub fn bases(backups: &[Listed], domain: Option<u32>) -> Vec<(usize, Base)> {
         .filter_map(|(i, b)| {
             let m = b.manifest.as_ref()?;
             let position = m.position.as_ref()?;
-            let tip = position
-                .mariadb_position()
-                .split(',')
-                .filter_map(|e| e.parse::<Gtid>().ok())
+            let tip = parse_position(&position.mariadb_position())
+                .ok()?
+                .into_iter()
                 .find(|g| domain.is_none_or(|d| g.domain == d));
             Some((
                 i,
@@ -598,7 +581,8 @@ pub async fn verify(
         .map_err(|e| sql_error("SELECT @@gtid_binlog_pos", e))?;
     let position = position.unwrap_or_default();
     if let Some(recorded) = &restored.manifest.position
-        && entries(&recorded.mariadb_position()) != entries(&position)
+        && GtidSet::from_mariadb(&recorded.mariadb_position()).ok()
+            != GtidSet::from_mariadb(&position).ok()
     {
         return Err(fail(format!(
             "the restored server is at GTID position {position:?}, the backup recorded {}",
@@ -684,15 +668,6 @@ pub async fn verify(
     }
 }
 
-/// The entries of a GTID position (the server's order may differ from ours).
-fn entries(position: &str) -> std::collections::BTreeSet<&str> {
-    position
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .collect()
-}
-
 /// A quoted SQL identifier.
 fn identifier(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
@@ -731,7 +706,6 @@ mod tests {
             "{d:?}"
         );
         assert_eq!(identifier("we`ird"), "`we``ird`");
-        assert_eq!(entries("0-1-5, 1-2-3"), entries("1-2-3,0-1-5"));
     }
 
     #[test]

@@ -65,29 +65,14 @@ pub fn azurite(test: &str) -> Option<Azurite> {
         .spawn()
     {
         Ok(c) => c,
-        Err(e) => {
-            if std::env::var_os("MOCO_SKIP_OBJECT_STORES").is_some_and(|v| v == "1") {
-                println!("SKIPPED {test} (MOCO_SKIP_OBJECT_STORES=1): {program}: {e}");
-                return None;
-            }
-            panic!(
-                "{test}: cannot run {program} ({e}); scripts/test.sh installs it \
-                 (MOCO_AZURITE_BLOB), or set MOCO_SKIP_OBJECT_STORES=1 to skip"
-            );
-        }
+        Err(e) => return crate::s3::missing_store(test, &program, "MOCO_AZURITE_BLOB", &e),
     };
     let mut server = Azurite {
         child,
         port,
         _dir: dir,
     };
-    if let Some(ledger) = std::env::var_os("MOCO_REAL_SERVER_LEDGER") {
-        std::fs::write(
-            std::path::Path::new(&ledger).join(test),
-            "\tAzurite 3.35.0 (Azure Blob)\n",
-        )
-        .unwrap();
-    }
+    crate::s3::record_store(test, "Azurite 3.35.0 (Azure Blob)");
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if let Some(status) = server.child.try_wait().unwrap() {

@@ -7,6 +7,35 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+/// A store server that would not start: `None` (skip) under `MOCO_SKIP_OBJECT_STORES=1`,
+/// else the test fails saying how to get it (`install_env`, which `scripts/test.sh` sets).
+pub fn missing_store<T>(
+    test: &str,
+    program: &str,
+    install_env: &str,
+    e: &std::io::Error,
+) -> Option<T> {
+    if std::env::var_os("MOCO_SKIP_OBJECT_STORES").is_some_and(|v| v == "1") {
+        println!("SKIPPED {test} (MOCO_SKIP_OBJECT_STORES=1): {program}: {e}");
+        return None;
+    }
+    panic!(
+        "{test}: cannot run {program} ({e}); scripts/test.sh installs it \
+         ({install_env}), or set MOCO_SKIP_OBJECT_STORES=1 to skip"
+    );
+}
+
+/// Records `test` in the real-server ledger as run against `what`.
+pub fn record_store(test: &str, what: &str) {
+    if let Some(ledger) = std::env::var_os("MOCO_REAL_SERVER_LEDGER") {
+        std::fs::write(
+            std::path::Path::new(&ledger).join(test),
+            format!("\t{what}\n"),
+        )
+        .unwrap();
+    }
+}
+
 /// A moto server on a free loopback port, killed when dropped.
 #[derive(Debug)]
 pub struct Moto {
@@ -39,24 +68,9 @@ pub fn moto(test: &str) -> Option<Moto> {
         .spawn()
     {
         Ok(c) => c,
-        Err(e) => {
-            if std::env::var_os("MOCO_SKIP_OBJECT_STORES").is_some_and(|v| v == "1") {
-                println!("SKIPPED {test} (MOCO_SKIP_OBJECT_STORES=1): {program}: {e}");
-                return None;
-            }
-            panic!(
-                "{test}: cannot run {program} ({e}); scripts/test.sh installs it \
-                 (MOCO_MOTO_SERVER), or set MOCO_SKIP_OBJECT_STORES=1 to skip"
-            );
-        }
+        Err(e) => return missing_store(test, &program, "MOCO_MOTO_SERVER", &e),
     };
-    if let Some(ledger) = std::env::var_os("MOCO_REAL_SERVER_LEDGER") {
-        std::fs::write(
-            std::path::Path::new(&ledger).join(test),
-            "\tmoto 5.2.5 (S3)\n",
-        )
-        .unwrap();
-    }
+    record_store(test, "moto 5.2.5 (S3)");
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "moto never listened on {port}");

@@ -98,6 +98,31 @@ async fn restore(name: &str, bucket: &str, point: &str) -> std::collections::BTr
     ids
 }
 
+/// `moco local restore` of cluster `c` into `newdir` at `point` (or the default, `latest`),
+/// one instance, expected to fail; returns its error output.
+fn refused_restore(newdir: &std::path::Path, bucket: &str, point: Option<&str>) -> String {
+    let newdir = newdir.display().to_string();
+    let base = free_port_block(3).to_string();
+    let mut args = vec![
+        "local",
+        "restore",
+        "--dir",
+        &newdir,
+        "--from",
+        bucket,
+        "--source",
+        "c",
+        "--replicas",
+        "1",
+        "--base-port",
+        &base,
+    ];
+    if let Some(point) = point {
+        args.extend(["--point", point]);
+    }
+    moco_err(&args)
+}
+
 /// Every row acknowledged before `point` is in `ids`, and no row sent at or after it.
 fn check(report: &WriterReport, ids: &std::collections::BTreeSet<u64>, point: u64, what: &str) {
     let point = point as f64;
@@ -225,43 +250,19 @@ async fn pitr_to_the_second_across_a_failover_and_two_backups() {
 
     // Refused, each naming what it reaches; no cluster is made for them.
     let before = rfc3339(first_backup_done.saturating_sub(30));
-    let err = moco_err(&[
-        "local",
-        "restore",
-        "--dir",
-        &dir.path()
-            .parent()
-            .unwrap()
-            .join("early")
-            .display()
-            .to_string(),
-        "--from",
+    let err = refused_restore(
+        &dir.path().parent().unwrap().join("early"),
         &bucket_arg,
-        "--source",
-        "c",
-        "--point",
-        &before,
-    ]);
+        Some(&before),
+    );
     assert!(err.contains("earliest restorable point is"), "{err}");
     assert!(!dir.path().parent().unwrap().join("early").exists());
     let future = rfc3339(covered + 3600);
-    let err = moco_err(&[
-        "local",
-        "restore",
-        "--dir",
-        &dir.path()
-            .parent()
-            .unwrap()
-            .join("late")
-            .display()
-            .to_string(),
-        "--from",
+    let err = refused_restore(
+        &dir.path().parent().unwrap().join("late"),
         &bucket_arg,
-        "--source",
-        "c",
-        "--point",
-        &future,
-    ]);
+        Some(&future),
+    );
     assert!(err.contains("complete up to"), "{err}");
 
     // To a second before the failover, and to one after it.
@@ -283,16 +284,7 @@ async fn pitr_to_the_second_across_a_failover_and_two_backups() {
     );
 
     // Into a directory that holds a cluster: refused, and that cluster is untouched.
-    let err = moco_err(&[
-        "local",
-        "restore",
-        "--dir",
-        &dir.arg(),
-        "--from",
-        &bucket_arg,
-        "--source",
-        "c",
-    ]);
+    let err = refused_restore(dir.path(), &bucket_arg, None);
     assert!(err.contains(&dir.arg()), "{err}");
     assert!(dir.path().join("cluster.json").exists());
 
@@ -318,22 +310,7 @@ async fn pitr_to_the_second_across_a_failover_and_two_backups() {
     bad[middle] ^= 0xff;
     std::fs::write(&object, &bad).unwrap();
     let damaged = dir.path().parent().unwrap().join("damaged");
-    let err = moco_err(&[
-        "local",
-        "restore",
-        "--dir",
-        &damaged.display().to_string(),
-        "--from",
-        &bucket_arg,
-        "--source",
-        "c",
-        "--point",
-        &rfc3339(t2),
-        "--replicas",
-        "1",
-        "--base-port",
-        &free_port_block(3).to_string(),
-    ]);
+    let err = refused_restore(&damaged, &bucket_arg, Some(&rfc3339(t2)));
     assert!(
         err.contains("archived binlog") && err.contains("SHA-256"),
         "{err}"
@@ -345,18 +322,7 @@ async fn pitr_to_the_second_across_a_failover_and_two_backups() {
     std::fs::remove_file(&meta).unwrap();
     let listed = moco_ok(&["local", "backup", "list", "--dir", &dir.arg()]);
     assert!(listed.contains("GAP"), "{listed}");
-    let err = moco_err(&[
-        "local",
-        "restore",
-        "--dir",
-        &damaged.display().to_string(),
-        "--from",
-        &bucket_arg,
-        "--source",
-        "c",
-        "--point",
-        &rfc3339(t2),
-    ]);
+    let err = refused_restore(&damaged, &bucket_arg, Some(&rfc3339(t2)));
     assert!(err.contains("gap"), "{err}");
     assert!(!damaged.exists());
 }

@@ -271,15 +271,7 @@ impl Archiver {
         if self.seen.contains(&seen_key) {
             return Ok(false);
         }
-        let p = path.clone();
-        let summary = tokio::task::spawn_blocking(move || {
-            let file = std::fs::File::open(&p)?;
-            events::summarize(std::io::BufReader::new(file), false)
-                .map_err(|e| std::io::Error::other(e.to_string()))
-        })
-        .await
-        .map_err(|e| file_error(e.to_string()))?
-        .map_err(|e| file_error(e.to_string()))?;
+        let summary = events::summarize_file(&path).await.map_err(file_error)?;
         let (domain, runs) = timeline::runs_of(&summary)?;
         let stored = match domain {
             Some(domain) if self.timeline.would_change(&runs) => {
@@ -343,14 +335,7 @@ impl Archiver {
 
 /// The primary's last GTID in `domain` (or its only domain) from `@@gtid_binlog_pos`.
 fn position_of(pos: &str, domain: Option<u32>) -> Result<Option<Gtid>, String> {
-    let mut found: Vec<Gtid> = Vec::new();
-    for entry in pos.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        found.push(
-            entry
-                .parse()
-                .map_err(|e: events::GtidError| e.to_string())?,
-        );
-    }
+    let found = events::parse_position(pos).map_err(|e| e.to_string())?;
     match (domain, found.as_slice()) {
         (_, []) => Ok(None),
         (Some(d), list) => Ok(list.iter().find(|g| g.domain == d).copied()),

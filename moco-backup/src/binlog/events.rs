@@ -83,6 +83,15 @@ impl<'de> Deserialize<'de> for Gtid {
     }
 }
 
+/// A MariaDB GTID position (`@@gtid_binlog_pos`): one entry per domain, comma-separated.
+pub fn parse_position(text: &str) -> Result<Vec<Gtid>, GtidError> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::parse)
+        .collect()
+}
+
 /// One transaction of a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transaction {
@@ -260,6 +269,17 @@ pub fn summarize(
         }
         summary.whole_len = offset + u64::from(len);
     }
+}
+
+/// [`summarize`] of a whole file on disk, off the async threads; the error as text.
+pub async fn summarize_file(path: &std::path::Path) -> Result<FileSummary, String> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+        summarize(io::BufReader::new(file), false).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())?
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::process::Stdio;
 use moco_adapters::instance::clone::{log_handle, write_private};
 use moco_adapters::mysql::MysqlInstance;
 use moco_adapters::mysql::option_file::quote_value;
-use moco_adapters::ports::Credentials;
+use moco_adapters::ports::{Credentials, MysqlPort as _};
 use mysql_async::prelude::Queryable as _;
 use tokio::io::{AsyncReadExt as _, BufReader};
 use tokio::process::Command;
@@ -109,27 +109,24 @@ pub async fn replay(
     })?;
     // A restored instance starts read-only; nothing but this replay reaches it yet (its
     // cluster's endpoints are not up), and it goes back to read-only afterwards.
-    let was_read_only = set_read_only(admin, None)
+    let read_only_error = |message: String| ReplayError::Apply {
+        file: "read_only".to_owned(),
+        message,
+    };
+    let was_read_only = read_only(admin).await.map_err(read_only_error)?;
+    admin
+        .set_writable()
         .await
-        .map_err(|message| ReplayError::Apply {
-            file: "read_only".to_owned(),
-            message,
-        })?;
+        .map_err(|e| read_only_error(e.to_string()))?;
     let result = async {
         for step in &plan.steps {
             let segment = &segments[step.segment];
             let key = format!("{prefix}/{ARCHIVE_FOLDER}/{}", segment.object.key);
             let file = target.scratch.join(&segment.file);
             fetch(bucket, &key, segment, &file).await?;
-            let p = file.clone();
-            let summary = tokio::task::spawn_blocking(move || {
-                let f = std::fs::File::open(&p)?;
-                events::summarize(std::io::BufReader::new(f), false)
-                    .map_err(|e| std::io::Error::other(e.to_string()))
-            })
-            .await
-            .map_err(|e| corrupt(&key, e.to_string()))?
-            .map_err(|e| corrupt(&key, e.to_string()))?;
+            let summary = events::summarize_file(&file)
+                .await
+                .map_err(|e| corrupt(&key, e))?;
             let (taken, wanted) = selected(&summary.transactions, step, plan.stop_before);
             let Some(last) = taken.last().map(|t| t.gtid) else {
                 let _ = std::fs::remove_file(&file);
@@ -168,16 +165,20 @@ pub async fn replay(
     let finished = match (&result, done.last) {
         // The replayed transactions are in the binlog; the position a replica of this
         // instance (and the instance itself, as primary) works from follows.
-        (Ok(()), Some(_)) => privileged(
-            admin,
-            &["SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos".to_owned()],
-        )
-        .await
-        .map(|_| ()),
+        (Ok(()), Some(_)) => {
+            privileged(
+                admin,
+                &["SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos".to_owned()],
+            )
+            .await
+        }
         _ => Ok(()),
     };
     let restored = if was_read_only {
-        set_read_only(admin, Some(true)).await.map(|_| ())
+        admin
+            .set_super_read_only(std::time::Duration::from_secs(30))
+            .await
+            .map_err(|e| e.to_string())
     } else {
         Ok(())
     };
@@ -327,34 +328,29 @@ async fn apply(
     Ok(())
 }
 
-/// Sets `read_only` (`None`: off) and returns what it was. MariaDB 10.11 wants
-/// `READ_ONLY ADMIN` for it, which the admin holds only through a role enabled per statement.
-async fn set_read_only(admin: &MysqlInstance, on: Option<bool>) -> Result<bool, String> {
-    privileged(
-        admin,
-        &[format!(
-            "SET GLOBAL read_only = {}",
-            if on == Some(true) { "ON" } else { "OFF" }
-        )],
-    )
-    .await
-}
-
-/// Runs `statements` with the read-only-admin role enabled; returns `@@read_only` before.
-async fn privileged(admin: &MysqlInstance, statements: &[String]) -> Result<bool, String> {
-    use moco_adapters::mysql::sql::{Dialect, privileged};
+/// `@@read_only`.
+async fn read_only(admin: &MysqlInstance) -> Result<bool, String> {
     let mut c = admin.conn().await.map_err(|e| e.to_string())?;
-    let was: Option<u8> = c
+    let on: Option<u8> = c
         .query_first("SELECT @@read_only")
         .await
         .map_err(|e| e.to_string())?;
+    let _ = c.disconnect().await;
+    Ok(on.unwrap_or(0) != 0)
+}
+
+/// Runs `statements` with the read-only-admin role enabled (MariaDB 10.11 wants
+/// `READ_ONLY ADMIN` to set `gtid_slave_pos` on a read-only server).
+async fn privileged(admin: &MysqlInstance, statements: &[String]) -> Result<(), String> {
+    use moco_adapters::mysql::sql::{Dialect, privileged};
+    let mut c = admin.conn().await.map_err(|e| e.to_string())?;
     for statement in privileged(Dialect::Mariadb, statements.to_vec()) {
         c.query_drop(&statement)
             .await
             .map_err(|e| format!("{statement}: {e}"))?;
     }
     let _ = c.disconnect().await;
-    Ok(was.unwrap_or(0) != 0)
+    Ok(())
 }
 
 /// The server's last GTID in `domain`.
@@ -365,15 +361,8 @@ async fn position(admin: &MysqlInstance, domain: u32) -> Result<Option<Gtid>, St
         .await
         .map_err(|e| e.to_string())?;
     let _ = c.disconnect().await;
-    let mut found = None;
-    for entry in pos.unwrap_or_default().split(',').map(str::trim) {
-        if let Ok(g) = entry.parse::<Gtid>()
-            && g.domain == domain
-        {
-            found = Some(g);
-        }
-    }
-    Ok(found)
+    let entries = events::parse_position(&pos.unwrap_or_default()).map_err(|e| e.to_string())?;
+    Ok(entries.into_iter().find(|g| g.domain == domain))
 }
 
 #[cfg(test)]
