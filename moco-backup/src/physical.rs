@@ -209,16 +209,50 @@ pub async fn backup(
     let stdout = running.take_stream().ok_or_else(|| {
         InstanceError::Invalid("mariadb-backup has no standard output".to_owned())
     })?;
+    // The tool's exit says whether the end of its output is the whole backup.
+    let finished = async move { running.finish().await.map_err(BackupError::from) };
+    store(stdout, finished, started_at, binlog_state, bucket, prefix).await
+}
+
+/// Stores a backup streamed from elsewhere (a donor agent's `GET /v1/backup`, which ends the
+/// stream with an error when its backup fails) under `prefix`, as [`backup`] does.
+pub async fn store_stream<R: AsyncRead + Unpin>(
+    stream: R,
+    started_at: Timestamp,
+    binlog_state: GtidSet,
+    bucket: &Bucket,
+    prefix: &str,
+) -> Result<Manifest, BackupError> {
+    store(
+        stream,
+        std::future::ready(Ok(())),
+        started_at,
+        binlog_state,
+        bucket,
+        prefix,
+    )
+    .await
+}
+
+/// Uploads `stream`, then waits for `finished` (whether the stream was the whole backup), then
+/// writes the manifest.
+async fn store<R: AsyncRead + Unpin>(
+    stream: R,
+    finished: impl std::future::Future<Output = Result<(), BackupError>>,
+    started_at: Timestamp,
+    binlog_state: GtidSet,
+    bucket: &Bucket,
+    prefix: &str,
+) -> Result<Manifest, BackupError> {
     let key = format!("{prefix}/{BASE_KEY}");
-    // The upload ends when the tool's output does; the tool's exit says whether that end is
-    // the whole backup. When the upload fails first, dropping the stream closes the pipe and
-    // the tool stops on it. Either way the manifest is not written, so nothing half-done is
-    // ever used.
-    let mut watched = Watched::new(stdout, &[SLAVE_INFO, BINLOG_INFO]);
+    // The upload ends when the stream does. When the upload fails first, dropping the stream
+    // closes the pipe and the tool stops on it. Either way the manifest is not written unless
+    // both succeeded, so nothing half-done is ever used.
+    let mut watched = Watched::new(stream, &[SLAVE_INFO, BINLOG_INFO]);
     let uploaded = put_compressed(bucket, &key, BASE_KEY, &mut watched).await;
     let position = position_in(&watched.scanner);
     drop(watched);
-    let finished = running.finish().await;
+    let finished = finished.await;
     let base = uploaded?;
     finished?;
     let manifest = Manifest {

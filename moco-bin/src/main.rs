@@ -44,11 +44,19 @@ enum Command {
     /// The sidecar of a MySQLCluster's Pod: first start, health probes, the clone service,
     /// slow-log rotation and metrics (MOCO's `moco-agent`).
     Agent(Box<moco_agent::AgentArgs>),
+    /// The backup CronJob's program: back up a MySQLCluster into a bucket, record
+    /// `status.backup` (MOCO's `moco-backup backup`; also run when invoked as `moco-backup`).
+    Backup(moco_backup::job::args::BackupArgs),
 }
 
 /// The names this binary answers to besides `moco`: MOCO's Pods run `/moco-init` (copied to
-/// `/shared/moco-init`) and `moco-agent`, with the subcommand's arguments only.
-const PROGRAM_NAMES: [(&str, &str); 2] = [("moco-init", "init"), ("moco-agent", "agent")];
+/// `/shared/moco-init`) and `moco-agent`, with the subcommand's arguments only; its Jobs run
+/// `moco-backup backup …`, whose first argument already is the subcommand (`None`).
+const PROGRAM_NAMES: [(&str, Option<&str>); 3] = [
+    ("moco-init", Some("init")),
+    ("moco-agent", Some("agent")),
+    ("moco-backup", None),
+];
 
 /// The command line, with `moco-init ARGS` read as `moco init ARGS`.
 fn command_line() -> Vec<std::ffi::OsString> {
@@ -62,7 +70,9 @@ fn command_line() -> Vec<std::ffi::OsString> {
         .find(|(name, _)| called.as_deref() == Some(*name))
     {
         args[0] = "moco".into();
-        args.insert(1, (*sub).into());
+        if let Some(sub) = sub {
+            args.insert(1, (*sub).into());
+        }
     }
     args
 }
@@ -80,6 +90,7 @@ fn main() -> ExitCode {
         Command::Controller(args) => cmd::controller::run(&args).map_err(Into::into),
         Command::Init(args) => cmd::agent::run_init(&args).map_err(Into::into),
         Command::Agent(args) => cmd::agent::run_agent(&args).map_err(Into::into),
+        Command::Backup(args) => cmd::backup_job::run_backup(&args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,

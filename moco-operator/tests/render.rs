@@ -772,6 +772,57 @@ fn backup_objects_exist_with_the_policy_and_a_missing_policy_names_the_field() {
 }
 
 #[test]
+fn a_mariadb_backup_job_reaches_the_agents_and_mysql_ones_stay_mocos() {
+    let mut inputs = Inputs::new();
+    inputs.policy = Some(policy());
+    let job_pod = |annotations: Value| {
+        let c = cluster(json!({"backupPolicyName": "daily"}));
+        let mut v = serde_json::to_value(&c).unwrap();
+        v["metadata"]["annotations"] = annotations;
+        let c: MySQLCluster = serde_json::from_value(v).unwrap();
+        let objects = inputs.render(&c).unwrap();
+        let cj = serde_json::to_value(&objects.backup.as_ref().unwrap().workload).unwrap();
+        let init = pod(&objects)
+            .init_containers
+            .clone()
+            .unwrap()
+            .into_iter()
+            .find(|c| c.name == "moco-init")
+            .unwrap();
+        (
+            cj["spec"]["jobTemplate"]["spec"]["template"]["spec"].clone(),
+            init,
+        )
+    };
+    let (mysql, init) = job_pod(json!({}));
+    assert_eq!(mysql["volumes"], json!([{"name": "work", "emptyDir": {}}]));
+    assert_eq!(mysql["containers"][0]["env"].as_array().unwrap().len(), 1);
+    assert!(
+        init.env_from.is_none(),
+        "MOCO's init container has no passwords"
+    );
+
+    let (mariadb, init) = job_pod(json!({"moco-rs/flavor": "mariadb"}));
+    assert_eq!(
+        mariadb["volumes"][1],
+        json!({"name": "grpc-cert", "secret": {"secretName": "moco-db-grpc"}})
+    );
+    let ctr = &mariadb["containers"][0];
+    assert_eq!(
+        ctr["volumeMounts"][1],
+        json!({"name": "grpc-cert", "mountPath": "/grpc-cert", "readOnly": true})
+    );
+    assert_eq!(ctr["env"][0]["name"], "MYSQL_PASSWORD");
+    assert_eq!(
+        ctr["env"][1],
+        json!({"name": "CLONE_DONOR_PASSWORD", "valueFrom": {"secretKeyRef":
+            {"name": "moco-db", "key": "CLONE_DONOR_PASSWORD"}}})
+    );
+    let from = serde_json::to_value(init.env_from.unwrap()).unwrap();
+    assert_eq!(from, json!([{"secretRef": {"name": "moco-db"}}]));
+}
+
+#[test]
 fn restore_job_exists_until_the_restore_is_recorded() {
     let mut c = cluster(json!({"restore": {
         "sourceName": "src", "sourceNamespace": "old",

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod agent;
+pub mod backup_job;
 pub mod controller;
 pub mod crd;
 pub mod input;

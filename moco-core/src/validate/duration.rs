@@ -135,9 +135,61 @@ pub fn parse_std_duration(input: &str) -> Result<std::time::Duration, DurationEr
     Ok(std::time::Duration::from_nanos(nanos))
 }
 
+/// `duration` as Go's `time.Duration.String()` writes it (`1h2m3.5s`, `1.5ms`, `0s`): MOCO's
+/// status fields of type `metav1.Duration` (`status.backup.elapsed`) hold this text.
+pub fn format_go_duration(duration: std::time::Duration) -> String {
+    /// `value` with a decimal point `digits` places from the right, trailing zeros dropped.
+    fn fixed(value: u128, digits: u32) -> String {
+        let scale = 10u128.pow(digits);
+        let (whole, frac) = (value / scale, value % scale);
+        if frac == 0 {
+            return whole.to_string();
+        }
+        let frac = format!("{frac:0width$}", width = digits as usize);
+        format!("{whole}.{}", frac.trim_end_matches('0'))
+    }
+    let nanos = duration.as_nanos();
+    match nanos {
+        0 => "0s".to_owned(),
+        n if n < 1_000 => format!("{n}ns"),
+        n if n < 1_000_000 => format!("{}\u{b5}s", fixed(n, 3)),
+        n if n < 1_000_000_000 => format!("{}ms", fixed(n, 6)),
+        n => {
+            let secs = n / 1_000_000_000;
+            let (h, m) = (secs / 3600, (secs / 60) % 60);
+            let s = fixed(n % 60_000_000_000, 9);
+            match (h, m) {
+                (0, 0) => format!("{s}s"),
+                (0, m) => format!("{m}m{s}s"),
+                (h, m) => format!("{h}h{m}m{s}s"),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_duration_text_round_trips_and_matches_go() {
+        use std::time::Duration;
+        let cases = [
+            (Duration::ZERO, "0s"),
+            (Duration::from_nanos(999), "999ns"),
+            (Duration::from_micros(1500), "1.5ms"),
+            (Duration::from_nanos(1_500), "1.5\u{b5}s"),
+            (Duration::from_secs(2), "2s"),
+            (Duration::from_millis(62_500), "1m2.5s"),
+            (Duration::from_secs(120), "2m0s"),
+            (Duration::from_secs(3600), "1h0m0s"),
+            (Duration::from_millis(3_723_250), "1h2m3.25s"),
+        ];
+        for (d, text) in cases {
+            assert_eq!(format_go_duration(d), text);
+            assert_eq!(parse_std_duration(text), Ok(d), "{text}");
+        }
+    }
 
     #[test]
     fn go_examples() {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec, ResourceRequirements,
-    SecretKeySelector, SecurityContext, VolumeMount,
+    SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -19,6 +19,7 @@ use moco_api::backuppolicy::{
 };
 use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAME};
 use moco_api::mysqlcluster::RestoreSpec;
+use moco_core::facts::Flavor;
 
 use super::meta::ClusterId;
 use super::pod_template::{pod_security_context, spread_over_nodes, with_default_user};
@@ -26,6 +27,10 @@ use super::{JobObjects, RenderError, RenderSettings};
 
 /// The name of the work volume and where the Job mounts it.
 const WORK_VOLUME: &str = "work";
+/// The volume of the cluster's agent certificate in a MariaDB backup Job, and where it is
+/// mounted (`moco backup --grpc-cert-dir`'s default).
+const GRPC_CERT_VOLUME: &str = "grpc-cert";
+const GRPC_CERT_PATH: &str = "/grpc-cert";
 
 /// The time format of restore points and backup keys: UTC `YYYYMMDD-hhmmss`.
 pub const BACKUP_TIME_FORMAT: &str = "%Y%m%d-%H%M%S";
@@ -54,8 +59,13 @@ fn bucket_args(bucket: &BucketConfig) -> Vec<String> {
 }
 
 fn password_env(id: &ClusterId, account: Account) -> EnvVar {
+    secret_env("MYSQL_PASSWORD", id, account)
+}
+
+/// `name` set from `account`'s key of the cluster's password Secret.
+fn secret_env(name: &str, id: &ClusterId, account: Account) -> EnvVar {
     EnvVar {
-        name: "MYSQL_PASSWORD".into(),
+        name: name.into(),
         value_from: Some(EnvVarSource {
             secret_key_ref: Some(SecretKeySelector {
                 name: id.prefixed(),
@@ -209,11 +219,42 @@ fn labelled_meta(id: &ClusterId) -> Option<ObjectMeta> {
     })
 }
 
+/// What a MariaDB Job adds to MOCO's: the backup streams from an instance's agent, so the
+/// Job presents the cluster's agent certificate (mounted read-only) and the clone-donor
+/// password the agent asks for.
+fn with_agent_access(id: &ClusterId, pod: &mut PodSpec) {
+    pod.volumes.get_or_insert_with(Vec::new).push(Volume {
+        name: GRPC_CERT_VOLUME.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(id.grpc_secret()),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    });
+    for container in &mut pod.containers {
+        container
+            .volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(VolumeMount {
+                name: GRPC_CERT_VOLUME.into(),
+                mount_path: GRPC_CERT_PATH.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            });
+        // After MYSQL_PASSWORD, before the user's variables (which may not override it).
+        container.env.get_or_insert_with(Vec::new).insert(
+            1,
+            secret_env("CLONE_DONOR_PASSWORD", id, Account::CloneDonor),
+        );
+    }
+}
+
 /// `moco-backup-<name>`: the CronJob of `policy`, its Role and RoleBinding.
 pub fn backup(
     id: &ClusterId,
     settings: &RenderSettings,
     policy: &BackupPolicy,
+    flavor: Flavor,
 ) -> Result<JobObjects<CronJob>, RenderError> {
     let p = &policy.spec;
     let config = &p.job_config;
@@ -239,13 +280,16 @@ pub fn backup(
         .affinity
         .clone()
         .unwrap_or_else(default_backup_affinity);
-    let pod = job_pod_spec(
+    let mut pod = job_pod_spec(
         config,
         settings,
         container,
         Some(affinity),
         "BackupPolicy spec.jobConfig",
     )?;
+    if flavor == Flavor::Mariadb {
+        with_agent_access(id, &mut pod);
+    }
     let cronjob = CronJob {
         metadata: id.owned_meta(id.backup(), id.backup_labels()),
         spec: Some(CronJobSpec {

@@ -261,7 +261,7 @@ pub fn render_cluster(
                 name: name.clone(),
             });
         }
-        (Some(_), Some(policy)) => Some(jobs::backup(&id, settings, policy)?),
+        (Some(_), Some(policy)) => Some(jobs::backup(&id, settings, policy, flavor)?),
     };
     let restore = match (&spec.restore, cluster.status.as_ref()) {
         (Some(_), Some(status)) if status.restored_time.is_some() => None,

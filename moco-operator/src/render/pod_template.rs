@@ -284,13 +284,7 @@ fn agent(inputs: &PodInputs<'_>) -> Container {
                 ..EnvVar::default()
             },
         ]),
-        env_from: Some(vec![EnvFromSource {
-            secret_ref: Some(SecretEnvSource {
-                name: inputs.id.prefixed(),
-                ..SecretEnvSource::default()
-            }),
-            ..EnvFromSource::default()
-        }]),
+        env_from: Some(vec![cluster_secret_env(inputs)]),
         ports: Some(vec![
             tcp_port("agent", AGENT_PORT),
             tcp_port("agent-metrics", AGENT_METRICS_PORT),
@@ -372,6 +366,17 @@ fn copy_init(inputs: &PodInputs<'_>) -> Container {
     }
 }
 
+/// Every password of the cluster's Secret (`moco-<name>`), as MOCO's agent gets them.
+fn cluster_secret_env(inputs: &PodInputs<'_>) -> EnvFromSource {
+    EnvFromSource {
+        secret_ref: Some(SecretEnvSource {
+            name: inputs.id.prefixed(),
+            ..SecretEnvSource::default()
+        }),
+        ..EnvFromSource::default()
+    }
+}
+
 fn init(inputs: &PodInputs<'_>, mysqld_image: Option<String>) -> Container {
     let spec = &inputs.cluster.spec;
     let mut command = vec![
@@ -393,6 +398,9 @@ fn init(inputs: &PodInputs<'_>, mysqld_image: Option<String>) -> Container {
             .as_ref()
             .map(|v| vec![format!("--lower-case-table-names={v}")]),
         env: Some(vec![pod_name_env()]),
+        // MariaDB: a restored copy carries the source cluster's accounts, and `moco init`
+        // gives them this cluster's passwords before the server first runs it.
+        env_from: (inputs.flavor == Flavor::Mariadb).then(|| vec![cluster_secret_env(inputs)]),
         volume_mounts: Some(vec![
             mount(volume::TMP, "/tmp", false),
             mount(DATA_CLAIM_NAME, "/var/lib/mysql", false),

@@ -1,0 +1,157 @@
+//! MOCO's `moco-backup` command line: the flags every subcommand takes and the positional
+//! arguments of `backup`, exactly as the operator renders them (`--threads=4 --region=…
+//! --backend-type=s3 BUCKET NAMESPACE NAME`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::bucket::{Backend, BucketSpec};
+
+use super::JobError;
+
+/// The variable holding the password of the Job's account (`moco-backup` for a backup,
+/// `moco-admin` for a restore), as MOCO's Jobs get it.
+pub const PASSWORD_ENV: &str = "MYSQL_PASSWORD";
+/// The variable holding the cluster's `moco-clone-donor` password: a MariaDB backup is
+/// streamed from the source's agent, which asks for it (beyond MOCO, whose Jobs dump over SQL).
+pub const DONOR_PASSWORD_ENV: &str = "CLONE_DONOR_PASSWORD";
+
+/// The flags of both programs.
+#[derive(Clone, Debug, clap::Args)]
+pub struct CommonFlags {
+    /// The working directory (a volume the Job mounts).
+    #[arg(long, default_value = "/work")]
+    pub work_dir: PathBuf,
+    /// Parallelism of the tools.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: u32,
+    /// `bucketConfig.region`.
+    #[arg(long, default_value = "")]
+    pub region: String,
+    /// `bucketConfig.endpointURL`.
+    #[arg(long, default_value = "")]
+    pub endpoint: String,
+    /// `bucketConfig.usePathStyle`.
+    #[arg(long)]
+    pub use_path_style: bool,
+    /// `bucketConfig.backendType`: `s3`, `gcs` or `azure`.
+    #[arg(long, default_value = "s3")]
+    pub backend_type: String,
+    /// `bucketConfig.caCert`: a PEM file of extra CAs.
+    #[arg(long, default_value = "")]
+    pub ca_cert: String,
+    /// The client certificate (`tls.crt`, `tls.key`, `ca.crt`) presented to the cluster's
+    /// agents (MariaDB; the operator mounts the cluster's agent certificate here).
+    #[arg(long, default_value = "/grpc-cert")]
+    pub grpc_cert_dir: PathBuf,
+}
+
+impl CommonFlags {
+    /// The bucket `bucket_name` with these flags; a wrong flag is named.
+    pub fn bucket_spec(&self, bucket_name: &str) -> Result<BucketSpec, JobError> {
+        let backend = match self.backend_type.as_str() {
+            "s3" => Backend::S3,
+            "gcs" => Backend::Gcs,
+            "azure" => Backend::Azure,
+            other => {
+                return Err(JobError::input(
+                    "--backend-type",
+                    format!("{other:?}: use s3, gcs or azure"),
+                ));
+            }
+        };
+        if bucket_name.is_empty() {
+            return Err(JobError::input("BUCKET", "empty"));
+        }
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        Ok(BucketSpec {
+            backend,
+            name: bucket_name.to_owned(),
+            region: some(&self.region),
+            endpoint: some(&self.endpoint),
+            path_style: self.use_path_style,
+            ca_cert: some(&self.ca_cert).map(PathBuf::from),
+            retry_timeout: None,
+        })
+    }
+}
+
+/// `moco backup [FLAGS] BUCKET NAMESPACE NAME`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct BackupArgs {
+    /// The flags.
+    #[command(flatten)]
+    pub common: CommonFlags,
+    /// `bucketConfig.bucketName` (may name `$(VAR)`s of the environment).
+    pub bucket: String,
+    /// The MySQLCluster's namespace.
+    pub namespace: String,
+    /// The MySQLCluster's name.
+    pub name: String,
+}
+
+/// The value of `name` in `env`; missing or empty is an error naming it.
+pub fn required(env: &BTreeMap<String, String>, name: &str) -> Result<String, JobError> {
+    env.get(name)
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .ok_or_else(|| JobError::input(name, "not set in the environment"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BackupArgs,
+    }
+
+    #[test]
+    fn the_operators_command_line_parses() {
+        let cli = Cli::try_parse_from([
+            "backup",
+            "--threads=3",
+            "--region=us-east-1",
+            "--endpoint=http://minio:9000",
+            "--use-path-style",
+            "--backend-type=s3",
+            "$(BUCKET)",
+            "ns",
+            "db",
+        ])
+        .unwrap();
+        assert_eq!(cli.args.common.threads, 3);
+        assert_eq!(cli.args.namespace, "ns");
+        let spec = cli.args.common.bucket_spec(&cli.args.bucket).unwrap();
+        assert_eq!(spec.backend, Backend::S3);
+        assert_eq!(spec.region.as_deref(), Some("us-east-1"));
+        assert_eq!(spec.endpoint.as_deref(), Some("http://minio:9000"));
+        assert!(spec.path_style);
+        assert_eq!(spec.ca_cert, None);
+        assert_eq!(spec.name, "$(BUCKET)");
+    }
+
+    #[test]
+    fn a_wrong_backend_and_a_missing_password_are_named() {
+        let flags = CommonFlags {
+            work_dir: "/work".into(),
+            threads: 1,
+            region: String::new(),
+            endpoint: String::new(),
+            use_path_style: false,
+            backend_type: "ftp".into(),
+            ca_cert: String::new(),
+            grpc_cert_dir: "/grpc-cert".into(),
+        };
+        let e = flags.bucket_spec("b").unwrap_err().to_string();
+        assert!(e.starts_with("--backend-type: \"ftp\""), "{e}");
+        let e = required(&BTreeMap::new(), PASSWORD_ENV)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "MYSQL_PASSWORD: not set in the environment");
+        assert!(Cli::try_parse_from(["backup", "--threads=0", "b", "ns", "db"]).is_err());
+    }
+}

@@ -1,0 +1,253 @@
+//! The backup Job (`moco backup BUCKET NAMESPACE NAME`), MOCO's steps with a MariaDB
+//! physical backup in place of `mysqlsh`'s dump:
+//!
+//! 1. the MySQLCluster must be online and have all its Pods;
+//! 2. the source is MOCO's first choice: the ready replica of lowest ordinal, else the primary
+//!    when it is ready;
+//! 3. its agent streams `mariadb-backup` (`GET /v1/backup`, mutual TLS with the cluster's
+//!    certificate and the clone-donor password), which goes compressed and hashed into the
+//!    bucket under `moco/<ns>/<name>/<YYYYMMDD-hhmmss>/`, the manifest last;
+//! 4. `status.backup` is written and the `BackupCreated` Event created.
+//!
+//! A failure before the manifest leaves no backup that looks complete; `status.backup` keeps
+//! the previous one. MOCO's uuid-set rule guards the continuity of the binlogs it fetches at
+//! each backup; a MariaDB backup here stands alone, and MariaDB has no `server_uuid`, so
+//! `sourceUUID` and `uuidSet` stay empty.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moco_agent::client::AgentClient;
+use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
+use moco_core::facts::Flavor;
+use moco_core::time::Timestamp;
+use moco_core::validate::duration::format_go_duration;
+use moco_operator::clustering::addresses::{AddressResolver, PodNetwork};
+use moco_operator::render::ClusterId;
+use moco_operator::render::meta::flavor_of;
+
+use super::JobError;
+use super::args::{BackupArgs, DONOR_PASSWORD_ENV, PASSWORD_ENV, required};
+use super::cluster::{BACKUP_CREATED, ClusterAccess, ready_ordinals};
+use crate::bucket::Bucket;
+use crate::mysql_format::{self, PreviousBackup, ReadyInstance};
+use crate::physical::{self, Manifest};
+use moco_core::facts::Role;
+
+/// What the backup Job needs besides its arguments.
+pub struct BackupJob {
+    /// The cluster through the API.
+    pub cluster: ClusterAccess,
+    /// Where backups go.
+    pub bucket: Bucket,
+    /// Calls agents with the cluster's certificate.
+    pub agents: AgentClient,
+    /// Where the agents are.
+    pub addresses: Arc<dyn AddressResolver>,
+    /// The cluster's `moco-clone-donor` password.
+    pub donor_password: String,
+}
+
+impl std::fmt::Debug for BackupJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackupJob")
+            .field("cluster", &self.cluster)
+            .field("bucket", &self.bucket)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the Job did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackupDone {
+    /// The instance backed up.
+    pub source_index: u32,
+    /// The backup's prefix in the bucket.
+    pub prefix: String,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// What was recorded in `status.backup`.
+    pub status: BackupStatus,
+}
+
+/// The instance to back up: MOCO's choice for a first backup, from the ready ordinals and
+/// the recorded primary.
+pub fn choose_source(
+    ready: &std::collections::BTreeSet<u32>,
+    primary: u32,
+) -> Result<u32, mysql_format::FormatError> {
+    let instances: Vec<ReadyInstance> = ready
+        .iter()
+        .map(|&index| ReadyInstance {
+            index,
+            server_uuid: String::new(),
+            role: if index == primary {
+                Role::Primary
+            } else {
+                Role::Replica
+            },
+        })
+        .collect();
+    mysql_format::choose_source(&PreviousBackup::default(), &instances).map(|c| c.index)
+}
+
+/// `status.backup` for `manifest`, taken from `source_index` in `elapsed`.
+pub fn backup_status(manifest: &Manifest, source_index: u32, elapsed: Duration) -> BackupStatus {
+    BackupStatus {
+        time: k8s_openapi::jiff::Timestamp::from_second(manifest.started_at.0)
+            .ok()
+            .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
+        elapsed: format_go_duration(Duration::from_secs(elapsed.as_secs())),
+        source_index: i32::try_from(source_index).unwrap_or(i32::MAX),
+        gtid_set: manifest
+            .position
+            .as_ref()
+            .map(|p| moco_adapters::mysql::sql::mariadb_binlog_state_text(p))
+            .unwrap_or_default(),
+        dump_size: i64::try_from(manifest.base.size).unwrap_or(i64::MAX),
+        ..BackupStatus::default()
+    }
+}
+
+fn now() -> Timestamp {
+    moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
+}
+
+impl BackupJob {
+    /// The Job as its Pod runs it: the API through the in-cluster configuration (or a
+    /// kubeconfig), the agents at their Pods' DNS names with the certificate in
+    /// `--grpc-cert-dir`, the bucket's credentials and the passwords from `env`.
+    pub async fn in_pod(
+        args: &BackupArgs,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Self, JobError> {
+        required(env, PASSWORD_ENV)?;
+        let donor_password = required(env, DONOR_PASSWORD_ENV)?;
+        let bucket = args.common.bucket_spec(&args.bucket)?.open(env)?;
+        let dir = &args.common.grpc_cert_dir;
+        let tls = moco_http::tls::mtls_client_config(
+            &dir.join("tls.crt"),
+            &dir.join("tls.key"),
+            &dir.join("ca.crt"),
+        )
+        .map_err(|e| JobError::input("--grpc-cert-dir", e.to_string()))?;
+        let client = kube::Client::try_default()
+            .await
+            .map_err(JobError::kube("connect to the Kubernetes API"))?;
+        Ok(BackupJob {
+            cluster: ClusterAccess::new(client, &args.namespace, &args.name),
+            bucket,
+            agents: AgentClient::new(tls, Duration::from_secs(30)),
+            addresses: Arc::new(PodNetwork),
+            donor_password,
+        })
+    }
+
+    /// Runs the Job once.
+    pub async fn run(&self) -> Result<BackupDone, JobError> {
+        let began = Instant::now();
+        let started_at = now();
+        let cluster = self.cluster.get().await?;
+        let (id, source_index) = self.choose(&cluster).await?;
+        let flavor = flavor_of(&cluster)?;
+        if flavor != Flavor::Mariadb {
+            return Err(self.cluster.refuse(
+                "MySQL backups (MOCO's mysqlsh dump and mysqlbinlog) are not run by this build; \
+                 it backs up MariaDB clusters",
+            ));
+        }
+        let prefix = format!(
+            "{}{}",
+            mysql_format::cluster_prefix(&id.namespace, &id.name),
+            mysql_format::backup_time_text(started_at)
+        );
+        let (host, port) = self.addresses.agent(&id, source_index);
+        tracing::info!(source = source_index, agent = %format!("{host}:{port}"), %prefix, "backing up");
+        let (state, stream) = self
+            .agents
+            .backup(&host, port, &self.donor_password)
+            .await?;
+        let manifest =
+            physical::store_stream(stream, started_at, state, &self.bucket, &prefix).await?;
+        let status = backup_status(&manifest, source_index, began.elapsed());
+        self.cluster.record_backup(status.clone()).await?;
+        self.cluster.event(&cluster, BACKUP_CREATED).await?;
+        tracing::info!(%prefix, bytes = manifest.base.size, "backup created");
+        Ok(BackupDone {
+            source_index,
+            prefix,
+            manifest,
+            status,
+        })
+    }
+
+    /// MOCO's checks, then the source.
+    async fn choose(&self, cluster: &MySQLCluster) -> Result<(ClusterId, u32), JobError> {
+        if cluster.spec.offline {
+            return Err(self
+                .cluster
+                .refuse("spec.offline is true: an offline cluster has no server to back up"));
+        }
+        let id = ClusterId::of(cluster)?;
+        let pods = self.cluster.pods().await?;
+        let replicas = cluster.spec.replicas;
+        if i64::try_from(pods.len()).ok() != Some(i64::from(replicas)) {
+            return Err(self.cluster.refuse(format!(
+                "{} Pods exist for spec.replicas {replicas}; a backup waits for all of them",
+                pods.len()
+            )));
+        }
+        let primary = cluster
+            .status
+            .as_ref()
+            .map_or(0, |s| s.current_primary_index);
+        let primary = u32::try_from(primary).unwrap_or(0);
+        let ready = ready_ordinals(&id.name, &pods);
+        let source =
+            choose_source(&ready, primary).map_err(|e| self.cluster.refuse(e.to_string()))?;
+        Ok((id, source))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn the_source_is_the_first_ready_replica_else_the_primary() {
+        let ready = |v: &[u32]| v.iter().copied().collect::<BTreeSet<u32>>();
+        assert_eq!(choose_source(&ready(&[0, 1, 2]), 0).unwrap(), 1);
+        assert_eq!(choose_source(&ready(&[0, 1, 2]), 1).unwrap(), 0);
+        assert_eq!(choose_source(&ready(&[0, 2]), 0).unwrap(), 2);
+        assert_eq!(choose_source(&ready(&[1]), 1).unwrap(), 1);
+        assert!(choose_source(&ready(&[]), 0).is_err());
+    }
+
+    #[test]
+    fn the_status_carries_mocos_fields() {
+        let manifest = Manifest {
+            format_version: physical::FORMAT_VERSION,
+            kind: "mariadb-physical".into(),
+            started_at: Timestamp(1_795_000_000),
+            finished_at: Timestamp(1_795_000_062),
+            binlog_state_before: moco_core::gtid::GtidSet::from_mariadb("0-1-10").unwrap(),
+            position: Some(moco_core::gtid::GtidSet::from_mariadb("0-1-12").unwrap()),
+            base: physical::ObjectRecord {
+                key: physical::BASE_KEY.into(),
+                size: 1234,
+                uncompressed_size: 5678,
+                sha256: "ab".into(),
+            },
+        };
+        let s = backup_status(&manifest, 2, Duration::from_millis(62_700));
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["time"], "2026-11-18T11:06:40Z");
+        assert_eq!(json["elapsed"], "1m2s");
+        assert_eq!(json["sourceIndex"], 2);
+        assert_eq!(json["gtidSet"], "0-1-12");
+        assert_eq!(json["dumpSize"], 1234);
+        assert_eq!(json["binlogSize"], 0);
+    }
+}

@@ -1,0 +1,35 @@
+//! `moco backup` (and `moco-backup backup`): the program of MOCO's backup CronJob, whose work
+//! is `moco_backup::job`'s. Here: logging, the runtime, the environment and the exit code.
+
+use std::process::ExitCode;
+
+use moco_backup::job::JobError;
+use moco_backup::job::args::BackupArgs;
+use moco_backup::job::backup::BackupJob;
+use moco_operator::flags::LogEncoder;
+
+use crate::logging::{self, LogOutput};
+
+/// Errors of the Job programs.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// From the program.
+    #[error(transparent)]
+    Job(#[from] JobError),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// Runs one backup.
+pub fn run_backup(args: &BackupArgs) -> Result<ExitCode, Error> {
+    logging::init(LogOutput::Stderr, LogEncoder::Json, tracing::Level::INFO);
+    moco_http::tls::install_crypto_provider();
+    let env = std::env::vars().collect();
+    let runtime = crate::async_runtime().map_err(Error::Runtime)?;
+    runtime.block_on(async {
+        let job = BackupJob::in_pod(args, &env).await?;
+        job.run().await
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,292 @@
+//! The backup Job's program on Kubernetes (`moco backup`, MariaDB): a real primary and
+//! replica with their agents stand in for two Pods, the fake API server holds the
+//! MySQLCluster and its Pods, and moto holds the bucket. The Job picks the ready replica,
+//! streams its backup from its agent over mutual TLS into MOCO's key layout, records
+//! `status.backup` and creates the `BackupCreated` Event; the stored backup restores at the
+//! position it records. Refusals (an offline cluster, missing Pods, nothing ready, a wrong
+//! clone-donor password) leave no backup and the previous `status.backup`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moco_adapters::instance::clone::RestoreTarget;
+use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_backup::job::backup::BackupJob;
+use moco_backup::job::cluster::ClusterAccess;
+use moco_backup::{BucketSpec, physical};
+use moco_operator::clustering::addresses::StaticAddresses;
+use moco_operator::testing::apiserver::FakeApiServer;
+use moco_tests::certs::TestCerts;
+use moco_tests::local::server_or_skip;
+use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http};
+use moco_tests::s3::{create_bucket, moto};
+use mysql_async::prelude::Queryable;
+use serde_json::json;
+
+const NS: &str = "prod";
+const CLUSTERS: &str = "moco.cybozu.com/v1beta2/mysqlclusters";
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn pod_object(index: u32, ready: bool) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("moco-db-{index}"), "namespace": NS,
+                     "labels": {"app.kubernetes.io/name": "mysql",
+                                "app.kubernetes.io/instance": "db",
+                                "app.kubernetes.io/created-by": "moco"}},
+        "spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]},
+        "status": {"podIP": "127.0.0.1",
+                   "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+    })
+}
+
+fn cluster_object(replicas: u32, offline: bool) -> serde_json::Value {
+    json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+        "metadata": {"name": "db", "namespace": NS, "uid": "uid-db",
+                     "annotations": {"moco-rs/flavor": "mariadb"}},
+        "spec": {
+            "replicas": replicas, "offline": offline,
+            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
+        },
+        "status": {"currentPrimaryIndex": 0}
+    })
+}
+
+async fn rows(pod: &TestPod) -> u64 {
+    let mut c = pod.admin().await;
+    c.query_first("SELECT COUNT(*) FROM app.t")
+        .await
+        .unwrap_or(None)
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
+    let test = "the_backup_job_streams_a_replica_into_the_bucket_and_records_it";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    let Some(store) = moto(test) else {
+        return;
+    };
+    moco_http::tls::install_crypto_provider();
+    let root = tempfile::tempdir().unwrap();
+    let certs = TestCerts::write(&root.path().join("certs"));
+    let primary = TestPod::new(&binary, root.path(), 0);
+    let replica = TestPod::new(&binary, root.path(), 1);
+    for pod in [&primary, &replica] {
+        pod.init_and_start(10).await;
+    }
+    let a0 = AgentProcess::start(&primary, &certs.agent.0, &[]);
+    let a1 = AgentProcess::start(&replica, &certs.agent.0, &[]);
+    wait_http(a0.probe, "/healthz", 200, LIMIT, || a0.log_tail()).await;
+    wait_http(a1.probe, "/healthz", 200, LIMIT, || a1.log_tail()).await;
+
+    // A primary with data, and a replica of it.
+    let mut c = primary.admin().await;
+    for s in sql::set_writable(Dialect::Mariadb) {
+        c.query_drop(s).await.unwrap();
+    }
+    c.query_drop("CREATE DATABASE app").await.unwrap();
+    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(64))")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO app.t SELECT seq, REPEAT('x', 60) FROM app.seq_1_to_20000")
+        .await
+        .unwrap();
+    let mut r = replica.admin().await;
+    r.query_drop(format!(
+        "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={}, MASTER_USER='moco-repl', \
+         MASTER_PASSWORD='{}', MASTER_USE_GTID=slave_pos",
+        primary.port,
+        test_password(Account::Repl)
+    ))
+    .await
+    .unwrap();
+    r.query_drop("START SLAVE").await.unwrap();
+    let deadline = Instant::now() + LIMIT;
+    while rows(&replica).await != 20_000 {
+        assert!(Instant::now() < deadline, "the replica did not catch up");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    create_bucket(store.port, "backups").await;
+    let spec = BucketSpec {
+        endpoint: Some(format!("http://127.0.0.1:{}", store.port)),
+        region: Some("us-east-1".into()),
+        path_style: true,
+        ..BucketSpec::from_url("s3://backups").unwrap()
+    };
+    let env: BTreeMap<String, String> = [
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let bucket = spec.open(&env).unwrap();
+
+    let fake = FakeApiServer::new();
+    fake.insert(cluster_object(2, false));
+    fake.insert(pod_object(0, true));
+    fake.insert(pod_object(1, true));
+    let addresses = StaticAddresses {
+        by_index: BTreeMap::new(),
+        agents: BTreeMap::from([
+            (0, ("localhost".to_owned(), a0.agent.port())),
+            (1, ("localhost".to_owned(), a1.agent.port())),
+        ]),
+    };
+    let job = |donor_password: String| BackupJob {
+        cluster: ClusterAccess::new(fake.client(), NS, "db"),
+        bucket: bucket.clone(),
+        // The Job presents the cluster's agent certificate (the Secret it mounts).
+        agents: certs.agent.client(&certs.agent),
+        addresses: Arc::new(addresses.clone()),
+        donor_password,
+    };
+    let backup_status = || fake.get_json(CLUSTERS, NS, "db").unwrap()["status"]["backup"].clone();
+    let objects = || {
+        let bucket = bucket.clone();
+        async move { bucket.list("moco/prod/db/").await.unwrap() }
+    };
+
+    // Refusals first: nothing is written.
+    let e = job("wrong".into()).run().await.unwrap_err().to_string();
+    assert!(
+        e.contains("403") && e.contains("clone-donor password"),
+        "{e}"
+    );
+    fake.insert(cluster_object(3, false));
+    let e = job(test_password(Account::CloneDonor))
+        .run()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("2 Pods exist for spec.replicas 3"), "{e}");
+    fake.insert(cluster_object(2, true));
+    let e = job(test_password(Account::CloneDonor))
+        .run()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("spec.offline is true"), "{e}");
+    fake.insert(cluster_object(2, false));
+    fake.insert(pod_object(0, false));
+    fake.insert(pod_object(1, false));
+    let e = job(test_password(Account::CloneDonor))
+        .run()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("MySQLCluster prod/db") && e.contains("ready"),
+        "{e}"
+    );
+    assert_eq!(
+        backup_status(),
+        serde_json::Value::Null,
+        "no status.backup yet"
+    );
+    assert!(
+        objects()
+            .await
+            .iter()
+            .all(|o| !o.key.ends_with("manifest.json")),
+        "a refused backup left a manifest: {:?}",
+        objects().await
+    );
+
+    // The backup: from the ready replica.
+    fake.insert(pod_object(0, true));
+    fake.insert(pod_object(1, true));
+    let began = Instant::now();
+    let done = job(test_password(Account::CloneDonor)).run().await.unwrap();
+    let took = began.elapsed();
+    assert_eq!(done.source_index, 1, "the replica is backed up");
+    let folder = done.prefix.rsplit('/').next().unwrap().to_owned();
+    assert!(
+        done.prefix.starts_with("moco/prod/db/")
+            && folder.len() == 15
+            && folder.as_bytes()[8] == b'-',
+        "MOCO's key layout: {}",
+        done.prefix
+    );
+    let status = backup_status();
+    assert_eq!(status["sourceIndex"], 1);
+    assert_eq!(status["dumpSize"], json!(done.manifest.base.size));
+    let position = done
+        .manifest
+        .position
+        .clone()
+        .expect("the stream names its position");
+    assert_eq!(
+        status["gtidSet"],
+        json!(sql::mariadb_binlog_state_text(&position))
+    );
+    let time = status["time"].as_str().unwrap().to_owned();
+    assert_eq!(
+        time.chars()
+            .filter(char::is_ascii_digit)
+            .collect::<String>(),
+        folder.replace('-', ""),
+        "status.backup.time names the folder"
+    );
+    assert!(
+        status["elapsed"].as_str().unwrap().ends_with('s'),
+        "{status}"
+    );
+    // MOCO's Event, named <cluster>.<hex nanoseconds>.
+    let events = fake.list_json("v1/events", Some(NS));
+    let created: Vec<_> = events
+        .iter()
+        .filter(|e| e["reason"] == "BackupCreated")
+        .collect();
+    assert_eq!(created.len(), 1, "{events:?}");
+    let event = created[0];
+    assert_eq!(event["involvedObject"]["name"], "db");
+    assert_eq!(event["involvedObject"]["kind"], "MySQLCluster");
+    assert_eq!(event["type"], "Normal");
+    let name = event["metadata"]["name"].as_str().unwrap();
+    assert!(
+        name.strip_prefix("db.")
+            .is_some_and(|h| u128::from_str_radix(h, 16).is_ok()),
+        "{name}"
+    );
+
+    // What was stored restores at the recorded position, with every row.
+    let datadir = root.path().join("restored");
+    let restored = physical::restore(
+        &bucket,
+        &done.prefix,
+        &RestoreTarget {
+            backup_tool: binary.tool("mariadb-backup").unwrap(),
+            mbstream: binary.tool("mbstream").unwrap(),
+            datadir: datadir.clone(),
+            log: root.path().join("restore.log"),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(restored.position, position);
+    assert!(datadir.join("app").join("t.ibd").is_file());
+
+    // The replica not ready: the primary is backed up.
+    fake.insert(pod_object(1, false));
+    let second = job(test_password(Account::CloneDonor)).run().await.unwrap();
+    assert_ne!(second.prefix, done.prefix);
+    assert_eq!(second.source_index, 0);
+    assert_eq!(backup_status()["sourceIndex"], 0);
+    println!(
+        "backup job: {} bytes stored ({} raw) in {:.2} s",
+        done.manifest.base.size,
+        done.manifest.base.uncompressed_size,
+        took.as_secs_f64()
+    );
+    drop((a0, a1));
+}
