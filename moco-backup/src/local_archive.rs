@@ -18,6 +18,7 @@ use moco_adapters::ports::MocoUser;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::binlog::fetch::BinlogFiles;
 use crate::binlog::{Archiver, Progress};
 use crate::bucket::BucketSpec;
 use crate::local::cluster_prefix;
@@ -164,7 +165,7 @@ async fn round(
         )
         .with_name(format!("instance {index}")),
     );
-    let outcome = archiver.round(&admin, None).await;
+    let outcome = archiver.round(&admin, &BinlogFiles::Local(None)).await;
     let _ = admin.disconnect().await;
     outcome.map(|r| (index, r)).map_err(|e| e.to_string())
 }

@@ -15,7 +15,7 @@ use moco_adapters::instance::clone::RestoreTarget;
 use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
-use moco_backup::{BucketSpec, physical};
+use moco_backup::{BucketSpec, binlog, physical};
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
@@ -109,6 +109,10 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
     .await
     .unwrap();
     r.query_drop("START SLAVE").await.unwrap();
+    // As the manager leaves a replica.
+    for s in sql::set_super_read_only(Dialect::Mariadb) {
+        r.query_drop(s).await.unwrap();
+    }
     let deadline = Instant::now() + LIMIT;
     while rows(&replica).await != 20_000 {
         assert!(Instant::now() < deadline, "the replica did not catch up");
@@ -136,7 +140,10 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
     fake.insert(pod_object(0, true));
     fake.insert(pod_object(1, true));
     let addresses = StaticAddresses {
-        by_index: BTreeMap::new(),
+        by_index: BTreeMap::from([
+            (0, ("127.0.0.1".to_owned(), primary.port)),
+            (1, ("127.0.0.1".to_owned(), replica.port)),
+        ]),
         agents: BTreeMap::from([
             (0, ("localhost".to_owned(), a0.agent.port())),
             (1, ("localhost".to_owned(), a1.agent.port())),
@@ -149,6 +156,9 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
         agents: certs.agent.client(&certs.agent),
         addresses: Arc::new(addresses.clone()),
         donor_password,
+        backup_password: test_password(Account::Backup),
+        binlog_tool: binary.tool("mariadb-binlog").unwrap(),
+        work_dir: root.path().join("work"),
     };
     let backup_status = || fake.get_json(CLUSTERS, NS, "db").unwrap()["status"]["backup"].clone();
     let objects = || {
@@ -243,6 +253,10 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
     );
     // MOCO's Event, named <cluster>.<hex nanoseconds>.
     let events = fake.list_json("v1/events", Some(NS));
+    assert!(
+        events.iter().all(|e| e["reason"] != "BackupNoBinlog"),
+        "{events:?}"
+    );
     let created: Vec<_> = events
         .iter()
         .filter(|e| e["reason"] == "BackupCreated")
@@ -257,6 +271,28 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
         name.strip_prefix("db.")
             .is_some_and(|h| u128::from_str_radix(h, 16).is_ok()),
         "{name}"
+    );
+
+    // The binlogs went into the archive through the primary, with a progress mark.
+    assert!(status["binlogSize"].as_i64().unwrap() > 0, "{status}");
+    assert!(status["warnings"].is_null(), "{status}");
+    let archive = binlog::archive::load(&bucket, "moco/prod/db")
+        .await
+        .unwrap();
+    assert!(!archive.segments.is_empty());
+    let primary_position = || async {
+        let mut c = primary.admin().await;
+        let pos: String = c
+            .query_first("SELECT @@gtid_binlog_pos")
+            .await
+            .unwrap()
+            .unwrap();
+        binlog::events::parse_position(&pos).unwrap()[0]
+    };
+    assert_eq!(
+        archive.progress.unwrap().position,
+        Some(primary_position().await),
+        "the archive is complete up to the primary's position"
     );
 
     // What was stored restores at the recorded position, with every row.
@@ -276,12 +312,74 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
     assert_eq!(restored.position, position);
     assert!(datadir.join("app").join("t.ibd").is_file());
 
-    // The replica not ready: the primary is backed up.
+    // More writes; the replica not ready: the primary is backed up, and the archive takes
+    // the new binlogs only (each closed file once).
+    for i in 0..300 {
+        c.exec_drop("INSERT INTO app.t VALUES (?, 'after')", (100_000 + i,))
+            .await
+            .unwrap();
+    }
     fake.insert(pod_object(1, false));
     let second = job(test_password(Account::CloneDonor)).run().await.unwrap();
     assert_ne!(second.prefix, done.prefix);
     assert_eq!(second.source_index, 0);
     assert_eq!(backup_status()["sourceIndex"], 0);
+    let archive = binlog::archive::load(&bucket, "moco/prod/db")
+        .await
+        .unwrap();
+    assert_eq!(
+        archive.progress.unwrap().position,
+        Some(primary_position().await)
+    );
+    let mut files: Vec<(u32, &str)> = archive
+        .segments
+        .iter()
+        .map(|s| (s.server_id, s.file.as_str()))
+        .collect();
+    let count = files.len();
+    files.sort_unstable();
+    files.dedup();
+    assert_eq!(files.len(), count, "a file was archived twice: {files:?}");
+    assert!(backup_status()["binlogSize"].as_i64().unwrap() > 0);
+    // A fetched file is the server's byte for byte (the size is what tells the Job a file is
+    // archived already, so it is not fetched again).
+    let logs: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
+    let compared = archive
+        .segments
+        .iter()
+        .filter_map(|s| {
+            let (_, size) = logs.iter().find(|(name, _)| *name == s.file)?;
+            assert_eq!(s.object.uncompressed_size, *size, "{}", s.file);
+            Some(())
+        })
+        .count();
+    assert!(compared >= 2, "{compared} files compared");
+
+    // The recorded primary is read-only (a stale status): the backup is made without the
+    // binlogs, with MOCO's warning Event, and the Job succeeds.
+    fake.insert(pod_object(1, true));
+    let mut stale = cluster_object(2, false);
+    stale["status"]["currentPrimaryIndex"] = json!(1);
+    fake.insert(stale);
+    let third = job(test_password(Account::CloneDonor)).run().await.unwrap();
+    assert_eq!(third.source_index, 0, "the replica by the recorded roles");
+    let status = backup_status();
+    assert_eq!(status["binlogSize"], 0);
+    let warning = status["warnings"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(warning.contains("not the primary"), "{warning}");
+    let reasons: Vec<String> = fake
+        .list_json("v1/events", Some(NS))
+        .iter()
+        .filter_map(|e| e["reason"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "BackupNoBinlog").count(),
+        1,
+        "{reasons:?}"
+    );
+    assert_eq!(reasons.iter().filter(|r| *r == "BackupCreated").count(), 3);
     println!(
         "backup job: {} bytes stored ({} raw) in {:.2} s",
         done.manifest.base.size,

@@ -26,6 +26,7 @@ use mysql_async::prelude::Queryable as _;
 use tokio::io::AsyncReadExt as _;
 
 use super::events::{self, Gtid};
+use super::fetch::{BinlogFiles, RemoteFetch};
 use super::timeline::{self, Progress, Run, SEGMENT_FORMAT, Segment, Timeline, TimelineError};
 use crate::bucket::{Bucket, BucketError};
 use crate::physical;
@@ -136,6 +137,8 @@ pub struct Round {
     pub flushed: bool,
     /// Files stored.
     pub stored: Vec<String>,
+    /// Bytes stored (compressed), data and metadata.
+    pub bytes: u64,
     /// The progress mark written.
     pub progress: Option<Progress>,
 }
@@ -174,12 +177,11 @@ impl Archiver {
     }
 
     /// One round against `server` (the instance the caller believes primary; a read-only
-    /// one is left alone). `binlog_dir`, when given, is where its binlog files are read (else
-    /// the directory of `@@log_bin_basename`).
+    /// one is left alone), reading its closed binlog files as `files` says.
     pub async fn round(
         &mut self,
         server: &MysqlInstance,
-        binlog_dir: Option<&Path>,
+        files: &BinlogFiles,
     ) -> Result<Round, ArchiveError> {
         let target = server.target().to_owned();
         let fail = |message: String| ArchiveError::Server {
@@ -198,13 +200,16 @@ impl Archiver {
             return Ok(Round::default());
         }
         let checked_at = now_ms() as i64 / 1000;
-        let dir = match (binlog_dir, basename) {
-            (Some(d), _) => d.to_path_buf(),
-            (None, Some(b)) => Path::new(&b)
-                .parent()
-                .map(Path::to_path_buf)
-                .ok_or_else(|| fail(format!("log_bin_basename {b:?} has no directory")))?,
-            (None, None) => return Err(fail("binary logging is off (log_bin)".to_owned())),
+        let source = match (files, basename) {
+            (BinlogFiles::Remote(fetch), Some(_)) => Source::Remote(fetch),
+            (BinlogFiles::Local(Some(d)), Some(_)) => Source::Dir(d.clone()),
+            (BinlogFiles::Local(None), Some(b)) => Source::Dir(
+                Path::new(&b)
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .ok_or_else(|| fail(format!("log_bin_basename {b:?} has no directory")))?,
+            ),
+            (_, None) => return Err(fail("binary logging is off (log_bin)".to_owned())),
         };
         if self.contents.is_none() {
             let contents = load(&self.bucket, &self.prefix).await?;
@@ -228,9 +233,10 @@ impl Archiver {
                 .await
                 .map_err(|e| fail(e.to_string()))?;
             // Every file but the last is closed and will not change.
-            for (name, _) in logs.iter().take(logs.len().saturating_sub(1)) {
-                if self.store_if_new(server_id, &dir, name).await? {
+            for (name, size) in logs.iter().take(logs.len().saturating_sub(1)) {
+                if let Some(bytes) = self.store_if_new(server_id, &source, name, *size).await? {
                     round.stored.push(name.clone());
+                    round.bytes += bytes;
                 }
             }
         }
@@ -255,35 +261,77 @@ impl Archiver {
         Ok(round)
     }
 
+    /// Whether the archive holds the closed file `name` of `server_id` already, the same size.
+    /// A fetch through the server costs the whole file, and a backup Job starts with nothing
+    /// seen; a closed file never changes, and one re-created under the same name by the same
+    /// server (after its datadir was replaced) is told apart by its size in all but freak
+    /// cases, which would then only be missing from the archive if it also added history.
+    fn archived_already(&self, server_id: u32, name: &str, size: u64) -> bool {
+        self.contents.as_ref().is_some_and(|c| {
+            c.segments.iter().any(|s| {
+                s.server_id == server_id && s.file == name && s.object.uncompressed_size == size
+            })
+        })
+    }
+
     /// Reads the closed file `name` and stores it when it adds to the history or changes it.
     async fn store_if_new(
         &mut self,
         server_id: u32,
-        dir: &Path,
+        source: &Source<'_>,
         name: &str,
-    ) -> Result<bool, ArchiveError> {
-        let path = dir.join(name);
-        let file_error = |message: String| ArchiveError::File {
-            path: path.clone(),
-            message,
-        };
+        size: u64,
+    ) -> Result<Option<u64>, ArchiveError> {
         let seen_key = (server_id, name.to_owned());
         if self.seen.contains(&seen_key) {
-            return Ok(false);
+            return Ok(None);
         }
-        let summary = events::summarize_file(&path).await.map_err(file_error)?;
-        let (domain, runs) = timeline::runs_of(&summary)?;
-        let stored = match domain {
-            Some(domain) if self.timeline.would_change(&runs) => {
-                self.store(server_id, &path, name, domain, summary.start_state, runs)
-                    .await?;
-                true
+        let path = match source {
+            Source::Dir(dir) => dir.join(name),
+            Source::Remote(fetch) => {
+                if self.archived_already(server_id, name, size) {
+                    self.seen.insert(seen_key);
+                    return Ok(None);
+                }
+                fetch
+                    .fetch(name)
+                    .await
+                    .map_err(|message| ArchiveError::File {
+                        path: fetch.scratch.join(name),
+                        message,
+                    })?
             }
-            _ => false,
         };
+        let handled = self.summarize_and_store(server_id, &path, name).await;
+        if let Source::Remote(_) = source {
+            let _ = std::fs::remove_file(&path);
+        }
+        let stored = handled?;
         // Only once it is handled: a failed upload is tried again next round.
         self.seen.insert(seen_key);
         Ok(stored)
+    }
+
+    async fn summarize_and_store(
+        &mut self,
+        server_id: u32,
+        path: &Path,
+        name: &str,
+    ) -> Result<Option<u64>, ArchiveError> {
+        let summary = events::summarize_file(path)
+            .await
+            .map_err(|message| ArchiveError::File {
+                path: path.to_path_buf(),
+                message,
+            })?;
+        let (domain, runs) = timeline::runs_of(&summary)?;
+        match domain {
+            Some(domain) if self.timeline.would_change(&runs) => self
+                .store(server_id, path, name, domain, summary.start_state, runs)
+                .await
+                .map(Some),
+            _ => Ok(None),
+        }
     }
 
     async fn store(
@@ -294,7 +342,7 @@ impl Archiver {
         domain: u32,
         start_state: Vec<Gtid>,
         runs: Vec<Run>,
-    ) -> Result<(), ArchiveError> {
+    ) -> Result<u64, ArchiveError> {
         if let Some(d) = self.timeline.domain.filter(|d| *d != domain) {
             return Err(TimelineError::SeveralDomains(d, domain).into());
         }
@@ -325,12 +373,19 @@ impl Archiver {
             message: e.to_string(),
         })?;
         self.bucket.upload(&meta_key, &text[..]).await?;
+        let bytes = segment.object.size + text.len() as u64;
         let contents = self.contents.get_or_insert_with(Contents::default);
         contents.segments.push(segment);
         contents.keys.push(meta_key);
         self.timeline = Timeline::build(&contents.segments)?;
-        Ok(())
+        Ok(bytes)
     }
+}
+
+/// Where this round's files are.
+enum Source<'a> {
+    Dir(PathBuf),
+    Remote(&'a RemoteFetch),
 }
 
 /// The primary's last GTID in `domain` (or its only domain) from `@@gtid_binlog_pos`.

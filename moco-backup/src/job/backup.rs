@@ -15,9 +15,12 @@
 //! `sourceUUID` and `uuidSet` stay empty.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance};
+use moco_adapters::ports::Credentials;
 use moco_agent::client::AgentClient;
 use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
 use moco_core::facts::Flavor;
@@ -29,7 +32,10 @@ use moco_operator::render::meta::flavor_of;
 
 use super::JobError;
 use super::args::{BackupArgs, DONOR_PASSWORD_ENV, PASSWORD_ENV, required};
-use super::cluster::{BACKUP_CREATED, ClusterAccess, ready_ordinals};
+use super::cluster::{BACKUP_CREATED, BACKUP_NO_BINLOG, ClusterAccess, ready_ordinals};
+use crate::binlog::archive::Round;
+use crate::binlog::fetch::{BinlogFiles, RemoteFetch};
+use crate::binlog::{ArchiveError, Archiver};
 use crate::bucket::Bucket;
 use crate::mysql_format::{self, PreviousBackup, ReadyInstance};
 use crate::physical::{self, Manifest};
@@ -47,6 +53,12 @@ pub struct BackupJob {
     pub addresses: Arc<dyn AddressResolver>,
     /// The cluster's `moco-clone-donor` password.
     pub donor_password: String,
+    /// The `moco-backup` account's password: the binlogs are fetched through the primary.
+    pub backup_password: String,
+    /// `mariadb-binlog`.
+    pub binlog_tool: PathBuf,
+    /// The work directory (fetched binlog files pass through it).
+    pub work_dir: PathBuf,
 }
 
 impl std::fmt::Debug for BackupJob {
@@ -103,7 +115,7 @@ pub fn backup_status(manifest: &Manifest, source_index: u32, elapsed: Duration) 
         gtid_set: manifest
             .position
             .as_ref()
-            .map(|p| moco_adapters::mysql::sql::mariadb_binlog_state_text(p))
+            .map(moco_adapters::mysql::sql::mariadb_binlog_state_text)
             .unwrap_or_default(),
         dump_size: i64::try_from(manifest.base.size).unwrap_or(i64::MAX),
         ..BackupStatus::default()
@@ -122,7 +134,7 @@ impl BackupJob {
         args: &BackupArgs,
         env: &BTreeMap<String, String>,
     ) -> Result<Self, JobError> {
-        required(env, PASSWORD_ENV)?;
+        let backup_password = required(env, PASSWORD_ENV)?;
         let donor_password = required(env, DONOR_PASSWORD_ENV)?;
         let bucket = args.common.bucket_spec(&args.bucket)?.open(env)?;
         let dir = &args.common.grpc_cert_dir;
@@ -141,6 +153,9 @@ impl BackupJob {
             agents: AgentClient::new(tls, Duration::from_secs(30)),
             addresses: Arc::new(PodNetwork),
             donor_password,
+            backup_password,
+            binlog_tool: PathBuf::from("mariadb-binlog"),
+            work_dir: args.common.work_dir.clone(),
         })
     }
 
@@ -170,9 +185,20 @@ impl BackupJob {
             .await?;
         let manifest =
             physical::store_stream(stream, started_at, state, &self.bucket, &prefix).await?;
-        let status = backup_status(&manifest, source_index, began.elapsed());
+        let binlogs = self.archive_binlogs(&id, &cluster).await;
+        let mut status = backup_status(&manifest, source_index, began.elapsed());
+        match &binlogs {
+            Ok(round) => status.binlog_size = i64::try_from(round.bytes).unwrap_or(i64::MAX),
+            Err(e) => {
+                tracing::warn!(error = %e, "the binlogs were not archived");
+                status.warnings = Some(vec![format!("the binlogs were not archived: {e}")]);
+            }
+        }
         self.cluster.record_backup(status.clone()).await?;
         self.cluster.event(&cluster, BACKUP_CREATED).await?;
+        if binlogs.is_err() {
+            self.cluster.event(&cluster, BACKUP_NO_BINLOG).await?;
+        }
         tracing::info!(%prefix, bytes = manifest.base.size, "backup created");
         Ok(BackupDone {
             source_index,
@@ -180,6 +206,49 @@ impl BackupJob {
             manifest,
             status,
         })
+    }
+
+    /// One archiving round through the primary: the binlogs it closed since the archive's
+    /// last file, so that every second between this backup and the next becomes restorable
+    /// once the next has run (MOCO's binlog part; `moco local backup archive` runs rounds every
+    /// few seconds instead). A failure is MOCO's `BackupNoBinlog`, not a failed Job.
+    async fn archive_binlogs(
+        &self,
+        id: &ClusterId,
+        cluster: &MySQLCluster,
+    ) -> Result<Round, ArchiveError> {
+        let primary = cluster
+            .status
+            .as_ref()
+            .map_or(0, |s| s.current_primary_index);
+        let primary = u32::try_from(primary).unwrap_or(0);
+        let (host, port) = self.addresses.peers(id, primary);
+        let credentials = Credentials {
+            user: Account::Backup.name().to_owned(),
+            password: self.backup_password.clone(),
+        };
+        let server = MysqlInstance::new(ConnectOptions::new(host.clone(), port, &credentials));
+        let files = BinlogFiles::Remote(RemoteFetch {
+            tool: self.binlog_tool.clone(),
+            scratch: self.work_dir.join("binlog"),
+            host,
+            port,
+            credentials,
+        });
+        let prefix = mysql_format::cluster_prefix(&id.namespace, &id.name);
+        let mut archiver = Archiver::new(self.bucket.clone(), prefix.trim_end_matches('/'));
+        let round = archiver.round(&server, &files).await;
+        let target = server.target().to_owned();
+        let _ = server.disconnect().await;
+        let round = round?;
+        if !round.primary {
+            return Err(ArchiveError::Server {
+                target,
+                message: "read-only: not the primary".to_owned(),
+            });
+        }
+        tracing::info!(files = ?round.stored, bytes = round.bytes, "binlogs archived");
+        Ok(round)
     }
 
     /// MOCO's checks, then the source.
