@@ -8,7 +8,9 @@
 //! | `POST /v1/clone` ([`CloneRequest`]) | the controller (client certificate CN `moco-controller`) | start copying the donor onto this (empty) instance; `202` with the [`CloneStatus`], `409` while another runs, `412` unless this instance is empty |
 //! | `GET /v1/clone` | the controller | the [`CloneStatus`] of the running or last clone |
 //! | `GET /v1/backup` | any client of the cluster's CA that sends the cluster's clone-donor password in [`HEADER_DONOR_PASSWORD`] | MariaDB: a physical backup of this instance, streamed (`mariadb-backup --stream=xbstream`); the donor's `gtid_binlog_state` before it in [`HEADER_BINLOG_STATE`] |
+//! | `PUT /v1/restore` | any client of the cluster's CA that sends the cluster's `moco-admin` password in [`HEADER_ADMIN_PASSWORD`] (else `403`) | MariaDB: the body is an uncompressed `mariadb-backup --stream=xbstream` backup of another cluster, the source's `gtid_binlog_state` before it in [`HEADER_BINLOG_STATE`] (else `400`). Received, prepared and made ready as a clone is; answered only then: `200` with [`RestoreReceived`]. `409` while another clone, backup or restore runs or a copy waits; `412` unless this instance is an empty MariaDB with the copy tools; a body that ends with an error fails the restore (`400`), as does a bad stream or a failed prepare (`500`), and nothing of it is left |
 
+use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -16,9 +18,15 @@ use serde::{Deserialize, Serialize};
 pub const PATH_CLONE: &str = "/v1/clone";
 /// Streams a backup of the donor.
 pub const PATH_BACKUP: &str = "/v1/backup";
+/// Receives a physical backup of another cluster (a restore).
+pub const PATH_RESTORE: &str = "/v1/restore";
 /// The clone-donor password a recipient proves it belongs to the cluster with.
 pub const HEADER_DONOR_PASSWORD: &str = "x-moco-clone-donor-password";
-/// The donor's `gtid_binlog_state` before the backup started.
+/// The `moco-admin` password a restore proves it may replace this cluster's data with.
+pub const HEADER_ADMIN_PASSWORD: &str = "x-moco-admin-password";
+/// [`CloneStatus::donor`] of a copy pushed by a restore.
+pub const RESTORE_DONOR: &str = "restore";
+/// The donor's (a restore: the source's) `gtid_binlog_state` before the backup started.
 pub const HEADER_BINLOG_STATE: &str = "x-moco-gtid-binlog-state";
 /// The CN of the controller's client certificate (MOCO's).
 pub const CONTROLLER_NAME: &str = "moco-controller";
@@ -115,6 +123,16 @@ pub struct CloneStatus {
     /// Why it failed.
     #[serde(default)]
     pub error: Option<String>,
+}
+
+/// The answer of `PUT /v1/restore`: the copy is prepared and waits for the Pod to restart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreReceived {
+    /// Bytes of the stream received.
+    pub bytes: u64,
+    /// The copy's GTID position (what mariadb-backup reported).
+    pub position: GtidSet,
 }
 
 /// A refusal, as the agent's error bodies carry it.

@@ -1,12 +1,15 @@
 //! Calling an agent: HTTP/1.1 over mutual TLS, one connection per call. The operator starts
-//! and watches clones with it; a recipient agent pulls the donor's backup with it.
+//! and watches clones with it; a recipient agent pulls the donor's backup with it; a restore
+//! Job pushes a backup into instance 0 with it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper::body::Incoming;
+use futures::Stream;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt as _, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use moco_core::gtid::GtidSet;
@@ -14,10 +17,17 @@ use rustls::pki_types::ServerName;
 use tokio::io::AsyncRead;
 
 use crate::api::{
-    CloneRequest, CloneStatus, ErrorBody, HEADER_BINLOG_STATE, HEADER_DONOR_PASSWORD, PATH_BACKUP,
-    PATH_CLONE,
+    CloneRequest, CloneStatus, ErrorBody, HEADER_ADMIN_PASSWORD, HEADER_BINLOG_STATE,
+    HEADER_DONOR_PASSWORD, PATH_BACKUP, PATH_CLONE, PATH_RESTORE, RestoreReceived,
 };
 use crate::error::AgentError;
+
+/// A request body: a small JSON document, or a whole backup streamed for hours.
+pub type RequestBody = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// The default of [`AgentClient::with_restore_limit`]: the agent's own limit of a request
+/// (`AGENT_LIMITS.request_timeout`), after which it answers `408` anyway.
+pub const RESTORE_LIMIT: Duration = Duration::from_secs(24 * 3600);
 
 /// A client of agents with one TLS identity.
 #[derive(Clone)]
@@ -25,14 +35,24 @@ pub struct AgentClient {
     tls: Arc<rustls::ClientConfig>,
     /// Limit of connecting and of a call's response head.
     timeout: Duration,
+    /// Limit of a restore's answer, after connecting.
+    restore_limit: Duration,
 }
 
 impl std::fmt::Debug for AgentClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentClient")
             .field("timeout", &self.timeout)
+            .field("restore_limit", &self.restore_limit)
             .finish_non_exhaustive()
     }
+}
+
+/// `bytes` as a [`RequestBody`].
+fn full(bytes: impl Into<Bytes>) -> RequestBody {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 impl AgentClient {
@@ -42,16 +62,41 @@ impl AgentClient {
         AgentClient {
             tls: Arc::new(tls),
             timeout,
+            restore_limit: RESTORE_LIMIT,
         }
     }
 
-    /// Sends `request` to the agent at `host:port`, verifying its certificate for `host`.
+    /// How long [`AgentClient::restore`] waits for its answer once connected. The agent
+    /// answers only after it received the whole backup and prepared it (hours for a large
+    /// one), so the response-head limit of the other calls would cut every real restore.
+    pub fn with_restore_limit(mut self, limit: Duration) -> Self {
+        self.restore_limit = limit;
+        self
+    }
+
+    /// Sends `request` to the agent at `host:port`, verifying its certificate for `host`;
+    /// connecting and the response head each within the client's timeout.
     pub async fn send(
         &self,
         host: &str,
         port: u16,
-        request: Request<Full<Bytes>>,
+        request: Request<RequestBody>,
     ) -> Result<Response<Incoming>, AgentError> {
+        let (response, _connection) = self.exchange(host, port, request, self.timeout).await?;
+        Ok(response)
+    }
+
+    /// Connects within the client's timeout, sends `request` and waits up to `reply` for the
+    /// response head (the body is sent meanwhile). Returns the response and the connection's
+    /// task, which keeps sending the request body and receiving the response body until it
+    /// ends or is aborted.
+    async fn exchange(
+        &self,
+        host: &str,
+        port: u16,
+        request: Request<RequestBody>,
+        reply: Duration,
+    ) -> Result<(Response<Incoming>, tokio::task::AbortHandle), AgentError> {
         let target = format!("agent {host}:{port}");
         let remote = |message: String| AgentError::Remote {
             target: target.clone(),
@@ -67,20 +112,22 @@ impl AgentClient {
                 .connect(name, tcp)
                 .await
                 .map_err(|e| remote(format!("TLS: {e}")))?;
-            let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            hyper::client::conn::http1::handshake(TokioIo::new(tls))
                 .await
-                .map_err(|e| remote(format!("HTTP: {e}")))?;
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            sender
-                .send_request(request)
-                .await
-                .map_err(|e| remote(format!("request: {e}")))
+                .map_err(|e| remote(format!("HTTP: {e}")))
         };
-        tokio::time::timeout(self.timeout, connect)
+        let (mut sender, connection) = tokio::time::timeout(self.timeout, connect)
             .await
-            .map_err(|_| remote(format!("no answer within {} s", self.timeout.as_secs())))?
+            .map_err(|_| remote(format!("no connection within {} s", self.timeout.as_secs())))??;
+        let connection = tokio::spawn(async move {
+            let _ = connection.await;
+        })
+        .abort_handle();
+        let response = tokio::time::timeout(reply, sender.send_request(request))
+            .await
+            .map_err(|_| remote(format!("no answer within {} s", reply.as_secs())))?
+            .map_err(|e| remote(format!("request: {e}")))?;
+        Ok((response, connection))
     }
 
     /// `POST /v1/clone` on the recipient's agent.
@@ -99,7 +146,7 @@ impl AgentClient {
             .uri(PATH_CLONE)
             .header(hyper::header::HOST, host)
             .header(hyper::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(body)))
+            .body(full(body))
             .map_err(|e| AgentError::invalid("request", e.to_string()))?;
         let response = self.send(host, port, request).await?;
         json_reply(host, port, response, StatusCode::ACCEPTED).await
@@ -111,7 +158,7 @@ impl AgentClient {
             .method(Method::GET)
             .uri(PATH_CLONE)
             .header(hyper::header::HOST, host)
-            .body(Full::new(Bytes::new()))
+            .body(full(Bytes::new()))
             .map_err(|e| AgentError::invalid("request", e.to_string()))?;
         let response = self.send(host, port, request).await?;
         json_reply(host, port, response, StatusCode::OK).await
@@ -130,7 +177,7 @@ impl AgentClient {
             .uri(PATH_BACKUP)
             .header(hyper::header::HOST, host)
             .header(HEADER_DONOR_PASSWORD, donor_password)
-            .body(Full::new(Bytes::new()))
+            .body(full(Bytes::new()))
             .map_err(|e| AgentError::invalid("request", e.to_string()))?;
         let response = self.send(host, port, request).await?;
         let target = format!("donor agent {host}:{port}");
@@ -151,6 +198,42 @@ impl AgentClient {
             .into_data_stream()
             .map_err(std::io::Error::other);
         Ok((state, tokio_util::io::StreamReader::new(stream)))
+    }
+
+    /// `PUT /v1/restore` on instance 0's agent: streams `body`, an uncompressed
+    /// `mariadb-backup --stream=xbstream` backup of another cluster whose
+    /// `gtid_binlog_state` was `binlog_state` before it, and returns once the agent has
+    /// received and prepared it (within [`AgentClient::with_restore_limit`]). `body` ending
+    /// with an error aborts the request, so the agent never takes a truncated stream for a
+    /// whole one; it then answers an error and keeps nothing of it.
+    pub async fn restore(
+        &self,
+        host: &str,
+        port: u16,
+        admin_password: &str,
+        binlog_state: &GtidSet,
+        body: impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+    ) -> Result<RestoreReceived, AgentError> {
+        let body = StreamBody::new(body.map_ok(Frame::data)).boxed_unsync();
+        let request = Request::builder()
+            .method(Method::PUT)
+            .uri(PATH_RESTORE)
+            .header(hyper::header::HOST, host)
+            .header(hyper::header::CONTENT_TYPE, "application/octet-stream")
+            .header(HEADER_ADMIN_PASSWORD, admin_password)
+            .header(
+                HEADER_BINLOG_STATE,
+                moco_adapters::mysql::sql::mariadb_binlog_state_text(binlog_state),
+            )
+            .body(body)
+            .map_err(|e| AgentError::invalid("request", e.to_string()))?;
+        let (response, connection) = self
+            .exchange(host, port, request, self.restore_limit)
+            .await?;
+        let answer = json_reply(host, port, response, StatusCode::OK).await;
+        // An answer that came before the whole body was sent (a refusal) ends the upload.
+        connection.abort();
+        answer
     }
 }
 

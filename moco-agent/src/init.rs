@@ -2,7 +2,12 @@
 //! command line (`moco-init --data-dir=… --conf-dir=… --init-timezones=… SERVER_ID_BASE`).
 //!
 //! 1. A prepared clone waiting in `moco-clone-ready/` replaces `data/` (see [`crate::layout`]):
-//!    nothing runs in the Pod yet, so this is the one moment the datadir can be swapped.
+//!    nothing runs in the Pod yet, so this is the one moment the datadir can be swapped. A
+//!    restored copy (its seed says `rekey`) then gets this cluster's passwords: it is started
+//!    once on a private socket with `--skip-grant-tables --skip-networking`, its accounts are
+//!    re-keyed ([`moco_adapters::instance::rekey`]) with the passwords of the cluster's
+//!    Secret (the environment, as the agent reads it), and the seed is rewritten without
+//!    `rekey`. A crash before that rewrite re-keys again on the next run.
 //! 2. Unless `moco-initialized` exists, `data/` is removed (a half-done earlier attempt) and
 //!    created again (`mariadb-install-db` or `mysqld --initialize-insecure`, with
 //!    `lower_case_table_names` when given), the time zone tables are loaded when asked, and
@@ -16,10 +21,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use moco_adapters::instance::datadir::{DatadirInit, InitProgram, initialize_datadir};
+use moco_adapters::instance::rekey::rekey_accounts;
 use moco_adapters::mysqld::{LocalMysqld, ServerBinary, ServerKind, free_port, running_as_root};
 use moco_core::facts::Flavor;
 use moco_core::resources::mycnf::{InstanceConfig, instance_mycnf};
 
+use crate::agent::clone::Seed;
 use crate::error::AgentError;
 use crate::layout::{DataVolume, sync_dir, write_atomically};
 use crate::{pod, role};
@@ -77,6 +84,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 pub struct InitReport {
     /// A prepared clone replaced the datadir.
     pub swapped_clone: bool,
+    /// A restored copy's accounts got this cluster's passwords.
+    pub rekeyed: bool,
     /// The datadir was created.
     pub initialized: bool,
     /// The time zone tables were loaded.
@@ -103,6 +112,7 @@ pub async fn run(args: &InitArgs) -> Result<InitReport, AgentError> {
         ..InitReport::default()
     };
     report.swapped_clone = put_clone_in_place(&volume)?;
+    report.rekeyed = rekey_copy(args, &volume, &binary).await?;
     if !volume.initialized_marker().exists() {
         initialize(args, &volume, &binary).await?;
         report.initialized = true;
@@ -173,6 +183,52 @@ pub fn put_clone_in_place(volume: &DataVolume) -> Result<bool, AgentError> {
     // A copy is a complete datadir: it needs no initialisation.
     write_atomically(&volume.initialized_marker(), b"")
         .map_err(|e| AgentError::io(volume.initialized_marker(), "write", e))?;
+    Ok(true)
+}
+
+/// Gives a restored copy in `data/` this cluster's passwords when its seed asks for it, then
+/// clears the seed's `rekey` (atomically: a crash before re-keys again, after does not);
+/// `false` when no copy needs it. Not only right after the swap: a run that crashed between
+/// the swap and the rewrite left the copy in place with the seed still asking.
+async fn rekey_copy(
+    args: &InitArgs,
+    volume: &DataVolume,
+    binary: &ServerBinary,
+) -> Result<bool, AgentError> {
+    let Some(mut seed) = Seed::load(volume)? else {
+        return Ok(false);
+    };
+    if !seed.rekey || volume.clone_ready().exists() || volume.clone_staging().exists() {
+        // Nothing to do, or the copy is not in data/ (the agent is still receiving it).
+        return Ok(false);
+    }
+    let passwords = pod::passwords()?;
+    let dir = scratch_dir().join("rekey-server");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| AgentError::io(&dir, "remove", e))?;
+    }
+    let socket = dir.join("mysqld.sock");
+    let server = LocalMysqld::create(
+        binary.clone(),
+        &dir,
+        &init_options(args, volume, &socket, 0),
+    )?;
+    server.start(&[
+        "--skip-grant-tables".to_owned(),
+        "--skip-networking".to_owned(),
+        "--skip-log-bin".to_owned(),
+    ])?;
+    let rekeyed = rekey_accounts(&socket, &passwords, args.timeout).await;
+    if rekeyed.is_err() {
+        tracing::error!(log = %server.log_tail(20), "the copy's server while re-keying");
+    }
+    let stopped = server.stop(Duration::from_secs(60)).await;
+    rekeyed?;
+    stopped?;
+    seed.rekey = false;
+    seed.store(volume)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    tracing::info!("the restored copy's accounts have this cluster's passwords");
     Ok(true)
 }
 

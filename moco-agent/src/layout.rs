@@ -6,9 +6,9 @@
 //! |---|---|---|
 //! | `data/` | `moco init`, a clone | the server's datadir |
 //! | `moco-initialized` | `moco init` | `data/` holds a complete initialisation |
-//! | `moco-clone-staging/` | the agent | a copy being received and prepared |
+//! | `moco-clone-staging/` | the agent | a copy (a clone's or a restore's) being received and prepared |
 //! | `moco-clone-ready/` | the agent | a prepared copy; the next `moco init` puts it in place of `data/` |
-//! | `moco-clone-seed.json` | the agent, moved by `moco init` | the GTID state the copy must get when it first starts |
+//! | `moco-clone-seed.json` | the agent; `moco init` clears its `rekey` once it re-keyed a restored copy | the GTID state the copy must get when it first starts, and whether its accounts still carry another cluster's passwords |
 //! | `moco-clone-result.json` | the agent | how the last clone ended |
 
 use std::path::{Path, PathBuf};

@@ -124,6 +124,21 @@ impl TestPod {
         extra: &[&str],
         env: &[(&str, &Path)],
     ) -> Output {
+        let env: Vec<(&str, String)> = env
+            .iter()
+            .map(|(k, v)| (*k, v.display().to_string()))
+            .collect();
+        self.run_init_env(server_id_base, extra, &env)
+    }
+
+    /// [`TestPod::run_init`] with the variables `env` (a cluster's passwords, as the
+    /// Secret's `envFrom` gives them).
+    pub fn run_init_env(
+        &self,
+        server_id_base: u32,
+        extra: &[&str],
+        env: &[(&str, String)],
+    ) -> Output {
         let alias = self.dir.join("moco-init");
         if !alias.exists()
             && let Err(e) = std::os::unix::fs::symlink(moco_bin(), &alias)
@@ -140,7 +155,7 @@ impl TestPod {
             // No kubeconfig of the machine: only the one a test gives.
             .env("KUBECONFIG", self.dir.join("no-kubeconfig"))
             .env_remove("KUBERNETES_SERVICE_HOST")
-            .envs(env.iter().map(|(k, v)| (*k, *v)));
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
         match cmd.output() {
             Ok(o) => o,
             Err(e) => panic!("run moco-init: {e}"),
@@ -230,6 +245,75 @@ pub fn test_password(account: moco_adapters::mysql::Account) -> String {
     format!("pw-{}-Zq9", account.name())
 }
 
+/// The passwords of a second cluster's accounts (a restore's target), none equal to
+/// [`test_passwords`]'.
+pub fn other_passwords() -> Vec<(&'static str, String)> {
+    moco_adapters::mysql::Account::ALL
+        .iter()
+        .map(|a| (a.secret_key(), other_password(*a)))
+        .collect()
+}
+
+/// The password of `account` in [`other_passwords`].
+pub fn other_password(account: moco_adapters::mysql::Account) -> String {
+    format!("other-{}-7Kd", account.name())
+}
+
+/// A request body read from `reader` in chunks of up to 1 MiB, as a restore Job streams a
+/// backup; with `fail_after`, the body ends with an error once that many bytes were sent
+/// (the caller's own check of the stream failed). `.into_data_stream()` (http-body-util's
+/// `BodyExt`) gives the stream [`moco_agent::client::AgentClient::restore`] takes.
+#[derive(Debug)]
+pub struct ReaderBody<R> {
+    reader: R,
+    sent: u64,
+    fail_after: Option<u64>,
+}
+
+impl<R> ReaderBody<R> {
+    /// The body of `reader`, failing after `fail_after` bytes when given.
+    pub fn new(reader: R, fail_after: Option<u64>) -> Self {
+        ReaderBody {
+            reader,
+            sent: 0,
+            fail_after,
+        }
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> hyper::body::Body for ReaderBody<R> {
+    type Data = bytes::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, std::io::Error>>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        if this.fail_after.is_some_and(|limit| this.sent >= limit) {
+            return Poll::Ready(Some(Err(std::io::Error::other(format!(
+                "the stream failed its check after {} bytes",
+                this.sent
+            )))));
+        }
+        let mut chunk = vec![0u8; 1 << 20];
+        let mut buf = tokio::io::ReadBuf::new(&mut chunk);
+        match std::pin::Pin::new(&mut this.reader).poll_read(cx, &mut buf) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(Ok(())) if buf.filled().is_empty() => Poll::Ready(None),
+            Poll::Ready(Ok(())) => {
+                let filled = buf.filled();
+                this.sent += filled.len() as u64;
+                Poll::Ready(Some(Ok(hyper::body::Frame::data(
+                    bytes::Bytes::copy_from_slice(filled),
+                ))))
+            }
+        }
+    }
+}
+
 /// A `moco agent` process beside a [`TestPod`]'s server, killed when dropped.
 #[derive(Debug)]
 pub struct AgentProcess {
@@ -249,6 +333,17 @@ pub struct AgentProcess {
 impl AgentProcess {
     /// Starts `moco agent` for `pod` with the certificates in `certs` and `extra` flags.
     pub fn start(pod: &TestPod, certs: &Path, extra: &[&str]) -> AgentProcess {
+        Self::start_with_passwords(pod, certs, extra, test_passwords())
+    }
+
+    /// [`AgentProcess::start`] for a cluster whose Secret holds `passwords` (secret key,
+    /// password), e.g. [`other_passwords`].
+    pub fn start_with_passwords(
+        pod: &TestPod,
+        certs: &Path,
+        extra: &[&str],
+        passwords: Vec<(&'static str, String)>,
+    ) -> AgentProcess {
         let ports = match free_ports(3) {
             Ok(p) => p,
             Err(e) => panic!("no free ports: {e}"),
@@ -276,7 +371,7 @@ impl AgentProcess {
                 pod.dir.join("tmp").display().to_string(),
             ),
         ];
-        env.extend(test_passwords().into_iter().map(|(k, v)| (k.to_owned(), v)));
+        env.extend(passwords.into_iter().map(|(k, v)| (k.to_owned(), v)));
         let log = pod.dir.join("agent.log");
         let child = spawn_agent(&args, &env, &log);
         AgentProcess {

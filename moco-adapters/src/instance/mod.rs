@@ -16,6 +16,7 @@ pub mod accounts;
 pub mod clone;
 pub mod datadir;
 pub mod error;
+pub mod rekey;
 
 pub use error::InstanceError;
 pub(crate) use error::{file_tail, tail};

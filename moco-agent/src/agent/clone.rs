@@ -13,8 +13,10 @@
 //! on the copy, and the agent waits until the init account logs in, then makes sure of the
 //! accounts (MOCO's order).
 //!
-//! One clone or backup at a time per agent; a clone only into an instance that executed
-//! nothing.
+//! One clone, backup or restore at a time per agent; a clone only into an instance that
+//! executed nothing. A restore (`PUT /v1/restore`, [`super::restore`]) is a MariaDB copy
+//! pushed by a restore Job instead of pulled from a donor, and shares everything from the
+//! unpacking on ([`receive_copy`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,10 +24,10 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 use moco_adapters::instance::clone::{self as procedures, BackupSource, RestoreTarget};
 use moco_adapters::mysql::{Account, InitOptions, MysqlInstance, ensure_users};
 use moco_adapters::ports::{Credentials, MysqlPort as _};
@@ -35,13 +37,13 @@ use moco_core::time::Timestamp;
 use moco_http::tls::PeerIdentity;
 use serde::{Deserialize, Serialize};
 
-use super::state::AgentState;
+use super::state::{AgentState, BackupTools};
 use crate::api::{
     ClonePhase, CloneRequest, CloneStatus, ErrorBody, HEADER_BINLOG_STATE, HEADER_DONOR_PASSWORD,
-    PATH_BACKUP, PATH_CLONE,
+    PATH_BACKUP, PATH_CLONE, PATH_RESTORE,
 };
 use crate::error::AgentError;
-use crate::layout::write_atomically;
+use crate::layout::{DataVolume, write_atomically};
 
 /// What a prepared copy must be given when it first runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +55,34 @@ pub struct Seed {
     pub position: GtidSet,
     /// The clone as it stood when the copy was ready.
     pub status: CloneStatus,
+    /// The copy's accounts carry another cluster's passwords (a restore): `moco init` gives
+    /// them this cluster's before the server first runs the copy, then clears this. A clone
+    /// comes from the cluster itself and needs none (absent in seeds of earlier releases).
+    #[serde(default)]
+    pub rekey: bool,
+}
+
+impl Seed {
+    /// The seed waiting on `volume`, if any.
+    pub fn load(volume: &DataVolume) -> Result<Option<Seed>, AgentError> {
+        let path = volume.clone_seed();
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(AgentError::io(&path, "read", e)),
+        };
+        serde_json::from_slice(&text)
+            .map(Some)
+            .map_err(|e| AgentError::invalid("moco-clone-seed.json", e.to_string()))
+    }
+
+    /// Writes it on `volume`, atomically: a crash leaves the old seed or the new one.
+    pub fn store(&self, volume: &DataVolume) -> Result<(), AgentError> {
+        let text = serde_json::to_vec_pretty(self)
+            .map_err(|e| AgentError::invalid("moco-clone-seed.json", e.to_string()))?;
+        let path = volume.clone_seed();
+        write_atomically(&path, &text).map_err(|e| AgentError::io(&path, "write", e))
+    }
 }
 
 /// The clone routes (served over mutual TLS).
@@ -60,10 +90,15 @@ pub fn clone_router(state: Arc<AgentState>) -> Router {
     Router::new()
         .route(PATH_CLONE, get(clone_status).post(start_clone))
         .route(PATH_BACKUP, get(backup))
+        // The body is a whole backup, streamed to the tools, never held in memory.
+        .route(
+            PATH_RESTORE,
+            put(super::restore::restore).layer(DefaultBodyLimit::disable()),
+        )
         .with_state(state)
 }
 
-fn refuse(status: StatusCode, error: impl Into<String>) -> Response {
+pub(super) fn refuse(status: StatusCode, error: impl Into<String>) -> Response {
     (
         status,
         Json(ErrorBody {
@@ -117,11 +152,8 @@ async fn start_clone(
             "a clone or a backup is already running on this instance",
         );
     };
-    if state.clone_status().phase == ClonePhase::Ready {
-        return refuse(
-            StatusCode::CONFLICT,
-            "a prepared copy waits for the Pod to restart",
-        );
+    if let Some(why) = copy_waits(&state) {
+        return refuse(StatusCode::CONFLICT, why);
     }
     let executed = match state.agent.executed_gtid().await {
         Ok(e) => e,
@@ -205,18 +237,24 @@ pub fn record_result(state: &AgentState) {
     }
 }
 
+/// Why a new copy must not be received now: one is prepared and waits for the Pod to restart,
+/// or runs and waits to be seeded. `None` when none waits.
+pub(super) fn copy_waits(state: &AgentState) -> Option<&'static str> {
+    let phase = state.clone_status().phase;
+    if phase == ClonePhase::Ready || state.volume.clone_ready().exists() {
+        Some("a prepared copy waits for the Pod to restart")
+    } else if phase == ClonePhase::Seeding {
+        Some("a copy is being seeded")
+    } else {
+        None
+    }
+}
+
 /// Receives, unpacks and prepares a MariaDB copy beside the datadir (see the module docs).
 async fn receive_mariadb(state: &AgentState, request: &CloneRequest) -> Result<(), AgentError> {
     let (Some(tools), Some(client)) = (&state.tools, &state.client) else {
         return Err(AgentError::Refused("no copy tools".to_owned()));
     };
-    let staging = state.volume.clone_staging();
-    let ready = state.volume.clone_ready();
-    for stale in [&staging, &ready] {
-        if stale.exists() {
-            std::fs::remove_dir_all(stale).map_err(|e| AgentError::io(stale, "remove", e))?;
-        }
-    }
     let (donor_state, stream) = client
         .backup(
             &request.donor_agent_host,
@@ -224,35 +262,91 @@ async fn receive_mariadb(state: &AgentState, request: &CloneRequest) -> Result<(
             &state.passwords.clone_donor,
         )
         .await?;
-    let target = RestoreTarget {
-        backup_tool: tools.backup.clone(),
-        mbstream: tools.mbstream.clone(),
-        datadir: staging.clone(),
-        log: state.log_dir.join("clone.log"),
-    };
-    let bytes = procedures::extract(stream, &target).await?;
-    state.update_clone(|s| {
-        s.bytes = bytes;
-        s.phase = ClonePhase::Preparing;
-    });
-    let position = procedures::prepare(&target).await?;
-    state.update_clone(|s| s.phase = ClonePhase::Ready);
-    let seed = Seed {
-        donor_state,
-        position,
-        status: state.clone_status(),
-    };
-    let text =
-        serde_json::to_vec_pretty(&seed).map_err(|e| AgentError::invalid("seed", e.to_string()))?;
-    let seed_path = state.volume.clone_seed();
-    write_atomically(&seed_path, &text).map_err(|e| AgentError::io(&seed_path, "write", e))?;
-    std::fs::rename(&staging, &ready).map_err(|e| AgentError::io(&staging, "rename", e))?;
-    record_result(state);
-    tracing::info!(
-        bytes,
-        "copy prepared; it is put in place when the Pod restarts"
-    );
+    receive_copy(state, tools, donor_state, stream, false).await?;
     Ok(())
+}
+
+/// Unpacks `stream` into `moco-clone-staging/` while the server keeps running, prepares it,
+/// writes `moco-clone-seed.json` (`donor_state`, the copy's position, `rekey`) and renames
+/// the copy to `moco-clone-ready/`: phases `Receiving` → `Preparing` → `Ready`. Returns the
+/// bytes received and the copy's position.
+///
+/// Whatever fails, nothing of the copy is left (staging, ready and seed removed): the next
+/// attempt starts clean, and no seed outlives its copy to be given to a datadir it does not
+/// belong to.
+pub(super) async fn receive_copy<R>(
+    state: &AgentState,
+    tools: &BackupTools,
+    donor_state: GtidSet,
+    stream: R,
+    rekey: bool,
+) -> Result<(u64, GtidSet), AgentError>
+where
+    R: tokio::io::AsyncRead + Unpin,
+{
+    discard_copy(&state.volume)?;
+    let received = async {
+        let staging = state.volume.clone_staging();
+        let target = RestoreTarget {
+            backup_tool: tools.backup.clone(),
+            mbstream: tools.mbstream.clone(),
+            datadir: staging.clone(),
+            log: state.log_dir.join("clone.log"),
+        };
+        let bytes = procedures::extract(stream, &target).await?;
+        state.update_clone(|s| {
+            s.bytes = bytes;
+            s.phase = ClonePhase::Preparing;
+        });
+        let position = procedures::prepare(&target).await?;
+        state.update_clone(|s| s.phase = ClonePhase::Ready);
+        Seed {
+            donor_state,
+            position: position.clone(),
+            status: state.clone_status(),
+            rekey,
+        }
+        .store(&state.volume)?;
+        let ready = state.volume.clone_ready();
+        std::fs::rename(&staging, &ready).map_err(|e| AgentError::io(&staging, "rename", e))?;
+        Ok::<_, AgentError>((bytes, position))
+    }
+    .await;
+    match received {
+        Ok((bytes, position)) => {
+            record_result(state);
+            tracing::info!(
+                bytes,
+                %position,
+                rekey,
+                "copy prepared; it is put in place when the Pod restarts"
+            );
+            Ok((bytes, position))
+        }
+        Err(e) => {
+            if let Err(cleanup) = discard_copy(&state.volume) {
+                tracing::warn!(error = %cleanup, "cannot remove the failed copy");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Removes a copy being received or waiting, and its seed.
+pub(super) fn discard_copy(volume: &DataVolume) -> Result<(), AgentError> {
+    for dir in [volume.clone_staging(), volume.clone_ready()] {
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(AgentError::io(&dir, "remove", e)),
+        }
+    }
+    let seed = volume.clone_seed();
+    match std::fs::remove_file(&seed) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(AgentError::io(&seed, "remove", e)),
+    }
 }
 
 /// MySQL's `CLONE INSTANCE FROM`, then the accounts once the restarted server lets the init
@@ -397,7 +491,7 @@ async fn backup(
 }
 
 /// Compares secrets without leaking where they differ through timing.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -411,5 +505,38 @@ mod tests {
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"ab"));
         assert!(!constant_time_eq(b"", b"x"));
+    }
+
+    /// A seed written by a clone of an earlier release has no `rekey`: it is a clone's, whose
+    /// accounts are the cluster's own.
+    #[test]
+    fn seeds_without_rekey_are_clones() {
+        let old = r#"{"donorState":"0-1-7","position":"0-1-5","status":{"phase":"ready"}}"#;
+        let seed: Seed = serde_json::from_str(old).unwrap();
+        assert!(!seed.rekey);
+        assert_eq!(seed.position, GtidSet::from_mariadb("0-1-5").unwrap());
+        let restored = Seed {
+            rekey: true,
+            ..seed
+        };
+        let text = serde_json::to_string(&restored).unwrap();
+        assert!(text.contains(r#""rekey":true"#), "{text}");
+        assert_eq!(serde_json::from_str::<Seed>(&text).unwrap(), restored);
+    }
+
+    #[test]
+    fn a_failed_copy_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = DataVolume::new(dir.path());
+        discard_copy(&v).unwrap();
+        std::fs::create_dir_all(v.clone_staging().join("x")).unwrap();
+        std::fs::create_dir_all(v.clone_ready()).unwrap();
+        std::fs::write(v.clone_seed(), b"{}").unwrap();
+        std::fs::create_dir_all(v.datadir()).unwrap();
+        discard_copy(&v).unwrap();
+        assert!(!v.clone_staging().exists());
+        assert!(!v.clone_ready().exists());
+        assert!(!v.clone_seed().exists());
+        assert!(v.datadir().exists(), "the datadir is not the copy's");
     }
 }

@@ -6,6 +6,7 @@ pub mod config;
 pub mod metrics;
 pub mod probes;
 pub mod readiness;
+pub mod restore;
 pub mod rotation;
 pub mod start;
 pub mod state;
@@ -38,7 +39,9 @@ use crate::pod;
 
 /// The clone port: only clients with a certificate of the cluster's CA get past the
 /// handshake, and a backup streams for as long as the data takes, so a connection may stay
-/// silent (the client sends nothing while it receives) for a day.
+/// silent (the client sends nothing while it receives, or while its restore is prepared)
+/// for a day. A restore's body is not bounded by `max_body_bytes`: it goes to the tools as
+/// it arrives, never into memory.
 pub const AGENT_LIMITS: ServerLimits = ServerLimits {
     max_connections: 16,
     max_connections_per_client: 4,

@@ -88,16 +88,22 @@ pub fn load_clone_result(state: &AgentState) {
 /// none.
 pub async fn seed_copy(state: &AgentState) -> Result<bool, AgentError> {
     let path = state.volume.clone_seed();
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(AgentError::io(&path, "read", e)),
-    };
-    let seed: Seed = serde_json::from_slice(&text)
-        .map_err(|e| AgentError::invalid("moco-clone-seed.json", e.to_string()))?;
-    if state.volume.clone_ready().exists() {
-        // moco init has not put the copy in place: this server still runs the old datadir.
+    let Some(seed) = Seed::load(&state.volume)? else {
         return Ok(false);
+    };
+    if state.volume.clone_ready().exists() || state.volume.clone_staging().exists() {
+        // moco init has not put the copy in place (or the copy never became ready): this
+        // server still runs the old datadir.
+        return Ok(false);
+    }
+    if seed.rekey {
+        // Its accounts still carry the source cluster's passwords: nothing of this cluster
+        // could log in, and waiting would not change that.
+        return Err(AgentError::Refused(
+            "the restored copy runs with the source cluster's passwords: moco init did not \
+             re-key it (the init container needs the cluster's Secret in its environment)"
+                .to_owned(),
+        ));
     }
     state.update_clone(|s| {
         *s = seed.status.clone();
@@ -110,8 +116,9 @@ pub async fn seed_copy(state: &AgentState) -> Result<bool, AgentError> {
         Duration::from_secs(60),
     );
     wait_for_login(&admin, Duration::from_secs(24 * 3600)).await?;
-    // The copy holds the cluster's own accounts (the donor is a member of the cluster): only
-    // its GTID state is the donor's and must be set.
+    // The copy holds the cluster's own accounts (the donor is a member of the cluster, or
+    // moco init re-keyed a restored copy): only its GTID state is the donor's and must be
+    // set.
     procedures::seed(&admin, &seed.donor_state, &seed.position).await?;
     let _ = admin.disconnect().await;
     state.update_clone(|s| {
