@@ -217,9 +217,9 @@ pub async fn restore_into(
     prefix: &str,
 ) -> Result<physical::Restored, LocalBackupError> {
     use moco_adapters::instance::clone::{RestoreTarget, seed};
-    use moco_adapters::mysql::{Account, DEFAULT_ACCOUNT_HOST, MocoPasswords, sql};
+    use moco_adapters::instance::rekey::rekey_accounts;
+    use moco_adapters::mysql::{Account, MocoPasswords};
     use moco_adapters::mysqld::LocalMysqld;
-    use mysql_async::prelude::Queryable as _;
     use std::time::Duration;
 
     let dir = layout.root().display().to_string();
@@ -254,48 +254,7 @@ pub async fn restore_into(
             "--skip-networking".to_owned(),
         ])
         .map_err(|e| fail(e.to_string()))?;
-    let socket = layout.socket(0);
-    let deadline = std::time::Instant::now() + boot;
-    while !moco_adapters::local::platform::socket_greets(&socket, Duration::from_secs(2)).await {
-        if std::time::Instant::now() > deadline {
-            return Err(fail(format!(
-                "the restored server did not answer on {} within {} s",
-                socket.display(),
-                boot.as_secs()
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let rekey = async {
-        let opts = mysql_async::OptsBuilder::default()
-            .user(Some("root"))
-            .socket(Some(socket.display().to_string()));
-        let mut c = mysql_async::Conn::new(opts)
-            .await
-            .map_err(|e| format!("connecting on {}: {e}", socket.display()))?;
-        // No binary log for these (before the grant tables are loaded, when the session may
-        // still do anything): the restored history must stay the source's.
-        let mut statements = vec![
-            "SET SESSION sql_log_bin=0".to_owned(),
-            "FLUSH PRIVILEGES".to_owned(),
-        ];
-        // The copy holds the source cluster's accounts with their grants (both clusters are
-        // moco-rs's); only the passwords differ.
-        for account in Account::ALL {
-            statements.push(format!(
-                "ALTER USER {} IDENTIFIED BY {}",
-                sql::account(account.name(), DEFAULT_ACCOUNT_HOST),
-                sql::quote(passwords.get(account))
-            ));
-        }
-        for statement in statements {
-            c.query_drop(&statement)
-                .await
-                .map_err(|e| format!("{}: {e}", moco_adapters::mysql::redact(&statement)))?;
-        }
-        c.disconnect().await.map_err(|e| e.to_string())
-    }
-    .await;
+    let rekey = rekey_accounts(&layout.socket(0), &passwords, boot).await;
     server.stop(grace).await.map_err(|e| fail(e.to_string()))?;
     rekey.map_err(|e| {
         fail(format!(
@@ -400,7 +359,17 @@ pub async fn plan_restore(
     source: &str,
     point: Point,
 ) -> Result<PlannedRestore, RestoreToError> {
-    let prefix = cluster_prefix(source);
+    plan_restore_under(bucket, cluster_prefix(source), source, point).await
+}
+
+/// [`plan_restore`] of the cluster whose keys start with `prefix` (`moco/<ns>/<name>`, no
+/// trailing `/`); `source` names it in messages.
+pub async fn plan_restore_under(
+    bucket: &Bucket,
+    prefix: String,
+    source: &str,
+    point: Point,
+) -> Result<PlannedRestore, RestoreToError> {
     let backups = list(bucket, &prefix)
         .await
         .map_err(|e| LocalBackupError::Backup(e.into()))?;

@@ -47,6 +47,9 @@ enum Command {
     /// The backup CronJob's program: back up a MySQLCluster into a bucket, record
     /// `status.backup` (MOCO's `moco-backup backup`; also run when invoked as `moco-backup`).
     Backup(moco_backup::job::args::BackupArgs),
+    /// The restore Job's program: restore a MySQLCluster from a bucket to a second, record
+    /// `status.restoredTime` (MOCO's `moco-backup restore`).
+    Restore(moco_backup::job::args::RestoreArgs),
 }
 
 /// The names this binary answers to besides `moco`: MOCO's Pods run `/moco-init` (copied to
@@ -91,6 +94,7 @@ fn main() -> ExitCode {
         Command::Init(args) => cmd::agent::run_init(&args).map_err(Into::into),
         Command::Agent(args) => cmd::agent::run_agent(&args).map_err(Into::into),
         Command::Backup(args) => cmd::backup_job::run_backup(&args).map_err(Into::into),
+        Command::Restore(args) => cmd::backup_job::run_restore(&args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,

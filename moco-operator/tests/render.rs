@@ -851,6 +851,28 @@ fn restore_job_exists_until_the_restore_is_recorded() {
         ])
     );
     assert!(job["spec"]["template"]["spec"].get("affinity").is_none());
+    // MOCO's Job and Role for MySQL; MariaDB's streams to instance 0's agent with the
+    // cluster's certificate, and deletes its Pod.
+    let role = serde_json::to_value(&restore.role).unwrap();
+    assert_eq!(role["rules"][1]["verbs"], json!(["get"]));
+    assert_eq!(job["spec"]["template"]["spec"]["volumes"].as_array().unwrap().len(), 1);
+    let mut mariadb = c.clone();
+    mariadb.metadata.annotations = Some(BTreeMap::from([(
+        "moco-rs/flavor".to_owned(),
+        "mariadb".to_owned(),
+    )]));
+    let restore = render(&mariadb).restore.unwrap();
+    let role = serde_json::to_value(&restore.role).unwrap();
+    assert_eq!(role["rules"][1]["resources"], json!(["pods"]));
+    assert_eq!(role["rules"][1]["verbs"], json!(["get", "delete"]));
+    let spec = &serde_json::to_value(&restore.workload).unwrap()["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["volumes"][1],
+        json!({"name": "grpc-cert", "secret": {"secretName": "moco-db-grpc"}})
+    );
+    let env = spec["containers"][0]["env"].as_array().unwrap();
+    assert_eq!(env.len(), 1, "the admin password only: {env:?}");
+    assert_eq!(env[0]["valueFrom"]["secretKeyRef"]["key"], "ADMIN_PASSWORD");
     c.status = Some(MySQLClusterStatus {
         restored_time: Some(serde_json::from_value(json!("2026-05-02T00:00:00Z")).unwrap()),
         ..MySQLClusterStatus::default()

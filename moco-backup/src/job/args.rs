@@ -90,6 +90,31 @@ pub struct BackupArgs {
     pub name: String,
 }
 
+/// `moco restore [FLAGS] BUCKET SRC_NAMESPACE SRC_NAME NAMESPACE NAME YYYYMMDD-hhmmss SCHEMA
+/// USERS` (MOCO passes `SCHEMA` and `USERS` empty when unset).
+#[derive(Clone, Debug, clap::Args)]
+pub struct RestoreArgs {
+    /// The flags.
+    #[command(flatten)]
+    pub common: CommonFlags,
+    /// `bucketConfig.bucketName`.
+    pub bucket: String,
+    /// `spec.restore.sourceNamespace`.
+    pub source_namespace: String,
+    /// `spec.restore.sourceName`.
+    pub source_name: String,
+    /// The MySQLCluster restored into: its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// `spec.restore.restorePoint`, UTC `YYYYMMDD-hhmmss`.
+    pub restore_point: String,
+    /// `spec.restore.schema`.
+    pub schema: String,
+    /// `spec.restore.users`.
+    pub users: String,
+}
+
 /// The value of `name` in `env`; missing or empty is an error naming it.
 pub fn required(env: &BTreeMap<String, String>, name: &str) -> Result<String, JobError> {
     env.get(name)

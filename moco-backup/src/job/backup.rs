@@ -31,7 +31,7 @@ use moco_operator::render::ClusterId;
 use moco_operator::render::meta::flavor_of;
 
 use super::JobError;
-use super::args::{BackupArgs, DONOR_PASSWORD_ENV, PASSWORD_ENV, required};
+use super::args::{BackupArgs, CommonFlags, DONOR_PASSWORD_ENV, PASSWORD_ENV, required};
 use super::cluster::{BACKUP_CREATED, BACKUP_NO_BINLOG, ClusterAccess, ready_ordinals};
 use crate::binlog::archive::Round;
 use crate::binlog::fetch::{BinlogFiles, RemoteFetch};
@@ -122,6 +122,18 @@ pub fn backup_status(manifest: &Manifest, source_index: u32, elapsed: Duration) 
     }
 }
 
+/// A client of the cluster's agents with the certificate in `--grpc-cert-dir`.
+pub(crate) fn agent_client(common: &CommonFlags) -> Result<AgentClient, JobError> {
+    let dir = &common.grpc_cert_dir;
+    let tls = moco_http::tls::mtls_client_config(
+        &dir.join("tls.crt"),
+        &dir.join("tls.key"),
+        &dir.join("ca.crt"),
+    )
+    .map_err(|e| JobError::input("--grpc-cert-dir", e.to_string()))?;
+    Ok(AgentClient::new(tls, Duration::from_secs(30)))
+}
+
 fn now() -> Timestamp {
     moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
 }
@@ -137,20 +149,13 @@ impl BackupJob {
         let backup_password = required(env, PASSWORD_ENV)?;
         let donor_password = required(env, DONOR_PASSWORD_ENV)?;
         let bucket = args.common.bucket_spec(&args.bucket)?.open(env)?;
-        let dir = &args.common.grpc_cert_dir;
-        let tls = moco_http::tls::mtls_client_config(
-            &dir.join("tls.crt"),
-            &dir.join("tls.key"),
-            &dir.join("ca.crt"),
-        )
-        .map_err(|e| JobError::input("--grpc-cert-dir", e.to_string()))?;
         let client = kube::Client::try_default()
             .await
             .map_err(JobError::kube("connect to the Kubernetes API"))?;
         Ok(BackupJob {
             cluster: ClusterAccess::new(client, &args.namespace, &args.name),
             bucket,
-            agents: AgentClient::new(tls, Duration::from_secs(30)),
+            agents: agent_client(&args.common)?,
             addresses: Arc::new(PodNetwork),
             donor_password,
             backup_password,

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use moco_api::labels::{APP_MYSQL, CREATED_BY, LABEL_CREATED_BY, LABEL_INSTANCE, LABEL_NAME};
 use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
 
@@ -148,8 +148,27 @@ impl ClusterAccess {
         .map(|_| ())
     }
 
+    /// Deletes Pod `name` of the cluster (its StatefulSet creates it again).
+    pub async fn delete_pod(&self, name: &str) -> Result<(), JobError> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        pods.delete(name, &DeleteParams::default())
+            .await
+            .map_err(JobError::kube(format!("delete Pod {}/{name}", self.namespace)))?;
+        Ok(())
+    }
+
     /// Creates `event` about `cluster`, as MOCO's Jobs do.
     pub async fn event(&self, cluster: &MySQLCluster, event: JobEvent) -> Result<(), JobError> {
+        self.event_with_message(cluster, event, event.message).await
+    }
+
+    /// Creates `event` with `message` in place of its own.
+    pub async fn event_with_message(
+        &self,
+        cluster: &MySQLCluster,
+        event: JobEvent,
+        message: &str,
+    ) -> Result<(), JobError> {
         let now = k8s_openapi::jiff::Timestamp::now();
         let object = Event {
             metadata: ObjectMeta {
@@ -167,7 +186,7 @@ impl ClusterAccess {
                 ..ObjectReference::default()
             },
             reason: Some(event.reason.into()),
-            message: Some(event.message.into()),
+            message: Some(message.into()),
             type_: Some(
                 match event.kind {
                     EventType::Normal => "Normal",

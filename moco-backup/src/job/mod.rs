@@ -3,16 +3,18 @@
 //! (`moco_operator::render::jobs`) run them unchanged.
 //!
 //! [`cluster`] reads and records on the MySQLCluster (its Pods, `status.backup`, Events);
-//! [`backup`] is the backup Job.
+//! [`backup`] is the backup Job, [`restore`] the restore Job.
 
 pub mod args;
 pub mod backup;
 pub mod cluster;
+pub mod restore;
 
 use moco_agent::error::AgentError;
 use moco_operator::render::RenderError;
 
 use crate::bucket::BucketError;
+use crate::local::RestoreToError;
 use crate::physical::BackupError;
 
 /// Why a Job failed. Each names what it was working on.
@@ -57,6 +59,9 @@ pub enum JobError {
     /// The object store.
     #[error(transparent)]
     Bucket(#[from] BucketError),
+    /// Planning or replaying the restore.
+    #[error(transparent)]
+    Restore(#[from] RestoreToError),
 }
 
 impl JobError {

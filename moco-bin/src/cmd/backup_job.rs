@@ -1,11 +1,13 @@
-//! `moco backup` (and `moco-backup backup`): the program of MOCO's backup CronJob, whose work
-//! is `moco_backup::job`'s. Here: logging, the runtime, the environment and the exit code.
+//! `moco backup` and `moco restore` (and `moco-backup backup|restore`): the programs of MOCO's
+//! backup CronJob and restore Job, whose work is `moco_backup::job`'s. Here: logging, the
+//! runtime, the environment and the exit code.
 
 use std::process::ExitCode;
 
 use moco_backup::job::JobError;
-use moco_backup::job::args::BackupArgs;
+use moco_backup::job::args::{BackupArgs, RestoreArgs};
 use moco_backup::job::backup::BackupJob;
+use moco_backup::job::restore::RestoreJob;
 use moco_operator::flags::LogEncoder;
 
 use crate::logging::{self, LogOutput};
@@ -29,6 +31,19 @@ pub fn run_backup(args: &BackupArgs) -> Result<ExitCode, Error> {
     let runtime = crate::async_runtime().map_err(Error::Runtime)?;
     runtime.block_on(async {
         let job = BackupJob::in_pod(args, &env).await?;
+        job.run().await
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs one restore.
+pub fn run_restore(args: &RestoreArgs) -> Result<ExitCode, Error> {
+    logging::init(LogOutput::Stderr, LogEncoder::Json, tracing::Level::INFO);
+    moco_http::tls::install_crypto_provider();
+    let env = std::env::vars().collect();
+    let runtime = crate::async_runtime().map_err(Error::Runtime)?;
+    runtime.block_on(async {
+        let job = RestoreJob::in_pod(args, &env).await?;
         job.run().await
     })?;
     Ok(ExitCode::SUCCESS)

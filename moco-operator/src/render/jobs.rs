@@ -219,10 +219,11 @@ fn labelled_meta(id: &ClusterId) -> Option<ObjectMeta> {
     })
 }
 
-/// What a MariaDB Job adds to MOCO's: the backup streams from an instance's agent, so the
-/// Job presents the cluster's agent certificate (mounted read-only) and the clone-donor
-/// password the agent asks for.
-fn with_agent_access(id: &ClusterId, pod: &mut PodSpec) {
+/// What a MariaDB Job adds to MOCO's: a backup streams from an instance's agent and a
+/// restore streams to one, so the Job presents the cluster's agent certificate (mounted
+/// read-only); a backup also gets the clone-donor password the agent asks for (a restore
+/// proves itself with the admin password it already has).
+fn with_agent_access(id: &ClusterId, pod: &mut PodSpec, donor_password: bool) {
     pod.volumes.get_or_insert_with(Vec::new).push(Volume {
         name: GRPC_CERT_VOLUME.into(),
         secret: Some(SecretVolumeSource {
@@ -241,11 +242,13 @@ fn with_agent_access(id: &ClusterId, pod: &mut PodSpec) {
                 read_only: Some(true),
                 ..VolumeMount::default()
             });
-        // After MYSQL_PASSWORD, before the user's variables (which may not override it).
-        container.env.get_or_insert_with(Vec::new).insert(
-            1,
-            secret_env("CLONE_DONOR_PASSWORD", id, Account::CloneDonor),
-        );
+        if donor_password {
+            // After MYSQL_PASSWORD, before the user's variables (which may not override it).
+            container.env.get_or_insert_with(Vec::new).insert(
+                1,
+                secret_env("CLONE_DONOR_PASSWORD", id, Account::CloneDonor),
+            );
+        }
     }
 }
 
@@ -288,7 +291,7 @@ pub fn backup(
         "BackupPolicy spec.jobConfig",
     )?;
     if flavor == Flavor::Mariadb {
-        with_agent_access(id, &mut pod);
+        with_agent_access(id, &mut pod, true);
     }
     let cronjob = CronJob {
         metadata: id.owned_meta(id.backup(), id.backup_labels()),
@@ -340,10 +343,14 @@ pub fn backup(
 }
 
 /// `moco-restore-<name>`: the Job restoring `restore`, its Role and RoleBinding.
+///
+/// MariaDB: the Job also deletes instance 0's Pod once its agent has prepared the copy (the
+/// copy replaces the datadir while no server runs), so its Role may delete Pods.
 pub fn restore(
     id: &ClusterId,
     settings: &RenderSettings,
     restore: &RestoreSpec,
+    flavor: Flavor,
 ) -> Result<JobObjects<Job>, RenderError> {
     let config = &restore.job_config;
     let point = restore
@@ -379,7 +386,13 @@ pub fn restore(
         config,
         sc,
     );
-    let pod = job_pod_spec(config, settings, container, None, "spec.restore.jobConfig")?;
+    let mut pod = job_pod_spec(config, settings, container, None, "spec.restore.jobConfig")?;
+    let pod_verbs: &[&str] = if flavor == Flavor::Mariadb {
+        with_agent_access(id, &mut pod, false);
+        &["get", "delete"]
+    } else {
+        &["get"]
+    };
     let job = Job {
         metadata: id.owned_meta(id.restore(), id.backup_labels()),
         spec: Some(JobSpec {
@@ -397,7 +410,7 @@ pub fn restore(
         id.restore(),
         vec![
             own_cluster_rule(id),
-            rule("", &["pods"], &["get"], None),
+            rule("", &["pods"], pod_verbs, None),
             rule("", &["events"], &["create"], None),
         ],
         &config.service_account_name,

@@ -265,7 +265,7 @@ pub fn render_cluster(
     };
     let restore = match (&spec.restore, cluster.status.as_ref()) {
         (Some(_), Some(status)) if status.restored_time.is_some() => None,
-        (Some(restore), _) => Some(jobs::restore(&id, settings, restore)?),
+        (Some(restore), _) => Some(jobs::restore(&id, settings, restore, flavor)?),
         (None, _) => None,
     };
 

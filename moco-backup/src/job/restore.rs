@@ -1,0 +1,429 @@
+//! The restore Job (`moco restore BUCKET SRC_NS SRC_NAME NS NAME YYYYMMDD-hhmmss SCHEMA
+//! USERS`), MOCO's steps with a MariaDB physical backup in place of `mysqlsh`'s load:
+//!
+//! 1. refused up front, before anything is touched: a cluster restored already, a MySQL
+//!    cluster (this build restores MariaDB's physical backups), `SCHEMA` or `USERS` (a physical
+//!    backup holds every schema and account), and a point no backup and archive reach (the
+//!    error names what can be reached);
+//! 2. instance 0 must answer (its agent's first start done), as MOCO waits for it;
+//! 3. the base backup is streamed from the bucket to instance 0's agent (`PUT /v1/restore`),
+//!    its size and SHA-256 checked on the way: a mismatch ends the upload with an error, so
+//!    the agent drops the copy; the agent prepares it;
+//! 4. the Pod is deleted: its StatefulSet brings it back, `moco init` puts the copy in place
+//!    with this cluster's passwords, and the agent gives it the source's GTID history;
+//! 5. the archived binlogs are replayed up to the point, through SQL as MOCO does;
+//! 6. the instance is left read-only, `status.restoredTime` is recorded and the `Restored`
+//!    Event created; the clustering then clones the other instances from it.
+//!
+//! Any failure is a `RestoreFailed` Warning Event with the reason (beyond MOCO, whose failed
+//! Job only logs it), the Job fails and is kept, and the cluster stays read-only (it is
+//! `Restoring` until `restoredTime` is set).
+//!
+//! MOCO's rule for the point: everything committed before that second. When the point is
+//! exactly a backup's time (its folder name, what `status.backup.time` shows), that backup
+//! is restored as it is, as MOCO does: its copy is consistent a few seconds after it
+//! started, and no binlog can take it back to the second itself.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt as _;
+use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance, clone_binlog_state, sql};
+use moco_adapters::ports::Credentials;
+use moco_agent::api::RestoreReceived;
+use moco_agent::client::AgentClient;
+use moco_core::facts::Flavor;
+use moco_core::gtid::GtidSet;
+use moco_core::time::Timestamp;
+use moco_operator::clustering::addresses::{AddressResolver, PodNetwork};
+use moco_operator::render::ClusterId;
+use moco_operator::render::meta::flavor_of;
+use mysql_async::prelude::Queryable as _;
+use tokio::io::{AsyncReadExt as _, BufReader};
+
+use super::JobError;
+use super::args::{PASSWORD_ENV, RestoreArgs, required};
+use super::cluster::{ClusterAccess, EventType, JobEvent, RESTORED};
+use crate::binlog::Point;
+use crate::binlog::replay::{ReplayTarget, Replayed, replay};
+use crate::bucket::Bucket;
+use crate::local::{self, PlannedRestore, list};
+use crate::mysql_format;
+use crate::physical::{self, Hashing, Manifest};
+
+/// A restore failed (beyond MOCO's Events).
+pub const RESTORE_FAILED: JobEvent = JobEvent {
+    reason: "RestoreFailed",
+    kind: EventType::Warning,
+    message: "Restore failed",
+};
+
+/// What the restore Job needs besides its arguments.
+pub struct RestoreJob {
+    /// The cluster restored into, through the API.
+    pub cluster: ClusterAccess,
+    /// The source cluster's key prefix (`moco/<ns>/<name>`).
+    pub source_prefix: String,
+    /// `spec.restore.restorePoint`.
+    pub point: Timestamp,
+    /// `spec.restore.schema`.
+    pub schema: String,
+    /// `spec.restore.users`.
+    pub users: String,
+    /// Where the backups are.
+    pub bucket: Bucket,
+    /// Calls agents with the cluster's certificate.
+    pub agents: AgentClient,
+    /// Where the instances and agents are.
+    pub addresses: Arc<dyn AddressResolver>,
+    /// This cluster's `moco-admin` password.
+    pub admin_password: String,
+    /// `mariadb-binlog`.
+    pub binlog_tool: PathBuf,
+    /// `mariadb`, the client.
+    pub client_tool: PathBuf,
+    /// The work directory (binlog files pass through it).
+    pub work_dir: PathBuf,
+    /// How long instance 0 may take to answer, before and after its restart.
+    pub wait_limit: Duration,
+}
+
+impl std::fmt::Debug for RestoreJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestoreJob")
+            .field("cluster", &self.cluster)
+            .field("source_prefix", &self.source_prefix)
+            .field("point", &self.point)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the Job did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreDone {
+    /// The base backup's prefix.
+    pub base: String,
+    /// Its GTID position.
+    pub position: GtidSet,
+    /// What the binlogs added.
+    pub replayed: Replayed,
+}
+
+/// The base and binlogs chosen for a point.
+#[derive(Clone, Debug)]
+enum Chosen {
+    /// A backup whose time is the point, as it is.
+    AsItIs(String),
+    /// A backup and the binlogs after it.
+    Planned(PlannedRestore),
+}
+
+impl RestoreJob {
+    /// The Job as its Pod runs it (see [`super::backup::BackupJob::in_pod`]).
+    pub async fn in_pod(
+        args: &RestoreArgs,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Self, JobError> {
+        let admin_password = required(env, PASSWORD_ENV)?;
+        let point = mysql_format::parse_backup_time(&args.restore_point)
+            .map_err(|e| JobError::input("RESTORE_POINT", e.to_string()))?;
+        let bucket = args.common.bucket_spec(&args.bucket)?.open(env)?;
+        let client = kube::Client::try_default()
+            .await
+            .map_err(JobError::kube("connect to the Kubernetes API"))?;
+        let source_prefix = mysql_format::cluster_prefix(&args.source_namespace, &args.source_name)
+            .trim_end_matches('/')
+            .to_owned();
+        Ok(RestoreJob {
+            cluster: ClusterAccess::new(client, &args.namespace, &args.name),
+            source_prefix,
+            point,
+            schema: args.schema.clone(),
+            users: args.users.clone(),
+            bucket,
+            agents: super::backup::agent_client(&args.common)?,
+            addresses: Arc::new(PodNetwork),
+            admin_password,
+            binlog_tool: PathBuf::from("mariadb-binlog"),
+            client_tool: PathBuf::from("mariadb"),
+            work_dir: args.common.work_dir.clone(),
+            wait_limit: Duration::from_secs(600),
+        })
+    }
+
+    /// Runs the Job once; a failure is also recorded as a Warning Event.
+    pub async fn run(&self) -> Result<RestoreDone, JobError> {
+        let result = self.restore().await;
+        if let Err(e) = &result {
+            tracing::warn!(error = %e, "restore failed");
+            if let Ok(cluster) = self.cluster.get().await {
+                let message = format!("{}: {e}", RESTORE_FAILED.message);
+                let _ = self
+                    .cluster
+                    .event_with_message(&cluster, RESTORE_FAILED, &message)
+                    .await;
+            }
+        }
+        result
+    }
+
+    async fn restore(&self) -> Result<RestoreDone, JobError> {
+        let cluster = self.cluster.get().await?;
+        if cluster
+            .status
+            .as_ref()
+            .is_some_and(|s| s.restored_time.is_some())
+        {
+            return Err(self
+                .cluster
+                .refuse("status.restoredTime is set: this cluster was restored already"));
+        }
+        if flavor_of(&cluster)? != Flavor::Mariadb {
+            return Err(self.cluster.refuse(
+                "MySQL restores (MOCO's mysqlsh load) are not run by this build; it restores \
+                 MariaDB clusters",
+            ));
+        }
+        for (field, value) in [
+            ("spec.restore.schema", &self.schema),
+            ("spec.restore.users", &self.users),
+        ] {
+            if !value.is_empty() {
+                return Err(JobError::input(
+                    field,
+                    format!(
+                        "{value:?}: a MariaDB backup is a physical copy of the whole instance, \
+                         so it restores every schema and account; leave it empty"
+                    ),
+                ));
+            }
+        }
+        let id = ClusterId::of(&cluster)?;
+        let chosen = self.choose().await?;
+        let base = match &chosen {
+            Chosen::AsItIs(base) => base.clone(),
+            Chosen::Planned(p) => p.base.clone(),
+        };
+        tracing::info!(%base, point = %self.point, "restoring");
+
+        let (host, port) = self.addresses.peers(&id, 0);
+        let admin = MysqlInstance::new(ConnectOptions::new(
+            host.clone(),
+            port,
+            &self.credentials(),
+        ));
+        self.wait_until(&admin, "instance 0 to answer as moco-admin", |_| true)
+            .await?;
+        let manifest = physical::manifest(&self.bucket, &base).await?;
+        let received = self.push_base(&id, &base, &manifest).await?;
+        tracing::info!(bytes = received.bytes, position = %received.position, "the copy is prepared");
+
+        // The copy is put in place while no server runs: the Pod restarts.
+        self.cluster.delete_pod(&format!("{}-0", id.prefixed())).await?;
+        let expected = clone_binlog_state(&manifest.binlog_state_before, &received.position);
+        self.wait_until(&admin, "the restored copy to run with its history", |state| {
+            state == Some(&expected)
+        })
+        .await?;
+
+        let replayed = match &chosen {
+            Chosen::AsItIs(_) => Replayed::default(),
+            Chosen::Planned(planned) if planned.plan.steps.is_empty() => Replayed::default(),
+            Chosen::Planned(planned) => {
+                let target = ReplayTarget {
+                    binlog_tool: self.binlog_tool.clone(),
+                    client: self.client_tool.clone(),
+                    host,
+                    port,
+                    credentials: self.credentials(),
+                    scratch: self.work_dir.join("replay"),
+                    log: self.work_dir.join("replay.log"),
+                };
+                let replayed = replay(
+                    &self.bucket,
+                    &planned.prefix,
+                    &planned.segments,
+                    &planned.plan,
+                    &target,
+                    &admin,
+                )
+                .await;
+                let _ = std::fs::remove_dir_all(&target.scratch);
+                replayed.map_err(local::RestoreToError::from)?
+            }
+        };
+        let mut c = admin
+            .conn()
+            .await
+            .map_err(|e| self.cluster.refuse(format!("instance 0: {e}")))?;
+        for statement in sql::set_super_read_only(moco_adapters::mysql::Dialect::Mariadb) {
+            c.query_drop(&statement)
+                .await
+                .map_err(|e| self.cluster.refuse(format!("instance 0: {statement}: {e}")))?;
+        }
+        drop(c);
+        let _ = admin.disconnect().await;
+
+        let restored_at = k8s_openapi::jiff::Timestamp::now();
+        self.cluster
+            .update_status(|c| {
+                c.status.get_or_insert_with(Default::default).restored_time = Some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(restored_at),
+                );
+            })
+            .await?;
+        self.cluster.event(&cluster, RESTORED).await?;
+        tracing::info!(%base, files = replayed.files, transactions = replayed.transactions, "restored");
+        Ok(RestoreDone {
+            base,
+            position: received.position,
+            replayed,
+        })
+    }
+
+    fn credentials(&self) -> Credentials {
+        Credentials {
+            user: Account::Admin.name().to_owned(),
+            password: self.admin_password.clone(),
+        }
+    }
+
+    /// The backup whose time is the point, else the plan to reach the point.
+    async fn choose(&self) -> Result<Chosen, JobError> {
+        let backups = list(&self.bucket, &self.source_prefix).await?;
+        let folder = mysql_format::backup_time_text(self.point);
+        if let Some(b) = backups
+            .iter()
+            .find(|b| b.manifest.is_some() && b.prefix.ends_with(&format!("/{folder}")))
+        {
+            return Ok(Chosen::AsItIs(b.prefix.clone()));
+        }
+        let planned = local::plan_restore_under(
+            &self.bucket,
+            self.source_prefix.clone(),
+            &self.source_prefix,
+            Point::Before(self.point.0),
+        )
+        .await
+        .map_err(|e| JobError::input("spec.restore.restorePoint", e.to_string()))?;
+        Ok(Chosen::Planned(planned))
+    }
+
+    /// Streams the base backup, decompressed, to instance 0's agent; the stored object's
+    /// size and hash are checked as it goes, and a mismatch fails the upload before its end.
+    async fn push_base(
+        &self,
+        id: &ClusterId,
+        base: &str,
+        manifest: &Manifest,
+    ) -> Result<RestoreReceived, JobError> {
+        let key = format!("{base}/{}", manifest.base.key);
+        let stored = self.bucket.download(&key).await?;
+        let record = manifest.base.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+        let feeder = tokio::spawn(async move {
+            let mut checked = Hashing::new(stored);
+            let mut buffer = vec![0u8; 1 << 20];
+            let decoded = {
+                let mut decoder = async_compression::tokio::bufread::ZstdDecoder::new(
+                    BufReader::new(&mut checked),
+                );
+                loop {
+                    match decoder.read(&mut buffer).await {
+                        Ok(0) => break Ok(()),
+                        Ok(n) => {
+                            if tx.send(Ok(Bytes::copy_from_slice(&buffer[..n]))).await.is_err() {
+                                // The agent stopped reading: its answer says why.
+                                return;
+                            }
+                        }
+                        Err(e) => break Err(e),
+                    }
+                }
+            };
+            // Drain what the decoder left, so the hash covers the whole object.
+            let drained = tokio::io::copy(&mut checked, &mut tokio::io::sink()).await;
+            let verdict = match (decoded, drained) {
+                (Err(e), _) | (_, Err(e)) => Err(e),
+                _ if checked.bytes != record.size || checked.hex() != record.sha256 => {
+                    Err(std::io::Error::other(format!(
+                        "{} is damaged: {} bytes with SHA-256 {}, the manifest says {} bytes \
+                         with {}",
+                        record.key,
+                        checked.bytes,
+                        checked.hex(),
+                        record.size,
+                        record.sha256
+                    )))
+                }
+                _ => Ok(()),
+            };
+            if let Err(e) = verdict {
+                let _ = tx.send(Err(e)).await;
+            }
+        });
+        let body = tokio_stream_of(rx);
+        let (host, port) = self.addresses.agent(id, 0);
+        let received = self
+            .agents
+            .restore(
+                &host,
+                port,
+                &self.admin_password,
+                &manifest.binlog_state_before,
+                body,
+            )
+            .await;
+        feeder.abort();
+        let received = received.map_err(|e| {
+            self.cluster
+                .refuse(format!("instance 0 did not take the backup {base}: {e}"))
+        })?;
+        Ok(received)
+    }
+
+    /// Waits until `admin` logs in and `ready` holds for the instance's `gtid_binlog_state`
+    /// (`None` while it cannot be read).
+    async fn wait_until(
+        &self,
+        admin: &MysqlInstance,
+        what: &str,
+        ready: impl Fn(Option<&GtidSet>) -> bool,
+    ) -> Result<(), JobError> {
+        let deadline = Instant::now() + self.wait_limit;
+        loop {
+            let last = match binlog_state(admin).await {
+                Ok(state) if ready(Some(&state)) => return Ok(()),
+                Ok(state) => format!("gtid_binlog_state is {state}"),
+                Err(e) => e,
+            };
+            if Instant::now() >= deadline {
+                return Err(self.cluster.refuse(format!(
+                    "waited {} s for {what}: {last}",
+                    self.wait_limit.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+async fn binlog_state(admin: &MysqlInstance) -> Result<GtidSet, String> {
+    let mut c = admin.conn().await.map_err(|e| e.to_string())?;
+    let text: Option<String> = c
+        .query_first("SELECT @@gtid_binlog_state")
+        .await
+        .map_err(|e| e.to_string())?;
+    drop(c);
+    GtidSet::from_mariadb(&text.unwrap_or_default()).map_err(|e| e.to_string())
+}
+
+/// The receiving half of a channel as a stream.
+fn tokio_stream_of<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).fuse()
+}

@@ -1,0 +1,286 @@
+//! The restore Job's program on Kubernetes (`moco restore`, MariaDB), end to end: a source
+//! cluster's backup Job takes two backups (the second archives the binlogs between them);
+//! a new cluster with other passwords is restored to a second between them. Real servers
+//! and agents stand in for the Pods, the fake API server holds both MySQLClusters and their
+//! Pods, a kubelet stand-in re-creates the deleted Pod (stop, `moco init`, start), and moto
+//! holds the bucket. Every row committed before the point is there, none after it; the
+//! instance keeps the new cluster's passwords and is read-only; `status.restoredTime` and
+//! the `Restored` Event are recorded. Refused inputs touch nothing and say why.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_backup::BucketSpec;
+use moco_backup::job::backup::BackupJob;
+use moco_backup::job::cluster::ClusterAccess;
+use moco_backup::job::restore::RestoreJob;
+use moco_core::time::Timestamp;
+use moco_operator::clustering::addresses::StaticAddresses;
+use moco_operator::testing::apiserver::FakeApiServer;
+use moco_tests::certs::TestCerts;
+use moco_tests::local::server_or_skip;
+use moco_tests::pod::{
+    AgentProcess, TestPod, other_password, other_passwords, test_password, wait_http,
+};
+use moco_tests::s3::{create_bucket, moto};
+use mysql_async::prelude::Queryable;
+use serde_json::json;
+
+const CLUSTERS: &str = "moco.cybozu.com/v1beta2/mysqlclusters";
+const PODS: &str = "v1/pods";
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn pod_object(ns: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "moco-db-0", "namespace": ns,
+                     "labels": {"app.kubernetes.io/name": "mysql",
+                                "app.kubernetes.io/instance": "db",
+                                "app.kubernetes.io/created-by": "moco"}},
+        "spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]},
+        "status": {"podIP": "127.0.0.1", "conditions": [{"type": "Ready", "status": "True"}]}
+    })
+}
+
+fn cluster_object(ns: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+        "metadata": {"name": "db", "namespace": ns, "uid": format!("uid-{ns}"),
+                     "annotations": {"moco-rs/flavor": "mariadb"}},
+        "spec": {
+            "replicas": 1,
+            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
+        },
+        "status": {"currentPrimaryIndex": 0}
+    })
+}
+
+async fn login(port: u16, password: &str) -> Result<mysql_async::Conn, mysql_async::Error> {
+    mysql_async::Conn::new(
+        mysql_async::OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(port)
+            .user(Some("moco-admin"))
+            .pass(Some(password)),
+    )
+    .await
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// Sleeps into the next second and returns it.
+async fn next_second() -> i64 {
+    let start = now();
+    while now() == start {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    now()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_restore_job_brings_a_new_cluster_to_the_second() {
+    let test = "the_restore_job_brings_a_new_cluster_to_the_second";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    let Some(store) = moto(test) else {
+        return;
+    };
+    moco_http::tls::install_crypto_provider();
+    let root = tempfile::tempdir().unwrap();
+    let certs = TestCerts::write(&root.path().join("certs"));
+
+    // The source cluster: one primary with data, backed up by its backup Job.
+    let source = TestPod::new(&binary, &root.path().join("old"), 0);
+    source.init_and_start(10).await;
+    let a_source = AgentProcess::start(&source, &certs.agent.0, &[]);
+    wait_http(a_source.probe, "/healthz", 200, LIMIT, || a_source.log_tail()).await;
+    let mut c = source.admin().await;
+    for s in sql::set_writable(Dialect::Mariadb) {
+        c.query_drop(s).await.unwrap();
+    }
+    c.query_drop("CREATE DATABASE app").await.unwrap();
+    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(64))")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO app.t SELECT seq, 'base' FROM app.seq_1_to_1000")
+        .await
+        .unwrap();
+
+    create_bucket(store.port, "backups").await;
+    let spec = BucketSpec {
+        endpoint: Some(format!("http://127.0.0.1:{}", store.port)),
+        region: Some("us-east-1".into()),
+        path_style: true,
+        ..BucketSpec::from_url("s3://backups").unwrap()
+    };
+    let env: BTreeMap<String, String> = [
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let bucket = spec.open(&env).unwrap();
+    let fake = FakeApiServer::new();
+    fake.insert(cluster_object("old"));
+    fake.insert(pod_object("old"));
+    let backup_job = || BackupJob {
+        cluster: ClusterAccess::new(fake.client(), "old", "db"),
+        bucket: bucket.clone(),
+        agents: certs.agent.client(&certs.agent),
+        addresses: Arc::new(StaticAddresses {
+            by_index: BTreeMap::from([(0, ("127.0.0.1".to_owned(), source.port))]),
+            agents: BTreeMap::from([(0, ("localhost".to_owned(), a_source.agent.port()))]),
+        }),
+        donor_password: test_password(Account::CloneDonor),
+        backup_password: test_password(Account::Backup),
+        binlog_tool: binary.tool("mariadb-binlog").unwrap(),
+        work_dir: root.path().join("backup-work"),
+    };
+    let first = backup_job().run().await.unwrap();
+
+    // Rows committed before the point, then rows at and after it.
+    next_second().await;
+    for i in 0..100 {
+        c.exec_drop("INSERT INTO app.t VALUES (?, 'before')", (10_000 + i,))
+            .await
+            .unwrap();
+    }
+    let point = next_second().await;
+    next_second().await;
+    for i in 0..100 {
+        c.exec_drop("INSERT INTO app.t VALUES (?, 'after')", (20_000 + i,))
+            .await
+            .unwrap();
+    }
+    let second = backup_job().run().await.unwrap();
+    assert_ne!(first.prefix, second.prefix);
+
+    // The new cluster: one empty instance with its own passwords, and its kubelet.
+    let target = TestPod::new(&binary, &root.path().join("new"), 0);
+    target.init_and_start(20).await;
+    let a_target = AgentProcess::start_with_passwords(&target, &certs.agent.0, &[], other_passwords());
+    wait_http(a_target.probe, "/healthz", 200, LIMIT, || a_target.log_tail()).await;
+    let target_port = target.port;
+    let a_target_port = a_target.agent.port();
+    fake.insert(cluster_object("new"));
+    fake.insert(pod_object("new"));
+    let restarts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let kubelet = {
+        let fake = fake.clone();
+        let restarts = restarts.clone();
+        let mut agent = a_target;
+        tokio::spawn(async move {
+            loop {
+                if fake.get_json(PODS, "new", "moco-db-0").is_none() {
+                    target.stop().await;
+                    let out = target.run_init_env(20, &[], &other_passwords());
+                    assert!(
+                        out.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    target.start().await;
+                    agent.restart();
+                    fake.insert(pod_object("new"));
+                    restarts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    return (target, agent);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let restore_job = |point: i64, schema: &str| RestoreJob {
+        cluster: ClusterAccess::new(fake.client(), "new", "db"),
+        source_prefix: "moco/old/db".into(),
+        point: Timestamp(point),
+        schema: schema.into(),
+        users: String::new(),
+        bucket: bucket.clone(),
+        agents: certs.agent.client(&certs.agent),
+        addresses: Arc::new(StaticAddresses {
+            by_index: BTreeMap::from([(0, ("127.0.0.1".to_owned(), target_port))]),
+            agents: BTreeMap::from([(0, ("localhost".to_owned(), a_target_port))]),
+        }),
+        admin_password: other_password(Account::Admin),
+        binlog_tool: binary.tool("mariadb-binlog").unwrap(),
+        client_tool: binary.tool("mariadb").unwrap(),
+        work_dir: root.path().join("restore-work"),
+        wait_limit: LIMIT,
+    };
+    let events = |reason: &str| {
+        fake.list_json("v1/events", Some("new"))
+            .into_iter()
+            .filter(|e| e["reason"] == reason)
+            .collect::<Vec<_>>()
+    };
+
+    // Refused up front: a schema filter, a point before the first backup. Nothing touched.
+    let e = restore_job(point, "app").run().await.unwrap_err().to_string();
+    assert!(e.starts_with("spec.restore.schema: \"app\""), "{e}");
+    let e = restore_job(first.manifest.started_at.0 - 3600, "")
+        .run()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("spec.restore.restorePoint"), "{e}");
+    assert_eq!(events("RestoreFailed").len(), 2);
+    assert_eq!(restarts.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let mut t = login(target_port, &other_password(Account::Admin)).await.unwrap();
+    let state: String = t.query_first("SELECT @@gtid_binlog_state").await.unwrap().unwrap();
+    assert_eq!(state, "", "the target is untouched");
+    drop(t);
+
+    // The restore, to the second between the two backups.
+    let began = Instant::now();
+    let done = restore_job(point, "").run().await.unwrap();
+    let took = began.elapsed();
+    assert_eq!(done.base, first.prefix, "the newest backup before the point");
+    assert!(done.replayed.transactions >= 100, "{:?}", done.replayed);
+    assert_eq!(restarts.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let mut t = login(target_port, &other_password(Account::Admin)).await.unwrap();
+    let counts: Vec<(String, u64)> = t
+        .query("SELECT v, COUNT(*) FROM app.t GROUP BY v ORDER BY v")
+        .await
+        .unwrap();
+    assert_eq!(
+        counts,
+        [("base".to_owned(), 1000), ("before".to_owned(), 100)],
+        "every row before the point, none after it"
+    );
+    let read_only: u8 = t.query_first("SELECT @@read_only").await.unwrap().unwrap();
+    assert_eq!(read_only, 1, "left read-only for the clustering");
+    assert!(
+        login(target_port, &test_password(Account::Admin)).await.is_err(),
+        "the source cluster's password no longer logs in"
+    );
+    let status = fake.get_json(CLUSTERS, "new", "db").unwrap()["status"].clone();
+    assert!(status["restoredTime"].is_string(), "{status}");
+    assert_eq!(events("Restored").len(), 1);
+
+    // Restored already: a second run refuses.
+    let e = restore_job(point, "").run().await.unwrap_err().to_string();
+    assert!(e.contains("restored already"), "{e}");
+    println!(
+        "restore job: base {} bytes, {} binlog files / {} transactions replayed, {:.1} s",
+        first.manifest.base.size,
+        done.replayed.files,
+        done.replayed.transactions,
+        took.as_secs_f64()
+    );
+    drop(t);
+    let (target, agent) = kubelet.await.unwrap();
+    drop(agent);
+    target.stop().await;
+}
