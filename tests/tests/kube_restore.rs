@@ -28,6 +28,7 @@ use moco_tests::pod::{
 use moco_tests::s3::{create_bucket, moto};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
+use tokio::io::AsyncReadExt as _;
 
 const CLUSTERS: &str = "moco.cybozu.com/v1beta2/mysqlclusters";
 const PODS: &str = "v1/pods";
@@ -104,7 +105,10 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     let source = TestPod::new(&binary, &root.path().join("old"), 0);
     source.init_and_start(10).await;
     let a_source = AgentProcess::start(&source, &certs.agent.0, &[]);
-    wait_http(a_source.probe, "/healthz", 200, LIMIT, || a_source.log_tail()).await;
+    wait_http(a_source.probe, "/healthz", 200, LIMIT, || {
+        a_source.log_tail()
+    })
+    .await;
     let mut c = source.admin().await;
     for s in sql::set_writable(Dialect::Mariadb) {
         c.query_drop(s).await.unwrap();
@@ -170,8 +174,12 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     // The new cluster: one empty instance with its own passwords, and its kubelet.
     let target = TestPod::new(&binary, &root.path().join("new"), 0);
     target.init_and_start(20).await;
-    let a_target = AgentProcess::start_with_passwords(&target, &certs.agent.0, &[], other_passwords());
-    wait_http(a_target.probe, "/healthz", 200, LIMIT, || a_target.log_tail()).await;
+    let a_target =
+        AgentProcess::start_with_passwords(&target, &certs.agent.0, &[], other_passwords());
+    wait_http(a_target.probe, "/healthz", 200, LIMIT, || {
+        a_target.log_tail()
+    })
+    .await;
     let target_port = target.port;
     let a_target_port = a_target.agent.port();
     fake.insert(cluster_object("new"));
@@ -227,7 +235,11 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     };
 
     // Refused up front: a schema filter, a point before the first backup. Nothing touched.
-    let e = restore_job(point, "app").run().await.unwrap_err().to_string();
+    let e = restore_job(point, "app")
+        .run()
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("spec.restore.schema: \"app\""), "{e}");
     let e = restore_job(first.manifest.started_at.0 - 3600, "")
         .run()
@@ -237,19 +249,54 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     assert!(e.starts_with("spec.restore.restorePoint"), "{e}");
     assert_eq!(events("RestoreFailed").len(), 2);
     assert_eq!(restarts.load(std::sync::atomic::Ordering::SeqCst), 0);
-    let mut t = login(target_port, &other_password(Account::Admin)).await.unwrap();
-    let state: String = t.query_first("SELECT @@gtid_binlog_state").await.unwrap().unwrap();
+    let mut t = login(target_port, &other_password(Account::Admin))
+        .await
+        .unwrap();
+    let state: String = t
+        .query_first("SELECT @@gtid_binlog_state")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(state, "", "the target is untouched");
     drop(t);
+
+    // A damaged base: the upload to the agent ends with an error, the agent drops the copy,
+    // the Pod is not restarted and the instance stays empty.
+    let base_key = format!("{}/{}", first.prefix, first.manifest.base.key);
+    let mut original = Vec::new();
+    bucket
+        .download(&base_key)
+        .await
+        .unwrap()
+        .read_to_end(&mut original)
+        .await
+        .unwrap();
+    let mut damaged = original.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0xff;
+    bucket.upload(&base_key, &damaged[..]).await.unwrap();
+    let e = restore_job(point, "").run().await.unwrap_err().to_string();
+    assert!(
+        e.contains("did not take the backup") && e.contains("base.xbstream.zst: "),
+        "{e}"
+    );
+    assert_eq!(events("RestoreFailed").len(), 3);
+    assert_eq!(restarts.load(std::sync::atomic::Ordering::SeqCst), 0);
+    bucket.upload(&base_key, &original[..]).await.unwrap();
 
     // The restore, to the second between the two backups.
     let began = Instant::now();
     let done = restore_job(point, "").run().await.unwrap();
     let took = began.elapsed();
-    assert_eq!(done.base, first.prefix, "the newest backup before the point");
+    assert_eq!(
+        done.base, first.prefix,
+        "the newest backup before the point"
+    );
     assert!(done.replayed.transactions >= 100, "{:?}", done.replayed);
     assert_eq!(restarts.load(std::sync::atomic::Ordering::SeqCst), 1);
-    let mut t = login(target_port, &other_password(Account::Admin)).await.unwrap();
+    let mut t = login(target_port, &other_password(Account::Admin))
+        .await
+        .unwrap();
     let counts: Vec<(String, u64)> = t
         .query("SELECT v, COUNT(*) FROM app.t GROUP BY v ORDER BY v")
         .await
@@ -262,7 +309,9 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     let read_only: u8 = t.query_first("SELECT @@read_only").await.unwrap().unwrap();
     assert_eq!(read_only, 1, "left read-only for the clustering");
     assert!(
-        login(target_port, &test_password(Account::Admin)).await.is_err(),
+        login(target_port, &test_password(Account::Admin))
+            .await
+            .is_err(),
         "the source cluster's password no longer logs in"
     );
     let status = fake.get_json(CLUSTERS, "new", "db").unwrap()["status"].clone();

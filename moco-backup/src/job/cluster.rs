@@ -153,7 +153,10 @@ impl ClusterAccess {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
         pods.delete(name, &DeleteParams::default())
             .await
-            .map_err(JobError::kube(format!("delete Pod {}/{name}", self.namespace)))?;
+            .map_err(JobError::kube(format!(
+                "delete Pod {}/{name}",
+                self.namespace
+            )))?;
         Ok(())
     }
 

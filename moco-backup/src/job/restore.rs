@@ -210,11 +210,8 @@ impl RestoreJob {
         tracing::info!(%base, point = %self.point, "restoring");
 
         let (host, port) = self.addresses.peers(&id, 0);
-        let admin = MysqlInstance::new(ConnectOptions::new(
-            host.clone(),
-            port,
-            &self.credentials(),
-        ));
+        let admin =
+            MysqlInstance::new(ConnectOptions::new(host.clone(), port, &self.credentials()));
         self.wait_until(&admin, "instance 0 to answer as moco-admin", |_| true)
             .await?;
         let manifest = physical::manifest(&self.bucket, &base).await?;
@@ -222,11 +219,15 @@ impl RestoreJob {
         tracing::info!(bytes = received.bytes, position = %received.position, "the copy is prepared");
 
         // The copy is put in place while no server runs: the Pod restarts.
-        self.cluster.delete_pod(&format!("{}-0", id.prefixed())).await?;
+        self.cluster
+            .delete_pod(&format!("{}-0", id.prefixed()))
+            .await?;
         let expected = clone_binlog_state(&manifest.binlog_state_before, &received.position);
-        self.wait_until(&admin, "the restored copy to run with its history", |state| {
-            state == Some(&expected)
-        })
+        self.wait_until(
+            &admin,
+            "the restored copy to run with its history",
+            |state| state == Some(&expected),
+        )
         .await?;
 
         let replayed = match &chosen {
@@ -324,7 +325,7 @@ impl RestoreJob {
         let stored = self.bucket.download(&key).await?;
         let record = manifest.base.clone();
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
-        let feeder = tokio::spawn(async move {
+        let mut feeder = tokio::spawn(async move {
             let mut checked = Hashing::new(stored);
             let mut buffer = vec![0u8; 1 << 20];
             let decoded = {
@@ -335,9 +336,13 @@ impl RestoreJob {
                     match decoder.read(&mut buffer).await {
                         Ok(0) => break Ok(()),
                         Ok(n) => {
-                            if tx.send(Ok(Bytes::copy_from_slice(&buffer[..n]))).await.is_err() {
+                            if tx
+                                .send(Ok(Bytes::copy_from_slice(&buffer[..n])))
+                                .await
+                                .is_err()
+                            {
                                 // The agent stopped reading: its answer says why.
-                                return;
+                                return Ok(());
                             }
                         }
                         Err(e) => break Err(e),
@@ -361,8 +366,13 @@ impl RestoreJob {
                 }
                 _ => Ok(()),
             };
-            if let Err(e) = verdict {
-                let _ = tx.send(Err(e)).await;
+            match verdict {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    let message = e.to_string();
+                    let _ = tx.send(Err(e)).await;
+                    Err(message)
+                }
             }
         });
         let body = tokio_stream_of(rx);
@@ -377,11 +387,23 @@ impl RestoreJob {
                 body,
             )
             .await;
+        let received = match received {
+            Ok(r) => r,
+            Err(e) => {
+                // When the stored object failed its check, that is the reason; the agent only
+                // saw the upload end with an error.
+                let ours = tokio::time::timeout(Duration::from_secs(5), &mut feeder).await;
+                feeder.abort();
+                let reason = match ours {
+                    Ok(Ok(Err(damaged))) => format!("{key}: {damaged}"),
+                    _ => e.to_string(),
+                };
+                return Err(self.cluster.refuse(format!(
+                    "instance 0 did not take the backup {base}: {reason}"
+                )));
+            }
+        };
         feeder.abort();
-        let received = received.map_err(|e| {
-            self.cluster
-                .refuse(format!("instance 0 did not take the backup {base}: {e}"))
-        })?;
         Ok(received)
     }
 
