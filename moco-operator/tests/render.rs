@@ -855,7 +855,13 @@ fn restore_job_exists_until_the_restore_is_recorded() {
     // cluster's certificate, and deletes its Pod.
     let role = serde_json::to_value(&restore.role).unwrap();
     assert_eq!(role["rules"][1]["verbs"], json!(["get"]));
-    assert_eq!(job["spec"]["template"]["spec"]["volumes"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        job["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     let mut mariadb = c.clone();
     mariadb.metadata.annotations = Some(BTreeMap::from([(
         "moco-rs/flavor".to_owned(),
