@@ -50,6 +50,9 @@ enum Command {
     /// The restore Job's program: restore a MySQLCluster from a bucket to a second, record
     /// `status.restoredTime` (MOCO's `moco-backup restore`).
     Restore(moco_backup::job::args::RestoreArgs),
+    /// Archive a MariaDB MySQLCluster's binlogs every few seconds (beyond MOCO; what the
+    /// operator runs for the annotation `moco-rs/binlog-archive-interval`).
+    Archive(moco_backup::job::args::ArchiveArgs),
 }
 
 /// The names this binary answers to besides `moco`: MOCO's Pods run `/moco-init` (copied to
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Command::Agent(args) => cmd::agent::run_agent(&args).map_err(Into::into),
         Command::Backup(args) => cmd::backup_job::run_backup(&args).map_err(Into::into),
         Command::Restore(args) => cmd::backup_job::run_restore(&args).map_err(Into::into),
+        Command::Archive(args) => cmd::backup_job::run_archive(&args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,

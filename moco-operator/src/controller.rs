@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -124,6 +124,7 @@ pub async fn run_controller(
             owned.clone(),
         )
         .owns(Api::<CronJob>::all(client.clone()), owned.clone())
+        .owns(Api::<Deployment>::all(client.clone()), owned.clone())
         .owns(Api::<Job>::all(client.clone()), owned.clone())
         .owns(Api::<Role>::all(client.clone()), owned.clone())
         .owns(Api::<RoleBinding>::all(client.clone()), owned)

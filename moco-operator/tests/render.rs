@@ -823,6 +823,82 @@ fn a_mariadb_backup_job_reaches_the_agents_and_mysql_ones_stay_mocos() {
 }
 
 #[test]
+fn the_binlog_archiver_runs_with_the_policy_when_the_annotation_asks() {
+    let with = |annotations: Value, policy_name: bool| {
+        let spec = if policy_name {
+            json!({"backupPolicyName": "daily"})
+        } else {
+            json!({})
+        };
+        let mut v = serde_json::to_value(cluster(spec)).unwrap();
+        v["metadata"]["annotations"] = annotations;
+        let c: MySQLCluster = serde_json::from_value(v).unwrap();
+        let mut inputs = Inputs::new();
+        inputs.policy = Some(policy());
+        inputs.render(&c)
+    };
+    let mariadb = |interval: &str| json!({"moco-rs/flavor": "mariadb", "moco-rs/binlog-archive-interval": interval});
+    assert!(
+        with(json!({"moco-rs/flavor": "mariadb"}), true)
+            .unwrap()
+            .archive
+            .is_none()
+    );
+    let d = with(mariadb("5s"), true).unwrap().archive.unwrap();
+    let d = serde_json::to_value(&d).unwrap();
+    assert_eq!(d["metadata"]["name"], "moco-archive-db");
+    assert_eq!(d["metadata"]["ownerReferences"][0]["kind"], "MySQLCluster");
+    assert_eq!(d["spec"]["replicas"], 1);
+    assert_eq!(d["spec"]["strategy"]["type"], "Recreate");
+    // Its own component label: the selector must not take the backup Jobs' Pods.
+    assert_eq!(
+        d["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"],
+        "binlog-archive"
+    );
+    assert_eq!(
+        d["spec"]["selector"]["matchLabels"],
+        d["spec"]["template"]["metadata"]["labels"]
+    );
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "sa");
+    assert_eq!(pod["restartPolicy"], "Always");
+    let ctr = &pod["containers"][0];
+    assert_eq!(
+        ctr["args"],
+        json!([
+            "archive",
+            "--every=5s",
+            "--region=r",
+            "--use-path-style",
+            "--backend-type=s3",
+            "b",
+            "ns",
+            "db"
+        ])
+    );
+    assert_eq!(
+        ctr["env"][0]["valueFrom"]["secretKeyRef"]["key"],
+        "BACKUP_PASSWORD"
+    );
+
+    let field = "metadata.annotations[\"moco-rs/binlog-archive-interval\"]";
+    for (annotations, policy, wanted) in [
+        (mariadb("5s"), false, "needs spec.backupPolicyName"),
+        (mariadb("500ms"), true, "between 1s and 1h"),
+        (mariadb("2h"), true, "between 1s and 1h"),
+        (mariadb("often"), true, "\"often\""),
+        (
+            json!({"moco-rs/binlog-archive-interval": "5s"}),
+            true,
+            "built for MariaDB",
+        ),
+    ] {
+        let e = with(annotations, policy).unwrap_err().to_string();
+        assert!(e.starts_with(field) && e.contains(wanted), "{e}");
+    }
+}
+
+#[test]
 fn restore_job_exists_until_the_restore_is_recorded() {
     let mut c = cluster(json!({"restore": {
         "sourceName": "src", "sourceNamespace": "old",

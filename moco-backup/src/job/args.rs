@@ -115,6 +115,25 @@ pub struct RestoreArgs {
     pub users: String,
 }
 
+/// `moco archive [FLAGS] [--every 5s] BUCKET NAMESPACE NAME`: archiving every few seconds
+/// (beyond MOCO; the operator runs it when the cluster's annotation asks for it).
+#[derive(Clone, Debug, clap::Args)]
+pub struct ArchiveArgs {
+    /// The flags.
+    #[command(flatten)]
+    pub common: CommonFlags,
+    /// The pause between rounds (a Go duration, 1s or more): the recovery point is about
+    /// this plus an upload.
+    #[arg(long, default_value = "5s")]
+    pub every: String,
+    /// `bucketConfig.bucketName`.
+    pub bucket: String,
+    /// The MySQLCluster's namespace.
+    pub namespace: String,
+    /// The MySQLCluster's name.
+    pub name: String,
+}
+
 /// The value of `name` in `env`; missing or empty is an error naming it.
 pub fn required(env: &BTreeMap<String, String>, name: &str) -> Result<String, JobError> {
     env.get(name)

@@ -19,8 +19,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance};
-use moco_adapters::ports::Credentials;
 use moco_agent::client::AgentClient;
 use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
 use moco_core::facts::Flavor;
@@ -31,11 +29,11 @@ use moco_operator::render::ClusterId;
 use moco_operator::render::meta::flavor_of;
 
 use super::JobError;
+use super::archive::{PrimaryAccess, archiver_of, round_through_primary};
 use super::args::{BackupArgs, CommonFlags, DONOR_PASSWORD_ENV, PASSWORD_ENV, required};
 use super::cluster::{BACKUP_CREATED, BACKUP_NO_BINLOG, ClusterAccess, ready_ordinals};
+use crate::binlog::ArchiveError;
 use crate::binlog::archive::Round;
-use crate::binlog::fetch::{BinlogFiles, RemoteFetch};
-use crate::binlog::{ArchiveError, Archiver};
 use crate::bucket::Bucket;
 use crate::mysql_format::{self, PreviousBackup, ReadyInstance};
 use crate::physical::{self, Manifest};
@@ -215,43 +213,21 @@ impl BackupJob {
 
     /// One archiving round through the primary: the binlogs it closed since the archive's
     /// last file, so that every second between this backup and the next becomes restorable
-    /// once the next has run (MOCO's binlog part; `moco local backup archive` runs rounds every
-    /// few seconds instead). A failure is MOCO's `BackupNoBinlog`, not a failed Job.
+    /// once the next has run (MOCO's binlog part; `moco archive` runs rounds every few
+    /// seconds instead). A failure is MOCO's `BackupNoBinlog`, not a failed Job.
     async fn archive_binlogs(
         &self,
         id: &ClusterId,
         cluster: &MySQLCluster,
     ) -> Result<Round, ArchiveError> {
-        let primary = cluster
-            .status
-            .as_ref()
-            .map_or(0, |s| s.current_primary_index);
-        let primary = u32::try_from(primary).unwrap_or(0);
-        let (host, port) = self.addresses.peers(id, primary);
-        let credentials = Credentials {
-            user: Account::Backup.name().to_owned(),
-            password: self.backup_password.clone(),
-        };
-        let server = MysqlInstance::new(ConnectOptions::new(host.clone(), port, &credentials));
-        let files = BinlogFiles::Remote(RemoteFetch {
-            tool: self.binlog_tool.clone(),
+        let access = PrimaryAccess {
+            addresses: self.addresses.clone(),
+            backup_password: self.backup_password.clone(),
+            binlog_tool: self.binlog_tool.clone(),
             scratch: self.work_dir.join("binlog"),
-            host,
-            port,
-            credentials,
-        });
-        let prefix = mysql_format::cluster_prefix(&id.namespace, &id.name);
-        let mut archiver = Archiver::new(self.bucket.clone(), prefix.trim_end_matches('/'));
-        let round = archiver.round(&server, &files).await;
-        let target = server.target().to_owned();
-        let _ = server.disconnect().await;
-        let round = round?;
-        if !round.primary {
-            return Err(ArchiveError::Server {
-                target,
-                message: "read-only: not the primary".to_owned(),
-            });
-        }
+        };
+        let mut archiver = archiver_of(self.bucket.clone(), id);
+        let (_, round) = round_through_primary(&mut archiver, id, cluster, &access).await?;
         tracing::info!(files = ?round.stored, bytes = round.bytes, "binlogs archived");
         Ok(round)
     }

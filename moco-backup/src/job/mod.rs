@@ -3,8 +3,10 @@
 //! (`moco_operator::render::jobs`) run them unchanged.
 //!
 //! [`cluster`] reads and records on the MySQLCluster (its Pods, `status.backup`, Events);
-//! [`backup`] is the backup Job, [`restore`] the restore Job.
+//! [`backup`] is the backup Job, [`restore`] the restore Job, and [`archive`] archives the
+//! binlogs every few seconds (beyond MOCO).
 
+pub mod archive;
 pub mod args;
 pub mod backup;
 pub mod cluster;

@@ -27,7 +27,7 @@ mod volumes;
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -101,7 +101,7 @@ pub enum Step {
     StatefulSet,
     /// The PodDisruptionBudget.
     Pdb,
-    /// The backup CronJob and its RBAC.
+    /// The backup CronJob and its RBAC, and the binlog archiver.
     Backup,
     /// The restore Job and its RBAC.
     Restore,
@@ -451,6 +451,20 @@ async fn apply_all(
             ] {
                 result.map_err(ReconcileError::api(Step::Backup))?;
             }
+        }
+    }
+    // The binlog archiver runs with the backup's ServiceAccount and RoleBinding.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    match &objects.archive {
+        Some(d) => {
+            apply(&deployments, &id.archive(), d)
+                .await
+                .map_err(ReconcileError::api(Step::Backup))?;
+        }
+        None => {
+            delete_if_present(&deployments, &id.archive(), &DeleteParams::background())
+                .await
+                .map_err(ReconcileError::api(Step::Backup))?;
         }
     }
     reconcile_restore(cluster, id, ctx, &objects).await?;

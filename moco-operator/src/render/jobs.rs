@@ -6,13 +6,14 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec, ResourceRequirements,
     SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use moco_adapters::mysql::Account;
 use moco_api::backuppolicy::{
     BackendType, BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig,
@@ -31,6 +32,15 @@ const WORK_VOLUME: &str = "work";
 /// mounted (`moco backup --grpc-cert-dir`'s default).
 const GRPC_CERT_VOLUME: &str = "grpc-cert";
 const GRPC_CERT_PATH: &str = "/grpc-cert";
+
+/// MySQLCluster annotation turning on binlog archiving every few seconds (beyond MOCO, whose
+/// API has no field for it): the pause between rounds, a Go duration from `1s` to `1h`.
+pub const ARCHIVE_ANNOTATION: &str = "moco-rs/binlog-archive-interval";
+
+/// `app.kubernetes.io/component` of the archiver: its Pods carry the backup labels too, and
+/// its selector must not match the backup Jobs' Pods.
+const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+const ARCHIVE_COMPONENT: &str = "binlog-archive";
 
 /// The time format of restore points and backup keys: UTC `YYYYMMDD-hhmmss`.
 pub const BACKUP_TIME_FORMAT: &str = "%Y%m%d-%H%M%S";
@@ -419,5 +429,90 @@ pub fn restore(
         workload: job,
         role,
         role_binding,
+    })
+}
+
+/// `moco-archive-<name>`: the Deployment whose one Pod archives the binlogs of a MariaDB
+/// cluster every `interval` (`moco archive`), with the backup policy's Job settings (service
+/// account, bucket, credentials, work volume), so it may do what the backup Job does. A
+/// Deployment and not a CronJob: a round every few seconds is a process, not a schedule.
+/// `Recreate`: never two archivers of one cluster at once.
+pub fn archive(
+    id: &ClusterId,
+    settings: &RenderSettings,
+    policy: &BackupPolicy,
+    flavor: Flavor,
+    interval: &str,
+) -> Result<Deployment, RenderError> {
+    let field = format!("metadata.annotations[\"{ARCHIVE_ANNOTATION}\"]");
+    if flavor != Flavor::Mariadb {
+        return Err(RenderError::invalid(
+            field,
+            "binlog archiving is built for MariaDB clusters (moco-rs/flavor: mariadb)",
+        ));
+    }
+    let every = moco_core::validate::duration::parse_std_duration(interval)
+        .map_err(|e| RenderError::invalid(field.clone(), format!("{interval:?}: {e}")))?;
+    if every < std::time::Duration::from_secs(1) || every > std::time::Duration::from_secs(3600) {
+        return Err(RenderError::invalid(
+            field,
+            format!("{interval:?}: between 1s and 1h"),
+        ));
+    }
+    let config = &policy.spec.job_config;
+    let mut args = vec!["archive".to_owned(), format!("--every={interval}")];
+    args.extend(bucket_args(&config.bucket_config));
+    args.extend([
+        config.bucket_config.bucket_name.clone(),
+        id.namespace.clone(),
+        id.name.clone(),
+    ]);
+    let mut sc = with_default_user(None, settings.default_security_context);
+    sc.read_only_root_filesystem = Some(true);
+    let container = job_container(
+        "archive",
+        &settings.images.backup,
+        args,
+        id,
+        Account::Backup,
+        config,
+        sc,
+    );
+    let affinity = config
+        .affinity
+        .clone()
+        .unwrap_or_else(default_backup_affinity);
+    let mut pod = job_pod_spec(
+        config,
+        settings,
+        container,
+        Some(affinity),
+        "BackupPolicy spec.jobConfig",
+    )?;
+    pod.restart_policy = Some("Always".into());
+    let mut labels = id.backup_labels();
+    labels.insert(LABEL_COMPONENT.into(), ARCHIVE_COMPONENT.into());
+    Ok(Deployment {
+        metadata: id.owned_meta(id.archive(), labels.clone()),
+        spec: Some(DeploymentSpec {
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..LabelSelector::default()
+            },
+            strategy: Some(DeploymentStrategy {
+                type_: Some("Recreate".into()),
+                ..DeploymentStrategy::default()
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
     })
 }

@@ -138,6 +138,11 @@ impl ClusterId {
         labels_for(APP_MYSQL, &self.name)
     }
 
+    /// `moco-archive-<name>`: the binlog archiver's Deployment.
+    pub fn archive(&self) -> String {
+        format!("moco-archive-{}", self.name)
+    }
+
     /// Labels of backup and restore objects.
     pub fn backup_labels(&self) -> BTreeMap<String, String> {
         labels_for(APP_MYSQL_BACKUP, &self.name)

@@ -24,7 +24,7 @@ pub mod template;
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -146,6 +146,9 @@ pub struct ClusterObjects {
     pub backup: Option<JobObjects<CronJob>>,
     /// Restore Job, Role and RoleBinding, while `spec.restore` is set and not yet done.
     pub restore: Option<JobObjects<Job>>,
+    /// `moco-archive-<name>`, the binlog archiver, while the annotation
+    /// [`jobs::ARCHIVE_ANNOTATION`] asks for it (it runs with the backup policy's settings).
+    pub archive: Option<Deployment>,
 }
 
 /// A backup or restore workload with the RBAC its Pods need.
@@ -263,6 +266,23 @@ pub fn render_cluster(
         }
         (Some(_), Some(policy)) => Some(jobs::backup(&id, settings, policy, flavor)?),
     };
+    let archive_interval = cluster
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(jobs::ARCHIVE_ANNOTATION));
+    let archive = match (archive_interval, inputs.backup_policy) {
+        (None, _) => None,
+        (Some(interval), Some(policy)) if spec.backup_policy_name.is_some() => {
+            Some(jobs::archive(&id, settings, policy, flavor, interval)?)
+        }
+        (Some(_), _) => {
+            return Err(RenderError::invalid(
+                format!("metadata.annotations[\"{}\"]", jobs::ARCHIVE_ANNOTATION),
+                "needs spec.backupPolicyName: the binlogs go to the backup policy's bucket",
+            ));
+        }
+    };
     let restore = match (&spec.restore, cluster.status.as_ref()) {
         (Some(_), Some(status)) if status.restored_time.is_some() => None,
         (Some(restore), _) => Some(jobs::restore(&id, settings, restore, flavor)?),
@@ -286,6 +306,7 @@ pub fn render_cluster(
         pdb,
         backup,
         restore,
+        archive,
     })
 }
 
@@ -328,6 +349,9 @@ impl ClusterObjects {
                 typed(&r.role)?,
                 typed(&r.role_binding)?,
             ]);
+        }
+        if let Some(a) = &self.archive {
+            out.push(typed(a)?);
         }
         Ok(out)
     }

@@ -1,0 +1,242 @@
+//! Binlog archiving every second on Kubernetes (`moco archive`, beyond MOCO) across a
+//! switchover: a real primary and replica stand in for two Pods, the fake API server holds
+//! the MySQLCluster whose `status.currentPrimaryIndex` the archiver follows, moto holds the
+//! bucket. A writer inserts through whichever instance is primary; after the last write the
+//! archive becomes complete up to it (the time it took, the recovery point, is printed; the
+//! target is in `docs/benchmarks.md`), and its history holds both primaries' transactions
+//! with no gap.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_backup::BucketSpec;
+use moco_backup::binlog::{self, Timeline};
+use moco_backup::job::archive::{ArchiveJob, PrimaryAccess, RoundOutcome};
+use moco_backup::job::cluster::ClusterAccess;
+use moco_operator::clustering::addresses::StaticAddresses;
+use moco_operator::testing::apiserver::FakeApiServer;
+use moco_tests::certs::TestCerts;
+use moco_tests::local::server_or_skip;
+use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http};
+use moco_tests::s3::{create_bucket, moto};
+use mysql_async::prelude::Queryable;
+use serde_json::json;
+
+const NS: &str = "prod";
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn cluster_object(primary: u32) -> serde_json::Value {
+    json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+        "metadata": {"name": "db", "namespace": NS, "uid": "uid-db",
+                     "annotations": {"moco-rs/flavor": "mariadb",
+                                     "moco-rs/binlog-archive-interval": "1s"}},
+        "spec": {
+            "replicas": 2,
+            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
+        },
+        "status": {"currentPrimaryIndex": primary}
+    })
+}
+
+async fn position(c: &mut mysql_async::Conn) -> binlog::Gtid {
+    let pos: String = c
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .unwrap()
+        .unwrap();
+    binlog::events::parse_position(&pos).unwrap()[0]
+}
+
+/// Inserts rows on `c` for `how_long`, from id `first`; returns the last id and when its
+/// insert was acknowledged.
+async fn write(c: &mut mysql_async::Conn, first: u32, how_long: Duration) -> (u32, Instant) {
+    let end = Instant::now() + how_long;
+    let mut id = first;
+    let mut acked = Instant::now();
+    while Instant::now() < end {
+        c.exec_drop("INSERT INTO app.t VALUES (?)", (id,))
+            .await
+            .unwrap();
+        acked = Instant::now();
+        id += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (id - 1, acked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_archiver_follows_the_primary_and_keeps_the_archive_seconds_behind() {
+    let test = "the_archiver_follows_the_primary_and_keeps_the_archive_seconds_behind";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    let Some(store) = moto(test) else {
+        return;
+    };
+    moco_http::tls::install_crypto_provider();
+    let root = tempfile::tempdir().unwrap();
+    let certs = TestCerts::write(&root.path().join("certs"));
+    let pods = [
+        TestPod::new(&binary, root.path(), 0),
+        TestPod::new(&binary, root.path(), 1),
+    ];
+    for pod in &pods {
+        pod.init_and_start(10).await;
+    }
+    // The agents' first start creates the accounts.
+    let agents: Vec<AgentProcess> = pods
+        .iter()
+        .map(|p| AgentProcess::start(p, &certs.agent.0, &[]))
+        .collect();
+    for a in &agents {
+        wait_http(a.probe, "/healthz", 200, LIMIT, || a.log_tail()).await;
+    }
+    let mut c0 = pods[0].admin().await;
+    let mut c1 = pods[1].admin().await;
+    for s in sql::set_writable(Dialect::Mariadb) {
+        c0.query_drop(s).await.unwrap();
+    }
+    c0.query_drop("CREATE DATABASE app").await.unwrap();
+    c0.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let replicate_from = |port: u16| {
+        format!(
+            "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, \
+             MASTER_USER='moco-repl', MASTER_PASSWORD='{}', MASTER_USE_GTID=slave_pos",
+            test_password(Account::Repl)
+        )
+    };
+    c1.query_drop(replicate_from(pods[0].port)).await.unwrap();
+    c1.query_drop("START SLAVE").await.unwrap();
+    for s in sql::set_super_read_only(Dialect::Mariadb) {
+        c1.query_drop(s).await.unwrap();
+    }
+
+    create_bucket(store.port, "backups").await;
+    let spec = BucketSpec {
+        endpoint: Some(format!("http://127.0.0.1:{}", store.port)),
+        region: Some("us-east-1".into()),
+        path_style: true,
+        ..BucketSpec::from_url("s3://backups").unwrap()
+    };
+    let env: BTreeMap<String, String> = [
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let bucket = spec.open(&env).unwrap();
+    let fake = FakeApiServer::new();
+    fake.insert(cluster_object(0));
+    let job = ArchiveJob {
+        cluster: ClusterAccess::new(fake.client(), NS, "db"),
+        bucket: bucket.clone(),
+        access: PrimaryAccess {
+            addresses: Arc::new(StaticAddresses {
+                by_index: BTreeMap::from([
+                    (0, ("127.0.0.1".to_owned(), pods[0].port)),
+                    (1, ("127.0.0.1".to_owned(), pods[1].port)),
+                ]),
+                agents: BTreeMap::new(),
+            }),
+            backup_password: test_password(Account::Backup),
+            binlog_tool: binary.tool("mariadb-binlog").unwrap(),
+            scratch: root.path().join("work").join("binlog"),
+        },
+        every: Duration::from_secs(1),
+    };
+    let outcomes: Arc<Mutex<Vec<RoundOutcome>>> = Arc::default();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let archiver = {
+        let outcomes = outcomes.clone();
+        tokio::spawn(async move {
+            job.run(stopped, |o| outcomes.lock().unwrap().push(o.clone()))
+                .await;
+        })
+    };
+
+    // Writes on instance 0, then a switchover to 1, then writes on 1.
+    let (_, _) = write(&mut c0, 1, Duration::from_secs(4)).await;
+    let last_on_0 = position(&mut c0).await;
+    for s in sql::set_super_read_only(Dialect::Mariadb) {
+        c0.query_drop(s).await.unwrap();
+    }
+    let deadline = Instant::now() + LIMIT;
+    while position(&mut c1).await != last_on_0 {
+        assert!(Instant::now() < deadline, "the replica did not catch up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for s in sql::set_writable(Dialect::Mariadb) {
+        c1.query_drop(s).await.unwrap();
+    }
+    fake.insert(cluster_object(1));
+    let (_, last_acked) = write(&mut c1, 100_000, Duration::from_secs(4)).await;
+    let last_on_1 = position(&mut c1).await;
+    assert_eq!(last_on_1.server_id, 11);
+
+    // The archive catches up with the last write.
+    let complete = loop {
+        let archive = binlog::archive::load(&bucket, "moco/prod/db")
+            .await
+            .unwrap();
+        if archive.progress.and_then(|p| p.position) == Some(last_on_1) {
+            break Instant::now();
+        }
+        assert!(
+            last_acked.elapsed() < LIMIT,
+            "the archive did not reach {last_on_1:?}; rounds: {:?}",
+            outcomes
+                .lock()
+                .unwrap()
+                .iter()
+                .rev()
+                .take(3)
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let _ = stop.send(true);
+    tokio::time::timeout(LIMIT, archiver)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let archive = binlog::archive::load(&bucket, "moco/prod/db")
+        .await
+        .unwrap();
+    let timeline = Timeline::build(&archive.segments).unwrap();
+    assert_eq!(
+        timeline.stretches().len(),
+        1,
+        "no gap: {:?}",
+        timeline.pieces
+    );
+    assert_eq!(timeline.server_at(last_on_0.seq), Some(10));
+    assert_eq!(timeline.server_at(last_on_1.seq), Some(11));
+    assert_eq!(timeline.server_at(1), Some(10));
+    let rounds = outcomes.lock().unwrap().clone();
+    assert!(
+        rounds
+            .iter()
+            .any(|o| o.primary == Some(0) && o.result.is_ok())
+            && rounds
+                .iter()
+                .any(|o| o.primary == Some(1) && o.result.is_ok()),
+        "rounds on both primaries: {rounds:?}"
+    );
+    println!(
+        "archiver: {} rounds, {} files; complete {:.1} s after the last acknowledged write",
+        rounds.len(),
+        archive.segments.len(),
+        (complete - last_acked).as_secs_f64()
+    );
+    drop(agents);
+}
