@@ -171,6 +171,56 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     let second = backup_job().run().await.unwrap();
     assert_ne!(first.prefix, second.prefix);
 
+    // What a Kubernetes user sees of the source's backups from a laptop.
+    let listed = std::process::Command::new(moco_tests::local::moco_bin())
+        .args([
+            "local",
+            "backup",
+            "list",
+            "--from",
+            "s3://backups",
+            "--cluster",
+            "old/db",
+        ])
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env(
+            "AWS_ENDPOINT_URL",
+            format!("http://127.0.0.1:{}", store.port),
+        )
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    for prefix in [&first.prefix, &second.prefix] {
+        assert!(out.contains(&format!("{prefix}  complete")), "{out}");
+    }
+    assert!(out.contains("restores to any second from"), "{out}");
+    assert!(
+        out.contains("binlog archive:") && !out.contains("GAP"),
+        "{out}"
+    );
+    let e = moco_tests::local::moco_err(&[
+        "local",
+        "backup",
+        "list",
+        "--from",
+        "s3://backups",
+        "--cluster",
+        "olddb",
+    ]);
+    assert!(
+        e.contains("--cluster \"olddb\": expected NAMESPACE/NAME"),
+        "{e}"
+    );
+    let e = moco_tests::local::moco_err(&["local", "backup", "list", "--cluster", "old/db"]);
+    assert!(e.contains("--cluster needs --from URL"), "{e}");
+
     // The new cluster: one empty instance with its own passwords, and its kubelet.
     let target = TestPod::new(&binary, &root.path().join("new"), 0);
     target.init_and_start(20).await;

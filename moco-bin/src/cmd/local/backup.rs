@@ -32,6 +32,10 @@ struct Target {
     /// (`AWS_*`, `AZURE_*`, `GOOGLE_*`); `AWS_ENDPOINT_URL` points S3 at another service.
     #[arg(long, visible_alias = "from", value_name = "URL")]
     to: Option<String>,
+    /// `list`, `verify` and `prune` only: the backups of a Kubernetes MySQLCluster (keys
+    /// `moco/NAMESPACE/NAME/`) in the bucket `--from` names, instead of a local cluster's.
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "dir")]
+    cluster: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -107,12 +111,15 @@ fn bucket(target: &Target) -> Result<(PathBuf, moco_backup::Bucket), LocalCmdErr
         .to
         .clone()
         .unwrap_or_else(|| default_bucket(&dir).display().to_string());
-    let spec = BucketSpec::from_url(&url).map_err(|e| usage(format!("--to: {e}")))?;
+    Ok((dir, open_url(&url)?))
+}
+
+/// The bucket `url` names, with the environment's credentials.
+fn open_url(url: &str) -> Result<moco_backup::Bucket, LocalCmdError> {
+    let spec = BucketSpec::from_url(url).map_err(|e| usage(format!("--to: {e}")))?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let bucket = spec
-        .open(&env)
-        .map_err(|e| usage(format!("--to {url}: {e}")))?;
-    Ok((dir, bucket))
+    spec.open(&env)
+        .map_err(|e| usage(format!("--to {url}: {e}")))
 }
 
 fn now() -> Timestamp {
@@ -149,19 +156,52 @@ async fn take(target: &Target) -> Result<ExitCode, LocalCmdError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The cluster's name and its backups, oldest first.
-async fn backups_of(
-    target: &Target,
-) -> Result<(String, moco_backup::Bucket, Vec<moco_backup::local::Listed>), LocalCmdError> {
-    let (dir, bucket) = bucket(target)?;
-    let layout = moco_adapters::local::Layout::new(&dir);
-    let name = moco_adapters::local::Manifest::load(&layout)
-        .map(|m| m.name)
-        .map_err(|e| usage(format!("--dir: {e}")))?;
-    let backups = moco_backup::local::list(&bucket, &moco_backup::local::cluster_prefix(&name))
+/// The backups of one cluster in one bucket.
+struct Found {
+    /// The cluster's name in messages.
+    name: String,
+    /// Its keys' prefix (`moco/<ns>/<name>`).
+    prefix: String,
+    bucket: moco_backup::Bucket,
+    /// Oldest first.
+    backups: Vec<moco_backup::local::Listed>,
+}
+
+/// The backups of the local cluster in `--dir`, or of the MySQLCluster `--cluster` names.
+async fn backups_of(target: &Target) -> Result<Found, LocalCmdError> {
+    let (name, prefix, bucket) = match &target.cluster {
+        Some(cluster) => {
+            let (ns, name) = cluster
+                .split_once('/')
+                .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
+                .ok_or_else(|| usage(format!("--cluster {cluster:?}: expected NAMESPACE/NAME")))?;
+            let url = target.to.as_deref().ok_or_else(|| {
+                usage("--cluster needs --from URL: the bucket of the cluster's BackupPolicy")
+            })?;
+            let prefix = moco_backup::mysql_format::cluster_prefix(ns, name)
+                .trim_end_matches('/')
+                .to_owned();
+            (cluster.clone(), prefix, open_url(url)?)
+        }
+        None => {
+            let (dir, bucket) = bucket(target)?;
+            let layout = moco_adapters::local::Layout::new(&dir);
+            let name = moco_adapters::local::Manifest::load(&layout)
+                .map(|m| m.name)
+                .map_err(|e| usage(format!("--dir: {e}")))?;
+            let prefix = moco_backup::local::cluster_prefix(&name);
+            (name, prefix, bucket)
+        }
+    };
+    let backups = moco_backup::local::list(&bucket, &prefix)
         .await
         .map_err(|e| usage(e.to_string()))?;
-    Ok((name, bucket, backups))
+    Ok(Found {
+        name,
+        prefix,
+        bucket,
+        backups,
+    })
 }
 
 async fn prune(args: &PruneArgs) -> Result<ExitCode, LocalCmdError> {
@@ -170,7 +210,12 @@ async fn prune(args: &PruneArgs) -> Result<ExitCode, LocalCmdError> {
             "prune needs --keep N and/or --keep-days D: which backups to keep",
         ));
     }
-    let (name, bucket, backups) = backups_of(&args.target).await?;
+    let Found {
+        name,
+        bucket,
+        backups,
+        ..
+    } = backups_of(&args.target).await?;
     let keep = moco_backup::retention::Keep {
         count: args.keep,
         days: args.keep_days,
@@ -246,7 +291,12 @@ async fn archive(args: &ArchiveArgs) -> Result<ExitCode, LocalCmdError> {
 }
 
 async fn verify(args: &VerifyArgs) -> Result<ExitCode, LocalCmdError> {
-    let (name, bucket, backups) = backups_of(&args.target).await?;
+    let Found {
+        name,
+        bucket,
+        backups,
+        ..
+    } = backups_of(&args.target).await?;
     let chosen = match &args.backup {
         Some(folder) => backups
             .iter()
@@ -265,12 +315,17 @@ async fn verify(args: &VerifyArgs) -> Result<ExitCode, LocalCmdError> {
             chosen.problem.as_deref().unwrap_or("unknown")
         )));
     }
+    // Beside the local cluster, or in the current directory for a Kubernetes one.
     let dir = args.target.dir.clone().unwrap_or_default();
     let scratch = dir
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
-        .join(format!(".{name}-verify-{}", std::process::id()));
+        .join(format!(
+            ".{}-verify-{}",
+            name.replace('/', "-"),
+            std::process::id()
+        ));
     let started = std::time::Instant::now();
     let mut options = moco_adapters::local::create::CreateOptions::new(&scratch, 1);
     options.flavor = Some(moco_core::facts::Flavor::Mariadb);
@@ -305,11 +360,15 @@ async fn verify(args: &VerifyArgs) -> Result<ExitCode, LocalCmdError> {
 }
 
 async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
-    let (name, bucket, backups) = backups_of(target).await?;
+    let Found {
+        name,
+        prefix,
+        bucket,
+        backups,
+    } = backups_of(target).await?;
     if backups.is_empty() {
         say!("no backups of {name}");
     }
-    let prefix = moco_backup::local::cluster_prefix(&name);
     let contents = moco_backup::binlog::archive::load(&bucket, &prefix)
         .await
         .map_err(|e| usage(e.to_string()))?;
