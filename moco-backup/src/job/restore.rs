@@ -202,7 +202,7 @@ impl RestoreJob {
             }
         }
         let id = ClusterId::of(&cluster)?;
-        let chosen = self.choose().await?;
+        let chosen = choose(&self.bucket, &self.source_prefix, self.point).await?;
         let base = match &chosen {
             Chosen::AsItIs(base) => base.clone(),
             Chosen::Planned(p) => p.base.clone(),
@@ -226,7 +226,7 @@ impl RestoreJob {
         self.wait_until(
             &admin,
             "the restored copy to run with its history",
-            |state| state == Some(&expected),
+            |state| *state == expected,
         )
         .await?;
 
@@ -290,27 +290,6 @@ impl RestoreJob {
             user: Account::Admin.name().to_owned(),
             password: self.admin_password.clone(),
         }
-    }
-
-    /// The backup whose time is the point, else the plan to reach the point.
-    async fn choose(&self) -> Result<Chosen, JobError> {
-        let backups = list(&self.bucket, &self.source_prefix).await?;
-        let folder = mysql_format::backup_time_text(self.point);
-        if let Some(b) = backups
-            .iter()
-            .find(|b| b.manifest.is_some() && b.prefix.ends_with(&format!("/{folder}")))
-        {
-            return Ok(Chosen::AsItIs(b.prefix.clone()));
-        }
-        let planned = local::plan_restore_under(
-            &self.bucket,
-            self.source_prefix.clone(),
-            &self.source_prefix,
-            Point::Before(self.point.0),
-        )
-        .await
-        .map_err(|e| JobError::input("spec.restore.restorePoint", e.to_string()))?;
-        Ok(Chosen::Planned(planned))
     }
 
     /// Streams the base backup, decompressed, to instance 0's agent; the stored object's
@@ -407,18 +386,17 @@ impl RestoreJob {
         Ok(received)
     }
 
-    /// Waits until `admin` logs in and `ready` holds for the instance's `gtid_binlog_state`
-    /// (`None` while it cannot be read).
+    /// Waits until `admin` logs in and `ready` holds for the instance's `gtid_binlog_state`.
     async fn wait_until(
         &self,
         admin: &MysqlInstance,
         what: &str,
-        ready: impl Fn(Option<&GtidSet>) -> bool,
+        ready: impl Fn(&GtidSet) -> bool,
     ) -> Result<(), JobError> {
         let deadline = Instant::now() + self.wait_limit;
         loop {
             let last = match binlog_state(admin).await {
-                Ok(state) if ready(Some(&state)) => return Ok(()),
+                Ok(state) if ready(&state) => return Ok(()),
                 Ok(state) => format!("gtid_binlog_state is {state}"),
                 Err(e) => e,
             };
@@ -430,6 +408,30 @@ impl RestoreJob {
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
+    }
+}
+
+/// The backup of `prefix` (`moco/<ns>/<name>`) whose time is `point`, as it is; else the
+/// plan that reaches `point`. A point nothing reaches is an error naming
+/// `spec.restore.restorePoint` and what can be reached; a store that fails is its own error.
+async fn choose(bucket: &Bucket, prefix: &str, point: Timestamp) -> Result<Chosen, JobError> {
+    let backups = list(bucket, prefix).await?;
+    let folder = mysql_format::backup_time_text(point);
+    if let Some(b) = backups
+        .iter()
+        .find(|b| b.manifest.is_some() && b.prefix.ends_with(&format!("/{folder}")))
+    {
+        return Ok(Chosen::AsItIs(b.prefix.clone()));
+    }
+    match local::plan_restore_under(bucket, prefix.to_owned(), prefix, Point::Before(point.0)).await
+    {
+        Ok(planned) => Ok(Chosen::Planned(planned)),
+        Err(
+            e @ (local::RestoreToError::Plan(_)
+            | local::RestoreToError::NoSource(_)
+            | local::RestoreToError::Local(local::LocalBackupError::Cluster { .. })),
+        ) => Err(JobError::input("spec.restore.restorePoint", e.to_string())),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -448,4 +450,73 @@ fn tokio_stream_of<T: Send + 'static>(
     mut rx: tokio::sync::mpsc::Receiver<T>,
 ) -> impl futures::Stream<Item = T> + Send + 'static {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).fuse()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bucket::BucketSpec;
+    use moco_core::gtid::GtidSet;
+
+    fn manifest(started: i64, position: &str) -> Manifest {
+        Manifest {
+            format_version: physical::FORMAT_VERSION,
+            kind: "mariadb-physical".into(),
+            started_at: Timestamp(started),
+            finished_at: Timestamp(started + 5),
+            binlog_state_before: GtidSet::from_mariadb(position).unwrap(),
+            position: Some(GtidSet::from_mariadb(position).unwrap()),
+            base: physical::ObjectRecord {
+                key: physical::BASE_KEY.into(),
+                size: 1,
+                uncompressed_size: 1,
+                sha256: String::new(),
+            },
+        }
+    }
+
+    async fn put(bucket: &Bucket, key: &str, bytes: &[u8]) {
+        bucket.upload(key, bytes).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_point_at_a_backups_time_restores_it_as_it_is_and_other_points_are_planned() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = BucketSpec::from_url(&dir.path().display().to_string())
+            .unwrap()
+            .open(&Default::default())
+            .unwrap();
+        let prefix = "moco/old/db";
+        // 2026-11-24 01:00:00 UTC: a complete backup; 02:00:00: one without its manifest.
+        let (t1, t2) = (1_795_568_400, 1_795_572_000);
+        let complete = format!("{prefix}/{}", mysql_format::backup_time_text(Timestamp(t1)));
+        let incomplete = format!("{prefix}/{}", mysql_format::backup_time_text(Timestamp(t2)));
+        put(&bucket, &format!("{complete}/{}", physical::BASE_KEY), b"x").await;
+        let text = serde_json::to_vec(&manifest(t1, "0-1-10")).unwrap();
+        put(
+            &bucket,
+            &format!("{complete}/{}", physical::MANIFEST_KEY),
+            &text,
+        )
+        .await;
+        put(
+            &bucket,
+            &format!("{incomplete}/{}", physical::BASE_KEY),
+            b"x",
+        )
+        .await;
+
+        match choose(&bucket, prefix, Timestamp(t1)).await.unwrap() {
+            Chosen::AsItIs(base) => assert_eq!(base, complete),
+            other => panic!("{other:?}"),
+        }
+        // The incomplete backup's time is not taken as it is; no archive reaches it either.
+        for point in [t2, t1 + 60, t1 - 1] {
+            let e = choose(&bucket, prefix, Timestamp(point))
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("spec.restore.restorePoint: "), "{point}: {e}");
+        }
+    }
 }
