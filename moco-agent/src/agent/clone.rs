@@ -24,10 +24,10 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
+use axum::routing::get;
 use moco_adapters::instance::clone::{self as procedures, BackupSource, RestoreTarget};
 use moco_adapters::mysql::{Account, InitOptions, MysqlInstance, ensure_users};
 use moco_adapters::ports::{Credentials, MysqlPort as _};
@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use super::state::{AgentState, BackupTools};
 use crate::api::{
     ClonePhase, CloneRequest, CloneStatus, ErrorBody, HEADER_BINLOG_STATE, HEADER_DONOR_PASSWORD,
-    PATH_BACKUP, PATH_CLONE, PATH_RESTORE,
+    PATH_BACKUP, PATH_CLONE,
 };
 use crate::error::AgentError;
 use crate::layout::{DataVolume, write_atomically};
@@ -90,11 +90,6 @@ pub fn clone_router(state: Arc<AgentState>) -> Router {
     Router::new()
         .route(PATH_CLONE, get(clone_status).post(start_clone))
         .route(PATH_BACKUP, get(backup))
-        // The body is a whole backup, streamed to the tools, never held in memory.
-        .route(
-            PATH_RESTORE,
-            put(super::restore::restore).layer(DefaultBodyLimit::disable()),
-        )
         .with_state(state)
 }
 

@@ -173,7 +173,9 @@ pub async fn run(
         handles.push(handle.clone());
         let acceptor = MtlsAcceptor::new(tls, AGENT_LIMITS.handshake_timeout);
         let server = limited_server(listener, acceptor, &AGENT_LIMITS).handle(handle);
-        let app = limit_requests(clone::clone_router(state.clone()), &AGENT_LIMITS);
+        let routes =
+            clone::clone_router(state.clone()).merge(restore::restore_router(state.clone()));
+        let app = limit_requests(routes, &AGENT_LIMITS);
         tasks.spawn(async move { server.serve(app.into_make_service()).await });
         addrs.agent = Some(addr);
     }

@@ -18,10 +18,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::Json;
+use axum::Router;
 use axum::body::Body;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::put;
 use futures::{StreamExt as _, TryStreamExt as _};
 use moco_adapters::ports::MysqlPort as _;
 use moco_core::facts::Flavor;
@@ -32,9 +35,20 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::clone::{constant_time_eq, copy_waits, fail_clone, now, receive_copy, refuse};
 use super::state::{AgentState, BackupTools};
 use crate::api::{
-    ClonePhase, CloneStatus, HEADER_ADMIN_PASSWORD, HEADER_BINLOG_STATE, RESTORE_DONOR,
-    RestoreReceived,
+    ClonePhase, CloneStatus, HEADER_ADMIN_PASSWORD, HEADER_BINLOG_STATE, PATH_RESTORE,
+    RESTORE_DONOR, RestoreReceived,
 };
+
+/// The restore route (served over mutual TLS beside [`super::clone::clone_router`]'s). The
+/// body is a whole backup, streamed to the tools, never held in memory: no size limit.
+pub fn restore_router(state: Arc<AgentState>) -> Router {
+    Router::new()
+        .route(
+            PATH_RESTORE,
+            put(restore).layer(DefaultBodyLimit::disable()),
+        )
+        .with_state(state)
+}
 
 /// The source's history from [`HEADER_BINLOG_STATE`]: without it the copy could not continue
 /// the source's GTIDs, so a missing or unreadable one refuses the restore.
