@@ -801,6 +801,12 @@ fn a_mariadb_backup_job_reaches_the_agents_and_mysql_ones_stay_mocos() {
         init.env_from.is_none(),
         "MOCO's init container has no passwords"
     );
+    // MySQL: MOCO's backup image and its entrypoint, so MOCO's format both ways.
+    assert_eq!(
+        mysql["containers"][0]["image"],
+        "ghcr.io/cybozu-go/moco-backup:0.36.0"
+    );
+    assert!(mysql["containers"][0].get("command").is_none());
 
     let (mariadb, init) = job_pod(json!({"moco-rs/flavor": "mariadb"}));
     assert_eq!(
@@ -808,6 +814,10 @@ fn a_mariadb_backup_job_reaches_the_agents_and_mysql_ones_stay_mocos() {
         json!({"name": "grpc-cert", "secret": {"secretName": "moco-db-grpc"}})
     );
     let ctr = &mariadb["containers"][0];
+    // MariaDB: `moco backup` from the agent image (it has the MariaDB tools).
+    assert_eq!(ctr["image"], json!(settings().images.agent));
+    assert_eq!(ctr["command"], json!(["/moco"]));
+    assert_eq!(ctr["args"][0], "backup");
     assert_eq!(
         ctr["volumeMounts"][1],
         json!({"name": "grpc-cert", "mountPath": "/grpc-cert", "readOnly": true})

@@ -106,11 +106,22 @@ fn job_resources(config: &JobConfig) -> ResourceRequirements {
     }
 }
 
+/// The image of a Job. MySQL: MOCO's backup image (`--backup-image`), whose program takes
+/// these arguments and writes MOCO's format, so MOCO's backups keep working both ways.
+/// MariaDB: the agent image, which holds `moco` with `mariadb-backup`, `mariadb-binlog` and
+/// the client, run as `/moco` in place of the image's entrypoint (`moco agent`).
+fn job_image(settings: &RenderSettings, flavor: Flavor) -> (&str, Option<Vec<String>>) {
+    match flavor {
+        Flavor::Mysql => (&settings.images.backup, None),
+        Flavor::Mariadb => (&settings.images.agent, Some(vec!["/moco".to_owned()])),
+    }
+}
+
 /// The Job container: the program's arguments, the password of `account`, the user's
 /// environment and mounts, a read-only root file system.
 fn job_container(
     name: &str,
-    image: &str,
+    (image, command): (&str, Option<Vec<String>>),
     args: Vec<String>,
     id: &ClusterId,
     account: Account,
@@ -128,6 +139,7 @@ fn job_container(
     Container {
         name: name.into(),
         image: Some(image.to_owned()),
+        command,
         args: Some(args),
         env: Some(env),
         env_from: (!config.env_from.is_empty()).then(|| config.env_from.clone()),
@@ -282,7 +294,7 @@ pub fn backup(
     sc.read_only_root_filesystem = Some(true);
     let container = job_container(
         "backup",
-        &settings.images.backup,
+        job_image(settings, flavor),
         args,
         id,
         Account::Backup,
@@ -389,7 +401,7 @@ pub fn restore(
     };
     let container = job_container(
         "restore",
-        &settings.images.backup,
+        job_image(settings, flavor),
         args,
         id,
         Account::Admin,
@@ -471,7 +483,7 @@ pub fn archive(
     sc.read_only_root_filesystem = Some(true);
     let container = job_container(
         "archive",
-        &settings.images.backup,
+        job_image(settings, flavor),
         args,
         id,
         Account::Backup,
