@@ -11,7 +11,10 @@
 # creates a 3-instance MySQLCluster default/test (its replicas are cloned from the primary by
 # the agents), writes rows through its primary Service, then checks a switchover (demote
 # annotation), a failover (primary Pod killed) with no row lost, and a volume growth (claim
-# template 1Gi -> 2Gi). On failure it dumps diagnostics.
+# template 1Gi -> 2Gi). With FLAVOR=mariadb it then runs a backup Job (MinIO in the cluster
+# as the object store), binlog archiving every 2 s, and a point-in-time restore into a second
+# MySQLCluster, which must hold exactly the rows written before the point. On failure it dumps
+# diagnostics.
 #
 # Volumes: the operator's webhook (like MOCO's) refuses growing a claim whose StorageClass
 # does not allow expansion, and kind's `standard` class (local-path) does not. The cluster
@@ -35,6 +38,7 @@
 #                         is 10.11's, so another MariaDB series needs MARIADB_VERSION too)
 #   MARIADB_VERSION       the MariaDB series of the agent image's copy tools (default 10.11)
 #   KIND_NODE_IMAGE       optional kind node image (kindest/node:vX.Y.Z) for a new cluster
+#   MINIO_IMAGE, MINIO_CLIENT_IMAGE   MinIO and its client (FLAVOR=mariadb; default quay.io's)
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +53,8 @@ case $FLAVOR in
   *) echo "FLAVOR must be mysql or mariadb, not $FLAVOR" >&2; exit 2 ;;
 esac
 KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-}
+MINIO_IMAGE=${MINIO_IMAGE:-quay.io/minio/minio:latest}
+MINIO_CLIENT_IMAGE=${MINIO_CLIENT_IMAGE:-quay.io/minio/mc:latest}
 
 IMAGE_NAME=ghcr.io/moco-rs/moco # as named in deploy/kustomization.yaml
 AGENT_IMAGE_NAME=ghcr.io/moco-rs/moco-agent
@@ -391,6 +397,145 @@ pass "PVC requests grown and StatefulSet re-created with a 2Gi claim template"
 k get pvc -n "$NS" -l "app.kubernetes.io/instance=$NAME" \
   -o custom-columns=NAME:.metadata.name,REQUEST:.spec.resources.requests.storage,CAPACITY:.status.capacity.storage,CLASS:.spec.storageClassName
 
-step "9. summary"
+if [[ $FLAVOR == mariadb ]]; then
+  step "9. backup, binlog archiving and point-in-time restore (MinIO in the cluster)"
+  # MinIO stands in for S3; the bucket is made by MinIO's client. The backup Job is started
+  # from the CronJob by hand, the archiver runs every 2 s, and a second cluster is restored to
+  # a second between two batches of rows.
+  k apply -n "$NS" -f - <<EOF
+apiVersion: v1
+kind: Secret
+metadata:
+  name: minio-credentials
+stringData:
+  AWS_ACCESS_KEY_ID: e2e-access
+  AWS_SECRET_ACCESS_KEY: e2e-secret-key
+  MINIO_ROOT_USER: e2e-access
+  MINIO_ROOT_PASSWORD: e2e-secret-key
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: minio
+spec:
+  selector: {matchLabels: {app: minio}}
+  template:
+    metadata: {labels: {app: minio}}
+    spec:
+      containers:
+      - name: minio
+        image: $MINIO_IMAGE
+        args: ["server", "/data"]
+        envFrom: [{secretRef: {name: minio-credentials}}]
+        ports: [{containerPort: 9000}]
+        volumeMounts: [{name: data, mountPath: /data}]
+      volumes: [{name: data, emptyDir: {}}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: minio
+spec:
+  selector: {app: minio}
+  ports: [{port: 9000}]
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: backup-owner
+---
+apiVersion: moco.cybozu.com/v1beta2
+kind: BackupPolicy
+metadata:
+  name: e2e
+spec:
+  schedule: "0 0 1 1 *"
+  jobConfig:
+    serviceAccountName: backup-owner
+    envFrom: [{secretRef: {name: minio-credentials}}]
+    bucketConfig:
+      bucketName: moco
+      region: us-east-1
+      endpointURL: http://minio.$NS.svc:9000
+      usePathStyle: true
+    workVolume: {emptyDir: {}}
+    cpu: 100m
+    memory: 256Mi
+EOF
+  k -n "$NS" rollout status deployment/minio --timeout=5m
+  k -n "$NS" delete job e2e-make-bucket --ignore-not-found
+  k -n "$NS" create job e2e-make-bucket --image="$MINIO_CLIENT_IMAGE" -- sh -c \
+    'mc alias set m http://minio:9000 e2e-access e2e-secret-key && mc mb -p m/moco'
+  k -n "$NS" wait job/e2e-make-bucket --for=condition=Complete --timeout=5m
+  k patch mysqlcluster "$NAME" -n "$NS" --type=merge -p \
+    '{"metadata":{"annotations":{"moco-rs/binlog-archive-interval":"2s"}},"spec":{"backupPolicyName":"e2e"}}'
+  wait_for 300 "CronJob moco-backup-$NAME" k get cronjob "moco-backup-$NAME" -n "$NS"
+  wait_for 300 "the archiver moco-archive-$NAME" \
+    k wait "deployment/moco-archive-$NAME" -n "$NS" --for=condition=Available --timeout=5s
+  k -n "$NS" delete job e2e-backup --ignore-not-found
+  k -n "$NS" create job e2e-backup --from="cronjob/moco-backup-$NAME"
+  k -n "$NS" wait job/e2e-backup --for=condition=Complete --timeout=15m
+  backup_time=$(k get mysqlcluster "$NAME" -n "$NS" -o jsonpath='{.status.backup.time}')
+  [[ -n $backup_time ]] || die "status.backup.time is empty after the backup Job"
+  pass "backup Job completed (status.backup.time $backup_time), archiver Available"
+
+  sleep 2
+  wait_for 120 "rows 201-300 to be written" write_rows 201 300
+  sleep 2
+  point=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  sleep 2
+  wait_for 120 "rows 301-400 to be written" write_rows 301 400
+  note "restore point $point: rows 1-300 before it, 301-400 after it"
+  sleep 20 # a few archiving rounds
+  k apply -f - <<EOF
+apiVersion: moco.cybozu.com/v1beta2
+kind: MySQLCluster
+metadata:
+  namespace: $NS
+  name: restored
+  annotations:
+    moco-rs/flavor: mariadb
+spec:
+  replicas: 1
+  podTemplate:
+    spec:
+      containers:
+      - name: mysqld
+        image: $MYSQL_IMAGE
+        command: ["mariadbd"]
+        resources: {requests: {cpu: 100m, memory: 512Mi}}
+  volumeClaimTemplates:
+  - metadata: {name: mysql-data}
+    spec:
+      accessModes: ["ReadWriteOnce"]
+      storageClassName: $STORAGE_CLASS
+      resources: {requests: {storage: 1Gi}}
+  restore:
+    sourceName: $NAME
+    sourceNamespace: $NS
+    restorePoint: "$point"
+    jobConfig:
+      serviceAccountName: backup-owner
+      envFrom: [{secretRef: {name: minio-credentials}}]
+      bucketConfig:
+        bucketName: moco
+        region: us-east-1
+        endpointURL: http://minio.$NS.svc:9000
+        usePathStyle: true
+      workVolume: {emptyDir: {}}
+      cpu: 100m
+      memory: 256Mi
+EOF
+  restored_time() {
+    [[ -n "$(k get mysqlcluster restored -n "$NS" -o jsonpath='{.status.restoredTime}')" ]]
+  }
+  wait_for 900 "MySQLCluster restored to record restoredTime" restored_time
+  k wait mysqlcluster/restored -n "$NS" --for=condition=Healthy --timeout=10m
+  wait_for 120 "rows 1-300 (and none after the point) in moco-restored-0" \
+    rows_are moco-restored-0 127.0.0.1 300
+  pass "restored to $point: rows 1-300, none of 301-400"
+fi
+
+step "10. summary"
 for item in "${passed[@]}"; do printf '   PASS  %s\n' "$item"; done
 printf '\nE2E PASSED (%s checks)\n' "${#passed[@]}"
