@@ -28,6 +28,7 @@ pub fn run_init(args: &InitArgs) -> Result<ExitCode, Error> {
     let report = runtime.block_on(moco_agent::init::run(args))?;
     tracing::info!(
         swapped_clone = report.swapped_clone,
+        rekeyed = report.rekeyed,
         initialized = report.initialized,
         loaded_timezones = report.loaded_timezones,
         replica_role = report.replica_role,
