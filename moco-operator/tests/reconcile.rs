@@ -585,6 +585,44 @@ async fn backup_objects_follow_the_policy_name() {
 }
 
 #[tokio::test]
+async fn the_binlog_archiver_follows_its_annotation() {
+    let env = Env::new(json!({"backupPolicyName": "daily"}));
+    env.fake.insert(json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "BackupPolicy",
+        "metadata": {"name": "daily", "namespace": NS},
+        "spec": {"schedule": "@daily", "jobConfig": {
+            "serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
+            "workVolume": {"emptyDir": {}}}}
+    }));
+    let deployment = || {
+        env.fake
+            .get_json("apps/v1/deployments", NS, "moco-archive-db")
+    };
+    env.annotate("moco-rs/flavor", Some("mariadb"));
+    env.ok_round().await;
+    assert!(deployment().is_none(), "off without the annotation");
+    env.annotate("moco-rs/binlog-archive-interval", Some("3s"));
+    env.ok_round().await;
+    let d = deployment().expect("the archiver's Deployment");
+    assert_eq!(d["metadata"]["ownerReferences"][0]["name"], "db");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["args"][1],
+        "--every=3s"
+    );
+    // A wrong interval fails the round, naming the annotation; the Deployment stays.
+    env.annotate("moco-rs/binlog-archive-interval", Some("0s"));
+    let err = env.round().await.unwrap_err().to_string();
+    assert!(
+        err.contains("metadata.annotations[\"moco-rs/binlog-archive-interval\"]"),
+        "{err}"
+    );
+    assert!(deployment().is_some());
+    env.annotate("moco-rs/binlog-archive-interval", None);
+    env.ok_round().await;
+    assert!(deployment().is_none(), "removed with the annotation");
+}
+
+#[tokio::test]
 async fn the_restore_job_lives_until_the_restore_is_recorded() {
     let env = Env::new(json!({"restore": {
         "sourceName": "src", "sourceNamespace": "old",
