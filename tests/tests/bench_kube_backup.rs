@@ -1,0 +1,199 @@
+//! Benchmark (ignored by `cargo test`; run with `-- --ignored --nocapture`, see
+//! `docs/benchmarks.md`): the backup Job's path on Kubernetes, a MariaDB backup streamed from
+//! the source's agent over mutual TLS, compressed and hashed into a directory bucket, against
+//! the floor measured in the same run on the same server: `mariadb-backup --stream | zstd -1`
+//! into a file. `BENCH_ROWS` sets the data size (default 1,000,000 rows, about 300 MB).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_backup::BucketSpec;
+use moco_backup::job::backup::BackupJob;
+use moco_backup::job::cluster::ClusterAccess;
+use moco_operator::clustering::addresses::StaticAddresses;
+use moco_operator::testing::apiserver::FakeApiServer;
+use moco_tests::certs::TestCerts;
+use moco_tests::local::server_or_skip;
+use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http};
+use mysql_async::prelude::Queryable;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: run by hand, numbers in docs/benchmarks.md"]
+async fn bench_the_backup_job_through_the_agent_against_the_floor() {
+    let Some(binary) = server_or_skip("bench_kube_backup") else {
+        return;
+    };
+    moco_http::tls::install_crypto_provider();
+    let rows: u64 = std::env::var("BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let root = tempfile::tempdir().unwrap();
+    let certs = TestCerts::write(&root.path().join("certs"));
+    let pod = TestPod::new(&binary, root.path(), 0);
+    pod.init_and_start(10).await;
+    let agent = AgentProcess::start(&pod, &certs.agent.0, &[]);
+    wait_http(
+        agent.probe,
+        "/healthz",
+        200,
+        Duration::from_secs(120),
+        || agent.log_tail(),
+    )
+    .await;
+    let mut c = pod.admin().await;
+    for s in sql::set_writable(Dialect::Mariadb) {
+        c.query_drop(s).await.unwrap();
+    }
+    c.query_drop("CREATE DATABASE app").await.unwrap();
+    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(300))")
+        .await
+        .unwrap();
+    let load = Instant::now();
+    let mut done = 0;
+    while done < rows {
+        let n = (rows - done).min(100_000);
+        c.query_drop(format!(
+            "INSERT INTO app.t SELECT seq, REPEAT(MD5(seq), 8) FROM app.seq_{}_to_{}",
+            done + 1,
+            done + n
+        ))
+        .await
+        .unwrap();
+        done += n;
+    }
+    c.query_drop("ANALYZE TABLE app.t").await.unwrap();
+    let size: u64 = c
+        .query_first(
+            "SELECT DATA_LENGTH + INDEX_LENGTH FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = 'app' AND TABLE_NAME = 't'",
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    println!(
+        "loaded {rows} rows ({:.0} MB) in {:.1} s",
+        size as f64 / 1e6,
+        load.elapsed().as_secs_f64()
+    );
+
+    let fake = FakeApiServer::new();
+    fake.insert(json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+        "metadata": {"name": "db", "namespace": "prod", "uid": "uid-db",
+                     "annotations": {"moco-rs/flavor": "mariadb"}},
+        "spec": {"replicas": 1,
+            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]},
+        "status": {"currentPrimaryIndex": 0}
+    }));
+    fake.insert(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "moco-db-0", "namespace": "prod",
+                     "labels": {"app.kubernetes.io/name": "mysql",
+                                "app.kubernetes.io/instance": "db",
+                                "app.kubernetes.io/created-by": "moco"}},
+        "spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+    }));
+    let floor_dir = root.path().join("floor");
+    std::fs::create_dir_all(&floor_dir).unwrap();
+    let floor = || {
+        let scratch = root.path().join("floor-scratch");
+        let _ = std::fs::remove_dir_all(&scratch);
+        std::fs::create_dir_all(&scratch).unwrap();
+        let started = Instant::now();
+        let mut tool = Command::new(binary.tool("mariadb-backup").unwrap())
+            .args([
+                format!("--defaults-file={}", pod.mysqld.defaults_file().display()),
+                "--backup".into(),
+                "--stream=xbstream".into(),
+                "--host=127.0.0.1".into(),
+                format!("--port={}", pod.port),
+                "--user=moco-clone-donor".into(),
+                format!("--password={}", test_password(Account::CloneDonor)),
+                format!("--datadir={}", pod.volume().join("data").display()),
+                format!("--target-dir={}", scratch.display()),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let zstd = Command::new("zstd")
+            .args(["-1", "-q", "-f", "-o"])
+            .arg(floor_dir.join("floor.zst"))
+            .stdin(tool.stdout.take().unwrap())
+            .status()
+            .unwrap();
+        assert!(tool.wait().unwrap().success() && zstd.success());
+        started.elapsed()
+    };
+    for run in 0..2 {
+        let bucket_dir = root.path().join(format!("bucket-{run}"));
+        std::fs::create_dir_all(&bucket_dir).unwrap();
+        let bucket = BucketSpec::from_url(&bucket_dir.display().to_string())
+            .unwrap()
+            .open(&BTreeMap::new())
+            .unwrap();
+        let job = BackupJob {
+            cluster: ClusterAccess::new(fake.client(), "prod", "db"),
+            bucket,
+            agents: certs.agent.client(&certs.agent),
+            addresses: Arc::new(StaticAddresses {
+                by_index: BTreeMap::from([(0, ("127.0.0.1".to_owned(), pod.port))]),
+                agents: BTreeMap::from([(0, ("localhost".to_owned(), agent.agent.port()))]),
+            }),
+            donor_password: test_password(Account::CloneDonor),
+            backup_password: test_password(Account::Backup),
+            binlog_tool: binary.tool("mariadb-binlog").unwrap(),
+            work_dir: root.path().join("work"),
+        };
+        let floor_time = floor();
+        // The physical part alone: what the Job does between choosing the source and the
+        // binlog step (the agent's stream, compressed and hashed into the bucket).
+        let started = Instant::now();
+        let (state, stream) = job
+            .agents
+            .backup(
+                "localhost",
+                agent.agent.port(),
+                &test_password(Account::CloneDonor),
+            )
+            .await
+            .unwrap();
+        let manifest = moco_backup::physical::store_stream(
+            stream,
+            moco_core::time::Timestamp(0),
+            state,
+            &job.bucket,
+            &format!("moco/prod/db/bench-{run}"),
+        )
+        .await
+        .unwrap();
+        let physical = started.elapsed();
+        // The whole Job, binlog step included: into an empty archive it fetches every binlog
+        // file of the load through the primary.
+        let started = Instant::now();
+        let done = job.run().await.unwrap();
+        let job_time = started.elapsed();
+        println!(
+            "run {run}: backup through the agent {:.2} s ({} MB raw -> {} MB stored), floor {:.2} s, \
+             ratio {:.2}; whole Job {:.2} s (binlogs {} MB stored)",
+            physical.as_secs_f64(),
+            manifest.base.uncompressed_size / 1_000_000,
+            manifest.base.size / 1_000_000,
+            floor_time.as_secs_f64(),
+            physical.as_secs_f64() / floor_time.as_secs_f64(),
+            job_time.as_secs_f64(),
+            done.status.binlog_size / 1_000_000
+        );
+    }
+    drop(agent);
+    pod.stop().await;
+}
