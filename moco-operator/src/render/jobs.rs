@@ -274,16 +274,19 @@ fn with_agent_access(id: &ClusterId, pod: &mut PodSpec, donor_password: bool) {
     }
 }
 
-/// `moco-backup-<name>`: the CronJob of `policy`, its Role and RoleBinding.
-pub fn backup(
+/// The Pod of a program that runs with `policy`'s Job settings as `moco-backup` (the backup
+/// CronJob's and the archiver's): `leading` arguments, then the bucket flags and `BUCKET NS
+/// NAME`; a read-only root file system; the policy's affinity, else spread over nodes.
+fn policy_pod(
     id: &ClusterId,
     settings: &RenderSettings,
     policy: &BackupPolicy,
     flavor: Flavor,
-) -> Result<JobObjects<CronJob>, RenderError> {
-    let p = &policy.spec;
-    let config = &p.job_config;
-    let mut args = vec!["backup".to_owned(), format!("--threads={}", config.threads)];
+    name: &str,
+    leading: Vec<String>,
+) -> Result<PodSpec, RenderError> {
+    let config = &policy.spec.job_config;
+    let mut args = leading;
     args.extend(bucket_args(&config.bucket_config));
     args.extend([
         config.bucket_config.bucket_name.clone(),
@@ -293,7 +296,7 @@ pub fn backup(
     let mut sc = with_default_user(None, settings.default_security_context);
     sc.read_only_root_filesystem = Some(true);
     let container = job_container(
-        "backup",
+        name,
         job_image(settings, flavor),
         args,
         id,
@@ -305,12 +308,31 @@ pub fn backup(
         .affinity
         .clone()
         .unwrap_or_else(default_backup_affinity);
-    let mut pod = job_pod_spec(
+    job_pod_spec(
         config,
         settings,
         container,
         Some(affinity),
         "BackupPolicy spec.jobConfig",
+    )
+}
+
+/// `moco-backup-<name>`: the CronJob of `policy`, its Role and RoleBinding.
+pub fn backup(
+    id: &ClusterId,
+    settings: &RenderSettings,
+    policy: &BackupPolicy,
+    flavor: Flavor,
+) -> Result<JobObjects<CronJob>, RenderError> {
+    let p = &policy.spec;
+    let config = &p.job_config;
+    let mut pod = policy_pod(
+        id,
+        settings,
+        policy,
+        flavor,
+        "backup",
+        vec!["backup".to_owned(), format!("--threads={}", config.threads)],
     )?;
     if flavor == Flavor::Mariadb {
         with_agent_access(id, &mut pod, true);
@@ -471,35 +493,13 @@ pub fn archive(
             format!("{interval:?}: between 1s and 1h"),
         ));
     }
-    let config = &policy.spec.job_config;
-    let mut args = vec!["archive".to_owned(), format!("--every={interval}")];
-    args.extend(bucket_args(&config.bucket_config));
-    args.extend([
-        config.bucket_config.bucket_name.clone(),
-        id.namespace.clone(),
-        id.name.clone(),
-    ]);
-    let mut sc = with_default_user(None, settings.default_security_context);
-    sc.read_only_root_filesystem = Some(true);
-    let container = job_container(
-        "archive",
-        job_image(settings, flavor),
-        args,
+    let mut pod = policy_pod(
         id,
-        Account::Backup,
-        config,
-        sc,
-    );
-    let affinity = config
-        .affinity
-        .clone()
-        .unwrap_or_else(default_backup_affinity);
-    let mut pod = job_pod_spec(
-        config,
         settings,
-        container,
-        Some(affinity),
-        "BackupPolicy spec.jobConfig",
+        policy,
+        flavor,
+        "archive",
+        vec!["archive".to_owned(), format!("--every={interval}")],
     )?;
     pod.restart_policy = Some("Always".into());
     let mut labels = id.backup_labels();
