@@ -245,6 +245,22 @@ pub fn test_password(account: moco_adapters::mysql::Account) -> String {
     format!("pw-{}-Zq9", account.name())
 }
 
+/// Makes the server behind `replica` replicate from the test cluster's server on `source_port`
+/// (GTID positions, `moco-repl`), and starts it.
+pub async fn replicate_from(replica: &mut mysql_async::Conn, source_port: u16) {
+    use mysql_async::prelude::Queryable as _;
+    let change = format!(
+        "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={source_port}, \
+         MASTER_USER='moco-repl', MASTER_PASSWORD='{}', MASTER_USE_GTID=slave_pos",
+        test_password(moco_adapters::mysql::Account::Repl)
+    );
+    for statement in [change.as_str(), "START SLAVE"] {
+        if let Err(e) = replica.query_drop(statement).await {
+            panic!("{statement}: {e}");
+        }
+    }
+}
+
 /// The passwords of a second cluster's accounts (a restore's target), none equal to
 /// [`test_passwords`]'.
 pub fn other_passwords() -> Vec<(&'static str, String)> {

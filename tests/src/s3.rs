@@ -97,6 +97,26 @@ pub async fn create_bucket(port: u16, name: &str) {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
+/// Creates bucket `name` on moto at `port` and opens it as a Job would: path style, a region,
+/// moto's test credentials.
+pub async fn moto_bucket(port: u16, name: &str) -> moco_backup::Bucket {
+    create_bucket(port, name).await;
+    let spec = moco_backup::BucketSpec {
+        endpoint: Some(format!("http://127.0.0.1:{port}")),
+        region: Some("us-east-1".into()),
+        path_style: true,
+        ..moco_backup::BucketSpec::from_url(&format!("s3://{name}")).unwrap()
+    };
+    let env: std::collections::BTreeMap<String, String> = [
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    spec.open(&env).unwrap()
+}
+
 /// A TCP proxy in front of an object store that goes down on cue: after `cut_after` bytes
 /// from clients it drops every connection and stops listening (connections are refused)
 /// until [`FlakyProxy::set_up`] brings it back on the same port: a store unreachable

@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::{Account, Dialect, sql};
-use moco_backup::BucketSpec;
 use moco_backup::binlog::{self, Timeline};
 use moco_backup::job::archive::{ArchiveJob, PrimaryAccess, RoundOutcome};
 use moco_backup::job::cluster::ClusterAccess;
@@ -20,8 +19,8 @@ use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http};
-use moco_tests::s3::{create_bucket, moto};
+use moco_tests::pod::{AgentProcess, TestPod, replicate_from, test_password, wait_http};
+use moco_tests::s3::{moto, moto_bucket};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 
@@ -106,34 +105,12 @@ async fn the_archiver_follows_the_primary_and_keeps_the_archive_seconds_behind()
     c0.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY)")
         .await
         .unwrap();
-    let replicate_from = |port: u16| {
-        format!(
-            "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, \
-             MASTER_USER='moco-repl', MASTER_PASSWORD='{}', MASTER_USE_GTID=slave_pos",
-            test_password(Account::Repl)
-        )
-    };
-    c1.query_drop(replicate_from(pods[0].port)).await.unwrap();
-    c1.query_drop("START SLAVE").await.unwrap();
+    replicate_from(&mut c1, pods[0].port).await;
     for s in sql::set_super_read_only(Dialect::Mariadb) {
         c1.query_drop(s).await.unwrap();
     }
 
-    create_bucket(store.port, "backups").await;
-    let spec = BucketSpec {
-        endpoint: Some(format!("http://127.0.0.1:{}", store.port)),
-        region: Some("us-east-1".into()),
-        path_style: true,
-        ..BucketSpec::from_url("s3://backups").unwrap()
-    };
-    let env: BTreeMap<String, String> = [
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    let bucket = spec.open(&env).unwrap();
+    let bucket = moto_bucket(store.port, "backups").await;
     let fake = FakeApiServer::new();
     fake.insert(cluster_object(0));
     let job = ArchiveJob {

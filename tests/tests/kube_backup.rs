@@ -15,13 +15,13 @@ use moco_adapters::instance::clone::RestoreTarget;
 use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
-use moco_backup::{BucketSpec, binlog, physical};
+use moco_backup::{binlog, physical};
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http};
-use moco_tests::s3::{create_bucket, moto};
+use moco_tests::pod::{AgentProcess, TestPod, replicate_from, test_password, wait_http};
+use moco_tests::s3::{moto, moto_bucket};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 
@@ -100,15 +100,7 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
         .await
         .unwrap();
     let mut r = replica.admin().await;
-    r.query_drop(format!(
-        "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={}, MASTER_USER='moco-repl', \
-         MASTER_PASSWORD='{}', MASTER_USE_GTID=slave_pos",
-        primary.port,
-        test_password(Account::Repl)
-    ))
-    .await
-    .unwrap();
-    r.query_drop("START SLAVE").await.unwrap();
+    replicate_from(&mut r, primary.port).await;
     // As the manager leaves a replica.
     for s in sql::set_super_read_only(Dialect::Mariadb) {
         r.query_drop(s).await.unwrap();
@@ -119,21 +111,7 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    create_bucket(store.port, "backups").await;
-    let spec = BucketSpec {
-        endpoint: Some(format!("http://127.0.0.1:{}", store.port)),
-        region: Some("us-east-1".into()),
-        path_style: true,
-        ..BucketSpec::from_url("s3://backups").unwrap()
-    };
-    let env: BTreeMap<String, String> = [
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    let bucket = spec.open(&env).unwrap();
+    let bucket = moto_bucket(store.port, "backups").await;
 
     let fake = FakeApiServer::new();
     fake.insert(cluster_object(2, false));

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::{Account, Dialect, sql};
-use moco_backup::BucketSpec;
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
 use moco_backup::job::restore::RestoreJob;
@@ -25,7 +24,7 @@ use moco_tests::local::server_or_skip;
 use moco_tests::pod::{
     AgentProcess, TestPod, other_password, other_passwords, test_password, wait_http,
 };
-use moco_tests::s3::{create_bucket, moto};
+use moco_tests::s3::{moto, moto_bucket};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 use tokio::io::AsyncReadExt as _;
@@ -121,21 +120,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         .await
         .unwrap();
 
-    create_bucket(store.port, "backups").await;
-    let spec = BucketSpec {
-        endpoint: Some(format!("http://127.0.0.1:{}", store.port)),
-        region: Some("us-east-1".into()),
-        path_style: true,
-        ..BucketSpec::from_url("s3://backups").unwrap()
-    };
-    let env: BTreeMap<String, String> = [
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    let bucket = spec.open(&env).unwrap();
+    let bucket = moto_bucket(store.port, "backups").await;
     let fake = FakeApiServer::new();
     fake.insert(cluster_object("old"));
     fake.insert(pod_object("old"));
