@@ -11,7 +11,10 @@
 # creates a 3-instance MySQLCluster default/test (its replicas are cloned from the primary by
 # the agents), writes rows through its primary Service, then checks a switchover (demote
 # annotation), a failover (primary Pod killed) with no row lost, and a volume growth (claim
-# template 1Gi -> 2Gi). With FLAVOR=mariadb it then runs a backup Job (MinIO in the cluster
+# template 1Gi -> 2Gi), then grows the cluster to 5 instances (spec.replicas 3 -> 5) and
+# shrinks it back to 3 while rows are written: the new instances join as asynchronous
+# learners and become semi-sync members (status.semiSyncMembers 5), with every row on all
+# five; the shrink keeps Pods 3-4 until no acknowledged commit needs them, and their PVCs. With FLAVOR=mariadb it then runs a backup Job (MinIO in the cluster
 # as the object store), binlog archiving every 2 s, and a point-in-time restore into a second
 # MySQLCluster, which must hold exactly the rows written before the point. On failure it dumps
 # diagnostics.
@@ -157,6 +160,9 @@ write_rows() {
 expected_rows() { printf '%s\t%s' "$1" "$(($1 * ($1 + 1) / 2))"; } # rows 1..N: count, sum
 rows_are() { # rows_are POD HOST N
   [[ "$(sql "$1" "$2" 'SELECT COUNT(*), SUM(id) FROM e2e.t')" == "$(expected_rows "$3")" ]]
+}
+members_are() {
+  [[ "$(k get mysqlcluster "$NAME" -n "$NS" -o jsonpath='{.status.semiSyncMembers}')" == "$1" ]]
 }
 served_by() {
   [[ "$(sql "$1" "$PRIMARY_SVC" 'SELECT @@hostname')" == "$1" ]]
@@ -397,8 +403,39 @@ pass "PVC requests grown and StatefulSet re-created with a 2Gi claim template"
 k get pvc -n "$NS" -l "app.kubernetes.io/instance=$NAME" \
   -o custom-columns=NAME:.metadata.name,REQUEST:.spec.resources.requests.storage,CAPACITY:.status.capacity.storage,CLASS:.spec.storageClassName
 
+step "9. growth (spec.replicas 3 -> 5) while rows are written"
+k patch mysqlcluster "$NAME" -n "$NS" --type=merge -p '{"spec":{"replicas":5}}'
+# Writes go on while the new instances are cloned: a batch right after the change must not
+# wait for them (docs/clustering.md, "Growing without a write stall").
+wait_for 120 "rows 201-250 to be written while the cluster grows" write_rows 201 250
+wait_for 900 "status.semiSyncMembers to reach 5" members_are 5
+wait_healthy 15m
+wait_for 120 "rows 251-300 to be written at 5 instances" write_rows 251 300
+for i in 0 1 2 3 4; do
+  wait_for 300 "all 300 rows on $STS-$i" rows_are "$STS-$i" 127.0.0.1 300
+done
+pass "grown to 5 instances: every one a member, all 300 rows on each"
+
+step "9b. shrink (spec.replicas 5 -> 3) while rows are written"
+# The leaving Pods (3 and 4) stay until the engine records that no acknowledged commit needs
+# them; then the operator lowers the StatefulSet's replicas. Their PVCs stay.
+k patch mysqlcluster "$NAME" -n "$NS" --type=merge -p '{"spec":{"replicas":3}}'
+wait_for 120 "rows 301-350 to be written while the cluster shrinks" write_rows 301 350
+wait_for 600 "status.semiSyncMembers to reach 3" members_are 3
+wait_for 300 "the StatefulSet at 3 replicas" \
+  bash -c "[[ \$(kubectl --context $CTX get sts $STS -n $NS -o jsonpath='{.spec.replicas}') == 3 ]]"
+wait_for 300 "Pods 3 and 4 gone" \
+  bash -c "! kubectl --context $CTX get pod $STS-3 $STS-4 -n $NS >/dev/null 2>&1"
+wait_healthy 10m
+for i in 0 1 2; do
+  wait_for 300 "all 350 rows on $STS-$i" rows_are "$STS-$i" 127.0.0.1 350
+done
+[[ $(k get pvc -n "$NS" -l "app.kubernetes.io/instance=$NAME" -o name | wc -l) -ge 5 ]] ||
+  die "the leaving instances' PVCs were deleted"
+pass "shrunk to 3 instances: members 3, Pods 3-4 removed, PVCs kept, all 350 rows on each"
+
 if [[ $FLAVOR == mariadb ]]; then
-  step "9. backup, binlog archiving and point-in-time restore (MinIO in the cluster)"
+  step "10. backup, binlog archiving and point-in-time restore (MinIO in the cluster)"
   # MinIO stands in for S3; the bucket is made by MinIO's client. The backup Job is started
   # from the CronJob by hand, the archiver runs every 2 s, and a second cluster is restored to
   # a second between two batches of rows.
@@ -536,6 +573,6 @@ EOF
   pass "restored to $point: rows 1-300, none of 301-400"
 fi
 
-step "10. summary"
+step "11. summary"
 for item in "${passed[@]}"; do printf '   PASS  %s\n' "$item"; done
 printf '\nE2E PASSED (%s checks)\n' "${#passed[@]}"

@@ -11,7 +11,7 @@ ensure_azurite
 export CARGO_TERM_COLOR=never
 # The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
 # adding one.
-MIN_REAL_SERVER_TESTS=46
+MIN_REAL_SERVER_TESTS=52
 
 step() { printf '\n=== %s\n' "$*"; }
 

@@ -298,15 +298,35 @@ impl Manager {
             .observe()
             .await
             .map_err(ManagerError::Observe)?;
-        let probes = view.instances.iter().map(|slot| async move {
-            if slot.pod.exists {
-                self.probe(slot).await
-            } else {
-                Probe::Unreachable
-            }
-        });
+        // The primary is probed first, then the others together: a replica's received set
+        // is then read after the primary's executed set, so a replica that keeps up holds
+        // all of it (the engine lets a learner join, and trusts a raised wait count, only
+        // then). Probed together, a replica read a moment earlier always looks behind a
+        // primary under writes.
+        let primary_index = view.status.current_primary_index;
+        let mut primary_probe = match view.instances.iter().find(|s| s.index == primary_index) {
+            Some(slot) => Some(self.probe_slot(slot).await),
+            None => None,
+        };
+        let others = view
+            .instances
+            .iter()
+            .filter(|s| s.index != primary_index)
+            .map(|slot| self.probe_slot(slot));
+        let mut others = future::join_all(others).await.into_iter();
+        let probes: Vec<Probe> = view
+            .instances
+            .iter()
+            .map(|slot| {
+                if slot.index == primary_index {
+                    primary_probe.take().unwrap_or(Probe::Unreachable)
+                } else {
+                    others.next().unwrap_or(Probe::Unreachable)
+                }
+            })
+            .collect();
         let mut statuses = Vec::with_capacity(view.instances.len());
-        for (slot, probe) in view.instances.iter().zip(future::join_all(probes).await) {
+        for (slot, probe) in view.instances.iter().zip(probes) {
             self.report_refusal(slot.index, &probe).await;
             statuses.push(match probe {
                 Probe::Status(s) => Some(*s),
@@ -342,6 +362,15 @@ impl Manager {
         Ok((view, facts))
     }
 
+    /// Probes one instance; a missing Pod is unreachable.
+    async fn probe_slot(&self, slot: &InstanceSlot) -> Probe {
+        if slot.pod.exists {
+            self.probe(slot).await
+        } else {
+            Probe::Unreachable
+        }
+    }
+
     /// One observe → decide → act round.
     pub async fn run_once(&self) -> Result<RoundReport, ManagerError> {
         let (view, facts) = self.gather().await?;
@@ -359,7 +388,8 @@ impl Manager {
             self.record(event, None).await;
         }
         if decision.action != Action::None {
-            tracing::info!(state = %decision.state, action = ?decision.action, steps = decision.steps.len(), "executing plan");
+            let steps: Vec<String> = decision.steps.iter().map(|s| s.operation.label()).collect();
+            tracing::info!(state = %decision.state, action = ?decision.action, steps = %steps.join(" "), "executing plan");
         }
         let mut steps_done = 0;
         let mut position = 0;

@@ -105,6 +105,72 @@ async fn datadir_initialisation_runs_once() {
     );
 }
 
+/// Regression: initialisation created the accounts on a writable server and reset binlogs
+/// and GTIDs afterwards, so a manager that logged in meanwhile could open the server, a
+/// client commit, and the reset then wipe that commit's binlog and GTID (the agent's first
+/// start raced the Pod-program tests' writes the same way). Now the reset comes first and
+/// the server is read-only for all but root until the manager opens it: a commit made as
+/// soon as the accounts exist keeps its GTID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_written_during_initialisation_is_reset() {
+    let Some(binary) = server_binary("nothing_written_during_initialisation_is_reset") else {
+        return;
+    };
+    let fleet = Fleet::start(binary.clone(), 1).await;
+    let m = &fleet.nodes[0];
+    let pw = MocoPasswords::generate().unwrap();
+    let login = |user: &str, password: &str| {
+        mysql_async::Opts::from(
+            mysql_async::OptsBuilder::default()
+                .ip_or_hostname(m.host())
+                .tcp_port(m.port())
+                .user(Some(user.to_owned()))
+                .pass(Some(password.to_owned())),
+        )
+    };
+    // A manager and a client, as eager as can be: open the server and commit the moment the
+    // admin account logs in.
+    let eager = {
+        let admin_login = login(Account::Admin.name(), &pw.admin);
+        let writable_login = login(Account::Writable.name(), &pw.writable);
+        let manager = admin(m, 0, &pw);
+        tokio::spawn(async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            loop {
+                assert!(std::time::Instant::now() < deadline, "never logged in");
+                if let Ok(c) = mysql_async::Conn::new(admin_login.clone()).await {
+                    let _ = c.disconnect().await;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            manager.set_writable().await.unwrap();
+            // The client's account and its grants come a moment later.
+            loop {
+                let done = match mysql_async::Conn::new(writable_login.clone()).await {
+                    Ok(mut c) => c.query_drop("CREATE DATABASE early").await,
+                    Err(e) => Err(e),
+                };
+                if done.is_ok() || std::time::Instant::now() > deadline {
+                    break done;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    create_accounts(&fresh(m, 0), &pw).await.unwrap();
+    let early = eager.await.unwrap();
+    let a = admin(m, 0, &pw);
+    let status = a.status().await.unwrap();
+    match early {
+        Ok(()) => assert!(
+            !status.gtid_executed.is_empty(),
+            "the early commit's GTID was reset: {status:?}"
+        ),
+        Err(e) => panic!("the early commit failed: {e}"),
+    }
+}
+
 /// Accounts on two fresh servers, data on the first, then a copy onto the second through the
 /// two halves of the clone procedure, with the stream carried by an in-memory channel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

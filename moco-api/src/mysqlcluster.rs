@@ -35,7 +35,6 @@ use crate::backuppolicy::JobConfig;
 )]
 #[x_kube(
     validation = Rule::new("self.replicas % 2 == 1").message("replicas must be a positive odd number").field_path(".replicas"),
-    validation = Rule::new("!has(oldSelf.replicas) || self.replicas >= oldSelf.replicas").message("replicas cannot be decreased: decreasing replicas is not supported yet").field_path(".replicas"),
     validation = Rule::new("has(self.restore) == has(oldSelf.restore)").message("restore is not editable: it cannot be added to or removed from an existing cluster").field_path(".restore"),
     validation = Rule::new("!has(self.replicationSourceSecretName) || (has(oldSelf.replicationSourceSecretName) && self.replicationSourceSecretName == oldSelf.replicationSourceSecretName)").message("replicationSourceSecretName can only be removed on an existing cluster: replication can be initiated only with new clusters and the secret name cannot be changed").field_path(".replicationSourceSecretName")
 )]
@@ -306,6 +305,14 @@ pub struct MySQLClusterStatus {
     /// The initial clone from the external replication source completed.
     #[serde(default, skip_serializing_if = "is_false")]
     pub cloned: bool,
+    /// moco-rs extension: instances `0..semiSyncMembers` acknowledge semi-sync commits; new
+    /// instances of a growing cluster replicate asynchronously until they have caught up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semi_sync_members: Option<i32>,
+    /// moco-rs extension: the fewest replica acknowledgements an acknowledged commit may have
+    /// had, while below what the members need; a failover is judged by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semi_sync_min_acks: Option<i32>,
     /// Which generation was last reconciled, by which reconciler version.
     #[serde(default)]
     pub reconcile_info: ReconcileInfo,

@@ -117,15 +117,20 @@ fn schema_errors_stop_before_admission_rules() {
 #[test]
 fn updates_match_namespace_and_name() {
     let old = docs("old.yaml", &cluster("one", 5));
+    let replicating = cluster("one", 5).replacen(
+        "spec:\n",
+        "spec:\n  replicationSourceSecretName: donor\n",
+        1,
+    );
     // Same name, default namespace on both sides: an update.
     assert_eq!(
-        lines(&docs("new.yaml", &cluster("one", 3)), &old),
+        lines(&docs("new.yaml", &replicating), &old),
         vec![
-            "new.yaml:1: MySQLCluster/one: spec.replicas: replicas cannot be decreased: decreasing replicas is not supported yet"
+            "new.yaml:1: MySQLCluster/one: spec.replicationSourceSecretName: replicationSourceSecretName can only be removed on an existing cluster: replication can be initiated only with new clusters and the secret name cannot be changed"
         ]
     );
     // Another namespace: a create.
-    let elsewhere = cluster("one", 3).replace("  name: one\n", "  name: one\n  namespace: other\n");
+    let elsewhere = replicating.replace("  name: one\n", "  name: one\n  namespace: other\n");
     assert!(lines(&docs("new.yaml", &elsewhere), &old).is_empty());
 }
 

@@ -57,16 +57,7 @@ pub fn cluster_prefix(name: &str) -> String {
     format!("moco/{LOCAL_NAMESPACE}/{name}")
 }
 
-/// MOCO's folder name of a backup taken at `t`: `YYYYMMDD-hhmmss` (UTC).
-pub fn folder_name(t: Timestamp) -> String {
-    let text = t.to_string(); // 2026-11-23T22:15:00Z
-    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
-    format!(
-        "{}-{}",
-        &digits[..8.min(digits.len())],
-        &digits[8.min(digits.len())..]
-    )
-}
+pub use crate::physical::folder_name;
 
 /// The instance to back up: the ready, reachable, non-errant replica least behind, else the
 /// primary when it is ready.
@@ -90,11 +81,12 @@ pub fn choose_source(snapshot: &ClusterSnapshot) -> Option<u32> {
         .map(|i| i.index)
 }
 
-/// Backs up the cluster in `dir` into `bucket`, at `now`.
+/// Backs up the cluster in `dir` into `bucket`, named by the second `clock` gives when it
+/// starts.
 pub async fn backup(
     dir: &Path,
     bucket: &Bucket,
-    now: Timestamp,
+    clock: &dyn moco_adapters::ports::Clock,
 ) -> Result<Taken, LocalBackupError> {
     let fail = |message: String| LocalBackupError::Cluster {
         dir: dir.display().to_string(),
@@ -147,7 +139,12 @@ pub async fn backup(
     };
     moco_adapters::instance::clone::wipe_dir(&source.scratch_dir)
         .map_err(|e| fail(e.to_string()))?;
-    let prefix = format!("{}/{}", cluster_prefix(&manifest.name), folder_name(now));
+    let (_, prefix) = physical::free_folder(
+        bucket,
+        &format!("{}/", cluster_prefix(&manifest.name)),
+        clock,
+    )
+    .await?;
     let taken = physical::backup(&source, state, bucket, &prefix).await?;
     let _ = std::fs::remove_dir_all(&source.scratch_dir);
     Ok(Taken {

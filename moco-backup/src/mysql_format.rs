@@ -33,7 +33,7 @@ use moco_adapters::mysql::option_file::quote_value;
 use moco_core::facts::Role;
 use moco_core::time::Timestamp;
 
-use crate::local::folder_name;
+use crate::physical::folder_name;
 
 /// MySQL's classic protocol port, where MOCO's Jobs connect (`constants.MySQLPort`).
 pub const MYSQL_PORT: u16 = 3306;

@@ -178,8 +178,9 @@ fn prints_both_crds_like_moco() {
         .map(|r| str_at(r, "/rule"))
         .collect();
     assert!(rules.contains(&"self.replicas % 2 == 1"), "{rules:?}");
+    // MOCO's "replicas cannot be decreased" is gone: clusters shrink.
     assert!(
-        rules.iter().any(|r| r.contains("oldSelf.replicas")),
+        !rules.iter().any(|r| r.contains("oldSelf.replicas")),
         "{rules:?}"
     );
     assert!(

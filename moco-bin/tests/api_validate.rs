@@ -96,13 +96,13 @@ fn invalid_examples_are_rejected_with_the_expected_message() {
 #[test]
 fn update_checks_match_objects_by_namespace_and_name() {
     let dir = examples().join("invalid");
-    // Same manifest as the old one under another name: a create, so the decrease is not seen.
+    // Against an old object of another name: a create, so the added source is not seen.
     let out = validate(
         &dir,
         &[
-            "replicas-decrease.yaml",
+            "replication-source-added.yaml",
             "--old",
-            "replication-source-added.old.yaml",
+            "restore-changed.old.yaml",
         ],
     );
     assert!(
@@ -114,9 +114,9 @@ fn update_checks_match_objects_by_namespace_and_name() {
     let out = validate(
         &dir,
         &[
-            "replicas-decrease.old.yaml",
+            "replication-source-added.old.yaml",
             "--old",
-            "replicas-decrease.old.yaml",
+            "replication-source-added.old.yaml",
         ],
     );
     assert!(

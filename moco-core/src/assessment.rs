@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::facts::{ClusterFacts, Flavor, InstanceFacts, MysqldStatus, ThreadState};
 use crate::gtid::GtidSet;
+use crate::quorum::{Quorum, observed_wait_count};
 
 /// Derived per-round facts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -61,6 +62,8 @@ impl Assessment {
 pub(crate) struct View<'a> {
     pub facts: &'a ClusterFacts,
     pub assessment: Assessment,
+    /// Who acknowledges commits this round (computed last, from the rest of the view).
+    pub quorum: Quorum,
     /// The instances by ordinal. Plans iterate this, never `facts.instances`, so that no
     /// decision depends on the order an adapter lists instances in (Pods listed by name put
     /// `-10` before `-2`).
@@ -105,6 +108,18 @@ impl<'a> View<'a> {
 
     pub fn replicas(&self) -> u32 {
         self.facts.spec.replicas
+    }
+
+    /// True when `index` is past `spec.replicas`: an instance a shrinking cluster removes once
+    /// it no longer counts for any acknowledged commit.
+    pub fn is_leaving(&self, index: u32) -> bool {
+        index >= self.replicas()
+    }
+
+    /// The listed instances that are leaving, lowest ordinal first.
+    pub fn leaving(&self) -> impl Iterator<Item = &'a InstanceFacts> + '_ {
+        let n = self.replicas();
+        self.instances().filter(move |i| i.index >= n)
     }
 
     pub fn flavor(&self) -> Flavor {
@@ -208,6 +223,8 @@ pub(crate) fn assess(facts: &ClusterFacts) -> View<'_> {
             .iter()
             .copied()
             .filter(|&i| i != primary)
+            // An instance past the size that is no longer listed has left the cluster.
+            .filter(|&i| i < facts.spec.replicas || facts.instances.iter().any(|x| x.index == i))
             .collect(),
     };
     errant.sort_unstable();
@@ -269,7 +286,7 @@ pub(crate) fn assess(facts: &ClusterFacts) -> View<'_> {
         facts
             .instances
             .iter()
-            .filter(|i| i.pod.exists && i.pod.ready)
+            .filter(|i| i.index < facts.spec.replicas && i.pod.exists && i.pod.ready)
             .count(),
     )
     .unwrap_or(u32::MAX);
@@ -288,6 +305,7 @@ pub(crate) fn assess(facts: &ClusterFacts) -> View<'_> {
             prevent_pod_deletion,
             ready_pods,
         },
+        quorum: Quorum::default(),
     };
     let candidates: Vec<u32> = view
         .non_primaries()
@@ -295,6 +313,7 @@ pub(crate) fn assess(facts: &ClusterFacts) -> View<'_> {
         .map(|i| i.index)
         .collect();
     view.assessment.candidates = candidates;
+    view.quorum = assess_quorum(&view);
     view
 }
 
@@ -303,5 +322,127 @@ pub(crate) fn received_set(status: &MysqldStatus) -> GtidSet {
     match &status.replica_status {
         Some(r) => r.retrieved_gtid_set.union(&status.gtid_executed),
         None => status.gtid_executed.clone(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The semi-sync membership of a growing cluster (rules and data in `crate::quorum`).
+
+/// A learner that has caught up: replicating from the primary with its IO thread running and
+/// holding everything the primary executed.
+fn caught_up(v: &View<'_>, index: u32, primary: &MysqldStatus) -> bool {
+    if v.assessment.is_errant(index) {
+        return false;
+    }
+    let Some(s) = v.mysqld(index) else {
+        return false;
+    };
+    v.replicates_from_primary(s)
+        && s.replica_status
+            .as_ref()
+            .is_some_and(|r| r.io_running == ThreadState::Yes)
+        && primary.gtid_executed.is_subset(&received_set(s))
+}
+
+/// A shrinking cluster may stop counting its leaving instances: the primary stays, every
+/// leaving instance listed acknowledges nothing any more (its IO thread stopped, or its Pod
+/// gone), and enough remaining members hold everything the primary executed, so every commit
+/// a leaving instance acknowledged is also on the remaining ones.
+fn leaving_released(v: &View<'_>, primary: &MysqldStatus) -> bool {
+    let n = v.replicas();
+    if v.is_leaving(v.assessment.primary) {
+        return false;
+    }
+    let silent = v.leaving().all(|i| {
+        !i.pod.exists
+            || v.mysqld(i.index).is_some_and(|s| {
+                s.replica_status
+                    .as_ref()
+                    .is_none_or(|r| r.io_running == ThreadState::No)
+            })
+    });
+    let holding = v
+        .non_primaries()
+        .filter(|i| i.index < n && !v.assessment.is_errant(i.index))
+        .filter_map(|i| v.mysqld(i.index))
+        .filter(|s| primary.gtid_executed.is_subset(&received_set(s)))
+        .count();
+    silent && u32::try_from(holding).unwrap_or(u32::MAX) >= required_acks(n, v.flavor())
+}
+
+/// Decides the members, the wait count and the acknowledgement floor for this round.
+pub(crate) fn assess_quorum(v: &View<'_>) -> Quorum {
+    let n = v.replicas();
+    let flavor = v.flavor();
+    let status = &v.facts.status;
+    let listed = v.instances().map(|i| i.index + 1).max().unwrap_or(0);
+    // An intermediate primary runs no semi-sync: nothing to track.
+    if v.facts.spec.external_source.is_some() {
+        // Its instances replicate asynchronously: leaving ones never hold anything the others
+        // need, so they may go at once.
+        return Quorum {
+            members: n,
+            previous_members: n,
+            wait_count: 0,
+            min_acks: required_acks(n, flavor),
+            recorded_members: (status.semi_sync_members.is_some() || listed > n).then_some(n),
+            recorded_min_acks: status.semi_sync_min_acks,
+        };
+    }
+    // Without a record every listed instance counts (a cluster that never changed size, or
+    // one whose status was written by MOCO).
+    let old_members = status.semi_sync_members.unwrap_or(n.max(listed));
+    let previous_members = old_members;
+    let mut members = old_members;
+    let mut min_acks = status
+        .semi_sync_min_acks
+        .unwrap_or_else(|| required_acks(old_members, flavor));
+    let primary = v.primary_status();
+    if let Some(p) = primary {
+        // Learners join in ordinal order, each once it has caught up (a learner promoted by
+        // a failover holds everything: it has joined); leaving instances stop counting
+        // together, once none of them is needed for an acknowledged commit.
+        let primary_index = v.assessment.primary;
+        while members < n && (members == primary_index || caught_up(v, members, p)) {
+            members += 1;
+        }
+        if members > n && leaving_released(v, p) {
+            members = n;
+        }
+    }
+    // While instances leave, the primary already waits only for what the remaining members
+    // can give (the floor is lowered with it, before the step).
+    let wait_count = required_acks(members.min(n), flavor);
+    // Commits are acknowledged only while the primary is writable; a read-only primary (a
+    // new one not yet configured) acknowledges nothing, whatever its settings.
+    let running = primary.filter(|p| !p.read_only).map(observed_wait_count);
+    if let Some(count) = running {
+        min_acks = min_acks.min(count);
+    }
+    if wait_count < min_acks {
+        min_acks = wait_count;
+    } else if let (Some(p), Some(count)) = (primary, running)
+        && count > min_acks
+    {
+        // The count was raised in an earlier round, so every commit acknowledged under the
+        // lower one is in the executed set read now: the members holding all of it hold them.
+        // Never above the count this round sets: a count about to be lowered does not hold
+        // for the commits after it.
+        let holding = v
+            .non_primaries()
+            .filter(|i| i.index < members && !v.assessment.is_errant(i.index))
+            .filter_map(|i| v.mysqld(i.index))
+            .filter(|s| p.gtid_executed.is_subset(&received_set(s)))
+            .count();
+        let holding = u32::try_from(holding).unwrap_or(u32::MAX);
+        min_acks = min_acks.max(count.min(holding).min(wait_count));
+    }
+    Quorum {
+        members,
+        previous_members,
+        wait_count,
+        min_acks,
+        recorded_members: Some(members),
+        recorded_min_acks: (min_acks != required_acks(members, flavor)).then_some(min_acks),
     }
 }

@@ -3,12 +3,13 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::assessment::{Assessment, View, assess, failover_quorum, required_acks};
+use crate::assessment::{Assessment, View, assess, required_acks};
 use crate::error::FactsError;
 use crate::facts::{ClusterFacts, FACTS_SCHEMA_VERSION, Flavor, MysqldStatus, SpecFacts};
 use crate::gtid::parse_server_uuid;
 use crate::operation::{Event, Step};
 use crate::plan::{self, Action};
+use crate::quorum::observed_wait_count;
 use crate::state::ClusterState;
 use crate::status::{ClusterStatus, StatusInputs, next_status};
 
@@ -64,39 +65,9 @@ pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
     if spec.server_id_base == 0 {
         return Err(FactsError::new("spec.serverIdBase", "must be positive"));
     }
-    let primary = facts.status.current_primary_index;
-    if primary >= spec.replicas {
-        return Err(FactsError::new(
-            "status.currentPrimaryIndex",
-            format!(
-                "{primary} is not an instance ordinal (replicas = {})",
-                spec.replicas
-            ),
-        ));
-    }
-    if let Some(t) = facts.switchover_to
-        && t >= spec.replicas
-    {
-        return Err(FactsError::new(
-            "switchoverTo",
-            format!(
-                "{t} is not an instance ordinal (replicas = {})",
-                spec.replicas
-            ),
-        ));
-    }
-    for (n, &i) in facts.status.errant_replica_list.iter().enumerate() {
-        if i >= spec.replicas {
-            return Err(FactsError::new(
-                format!("status.errantReplicaList[{n}]"),
-                format!(
-                    "{i} is not an instance ordinal (replicas = {})",
-                    spec.replicas
-                ),
-            ));
-        }
-    }
-    let mut seen = vec![false; usize::try_from(spec.replicas).unwrap_or(0)];
+    // Ordinals past `spec.replicas` are instances a shrinking cluster still has: they stay in
+    // the facts while they leave (`docs/clustering.md`, "Shrinking").
+    let mut seen = vec![false; usize::try_from(MAX_REPLICAS).unwrap_or(0)];
     for (n, inst) in facts.instances.iter().enumerate() {
         let slot = usize::try_from(inst.index)
             .ok()
@@ -106,8 +77,8 @@ pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
                 return Err(FactsError::new(
                     format!("instances[{n}].index"),
                     format!(
-                        "{} is not below spec.replicas = {}",
-                        inst.index, spec.replicas
+                        "{} is not an instance ordinal (below {MAX_REPLICAS})",
+                        inst.index
                     ),
                 ));
             }
@@ -134,15 +105,52 @@ pub fn check_facts(facts: &ClusterFacts) -> Result<(), FactsError> {
             check_mysqld(spec, n, inst.index, m)?;
         }
     }
-    if !spec.offline && facts.instances.len() != seen.len() {
+    let listed = |i: u32| {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| seen.get(i))
+            .is_some_and(|s| *s)
+    };
+    if !spec.offline
+        && let Some(missing) = (0..spec.replicas).find(|&i| !listed(i))
+    {
         return Err(FactsError::new(
             "instances",
             format!(
-                "{} instances given, spec.replicas = {}: every ordinal needs an entry",
-                facts.instances.len(),
+                "instance {missing} is missing, spec.replicas = {}: every ordinal below it needs an entry",
                 spec.replicas
             ),
         ));
+    }
+    let primary = facts.status.current_primary_index;
+    if primary >= spec.replicas && !listed(primary) {
+        return Err(FactsError::new(
+            "status.currentPrimaryIndex",
+            format!(
+                "{primary} is not an instance ordinal (replicas = {}) nor a listed instance that is leaving",
+                spec.replicas
+            ),
+        ));
+    }
+    if let Some(t) = facts.switchover_to
+        && t >= spec.replicas
+    {
+        return Err(FactsError::new(
+            "switchoverTo",
+            format!(
+                "{t} is not an instance ordinal (replicas = {})",
+                spec.replicas
+            ),
+        ));
+    }
+    // An instance that left may still be remembered as errant: it drops out of the list.
+    for (n, &i) in facts.status.errant_replica_list.iter().enumerate() {
+        if i >= MAX_REPLICAS {
+            return Err(FactsError::new(
+                format!("status.errantReplicaList[{n}]"),
+                format!("{i} is not an instance ordinal (below {MAX_REPLICAS})"),
+            ));
+        }
     }
     Ok(())
 }
@@ -232,6 +240,7 @@ fn decide_state(v: &View<'_>) -> ClusterState {
         }
     };
     let a = &v.assessment;
+    let settled = |p: &crate::facts::MysqldStatus| intermediate || semi_sync_settled(v, p);
 
     // Healthy: every Pod ready, every replica ok, the primary open and seeing every replica.
     let all_ready = facts.instances.iter().all(|i| i.pod.exists && i.pod.ready);
@@ -241,12 +250,14 @@ fn decide_state(v: &View<'_>) -> ClusterState {
         && primary_open(p)
         && v.non_primaries().all(|i| v.is_ok_replica(i))
         && v.in_cluster_replica_hosts() == replicas - 1
+        && settled(p)
     {
         return ClusterState::Healthy;
     }
 
-    // Degraded: the primary serves writes with enough ok replicas.
-    let half = replicas / 2;
+    // Degraded: the primary serves writes with enough ok replicas among the members (all
+    // instances unless the cluster grows: a learner is not needed for a commit).
+    let half = v.quorum.members.min(replicas) / 2;
     let primary_ready = v.primary().is_some_and(|p| p.pod.exists && p.pod.ready);
     if let Some(p) = primary_status
         && primary_ready
@@ -254,29 +265,49 @@ fn decide_state(v: &View<'_>) -> ClusterState {
         && primary_open(p)
         && v.in_cluster_replica_hosts() >= half
     {
-        let ok = u32::try_from(a.candidates.len()).unwrap_or(u32::MAX);
-        if ok >= half && ok != replicas - 1 {
+        let ok = a
+            .candidates
+            .iter()
+            .filter(|&&i| v.quorum.is_member(i))
+            .count();
+        let ok = u32::try_from(ok).unwrap_or(u32::MAX);
+        if ok >= half && (ok != replicas - 1 || !settled(p)) {
             return ClusterState::Degraded;
         }
     }
 
     // Failed or Lost: the primary is gone (or empty) — can enough replicas replace it?
     if primary_status.is_none() || a.lost_data {
+        // Only members acknowledge, so only they count (learners of a growing cluster may
+        // still be chosen: the candidate must hold what every eligible replica received).
         let usable = v
             .non_primaries()
-            .filter(|i| !a.is_errant(i.index))
+            .filter(|i| v.quorum.is_member(i.index) && !a.is_errant(i.index))
             .filter_map(|i| v.mysqld(i.index))
             .filter(|s| s.replica_status.is_some() && !s.gtid_executed.is_empty())
             .count();
         let usable = u32::try_from(usable).unwrap_or(u32::MAX);
-        // A single instance has no replica and never reaches its quorum of 1: Lost.
-        return if usable >= failover_quorum(replicas, v.flavor()) {
-            ClusterState::Failed
-        } else {
-            ClusterState::Lost
+        // A single instance has no replica and never reaches its quorum: Lost. So is a
+        // cluster whose commits were acknowledged by nobody but the primary (min acks 0).
+        return match v.quorum.failover_quorum(a.primary) {
+            Some(need) if usable >= need => ClusterState::Failed,
+            _ => ClusterState::Lost,
         };
     }
     ClusterState::Incomplete
+}
+
+/// Every instance is a member, none is leaving, the primary waits for the members' count and
+/// every replica acknowledges: a cluster still changing size (or whose settings were reset)
+/// is not Healthy, so configure runs and finishes the change.
+fn semi_sync_settled(v: &View<'_>, p: &crate::facts::MysqldStatus) -> bool {
+    let q = &v.quorum;
+    q.members == v.replicas()
+        && v.leaving().next().is_none()
+        && observed_wait_count(p) == q.wait_count
+        && v.non_primaries()
+            .filter_map(|i| v.mysqld(i.index))
+            .all(|s| s.semi_sync.replica_enabled)
 }
 
 /// Whether the primary can commit now. MOCO reports Available=True even when semi-sync has no
@@ -316,6 +347,9 @@ pub fn decide(facts: &ClusterFacts) -> Result<Decision, FactsError> {
         has_external_source: facts.spec.external_source.is_some(),
         now: facts.now,
     });
+    let mut status = status;
+    status.semi_sync_members = view.quorum.recorded_members;
+    status.semi_sync_min_acks = view.quorum.recorded_min_acks;
     let planned = plan::plan(&view, state);
     Ok(Decision {
         state,
@@ -349,7 +383,7 @@ mod tests {
         f.status.current_primary_index = 3;
         assert_eq!(path_of(&f), "status.currentPrimaryIndex");
         let mut f = healthy();
-        f.status.errant_replica_list = vec![7];
+        f.status.errant_replica_list = vec![MAX_REPLICAS];
         assert_eq!(path_of(&f), "status.errantReplicaList[0]");
         // Regression (issue 12, item 9): an out-of-range target was silently ignored.
         let mut f = healthy();
@@ -359,8 +393,13 @@ mod tests {
         f.instances[2].index = 0;
         assert_eq!(path_of(&f), "instances[2].index");
         let mut f = healthy();
-        f.instances[2].index = 5;
+        f.instances[2].index = MAX_REPLICAS;
         assert_eq!(path_of(&f), "instances[2].index");
+        // An ordinal past the size is an instance that leaves; those below it must be there.
+        let mut f = healthy();
+        f.instances[2].index = 5;
+        f.instances[2].mysqld = None;
+        assert_eq!(path_of(&f), "instances");
         let mut f = healthy();
         f.instances.pop();
         assert_eq!(path_of(&f), "instances");
@@ -368,6 +407,29 @@ mod tests {
         f.spec.flavor = crate::facts::Flavor::Mariadb;
         assert_eq!(path_of(&f), "instances[0].mysqld.flavor");
         assert!(check_facts(&healthy()).is_ok());
+    }
+
+    /// A shrinking cluster lists its leaving instances; the primary may be one of them, a
+    /// switchover target may not, and a leaving instance already removed may still be
+    /// remembered as errant.
+    #[test]
+    fn leaving_instances_are_facts_of_a_shrinking_cluster() {
+        let mut f = healthy();
+        f.spec.replicas = 2;
+        assert!(check_facts(&f).is_ok());
+        f.status.current_primary_index = 2;
+        assert!(check_facts(&f).is_ok());
+        f.instances.retain(|i| i.index != 2);
+        assert_eq!(path_of(&f), "status.currentPrimaryIndex");
+        f.status.current_primary_index = 0;
+        f.status.errant_replica_list = vec![2];
+        assert!(check_facts(&f).is_ok());
+        let d = decide(&f).unwrap();
+        assert!(d.status.errant_replica_list.is_empty(), "{:?}", d.status);
+        let mut f = healthy();
+        f.spec.replicas = 2;
+        f.switchover_to = Some(2);
+        assert_eq!(path_of(&f), "switchoverTo");
     }
 
     /// Regression (issue 12, item 3): an absurd replica count is refused by field instead of

@@ -70,6 +70,7 @@ pub mod facts;
 pub mod gtid;
 pub mod operation;
 mod plan;
+mod quorum;
 pub mod resources;
 pub mod state;
 pub mod status;

@@ -33,6 +33,21 @@ pub struct ClusterStatus {
     /// Set by the restore Job when it finished.
     #[serde(default)]
     pub restored_time: Option<Timestamp>,
+    /// Instances `0..semiSyncMembers` count as semi-sync acknowledgers (an extension of
+    /// MOCO's status). A cluster that grows keeps its new instances out, replicating
+    /// asynchronously, until each has caught up, so that no commit waits for an instance that
+    /// is still being cloned. A cluster that shrinks keeps counting its leaving instances
+    /// until none of them is needed for an acknowledged commit; then this drops to
+    /// `spec.replicas`, and [`ClusterStatus::leaving_may_go`] tells the platform it may remove
+    /// them. Absent means every instance (MOCO's rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semi_sync_members: Option<u32>,
+    /// The fewest acknowledgements a commit already acknowledged may have had, while that is
+    /// below what the members need (a cluster growing from one instance, or a wait count not
+    /// yet known to be on enough replicas after being raised). A failover is judged by it.
+    /// Absent means the members' required count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semi_sync_min_acks: Option<u32>,
 }
 
 /// A Kubernetes-style condition.
@@ -87,6 +102,15 @@ pub mod condition_type {
 }
 
 impl ClusterStatus {
+    /// True when a cluster shrunk to `replicas` may remove its instances past that size: the
+    /// primary is not among them and the engine recorded that they no longer count for any
+    /// acknowledged commit. Without a record (a status from before the shrink, or from MOCO)
+    /// they must stay: the engine has not looked yet.
+    pub fn leaving_may_go(&self, replicas: u32) -> bool {
+        self.current_primary_index < replicas
+            && self.semi_sync_members.is_some_and(|m| m <= replicas)
+    }
+
     /// The condition of the given type, if present.
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.conditions.iter().find(|c| c.type_ == type_)
@@ -149,6 +173,12 @@ pub struct ClusteringStatus {
     pub errant_replica_list: Vec<u32>,
     /// Set once the initial clone from the external source finished.
     pub cloned: bool,
+    /// Instances `0..n` acknowledge semi-sync commits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semi_sync_members: Option<u32>,
+    /// The fewest acknowledgements an acknowledged commit may have had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semi_sync_min_acks: Option<u32>,
 }
 
 impl ClusteringStatus {
@@ -166,6 +196,8 @@ impl ClusteringStatus {
             errant_replicas: status.errant_replicas,
             errant_replica_list: status.errant_replica_list.clone(),
             cloned: status.cloned,
+            semi_sync_members: status.semi_sync_members,
+            semi_sync_min_acks: status.semi_sync_min_acks,
         }
     }
 
@@ -183,6 +215,8 @@ impl ClusteringStatus {
         status.errant_replicas = self.errant_replicas;
         status.errant_replica_list = self.errant_replica_list.clone();
         status.cloned = self.cloned;
+        status.semi_sync_members = self.semi_sync_members;
+        status.semi_sync_min_acks = self.semi_sync_min_acks;
     }
 }
 
@@ -268,6 +302,34 @@ pub fn next_status(input: &StatusInputs<'_>) -> ClusterStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The leaving instances may go only once the engine recorded the new member count and
+    /// the primary is not among them; without a record they stay.
+    #[test]
+    fn leaving_instances_go_only_when_recorded_and_the_primary_stays() {
+        let status = |primary: u32, members: Option<u32>| ClusterStatus {
+            current_primary_index: primary,
+            semi_sync_members: members,
+            ..ClusterStatus::default()
+        };
+        // (primary, members, replicas) → may go
+        for (primary, members, replicas, want) in [
+            (0, Some(3), 3, true),
+            (2, Some(3), 3, true),
+            (0, Some(1), 3, true),
+            (3, Some(3), 3, false),
+            (4, Some(3), 3, false),
+            (0, Some(4), 3, false),
+            (0, Some(5), 3, false),
+            (0, None, 3, false),
+        ] {
+            assert_eq!(
+                status(primary, members).leaving_may_go(replicas),
+                want,
+                "primary {primary} members {members:?} replicas {replicas}"
+            );
+        }
+    }
 
     /// The clustering loop's write keeps the reconciler's fields: a foreign condition and
     /// `restoredTime` survive, clustering conditions are replaced, and nothing foreign leaks

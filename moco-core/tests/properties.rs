@@ -31,7 +31,7 @@ use moco_core::{Action, CATCH_UP_TIMEOUT_SECONDS, Decision, READ_ONLY_TIMEOUT_SE
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestCaseResult};
 
-use generate::{ALL, cases};
+use generate::{ALL, SIZED, cases};
 use harness::{Counts, check};
 use ledger::{Case, Kind, Ledger, host};
 use truth::Expect;
@@ -88,6 +88,11 @@ fn state_follows_the_rules(case: &Case, c: &Counts) -> TestCaseResult {
     );
     prop_assert_eq!(d.assessment.lost_data, truth::lost_data(l), "lost data");
     prop_assert_eq!(
+        (d.status.semi_sync_members, d.status.semi_sync_min_acks),
+        truth::recorded(l),
+        "semiSyncMembers and semiSyncMinAcks"
+    );
+    prop_assert_eq!(
         d.assessment.prevent_pod_deletion,
         truth::prevent_deletion(l),
         "prevent deletion"
@@ -139,7 +144,7 @@ fn state_follows_the_rules(case: &Case, c: &Counts) -> TestCaseResult {
 /// beyond the limit, nowhere else, in ordinal order; none while a Pod is missing (the round
 /// waits) unless the cluster is offline.
 fn expected_annotations(l: &Ledger, state: ClusterState) -> Vec<Operation> {
-    let missing = l.insts.iter().any(|i| !i.pod.exists);
+    let missing = (0..l.spec).any(|i| !l.inst(i).pod.exists);
     if missing && state != ClusterState::Offline {
         return Vec::new();
     }
@@ -758,7 +763,7 @@ fn clone_donor_is_the_least_lagging_healthy_replica() {
 fn wanted_role(l: &Ledger, errant: &[u32], i: u32) -> Option<Role> {
     if i == l.primary {
         Some(Role::Primary)
-    } else if errant.contains(&i) {
+    } else if errant.contains(&i) || truth::leaving(l, i) {
         None
     } else {
         Some(Role::Replica)
@@ -961,6 +966,296 @@ fn healthy_cluster_plans_nothing() {
     .require(&[("mysql", 110), ("mariadb", 120), ("five instances", 70)]);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Growing (docs/clustering.md, "Growing without a write stall").
+
+/// The wait count the primary runs with once the plan has run: the last semi-sync step on it,
+/// or what it runs now.
+fn count_after(l: &Ledger, d: &Decision) -> u32 {
+    let mut count = truth::running_count(l.inst(l.primary));
+    for op in ops(d) {
+        match op {
+            Operation::ConfigurePrimarySemiSync {
+                index,
+                wait_for_replica_count,
+                ..
+            } if *index == l.primary => count = *wait_for_replica_count,
+            Operation::SetReplicaSemiSync { index, .. } if *index == l.primary => count = 0,
+            _ => {}
+        }
+    }
+    count
+}
+
+fn growth_case(case: &Case, c: &Counts) -> TestCaseResult {
+    let l = &case.ledger;
+    let d = decide_case(case)?;
+    // Every growth case had two instances fewer before the change.
+    let old = l.n - 2;
+    let members = truth::members(l);
+    let errant = truth::errant(l);
+    // Learners never acknowledge: every channel step on a non-member leaves the semi-sync
+    // flag off, and every one on a member turns it on.
+    for op in ops(&d) {
+        let (index, enabled) = match op {
+            Operation::ConfigureReplication {
+                index, semi_sync, ..
+            } => (*index, *semi_sync),
+            Operation::SetReplicaSemiSync { index, enabled } if *index != l.primary => {
+                (*index, *enabled)
+            }
+            _ => continue,
+        };
+        prop_assert_eq!(
+            enabled,
+            index < members,
+            "semi-sync flag of {}: {:?}",
+            index,
+            op
+        );
+        c.hit_if(index >= members, "learner kept asynchronous");
+    }
+    let p = l.inst(l.primary);
+    let old_ok = (0..old)
+        .filter(|&i| i != l.primary)
+        .all(|i| truth::ok_replica(l, &errant, i));
+    if !(p.reachable && !p.read_only && old_ok) {
+        return Ok(());
+    }
+    // The rule: with the old replicas fine, the count after the plan leaves as many
+    // spare acknowledgers as the old cluster had (an old cluster of one had no replica to lose).
+    let tolerated_before = (old - 1) - truth::acks_for(l, old);
+    let ackers = (0..members)
+        .filter(|&i| i != l.primary)
+        .filter(|&i| truth::ok_replica(l, &errant, i) || truth::joins(l, &errant, i))
+        .count() as u32;
+    let count = count_after(l, &d);
+    prop_assert!(
+        count + tolerated_before <= ackers,
+        "count {} with {} acknowledgers, {} failures tolerated before",
+        count,
+        ackers,
+        tolerated_before
+    );
+    // Never raised beyond what the members acknowledging now (flag on, IO running from the
+    // primary) can give: a member that joins this round counts from the next one.
+    let acknowledging = (0..members)
+        .filter(|&i| i != l.primary && !errant.contains(&i))
+        .filter_map(|i| truth::usable_mysqld(l, i))
+        .filter(|inst| {
+            inst.semi.replica_enabled
+                && inst.channel.as_ref().is_some_and(|ch| {
+                    ch.source == ledger::Source::Instance(l.primary)
+                        && ch.port == ledger::PORT
+                        && ch.io == moco_core::facts::ThreadState::Yes
+                })
+        })
+        .count() as u32;
+    let running = truth::running_count(p);
+    prop_assert!(
+        count <= running.max(truth::acks_for(l, acknowledging + 1)),
+        "count {} raised past {} acknowledging members",
+        count,
+        acknowledging
+    );
+    // And MOCO's count as soon as every instance is a member that acknowledges.
+    if members == l.n && acknowledging == l.n - 1 {
+        prop_assert_eq!(
+            count,
+            truth::acks_for(l, l.n),
+            "full count once all acknowledge"
+        );
+        c.hit("all joined");
+    }
+    c.hit_if(members > old, "a learner joined");
+    c.hit_if(members == old, "nobody joined yet");
+    c.hit_if(count > truth::running_count(p), "count raised");
+    c.hit(if old == 1 { "1 to 3" } else { "3 to 5" });
+    c.hit_if(l.primary >= old, "a promoted learner is the primary");
+    count_shape(l, c, true);
+    Ok(())
+}
+
+/// While a cluster grows, commits never wait for an instance still being built: learners
+/// replicate asynchronously, and the wait count never exceeds the acknowledgers minus the
+/// failures the cluster tolerated before the change; it is MOCO's once all joined.
+#[test]
+fn growing_keeps_its_failure_tolerance() {
+    check(
+        "growing_keeps_its_failure_tolerance",
+        3000,
+        cases(&[(1, Kind::Grow)], None),
+        growth_case,
+    )
+    .require(&[
+        ("learner kept asynchronous", 300),
+        ("all joined", 100),
+        ("a learner joined", 300),
+        ("nobody joined yet", 300),
+        ("count raised", 150),
+        ("1 to 3", 300),
+        ("3 to 5", 300),
+        ("a promoted learner is the primary", 100),
+        ("mariadb", 300),
+        ("mysql", 300),
+    ]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shrinking (docs/clustering.md, "Shrinking").
+
+fn shrink_case(case: &Case, c: &Counts) -> TestCaseResult {
+    let l = &case.ledger;
+    let d = decide_case(case)?;
+    let steps = ops(&d);
+    // A leaving instance is never given the semi-sync flag, a channel, a clone or a label.
+    for op in &steps {
+        let touched = match op {
+            Operation::ConfigureReplication { index, .. }
+            | Operation::Clone { index, .. }
+            | Operation::StartReplica { index }
+            | Operation::SetReplicaSemiSync {
+                index,
+                enabled: true,
+            } => Some(*index),
+            Operation::SetRoleLabel {
+                index,
+                role: Some(_),
+            } if *index != l.primary => Some(*index),
+            _ => None,
+        };
+        if let Some(i) = touched {
+            prop_assert!(!truth::leaving(l, i), "leaving instance {} got {:?}", i, op);
+        }
+    }
+    // A switchover never goes to a leaving instance, and a leaving primary is always moved
+    // when a remaining candidate exists.
+    if let Some(Operation::SetPrimaryIndex { index, reason, .. }) = steps
+        .iter()
+        .find(|op| matches!(op, Operation::SetPrimaryIndex { .. }))
+        && *reason == moco_core::operation::PrimaryChange::Switchover
+    {
+        prop_assert!(
+            !truth::leaving(l, *index),
+            "switched over to leaving {}",
+            index
+        );
+        c.hit_if(
+            truth::leaving(l, l.primary),
+            "leaving primary switched over",
+        );
+    }
+    let leaving_candidate_only = truth::leaving(l, l.primary)
+        && !truth::candidates(l).is_empty()
+        && truth::candidates(l).iter().all(|&i| truth::leaving(l, i));
+    c.hit_if(leaving_candidate_only, "only leaving candidates");
+    // Members drop to the new size exactly when the leaving instances are released, and the
+    // floor never claims more acknowledgements than the primary will wait for.
+    let recorded = l.members.unwrap_or(l.n);
+    let members = d.status.semi_sync_members.unwrap_or(recorded);
+    if recorded > l.spec && members == l.spec {
+        prop_assert!(truth::released(l), "members dropped before the release");
+        c.hit("members dropped");
+    }
+    if recorded > l.spec && members > l.spec && truth::usable_mysqld(l, l.primary).is_some() {
+        let p = l.inst(l.primary);
+        let unreachable = (l.spec..l.n).any(|i| l.inst(i).pod.exists && !l.inst(i).reachable);
+        let behind = (0..l.spec)
+            .filter(|&i| i != l.primary)
+            .any(|i| !l.inst(i).received().contains(&p.executed));
+        c.hit_if(unreachable, "held by an unreachable leaving instance");
+        c.hit_if(behind, "held by a replica behind");
+        c.hit_if(truth::leaving(l, l.primary), "held by a leaving primary");
+    }
+    let p = l.inst(l.primary);
+    if truth::expect(l) == Expect::Configure && p.reachable && !p.read_only {
+        let floor = d
+            .status
+            .semi_sync_min_acks
+            .unwrap_or_else(|| truth::acks_for(l, members));
+        let count = count_after(l, &d);
+        prop_assert!(
+            floor <= count,
+            "the floor {} claims more than the count {} the primary runs",
+            floor,
+            count
+        );
+        // The count goes down to the new size's, before the leaving IO threads stop.
+        prop_assert!(
+            count <= truth::acks_for(l, l.spec),
+            "count {} above the new size's",
+            count
+        );
+        c.hit_if(
+            truth::running_count(p) > truth::acks_for(l, l.spec),
+            "count lowered",
+        );
+        let lowered = position(&steps, |op| {
+            matches!(op, Operation::ConfigurePrimarySemiSync { index, .. }
+                | Operation::SetReplicaSemiSync { index, enabled: false } if *index == l.primary)
+        });
+        let first_stop = position(
+            &steps,
+            |op| matches!(op, Operation::StopReplicaIoThread { index } if truth::leaving(l, *index)),
+        );
+        if let (Some(lowered), Some(stop)) = (lowered, first_stop) {
+            prop_assert!(
+                lowered < stop,
+                "the count is lowered before the leaving stop"
+            );
+            c.hit("count lowered, then leaving stopped");
+        }
+        // Every answering leaving instance with a running IO thread is stopped.
+        for i in l.spec..l.n {
+            if let Some(inst) = truth::usable_mysqld(l, i)
+                && i != l.primary
+                && inst.io_running()
+            {
+                prop_assert!(
+                    steps.iter().any(
+                        |op| matches!(op, Operation::StopReplicaIoThread { index } if *index == i)
+                    ),
+                    "leaving {} keeps its IO thread",
+                    i
+                );
+                c.hit("leaving IO stopped");
+            }
+        }
+    }
+    c.hit(if l.spec == 1 { "3 to 1" } else { "5 to 3" });
+    count_shape(l, c, true);
+    Ok(())
+}
+
+/// While a cluster shrinks, the leaving instances are never given anything that makes them
+/// acknowledge, lead or serve; the wait count drops to the new size's before they stop, the
+/// remembered floor never exceeds what the primary waits for, and they stop counting only
+/// when the truth says no acknowledged commit needs them.
+#[test]
+fn shrinking_keeps_acknowledged_commits() {
+    check(
+        "shrinking_keeps_acknowledged_commits",
+        3000,
+        cases(&[(1, Kind::Shrink)], None),
+        shrink_case,
+    )
+    .require(&[
+        ("leaving primary switched over", 100),
+        ("members dropped", 150),
+        ("held by an unreachable leaving instance", 100),
+        ("held by a replica behind", 100),
+        ("held by a leaving primary", 100),
+        ("count lowered, then leaving stopped", 100),
+        ("count lowered", 150),
+        ("only leaving candidates", 20),
+        ("leaving IO stopped", 300),
+        ("3 to 1", 300),
+        ("5 to 3", 300),
+        ("mariadb", 300),
+        ("mysql", 300),
+    ]);
+}
+
 /// A single instance never replicates from another instance or waits for ACKs; it only
 /// stops a channel left over from before (it is the primary).
 #[test]
@@ -968,7 +1263,7 @@ fn single_instance_plans_no_replication() {
     check(
         "single_instance_plans_no_replication",
         800,
-        cases(ALL, Some(&[1])),
+        cases(SIZED, Some(&[1])),
         |case, c| {
             let d = decide_case(case)?;
             for op in ops(&d) {

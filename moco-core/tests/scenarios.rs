@@ -11,8 +11,9 @@
 //!   of its `onSuccess` / `onFailure` events. An expected step must name every field of its
 //!   operation and nothing else, so that no argument is left unchecked by a serde default;
 //! - `events` (required, `[]` when none): the decision's events by type, reason and message;
-//! - optionally `candidates`, `errant` (the assessment), `errantReplicaList` (the status to
-//!   persist) and `available` (the Available condition).
+//! - optionally `candidates`, `errant` (the assessment), `errantReplicaList`,
+//!   `semiSyncMembers` and `semiSyncMinAcks` (the status to persist; `null` for absent) and
+//!   `available` (the Available condition).
 //!
 //! Files in `tests/fixtures/scenarios-known-bugs/` have the same format and hold the correct
 //! expectation for a case the engine gets wrong: they are decided and reported, and do not
@@ -51,7 +52,17 @@ struct Expect {
     candidates: Option<Vec<u32>>,
     errant: Option<Vec<u32>>,
     errant_replica_list: Option<Vec<u32>>,
+    /// `Some(Value::Null)`: the field must be absent.
+    #[serde(default, deserialize_with = "present")]
+    semi_sync_members: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    semi_sync_min_acks: Option<Value>,
     available: Option<String>,
+}
+
+/// Keeps an explicit `null` apart from a missing key.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 /// A decision-level event: everything is compared.
@@ -348,6 +359,24 @@ fn check(sc: &Scenario) -> Result<(), Problem> {
             "status.errantReplicaList {:?} != expected {c:?}",
             d.status.errant_replica_list
         ));
+    }
+    for (name, want, got) in [
+        (
+            "semiSyncMembers",
+            &e.semi_sync_members,
+            d.status.semi_sync_members,
+        ),
+        (
+            "semiSyncMinAcks",
+            &e.semi_sync_min_acks,
+            d.status.semi_sync_min_acks,
+        ),
+    ] {
+        if let Some(want) = want
+            && &serde_json::to_value(got).unwrap() != want
+        {
+            errors.push(format!("status.{name} {got:?} != expected {want}"));
+        }
     }
     if let Some(av) = &e.available {
         let got = d

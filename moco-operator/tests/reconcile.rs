@@ -532,16 +532,21 @@ async fn shrinking_a_volume_changes_the_template_but_never_a_pvc() {
     );
 }
 
-#[tokio::test]
-async fn backup_objects_follow_the_policy_name() {
-    let env = Env::new(json!({}));
-    env.fake.insert(json!({
+/// BackupPolicy `daily`, the smallest valid one.
+fn daily_policy() -> serde_json::Value {
+    json!({
         "apiVersion": "moco.cybozu.com/v1beta2", "kind": "BackupPolicy",
         "metadata": {"name": "daily", "namespace": NS},
         "spec": {"schedule": "@daily", "jobConfig": {
             "serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
             "workVolume": {"emptyDir": {}}}}
-    }));
+    })
+}
+
+#[tokio::test]
+async fn backup_objects_follow_the_policy_name() {
+    let env = Env::new(json!({}));
+    env.fake.insert(daily_policy());
     env.ok_round().await;
     let names = [
         "batch/v1/cronjobs",
@@ -587,13 +592,7 @@ async fn backup_objects_follow_the_policy_name() {
 #[tokio::test]
 async fn the_binlog_archiver_follows_its_annotation() {
     let env = Env::new(json!({"backupPolicyName": "daily"}));
-    env.fake.insert(json!({
-        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "BackupPolicy",
-        "metadata": {"name": "daily", "namespace": NS},
-        "spec": {"schedule": "@daily", "jobConfig": {
-            "serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
-            "workVolume": {"emptyDir": {}}}}
-    }));
+    env.fake.insert(daily_policy());
     let deployment = || {
         env.fake
             .get_json("apps/v1/deployments", NS, "moco-archive-db")
@@ -685,6 +684,40 @@ async fn offline_scales_to_zero_and_drops_the_budget() {
             .get_json("policy/v1/poddisruptionbudgets", NS, "moco-db")
             .is_none()
     );
+}
+
+/// `spec.replicas` 5 → 3: the StatefulSet keeps its 5 Pods (the leaving ones are its highest
+/// ordinals) until the status the clustering loop writes says they may go (members at the
+/// new size, the primary not leaving); the budget follows the new size at once.
+#[tokio::test]
+async fn a_shrink_keeps_the_statefulset_until_the_leaving_pods_may_go() {
+    let env = Env::new(json!({"replicas": 5}));
+    env.ok_round().await;
+    assert_eq!(env.sts().unwrap()["spec"]["replicas"], 5);
+    env.edit_spec(json!({"replicas": 3}));
+    let clustering = |members: u32, primary: u32| {
+        let mut status = env.fake.get_json(CLUSTERS, NS, "db").unwrap()["status"].clone();
+        status["semiSyncMembers"] = json!(members);
+        status["currentPrimaryIndex"] = json!(primary);
+        env.fake.set_status(CLUSTERS, NS, "db", status);
+    };
+    for (members, primary, want, why) in [
+        (None, None, 5, "nothing recorded since the change"),
+        (Some(5), Some(0), 5, "the leaving instances still count"),
+        (Some(3), Some(4), 5, "the primary is leaving"),
+        (Some(3), Some(1), 3, "released"),
+    ] {
+        if let (Some(m), Some(p)) = (members, primary) {
+            clustering(m, p);
+        }
+        env.ok_round().await;
+        assert_eq!(env.sts().unwrap()["spec"]["replicas"], want, "{why}");
+        let pdb = env
+            .fake
+            .get_json("policy/v1/poddisruptionbudgets", NS, "moco-db")
+            .unwrap();
+        assert_eq!(pdb["spec"]["maxUnavailable"], 1, "{why}");
+    }
 }
 
 #[tokio::test]

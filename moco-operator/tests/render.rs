@@ -73,6 +73,7 @@ struct Inputs {
     policy: Option<BackupPolicy>,
     backup_job_active: bool,
     deployed_slow_log: Option<Container>,
+    deployed_replicas: Option<u32>,
     settings: RenderSettings,
 }
 
@@ -84,6 +85,7 @@ impl Inputs {
             policy: None,
             backup_job_active: false,
             deployed_slow_log: None,
+            deployed_replicas: None,
             settings: settings(),
         }
     }
@@ -99,6 +101,7 @@ impl Inputs {
                 backup_policy: self.policy.as_ref(),
                 backup_job_active: self.backup_job_active,
                 deployed_slow_log: self.deployed_slow_log.as_ref(),
+                deployed_replicas: self.deployed_replicas,
             },
         )
     }
@@ -970,6 +973,40 @@ fn restore_job_exists_until_the_restore_is_recorded() {
         ..MySQLClusterStatus::default()
     });
     assert!(render(&c).restore.is_none());
+}
+
+/// A shrink keeps the StatefulSet at its deployed size (the leaving Pods are its highest
+/// ordinals) until the status says they may go: the members dropped to the new size and the
+/// primary is not among them. A growth and a new StatefulSet take `spec.replicas` at once.
+#[test]
+fn a_shrink_holds_the_statefulset_until_the_leaving_pods_may_go() {
+    let replicas = |deployed: Option<u32>, members: Option<i32>, primary: i32| {
+        let mut c = cluster(json!({"replicas": 3}));
+        c.status = Some(MySQLClusterStatus {
+            current_primary_index: primary,
+            semi_sync_members: members,
+            ..MySQLClusterStatus::default()
+        });
+        let mut inputs = Inputs::new();
+        inputs.deployed_replicas = deployed;
+        inputs
+            .render(&c)
+            .unwrap()
+            .statefulset
+            .spec
+            .unwrap()
+            .replicas
+    };
+    assert_eq!(replicas(None, None, 0), Some(3));
+    assert_eq!(replicas(Some(1), Some(1), 0), Some(3), "growth");
+    assert_eq!(
+        replicas(Some(5), None, 0),
+        Some(5),
+        "the engine has not looked"
+    );
+    assert_eq!(replicas(Some(5), Some(5), 0), Some(5), "still members");
+    assert_eq!(replicas(Some(5), Some(3), 4), Some(5), "the primary leaves");
+    assert_eq!(replicas(Some(5), Some(3), 0), Some(3), "released");
 }
 
 #[test]

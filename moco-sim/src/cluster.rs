@@ -145,9 +145,25 @@ impl SimCluster {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Number of instances.
+    /// `spec.replicas`: the size the cluster is asked to have.
     pub fn replicas(&self) -> u32 {
+        self.lock().spec_replicas()
+    }
+
+    /// The instances running, leaving ones included.
+    pub fn instance_count(&self) -> u32 {
         self.lock().replicas()
+    }
+
+    /// Raises `spec.replicas` to `n`: new, empty instances start.
+    pub fn grow(&self, n: u32) {
+        self.lock().grow(n);
+    }
+
+    /// Lowers `spec.replicas` to `n`: the instances past it leave once the engine lets them
+    /// (the platform removes them at the start of a later round).
+    pub fn shrink(&self, n: u32) {
+        self.lock().shrink(n);
     }
 
     /// The server family.

@@ -301,6 +301,8 @@ pub(crate) struct State {
     pub server_id_base: u32,
     pub max_delay_seconds: u64,
     pub insts: Vec<Inst>,
+    /// `spec.replicas` when it is below the instances still running (a shrink under way).
+    pub spec_replicas: Option<u32>,
     pub next_ident: u32,
     pub mgr_cut: BTreeSet<u32>,
     pub links_cut: BTreeSet<(u32, u32)>,
@@ -360,6 +362,7 @@ impl State {
             server_id_base,
             max_delay_seconds: max_delay,
             insts: (0..replicas).map(|i| Inst::fresh(i, i, flavor)).collect(),
+            spec_replicas: None,
             next_ident: replicas,
             mgr_cut: BTreeSet::new(),
             links_cut: BTreeSet::new(),
@@ -383,6 +386,49 @@ impl State {
 
     pub fn replicas(&self) -> u32 {
         u32::try_from(self.insts.len()).unwrap_or(u32::MAX)
+    }
+
+    /// `spec.replicas`: the instances unless some are leaving.
+    pub fn spec_replicas(&self) -> u32 {
+        self.spec_replicas.unwrap_or_else(|| self.replicas())
+    }
+
+    /// `spec.replicas` is lowered to `n`: the instances past it keep running until the
+    /// engine records that they no longer count ([`State::remove_leaving`]).
+    pub fn shrink(&mut self, n: u32) {
+        self.spec_replicas = Some(n.clamp(1, self.replicas()));
+    }
+
+    /// The platform's part of a shrink: once the status lets it
+    /// (`ClusterStatus::leaving_may_go`), the instances past `spec.replicas` are removed with
+    /// their data, as a StatefulSet scaled down removes its highest Pods. True when it did.
+    pub fn remove_leaving(&mut self) -> bool {
+        let n = self.spec_replicas();
+        if self.replicas() <= n || !self.status.leaving_may_go(n) {
+            return false;
+        }
+        self.insts.truncate(n as usize);
+        self.spec_replicas = None;
+        true
+    }
+
+    /// `spec.replicas` is raised to `n`: new, empty instances start (as a StatefulSet adds
+    /// Pods with new volumes).
+    pub fn grow(&mut self, n: u32) {
+        self.spec_replicas = None;
+        while self.replicas() < n {
+            let index = self.replicas();
+            // MariaDB names transactions by server_id, which follows the ordinal.
+            let ident = match self.flavor {
+                Flavor::Mariadb => index,
+                Flavor::Mysql => {
+                    let id = self.next_ident;
+                    self.next_ident += 1;
+                    id
+                }
+            };
+            self.insts.push(Inst::fresh(index, ident, self.flavor));
+        }
     }
 
     pub fn inst(&self, i: u32) -> Option<&Inst> {

@@ -46,6 +46,7 @@ impl Platform for SimCluster {
     async fn observe(&self) -> Result<Observation, PortError> {
         let mut st = self.lock();
         st.note_observe();
+        st.remove_leaving();
         let instances = st
             .insts
             .iter()
@@ -65,7 +66,7 @@ impl Platform for SimCluster {
             .collect();
         Ok(Observation {
             spec: SpecFacts {
-                replicas: st.replicas(),
+                replicas: st.spec_replicas(),
                 external_source: None,
                 restore: false,
                 offline: false,

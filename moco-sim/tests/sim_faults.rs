@@ -46,11 +46,15 @@
 //! which `replay(...)` runs again (see docs/simulation.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use moco_adapters::health::DEFAULT_DETECTION_WINDOW;
-use moco_adapters::manager::{Manager, ManagerConfig};
+use moco_adapters::manager::Manager;
+
+use common::{acks_needed, manager_config, runtime};
 use moco_core::Action;
 use moco_core::facts::{Flavor, Role};
 use moco_core::operation::Operation;
@@ -70,17 +74,6 @@ const MAX_FINAL_ROUNDS: usize = 60;
 const MAX_BOOT_ROUNDS: usize = 12;
 /// Rounds the engine gets to replace a primary that is gone for good.
 const MAX_LOSS_ROUNDS: usize = 12;
-
-fn manager_config() -> ManagerConfig {
-    ManagerConfig {
-        check_interval: Duration::from_secs(1),
-        probe_timeout: Duration::from_secs(1),
-        probe_attempts: 2,
-        probe_retry_delay: Duration::from_millis(100),
-        operation_timeout: Duration::from_secs(120),
-        health: Default::default(),
-    }
-}
 
 /// Stalls last from 0.2 s to just under three quarters of the detection window.
 fn max_stall_tenths() -> u8 {
@@ -227,14 +220,6 @@ enum Loss {
 
 fn strict() -> bool {
     std::env::var("SIM_STRICT").map_or(true, |v| v != "0")
-}
-
-/// Writes a commit waits for: MOCO's `floor(n/2)`, MariaDB at most one.
-fn acks_needed(n: u32, flavor: Flavor) -> u32 {
-    match flavor {
-        Flavor::Mysql => n / 2,
-        Flavor::Mariadb => (n / 2).min(1),
-    }
 }
 
 struct Harness {
@@ -1389,14 +1374,6 @@ fn schedule() -> impl Strategy<Value = (Vec<Ev>, Option<Lose>)> {
             (0u8..=4).prop_map(Lose::Hangs),
         ]),
     )
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
 }
 
 /// Runs one schedule on a fresh cluster; `Err` carries a full report.

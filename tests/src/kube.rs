@@ -48,6 +48,8 @@ pub struct KubeDrill {
     pub manifest: Manifest,
     /// Passwords by account name.
     pub passwords: BTreeMap<String, String>,
+    /// `spec.replicas` now (the manifest has room for more).
+    size: std::sync::atomic::AtomicU32,
     stop_kubelet: watch::Sender<bool>,
     _dir: tempfile::TempDir,
     guard: String,
@@ -74,6 +76,20 @@ fn pod(index: u32) -> String {
     format!("moco-{NAME}-{index}")
 }
 
+/// A new, not yet Ready Pod of instance `index`.
+fn pod_object(index: u32) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod(index), "namespace": NS,
+            "labels": {"app.kubernetes.io/name": "mysql",
+                       "app.kubernetes.io/instance": NAME,
+                       "app.kubernetes.io/created-by": "moco"}},
+        "spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]},
+        "status": {"podIP": "127.0.0.1",
+                   "conditions": [{"type": "Ready", "status": "False"}]}
+    })
+}
+
 /// Whether something accepts TCP connections on `port` within 300 ms: a stopped (SIGSTOP) or
 /// killed server does not.
 async fn answers(port: u16) -> bool {
@@ -98,6 +114,13 @@ impl KubeDrill {
     /// Creates `replicas` servers and the cluster's objects, and starts clustering. `None`
     /// when no server binary is available (see [`crate::local::server_or_skip`]).
     pub async fn start(test: &str, replicas: u32) -> Option<KubeDrill> {
+        Self::start_with_room(test, replicas, replicas).await
+    }
+
+    /// As [`KubeDrill::start`], with servers for `room` instances: those past `replicas` run
+    /// empty (as a new Pod's mysqld after its init container) until [`KubeDrill::grow`] adds
+    /// their Pods and raises `spec.replicas`.
+    pub async fn start_with_room(test: &str, replicas: u32, room: u32) -> Option<KubeDrill> {
         crate::local::server_or_skip(test)?;
         let dir = tempfile::Builder::new()
             .prefix("moco-kube-drill-")
@@ -105,8 +128,8 @@ impl KubeDrill {
             .unwrap_or_else(|e| panic!("tempdir: {e}"));
         let root = dir.path().join("c");
         let guard = root.display().to_string();
-        let mut options = CreateOptions::new(&root, replicas);
-        options.base_port = Some(free_port_block(u16::try_from(replicas + 2).unwrap_or(5)));
+        let mut options = CreateOptions::new(&root, room);
+        options.base_port = Some(free_port_block(u16::try_from(room + 2).unwrap_or(5)));
         let prepared = create::prepare(options).unwrap_or_else(|e| panic!("prepare: {e}"));
         let layout = prepared.layout().clone();
         let manifest = create::create(prepared)
@@ -154,19 +177,10 @@ impl KubeDrill {
         user_secret["data"] = serde_json::to_value(&data).unwrap_or_else(|e| panic!("{e}"));
         fake.insert(user_secret);
         for index in 0..replicas {
-            fake.insert(json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": pod(index), "namespace": NS,
-                    "labels": {"app.kubernetes.io/name": "mysql",
-                               "app.kubernetes.io/instance": NAME,
-                               "app.kubernetes.io/created-by": "moco"}},
-                "spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]},
-                "status": {"podIP": "127.0.0.1",
-                           "conditions": [{"type": "Ready", "status": "False"}]}
-            }));
+            fake.insert(pod_object(index));
         }
         let addresses = StaticAddresses {
-            by_index: (0..replicas)
+            by_index: (0..room)
                 .map(|i| (i, ("127.0.0.1".to_owned(), manifest.instance_port(i))))
                 .collect(),
             agents: Default::default(),
@@ -186,7 +200,7 @@ impl KubeDrill {
         let (stop_kubelet, stopped) = watch::channel(false);
         tokio::spawn(kubelet(
             fake.clone(),
-            (0..replicas).map(|i| manifest.instance_port(i)).collect(),
+            (0..room).map(|i| manifest.instance_port(i)).collect(),
             stopped,
         ));
         let cluster: MySQLCluster =
@@ -199,10 +213,64 @@ impl KubeDrill {
             layout,
             manifest,
             passwords,
+            size: std::sync::atomic::AtomicU32::new(replicas),
             stop_kubelet,
             _dir: dir,
             guard,
         })
+    }
+
+    /// The cluster's current `spec.replicas`.
+    pub fn size(&self) -> u32 {
+        self.size.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// What a StatefulSet does when `spec.replicas` rises to `to`: the new Pods appear (their
+    /// servers already run, empty), and the MySQLCluster says `to`.
+    pub fn grow(&self, to: u32) {
+        assert!(to <= self.manifest.replicas, "no room for {to} instances");
+        for index in self.size()..to {
+            self.fake.insert(pod_object(index));
+        }
+        self.fake.modify(CLUSTERS, NS, NAME, |c| {
+            c["spec"]["replicas"] = json!(to);
+        });
+        self.size.store(to, std::sync::atomic::Ordering::SeqCst);
+        self.managers.wake(NS, NAME);
+    }
+
+    /// `spec.replicas` drops to `to`. The Pods stay: [`KubeDrill::follow_statefulset`] plays
+    /// the StatefulSet controller.
+    pub fn shrink(&self, to: u32) {
+        self.fake.modify(CLUSTERS, NS, NAME, |c| {
+            c["spec"]["replicas"] = json!(to);
+        });
+        self.managers.wake(NS, NAME);
+    }
+
+    /// What the StatefulSet controller does with the `replicas` the reconciler renders
+    /// (`moco_core::resources::statefulset_replicas` over the stored status): the Pods past it
+    /// are deleted and their servers stopped (SIGTERM, then SIGKILL after 20 s). Returns the
+    /// Pods left.
+    pub async fn follow_statefulset(&self) -> u32 {
+        let cluster: MySQLCluster =
+            serde_json::from_value(self.cluster()).unwrap_or_else(|e| panic!("cluster: {e}"));
+        let spec = u32::try_from(cluster.spec.replicas).unwrap_or(0);
+        let may_go = cluster.status.as_ref().is_some_and(|s| {
+            moco_operator::clustering::platform::cluster_status(s).leaving_may_go(spec)
+        });
+        let pods = self.size();
+        let held = moco_core::resources::statefulset_replicas(spec, Some(pods), may_go);
+        for index in (held..pods).rev() {
+            self.fake.delete_now(PODS, NS, &pod(index));
+            self.server(index)
+                .stop(Duration::from_secs(20))
+                .await
+                .unwrap_or_else(|e| panic!("stopping instance {index}: {e}"));
+        }
+        self.size
+            .store(held.min(pods), std::sync::atomic::Ordering::SeqCst);
+        held.min(pods)
     }
 
     /// The password of `account` (`moco-writable`, …).
@@ -252,7 +320,7 @@ impl KubeDrill {
     /// The port of the instance whose Pod is labelled primary: where the `-primary` Service
     /// would route.
     pub fn routed_primary_port(&self) -> Option<u16> {
-        (0..self.manifest.replicas)
+        (0..self.size())
             .find(|i| self.role(*i).as_deref() == Some("primary"))
             .map(|i| self.manifest.instance_port(i))
     }
@@ -260,7 +328,7 @@ impl KubeDrill {
     /// Healthy with every role label in place.
     pub fn healthy(&self) -> bool {
         self.condition("Healthy").as_deref() == Some("True")
-            && (0..self.manifest.replicas).all(|i| {
+            && (0..self.size()).all(|i| {
                 let want = if i == self.primary() {
                     "primary"
                 } else {
@@ -329,9 +397,12 @@ async fn kubelet(fake: FakeApiServer, ports: Vec<u16>, mut stop: watch::Receiver
     let mut last: Vec<Option<bool>> = vec![None; ports.len()];
     loop {
         for (i, port) in ports.iter().enumerate() {
+            let index = u32::try_from(i).unwrap_or(0);
+            if fake.get_json(PODS, NS, &pod(index)).is_none() {
+                continue;
+            }
             let ready = answers(*port).await;
             if last[i] != Some(ready) {
-                let index = u32::try_from(i).unwrap_or(0);
                 fake.modify(PODS, NS, &pod(index), |p| {
                     p["status"]["conditions"] = json!([{"type": "Ready",
                         "status": if ready { "True" } else { "False" }}]);

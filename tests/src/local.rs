@@ -388,6 +388,38 @@ impl WriterReport {
         }
         best
     }
+
+    /// Prints each size change (`to`, started, Healthy) of a run of `moco local scale` with
+    /// the writes acknowledged meanwhile and the longest pause between them, and asserts that
+    /// some write was acknowledged during each. `change` names it (`grow`), `changing` too
+    /// (`growing`).
+    pub fn check_size_changes(
+        &self,
+        change: &str,
+        changing: &str,
+        windows: &[(u32, Instant, Instant)],
+    ) {
+        println!(
+            "writer: {} acknowledged, {} failures {:?}",
+            self.acked.len(),
+            self.failures,
+            self.errors.iter().take(5).collect::<Vec<_>>()
+        );
+        for (to, t0, t1) in windows {
+            let acks = self
+                .ack_times
+                .iter()
+                .filter(|t| **t >= *t0 && **t <= *t1)
+                .count();
+            println!(
+                "{change} to {to}: {:.1} s to Healthy, {acks} writes acknowledged meanwhile, longest pause between acknowledgements {:.0} ms",
+                t1.duration_since(*t0).as_secs_f64(),
+                self.max_gap_around(*t0, *t1).as_secs_f64() * 1000.0
+            );
+            assert!(acks > 0, "no write acknowledged while {changing} to {to}");
+        }
+        assert!(!self.acked.is_empty());
+    }
 }
 
 /// A client inserting one row at a time (autocommit) through an endpoint; an id counts as

@@ -413,6 +413,32 @@ impl AgentProcess {
         let _ = self.child.wait();
     }
 
+    /// Waits until the agent serves `/healthz` and has finished its first-start check: from
+    /// then on a test may write to its server.
+    pub async fn wait_started(&self, limit: std::time::Duration) {
+        wait_http(self.probe, "/healthz", 200, limit, || self.log_tail()).await;
+        self.wait_first_start(limit).await;
+    }
+
+    /// Waits until the agent has finished its first-start check (it serves `/healthz` before:
+    /// on a fresh instance the check creates the accounts and leaves the server read-only,
+    /// which would undo a test's own `read_only=0` made in between).
+    pub async fn wait_first_start(&self, limit: std::time::Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if text.contains("first start checked") {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the agent did not finish its first start in {limit:?}:\n{}",
+                self.log_tail()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// The end of its log.
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

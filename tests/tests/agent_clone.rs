@@ -71,8 +71,8 @@ async fn agents_clone_a_mariadb_instance_over_mutual_tls() {
     let mut a1 = AgentProcess::start(&recipient, &certs.agent.0, &["--max-delay=60s"]);
 
     // First start: the accounts exist (the agent's own login answers /healthz), root is gone.
-    wait_http(a0.probe, "/healthz", 200, LIMIT, || a0.log_tail()).await;
-    wait_http(a1.probe, "/healthz", 200, LIMIT, || a1.log_tail()).await;
+    a0.wait_started(LIMIT).await;
+    a1.wait_started(LIMIT).await;
     let root_login = mysql_async::OptsBuilder::default()
         .user(Some("root"))
         .socket(Some(donor.socket().to_string_lossy().into_owned()));

@@ -137,14 +137,10 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
     let a_source = AgentProcess::start(&source, &certs.agent.0, &[]);
     let mut a_target =
         AgentProcess::start_with_passwords(&target, &certs.agent.0, &[], other_passwords());
-    wait_http(a_source.probe, "/healthz", 200, LIMIT, || {
-        a_source.log_tail()
-    })
-    .await;
-    wait_http(a_target.probe, "/healthz", 200, LIMIT, || {
-        a_target.log_tail()
-    })
-    .await;
+    // Regression: writing before the agents' first-start check ended raced it (the check
+    // leaves a fresh instance read-only).
+    a_source.wait_started(LIMIT).await;
+    a_target.wait_started(LIMIT).await;
 
     // The source: 5,000 rows, and a history of two primaries (server 12, then 10).
     let mut c = source.admin().await;

@@ -18,7 +18,7 @@ use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http};
+use moco_tests::pod::{AgentProcess, TestPod, test_password};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 
@@ -38,14 +38,7 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
     let pod = TestPod::new(&binary, root.path(), 0);
     pod.init_and_start(10).await;
     let agent = AgentProcess::start(&pod, &certs.agent.0, &[]);
-    wait_http(
-        agent.probe,
-        "/healthz",
-        200,
-        Duration::from_secs(120),
-        || agent.log_tail(),
-    )
-    .await;
+    agent.wait_started(Duration::from_secs(120)).await;
     let mut c = pod.admin().await;
     for s in sql::set_writable(Dialect::Mariadb) {
         c.query_drop(s).await.unwrap();

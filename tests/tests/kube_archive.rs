@@ -19,7 +19,7 @@ use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod, replicate_from, test_password, wait_http};
+use moco_tests::pod::{AgentProcess, TestPod, replicate_from, test_password};
 use moco_tests::s3::{moto, moto_bucket};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
@@ -94,7 +94,7 @@ async fn the_archiver_follows_the_primary_and_keeps_the_archive_seconds_behind()
         .map(|p| AgentProcess::start(p, &certs.agent.0, &[]))
         .collect();
     for a in &agents {
-        wait_http(a.probe, "/healthz", 200, LIMIT, || a.log_tail()).await;
+        a.wait_started(LIMIT).await;
     }
     let mut c0 = pods[0].admin().await;
     let mut c1 = pods[1].admin().await;

@@ -20,7 +20,7 @@ use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod, replicate_from, test_password, wait_http};
+use moco_tests::pod::{AgentProcess, TestPod, replicate_from, test_password};
 use moco_tests::s3::{moto, moto_bucket};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
@@ -84,8 +84,8 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
     }
     let a0 = AgentProcess::start(&primary, &certs.agent.0, &[]);
     let a1 = AgentProcess::start(&replica, &certs.agent.0, &[]);
-    wait_http(a0.probe, "/healthz", 200, LIMIT, || a0.log_tail()).await;
-    wait_http(a1.probe, "/healthz", 200, LIMIT, || a1.log_tail()).await;
+    a0.wait_started(LIMIT).await;
+    a1.wait_started(LIMIT).await;
 
     // A primary with data, and a replica of it.
     let mut c = primary.admin().await;

@@ -21,7 +21,7 @@ use moco_operator::render::ClusterId;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod, wait_http};
+use moco_tests::pod::{AgentProcess, TestPod};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 
@@ -55,14 +55,8 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
     }
     let a0 = AgentProcess::start(&donor, &certs.agent.0, &[]);
     let a1 = AgentProcess::start(&recipient, &certs.agent.0, &[]);
-    wait_http(a0.probe, "/healthz", 200, Duration::from_secs(120), || {
-        a0.log_tail()
-    })
-    .await;
-    wait_http(a1.probe, "/healthz", 200, Duration::from_secs(120), || {
-        a1.log_tail()
-    })
-    .await;
+    a0.wait_started(Duration::from_secs(120)).await;
+    a1.wait_started(Duration::from_secs(120)).await;
 
     let mut c = donor.admin().await;
     for s in sql::set_writable(Dialect::Mariadb) {

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::Dialect;
 use moco_tests::kube::KubeDrill;
@@ -312,4 +312,132 @@ async fn kube_hung_primary_fails_over_and_loses_no_acknowledged_write() {
         .await;
     let acked = writer.finish().await;
     assert_no_acked_write_lost(&drill, &acked).await;
+}
+
+/// Every instance in `instances` holds every acknowledged row (waiting up to a minute each).
+async fn assert_rows_on(drill: &KubeDrill, instances: std::ops::Range<u32>, acked: &[u64]) {
+    for index in instances {
+        wait_rows(
+            drill.manifest.instance_port(index),
+            drill.password("moco-admin"),
+            acked,
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap_or_else(|(missing, e)| panic!("instance {index} lacks {missing:?} ({e})"));
+    }
+}
+
+/// `spec.replicas` 3 → 5 under writes through the Kubernetes platform: the new Pods' empty
+/// servers are brought in as learners (cloned, or replaying), join once caught up, and the
+/// status records them as members (`semiSyncMembers`, written through the MySQLCluster's
+/// status subresource). Writes go on throughout; nothing acknowledged is lost, and every
+/// instance ends with every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kube_grows_from_three_to_five_under_writes() {
+    let Some(drill) = KubeDrill::start_with_room("kube_grows_from_three_to_five", 3, 5).await
+    else {
+        return;
+    };
+    let drill = Arc::new(drill);
+    drill
+        .wait("Healthy with role labels", BRING_UP, KubeDrill::healthy)
+        .await;
+    let port = drill.routed_primary_port().unwrap();
+    create_table(port, drill.password("moco-writable"))
+        .await
+        .unwrap();
+    let writer = Writer::start(&drill);
+    wait_acked(&writer, 20).await;
+    assert_eq!(drill.cluster()["status"]["semiSyncMembers"], 3);
+
+    drill.grow(5);
+    // Writes are acknowledged while the new instances are still learners.
+    let before = writer.acked().await;
+    wait_acked(&writer, before + 20).await;
+    drill
+        .wait("Healthy with five members", BRING_UP, |d| {
+            d.healthy() && d.cluster()["status"]["semiSyncMembers"] == 5
+        })
+        .await;
+    let before = writer.acked().await;
+    wait_acked(&writer, before + 20).await;
+    let acked = writer.finish().await;
+    assert_no_acked_write_lost(&drill, &acked).await;
+    let status = drill.cluster()["status"].clone();
+    assert!(status.get("semiSyncMinAcks").is_none(), "{status}");
+    // Every instance holds every acknowledged row.
+    assert_rows_on(&drill, 0..5, &acked).await;
+}
+
+/// `spec.replicas` 5 → 3 under writes through the Kubernetes platform, with the primary on
+/// instance 4: the engine switches it over to a remaining instance, lowers the wait count,
+/// stops the leaving instances' IO threads and records the new members once the remaining
+/// ones hold everything; only then does the StatefulSet (as the reconciler renders it) drop
+/// the two Pods. Writes go on throughout; nothing acknowledged is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kube_shrinks_from_five_to_three_under_writes() {
+    let Some(drill) = KubeDrill::start("kube_shrinks_from_five_to_three", 5).await else {
+        return;
+    };
+    let drill = Arc::new(drill);
+    drill
+        .wait("Healthy with role labels", BRING_UP, KubeDrill::healthy)
+        .await;
+    // Move the primary onto a leaving instance: with 1 and 2 frozen, 3 is the lowest
+    // switchover candidate.
+    for i in [1, 2] {
+        drill.server(i).freeze().unwrap();
+    }
+    drill.demote(0);
+    drill
+        .wait("a switchover to 3", BRING_UP, |d| d.primary() == 3)
+        .await;
+    for i in [1, 2] {
+        drill.server(i).thaw().unwrap();
+    }
+    drill
+        .wait("Healthy with primary 3", BRING_UP, KubeDrill::healthy)
+        .await;
+    let leaving_primary = drill.primary();
+    let port = drill.routed_primary_port().unwrap();
+    create_table(port, drill.password("moco-writable"))
+        .await
+        .unwrap();
+    let writer = Writer::start(&drill);
+    wait_acked(&writer, 20).await;
+
+    drill.shrink(3);
+    let mut held_while_counted = 0;
+    let deadline = Instant::now() + BRING_UP;
+    loop {
+        let members = drill.cluster()["status"]["semiSyncMembers"].as_u64();
+        let left = drill.follow_statefulset().await;
+        if members == Some(5) {
+            assert_eq!(
+                left, 5,
+                "Pods removed while the leaving instances still count"
+            );
+            held_while_counted += 1;
+        }
+        if left == 3 && drill.healthy() && drill.cluster()["status"]["semiSyncMembers"] == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not shrunk: {}",
+            drill.cluster()["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(held_while_counted > 0);
+    assert!(
+        drill.primary() < 3,
+        "the primary moved off {leaving_primary}"
+    );
+    let before = writer.acked().await;
+    wait_acked(&writer, before + 20).await;
+    let acked = writer.finish().await;
+    assert_no_acked_write_lost(&drill, &acked).await;
+    assert_rows_on(&drill, 0..3, &acked).await;
 }

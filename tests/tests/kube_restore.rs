@@ -21,9 +21,7 @@ use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
-use moco_tests::pod::{
-    AgentProcess, TestPod, other_password, other_passwords, test_password, wait_http,
-};
+use moco_tests::pod::{AgentProcess, TestPod, other_password, other_passwords, test_password};
 use moco_tests::s3::{moto, moto_bucket};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
@@ -104,10 +102,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     let source = TestPod::new(&binary, &root.path().join("old"), 0);
     source.init_and_start(10).await;
     let a_source = AgentProcess::start(&source, &certs.agent.0, &[]);
-    wait_http(a_source.probe, "/healthz", 200, LIMIT, || {
-        a_source.log_tail()
-    })
-    .await;
+    a_source.wait_started(LIMIT).await;
     let mut c = source.admin().await;
     for s in sql::set_writable(Dialect::Mariadb) {
         c.query_drop(s).await.unwrap();
@@ -211,10 +206,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     target.init_and_start(20).await;
     let a_target =
         AgentProcess::start_with_passwords(&target, &certs.agent.0, &[], other_passwords());
-    wait_http(a_target.probe, "/healthz", 200, LIMIT, || {
-        a_target.log_tail()
-    })
-    .await;
+    a_target.wait_started(LIMIT).await;
     let target_port = target.port;
     let a_target_port = a_target.agent.port();
     fake.insert(cluster_object("new"));

@@ -39,6 +39,7 @@ fn fake_cluster(dir: &Path) -> String {
         flavor: Flavor::Mariadb,
         server_version: String::new(),
         replicas: 3,
+        shrinking_to: None,
         base_port: 1,
         server: "/nonexistent/mariadbd".into(),
         server_id_base: 1,

@@ -101,7 +101,7 @@ async fn platform_and_manager_in_process() {
     assert_eq!(pods.get(primary).role, Some(Role::Primary));
 
     // A client on the primary endpoint.
-    let secret = cluster.platform().secret().clone();
+    let secret = cluster.platform().await.secret().clone();
     let writable = secret.password("moco-writable").unwrap().to_owned();
     let ep = cluster.endpoints().primary_addr().port();
     let mut client = connect(

@@ -218,6 +218,7 @@ pub fn prepare(options: CreateOptions) -> Result<Prepared, LocalError> {
         flavor,
         server_version: binary.version().to_owned(),
         replicas: options.replicas,
+        shrinking_to: None,
         base_port,
         server: binary.path().to_path_buf(),
         server_id_base: options.server_id_base,

@@ -107,6 +107,12 @@ impl Layout {
         self.instances_dir().join(index.to_string())
     }
 
+    /// `retired/`: the directories of instances a shrink removed, kept (as a StatefulSet
+    /// keeps the volumes of the Pods it removes).
+    pub fn retired_dir(&self) -> PathBuf {
+        self.root.join("retired")
+    }
+
     /// `instances/<i>/my.cnf`.
     pub fn mycnf(&self, index: u32) -> PathBuf {
         self.instance_dir(index).join("my.cnf")

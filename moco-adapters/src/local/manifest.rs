@@ -51,8 +51,14 @@ pub struct Manifest {
     /// `@@version` of the server binary when the cluster was created.
     #[serde(default)]
     pub server_version: String,
-    /// Number of instances (odd).
+    /// Number of instances running (odd unless a shrink is under way).
     pub replicas: u32,
+    /// `spec.replicas` while a shrink is under way: instances `shrinking_to..replicas` keep
+    /// running until the engine records that they no longer count for any acknowledged commit
+    /// (`ClusterStatus::leaving_may_go`); then the manager stops them, keeps their directories
+    /// under `retired/`, and `replicas` becomes this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrinking_to: Option<u32>,
     /// First port of the block the cluster uses: the primary endpoint.
     pub base_port: u16,
     /// The server binary (`mariadbd` / `mysqld`).
@@ -89,6 +95,11 @@ impl Manifest {
                 e.to_string(),
             )
         })
+    }
+
+    /// The size the cluster is asked to have (`spec.replicas`).
+    pub fn spec_replicas(&self) -> u32 {
+        self.shrinking_to.unwrap_or(self.replicas)
     }
 
     /// Port of the primary endpoint (`base_port`).
@@ -244,6 +255,7 @@ mod tests {
             flavor: Flavor::Mariadb,
             server_version: String::new(),
             replicas: 3,
+            shrinking_to: None,
             base_port: 20000,
             server: PathBuf::from("/usr/sbin/mariadbd"),
             server_id_base: 1000,

@@ -9,6 +9,7 @@
 //! * [`proxy`]: the primary and replica endpoints;
 //! * [`clone`]: copying an instance (mariadb-backup streaming, MySQL `CLONE INSTANCE`);
 //! * [`run`]: the manager process (manager loop, supervisor, endpoints, `state.json`);
+//! * [`scale`]: `moco local scale` (new instances, then the new size);
 //! * [`layout`], [`manifest`], [`pods`], [`secret`], [`snapshot`], [`files`]: the directory.
 
 pub mod clone;
@@ -21,6 +22,7 @@ pub mod platform;
 pub mod pods;
 pub mod proxy;
 pub mod run;
+pub mod scale;
 pub mod secret;
 pub mod servers;
 pub mod snapshot;

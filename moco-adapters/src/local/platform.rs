@@ -820,7 +820,7 @@ impl Platform for LocalPlatform {
             .collect();
         Ok(Observation {
             spec: SpecFacts {
-                replicas: self.manifest.replicas,
+                replicas: self.manifest.spec_replicas(),
                 external_source: None,
                 restore: false,
                 offline: false,
@@ -832,7 +832,10 @@ impl Platform for LocalPlatform {
             },
             status,
             instances,
-            switchover_to: pods.switchover_to,
+            // A request for an instance that is leaving is not one the engine may follow.
+            switchover_to: pods
+                .switchover_to
+                .filter(|&t| t < self.manifest.spec_replicas()),
         })
     }
 

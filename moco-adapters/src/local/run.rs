@@ -51,13 +51,14 @@ impl Default for RunOptions {
     }
 }
 
-/// A started manager: the platform, the endpoints and the background tasks.
+/// A started manager: the endpoints, and the generation of platform and loops serving the
+/// cluster's current size (replaced when `moco local scale` changes `cluster.json`).
 #[derive(Debug)]
 pub struct RunningCluster {
-    platform: Arc<LocalPlatform>,
+    current: Arc<tokio::sync::Mutex<Generation>>,
     endpoints: Arc<Endpoints>,
-    shutdown: watch::Sender<bool>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    watcher: tokio::task::JoinHandle<()>,
+    watcher_stop: watch::Sender<bool>,
     stop_instances_on_exit: bool,
     _lock: FileLock,
 }
@@ -78,9 +79,95 @@ pub fn running_manager(layout: &Layout) -> Result<Option<u32>, LocalError> {
     Ok(pid.filter(|p| process_alive(*p)).or(Some(0)))
 }
 
+/// One platform (one size of the cluster) and its loops.
+#[derive(Debug)]
+struct Generation {
+    platform: Arc<LocalPlatform>,
+    /// Stops every loop at once (a manager round under way is cut short).
+    shutdown: watch::Sender<bool>,
+    /// Stops the manager loop between rounds (and the others at once).
+    drain: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Generation {
+    /// Starts every instance of the platform that does not run, routes the endpoints from it
+    /// and starts its loops.
+    async fn start(
+        platform: Arc<LocalPlatform>,
+        endpoints: &Arc<Endpoints>,
+        options: &RunOptions,
+    ) -> Result<Generation, LocalError> {
+        platform.start_all().await?;
+        // Readiness first: routing from a platform that has probed nothing would take every
+        // backend away and close the endpoints' client connections (a new generation keeps
+        // them: the primary stays routed).
+        platform.refresh_readiness().await;
+        platform.attach_endpoints(Arc::clone(endpoints));
+        let manager = Arc::new(Manager::new(
+            Arc::clone(&platform) as Arc<dyn Platform>,
+            ManagerConfig {
+                check_interval: options.check_interval,
+                health: HealthConfig {
+                    detection_window: options.detection_window,
+                    ..HealthConfig::default()
+                },
+                ..ManagerConfig::default()
+            },
+        ));
+        platform.set_waker(manager.waker());
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (drain, drain_rx) = watch::channel(false);
+        let tasks = vec![
+            tokio::spawn(manager_loop(
+                Arc::clone(&manager),
+                Arc::clone(&platform),
+                options.check_interval,
+                shutdown_rx.clone(),
+                drain_rx,
+            )),
+            tokio::spawn(supervisor_loop(
+                Arc::clone(&platform),
+                options.supervise_interval,
+                shutdown_rx.clone(),
+            )),
+            tokio::spawn(readiness_loop(
+                Arc::clone(&platform),
+                options.supervise_interval,
+                shutdown_rx,
+            )),
+        ];
+        Ok(Generation {
+            platform,
+            shutdown,
+            drain,
+            tasks,
+        })
+    }
+
+    /// Stops the loops: at once (`cut`), or letting a manager round under way finish.
+    async fn stop(self, cut: bool) -> Arc<LocalPlatform> {
+        let mut tasks = self.tasks.into_iter();
+        if !cut {
+            let _ = self.drain.send(true);
+            // The manager loop (first) finishes its round; the others hold no operation.
+            if let Some(manager) = tasks.next() {
+                let _ = manager.await;
+            }
+        }
+        let _ = self.shutdown.send(true);
+        for task in tasks {
+            let _ = task.await;
+        }
+        self.platform
+    }
+}
+
 impl RunningCluster {
     /// Takes the manager lock, starts every instance that does not run, binds the endpoints
-    /// and starts the manager loop, the supervisor and the snapshot writer.
+    /// and starts the manager loop, the supervisor, the snapshot writer and the watch on
+    /// `cluster.json` (a new size starts a new generation; the endpoints and their client
+    /// connections stay).
     pub async fn start(layout: &Layout, options: RunOptions) -> Result<RunningCluster, LocalError> {
         let manifest = Manifest::load(layout)?;
         let Some(lock) = FileLock::try_acquire(&layout.manager_lock())? else {
@@ -106,52 +193,29 @@ impl RunningCluster {
             )
             .await?,
         );
-        platform.start_all().await?;
-        platform.attach_endpoints(Arc::clone(&endpoints));
-        let manager = Arc::new(Manager::new(
-            Arc::clone(&platform) as Arc<dyn Platform>,
-            ManagerConfig {
-                check_interval: options.check_interval,
-                health: HealthConfig {
-                    detection_window: options.detection_window,
-                    ..HealthConfig::default()
-                },
-                ..ManagerConfig::default()
-            },
+        let generation = Generation::start(platform, &endpoints, &options).await?;
+        let current = Arc::new(tokio::sync::Mutex::new(generation));
+        let (watcher_stop, watcher_rx) = watch::channel(false);
+        let watcher = tokio::spawn(size_watch(
+            layout.clone(),
+            Arc::clone(&current),
+            Arc::clone(&endpoints),
+            options.clone(),
+            watcher_rx,
         ));
-        platform.set_waker(manager.waker());
-        let (shutdown, shutdown_rx) = watch::channel(false);
-        let tasks = vec![
-            tokio::spawn(manager_loop(
-                Arc::clone(&manager),
-                Arc::clone(&platform),
-                options.check_interval,
-                shutdown_rx.clone(),
-            )),
-            tokio::spawn(supervisor_loop(
-                Arc::clone(&platform),
-                options.supervise_interval,
-                shutdown_rx.clone(),
-            )),
-            tokio::spawn(readiness_loop(
-                Arc::clone(&platform),
-                options.supervise_interval,
-                shutdown_rx,
-            )),
-        ];
         Ok(RunningCluster {
-            platform,
+            current,
             endpoints,
-            shutdown,
-            tasks,
+            watcher,
+            watcher_stop,
             stop_instances_on_exit: options.stop_instances_on_exit,
             _lock: lock,
         })
     }
 
-    /// The platform.
-    pub fn platform(&self) -> &Arc<LocalPlatform> {
-        &self.platform
+    /// The platform of the current generation.
+    pub async fn platform(&self) -> Arc<LocalPlatform> {
+        Arc::clone(&self.current.lock().await.platform)
     }
 
     /// The endpoints.
@@ -161,32 +225,117 @@ impl RunningCluster {
 
     /// Stops the loops and the endpoints, then (if configured) every instance.
     pub async fn stop(self) -> Result<(), LocalError> {
-        let _ = self.shutdown.send(true);
-        for task in self.tasks {
-            let _ = task.await;
-        }
+        let _ = self.watcher_stop.send(true);
+        let _ = self.watcher.await;
+        let Ok(current) = Arc::try_unwrap(self.current) else {
+            return Err(LocalError::other("manager", "the size watch did not stop"));
+        };
+        let platform = current.into_inner().stop(true).await;
         if let Ok(endpoints) = Arc::try_unwrap(self.endpoints) {
             endpoints.shutdown().await;
         }
         let result = if self.stop_instances_on_exit {
-            self.platform.stop_all().await
+            platform.stop_all().await
         } else {
             Ok(())
         };
-        let _ = std::fs::remove_file(self.platform.layout().manager_pid());
+        let _ = std::fs::remove_file(platform.layout().manager_pid());
         result
     }
 }
 
+/// Watches `cluster.json` and the status: when the size differs from the running
+/// platform's, or a shrink's leaving instances may go, the current generation stops (between
+/// rounds), the leaving instances are retired ([`super::scale::retire_leaving`]) and a
+/// generation for the new size starts with the same endpoints. A new generation that cannot
+/// start (an instance does not come up) is retried with the old platform in the meantime, so
+/// the cluster is never left without a manager.
+async fn size_watch(
+    layout: Layout,
+    current: Arc<tokio::sync::Mutex<Generation>>,
+    endpoints: Arc<Endpoints>,
+    options: RunOptions,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(options.supervise_interval) => {}
+            _ = stop.changed() => return,
+        }
+        let Ok(manifest) = Manifest::load(&layout) else {
+            continue;
+        };
+        let mut generation = current.lock().await;
+        let running = generation.platform.manifest().clone();
+        let resized =
+            (manifest.replicas, manifest.shrinking_to) != (running.replicas, running.shrinking_to);
+        let retire = !resized && super::scale::releasable(&layout, &running).is_some();
+        if !resized && !retire {
+            continue;
+        }
+        tracing::info!(
+            from = running.spec_replicas(),
+            to = manifest.spec_replicas(),
+            retire,
+            "the cluster's size changed: restarting the manager for the new size"
+        );
+        let placeholder = Arc::clone(&generation.platform);
+        let old = std::mem::replace(
+            &mut *generation,
+            Generation {
+                platform: placeholder,
+                shutdown: watch::channel(false).0,
+                drain: watch::channel(false).0,
+                tasks: Vec::new(),
+            },
+        );
+        let old_platform = old.stop(false).await;
+        if retire {
+            let servers: Vec<(u32, Arc<LocalMysqld>)> = (0..running.replicas)
+                .filter_map(|i| old_platform.server(i).map(|s| (i, Arc::clone(s))))
+                .collect();
+            if let Err(e) =
+                super::scale::retire_leaving(&layout, &running, &servers, options.local.stop_grace)
+                    .await
+            {
+                tracing::error!(error = %e, "retiring the leaving instances failed; trying again later");
+            }
+        }
+        let next = match LocalPlatform::open(&layout, options.local.clone()) {
+            Ok(p) => Generation::start(Arc::new(p), &endpoints, &options).await,
+            Err(e) => Err(e),
+        };
+        *generation = match next {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::error!(error = %e, "the manager for the new size did not start; going on with the old one");
+                match Generation::start(old_platform, &endpoints, &options).await {
+                    Ok(g) => g,
+                    Err(e) => {
+                        tracing::error!(error = %e, "the old manager did not start again");
+                        return;
+                    }
+                }
+            }
+        };
+    }
+}
+
+/// The manager's rounds until `shutdown` (which cuts a round short, as a crash would) or
+/// `drain` (which lets a round under way finish: a new generation takes over from it).
 async fn manager_loop(
     manager: Arc<Manager>,
     platform: Arc<LocalPlatform>,
     interval: Duration,
     mut shutdown: watch::Receiver<bool>,
+    mut drain: watch::Receiver<bool>,
 ) {
     let waker = manager.waker();
     loop {
         if *shutdown.borrow() {
+            return;
+        }
+        if *drain.borrow() {
             return;
         }
         let round = tokio::select! {
@@ -210,6 +359,7 @@ async fn manager_loop(
             _ = tokio::time::sleep(interval) => {}
             _ = waker.notified() => {}
             _ = shutdown.changed() => return,
+            _ = drain.changed() => return,
         }
     }
 }

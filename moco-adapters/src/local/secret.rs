@@ -159,6 +159,7 @@ mod tests {
             flavor: Flavor::Mariadb,
             server_version: String::new(),
             replicas: 3,
+            shrinking_to: None,
             base_port: 30000,
             server: "/usr/sbin/mariadbd".into(),
             server_id_base: 1,

@@ -41,15 +41,24 @@ pub fn admin_options(bootstrap: &ConnectOptions, passwords: &MocoPasswords) -> C
         .with_timeouts(bootstrap.connect_timeout, bootstrap.call_timeout)
         .with_max_connections(bootstrap.max_connections);
     opts.socket = None;
+    // The admin's way in is TCP: with the server's TLS when the bootstrap names it.
+    opts.tls = bootstrap.tls.clone();
     opts
 }
 
 /// Initialises a fresh server reached through `bootstrap` (root without a password, usually
-/// on the socket): creates MOCO's eight accounts with `sql_log_bin=0` (so no GTID exists
-/// before replication is set up), installs MySQL's plugins, checks that `moco-admin` can log
-/// in over TCP, drops the bootstrap accounts (per `options`), resets binlogs and GTIDs and
-/// leaves the server read-only. Refuses a server that already executed transactions, since
-/// the reset would destroy their history.
+/// on the socket): resets binlogs and GTIDs, makes the server read-only for everyone but root,
+/// creates MOCO's eight accounts with `sql_log_bin=0` (so no GTID exists before replication
+/// is set up), installs MySQL's plugins, checks that `moco-admin` can log in over TCP, drops
+/// the bootstrap accounts (per `options`) and leaves the server super-read-only. Refuses a
+/// server that already executed transactions, since the reset would destroy their history.
+///
+/// The order matters: once an account exists the manager may log in (it probes every few
+/// seconds), and a client too. So the reset comes before any account exists, and the server
+/// is never writable meanwhile; an earlier order (accounts on a writable server, then the
+/// reset) let a manager open the server and a client commit before the reset wiped the
+/// commit's binlog and GTID. If the manager opens the server for writes while this runs, it
+/// stays open: the final fence is skipped rather than undoing the manager's decision.
 pub async fn initialize(
     bootstrap: &ConnectOptions,
     passwords: &MocoPasswords,
@@ -67,6 +76,9 @@ pub async fn initialize(
             )));
         }
         boot.exec(&mut conn, "SET SESSION sql_log_bin=0").await?;
+        boot.exec_all(&mut conn, &sql::reset_binlog_and_gtids_as_root(d))
+            .await?;
+        boot.exec_all(&mut conn, &read_only_but_root(d)).await?;
         create_accounts(&boot, &mut conn, d, passwords, &options.account_host).await?;
         for (name, library) in required_plugins(d) {
             let q = format!(
@@ -85,40 +97,66 @@ pub async fn initialize(
                 .await?;
             }
         }
-    }
-    boot.disconnect().await?;
 
-    // From here on as moco-admin over TCP: proves the way in works before root goes.
-    let admin = MysqlInstance::new(admin_options(bootstrap, passwords));
-    let mut conn = admin.conn().await?;
-    admin.exec(&mut conn, "SET SESSION sql_log_bin=0").await?;
-    if options.drop_root {
-        let q = match d {
-            Dialect::Mariadb => "SELECT User, Host FROM mysql.user WHERE User IN ('root', '')",
-            _ => "SELECT User, Host FROM mysql.user WHERE User = 'root' AND Host = 'localhost'",
-        };
-        for row in admin.rows(&mut conn, q).await? {
-            let user: String = admin.cell(&row, 0usize, q)?;
-            let host: String = admin.cell(&row, 1usize, q)?;
-            admin
-                .exec(
+        // The way in works before root goes: moco-admin logs in over TCP.
+        let admin = MysqlInstance::new(admin_options(bootstrap, passwords));
+        admin.server_info().await?;
+        admin.disconnect().await?;
+
+        // Root drops the bootstrap accounts itself (its session outlives its account): on a
+        // read-only MariaDB server only root holds the privilege to.
+        if options.drop_root {
+            let q = match d {
+                Dialect::Mariadb => "SELECT User, Host FROM mysql.user WHERE User IN ('root', '')",
+                _ => "SELECT User, Host FROM mysql.user WHERE User = 'root' AND Host = 'localhost'",
+            };
+            for row in boot.rows(&mut conn, q).await? {
+                let user: String = boot.cell(&row, 0usize, q)?;
+                let host: String = boot.cell(&row, 1usize, q)?;
+                boot.exec(
                     &mut conn,
                     &format!("DROP USER IF EXISTS {}", sql::account(&user, &host)),
                 )
                 .await?;
+            }
         }
+        boot.exec(&mut conn, "FLUSH PRIVILEGES").await?;
     }
-    admin.exec(&mut conn, "FLUSH PRIVILEGES").await?;
-    admin
-        .exec_all(&mut conn, &sql::reset_binlog_and_gtids(d))
-        .await?;
-    admin
-        .exec_all(&mut conn, &sql::set_super_read_only(d))
-        .await?;
-    drop(conn);
-    admin.disconnect().await?;
+    boot.disconnect().await?;
+
+    // MariaDB's read_only is its super_read_only; MySQL's is raised unless the manager opened
+    // the server meanwhile.
+    if d != Dialect::Mariadb {
+        let admin = MysqlInstance::new(admin_options(bootstrap, passwords));
+        let mut conn = admin.conn().await?;
+        let q = "SELECT @@global.read_only";
+        let still: Option<i64> = match admin.first_row(&mut conn, q).await? {
+            Some(row) => admin.cell(&row, 0usize, q)?,
+            None => None,
+        };
+        if still == Some(1) {
+            admin
+                .exec_all(&mut conn, &sql::set_super_read_only(d))
+                .await?;
+        }
+        drop(conn);
+        admin.disconnect().await?;
+    }
     tracing::info!(instance = %bootstrap.name, version = %info.version, "initialised MOCO accounts");
     Ok(info)
+}
+
+/// Read-only for every session without `SUPER` (MySQL) or `READ_ONLY ADMIN` (MariaDB), which
+/// root holds: root can create the accounts, nobody else can write. MySQL's
+/// `super_read_only` (my.cnf starts the server with it) would stop root too.
+fn read_only_but_root(d: Dialect) -> Vec<String> {
+    match d {
+        Dialect::Mariadb => vec!["SET GLOBAL read_only=1".to_owned()],
+        _ => vec![
+            "SET GLOBAL super_read_only=0".to_owned(),
+            "SET GLOBAL read_only=1".to_owned(),
+        ],
+    }
 }
 
 /// Makes sure MOCO's accounts exist with these passwords on a server that already holds data
@@ -134,6 +172,8 @@ pub async fn ensure_users(
     instance
         .exec(&mut conn, "SET SESSION sql_log_bin=0")
         .await?;
+    // MySQL: read_only=0 also clears super_read_only, which blocks even CREATE USER.
+    set_read_only(instance, &mut conn, d, false).await?;
     create_accounts(instance, &mut conn, d, passwords, &options.account_host).await?;
     set_read_only(instance, &mut conn, d, true).await?;
     instance.exec(&mut conn, "SET SESSION sql_log_bin=1").await
@@ -176,8 +216,6 @@ async fn create_accounts(
     passwords: &MocoPasswords,
     host: &str,
 ) -> Result<(), PortError> {
-    // MySQL: read_only=0 also clears super_read_only, which blocks even CREATE USER.
-    set_read_only(instance, conn, d, false).await?;
     if d != Dialect::Mariadb {
         instance.exec(conn, "SET GLOBAL partial_revokes=ON").await?;
     }

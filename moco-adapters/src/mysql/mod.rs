@@ -30,6 +30,7 @@ mod clone;
 mod init;
 pub mod option_file;
 pub mod sql;
+pub mod tls;
 mod users;
 
 use std::fmt;
@@ -86,6 +87,8 @@ pub struct ConnectOptions {
     /// Pool size; at least 2 are used, since `set_super_read_only` kills connections from a
     /// second connection while the first still waits.
     pub max_connections: usize,
+    /// TLS, verifying the server (TCP only; the socket needs none).
+    pub tls: Option<tls::MysqlTls>,
 }
 
 impl fmt::Debug for ConnectOptions {
@@ -100,6 +103,7 @@ impl fmt::Debug for ConnectOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("call_timeout", &self.call_timeout)
             .field("max_connections", &self.max_connections)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -118,7 +122,14 @@ impl ConnectOptions {
             connect_timeout: Duration::from_secs(5),
             call_timeout: Duration::from_secs(60),
             max_connections: 4,
+            tls: None,
         }
+    }
+
+    /// Connects with TLS, verifying the server as `tls` says.
+    pub fn with_tls(mut self, tls: tls::MysqlTls) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// Sets the name used in errors.
@@ -190,6 +201,12 @@ impl MysqlInstance {
             .socket(opts.socket.as_ref().map(|p| p.display().to_string()))
             // `setup` (unlike `init`) is re-run after the pool resets a connection.
             .setup(vec![sql::SESSION_INIT])
+            .ssl_opts(
+                opts.tls
+                    .as_ref()
+                    .filter(|_| opts.socket.is_none())
+                    .map(tls::MysqlTls::ssl_opts),
+            )
             .pool_opts(pool_opts);
         MysqlInstance {
             pool: Pool::new(builder),

@@ -473,6 +473,18 @@ pub fn reset_binlog_and_gtids(d: Dialect) -> Vec<String> {
             ));
             out
         }
+        _ => reset_binlog_and_gtids_as_root(d),
+    }
+}
+
+/// [`reset_binlog_and_gtids`] for a session that holds every privilege itself (root on a
+/// fresh server, before MOCO's role exists).
+pub fn reset_binlog_and_gtids_as_root(d: Dialect) -> Vec<String> {
+    match d {
+        Dialect::Mariadb => vec![
+            "RESET MASTER".to_owned(),
+            "SET GLOBAL gtid_slave_pos=''".to_owned(),
+        ],
         Dialect::Mysql84 => vec!["RESET BINARY LOGS AND GTIDS".to_owned()],
         Dialect::Mysql80 => vec!["RESET MASTER".to_owned()],
     }

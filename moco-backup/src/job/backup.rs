@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 use moco_agent::client::AgentClient;
 use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
 use moco_core::facts::Flavor;
-use moco_core::time::Timestamp;
 use moco_core::validate::duration::format_go_duration;
 use moco_operator::clustering::addresses::{AddressResolver, PodNetwork};
 use moco_operator::render::ClusterId;
@@ -132,10 +131,6 @@ pub(crate) fn agent_client(common: &CommonFlags) -> Result<AgentClient, JobError
     Ok(AgentClient::new(tls, Duration::from_secs(30)))
 }
 
-fn now() -> Timestamp {
-    moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
-}
-
 impl BackupJob {
     /// The Job as its Pod runs it: the API through the in-cluster configuration (or a
     /// kubeconfig), the agents at their Pods' DNS names with the certificate in
@@ -165,7 +160,6 @@ impl BackupJob {
     /// Runs the Job once.
     pub async fn run(&self) -> Result<BackupDone, JobError> {
         let began = Instant::now();
-        let started_at = now();
         let cluster = self.cluster.get().await?;
         let (id, source_index) = self.choose(&cluster).await?;
         let flavor = flavor_of(&cluster)?;
@@ -175,11 +169,12 @@ impl BackupJob {
                  it backs up MariaDB clusters",
             ));
         }
-        let prefix = format!(
-            "{}{}",
-            mysql_format::cluster_prefix(&id.namespace, &id.name),
-            mysql_format::backup_time_text(started_at)
-        );
+        let (started_at, prefix) = physical::free_folder(
+            &self.bucket,
+            &mysql_format::cluster_prefix(&id.namespace, &id.name),
+            &moco_adapters::ports::SystemClock,
+        )
+        .await?;
         let (host, port) = self.addresses.agent(&id, source_index);
         tracing::info!(source = source_index, agent = %format!("{host}:{port}"), %prefix, "backing up");
         let (state, stream) = self
@@ -263,6 +258,7 @@ impl BackupJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use moco_core::time::Timestamp;
     use std::collections::BTreeSet;
 
     #[test]

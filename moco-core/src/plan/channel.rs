@@ -40,11 +40,14 @@ pub(super) enum Channel {
 }
 
 /// Decides the channel of replica `s` given the primary `p` and the wanted semi-sync flag.
+/// `acknowledged` says the replica may have acknowledged commits (a member): only then does
+/// its relay log have to be applied before anything drops it.
 pub(super) fn decide_channel(
     flavor: Flavor,
     s: &MysqldStatus,
     p: &InstanceFacts,
     semi_sync: bool,
+    acknowledged: bool,
 ) -> Channel {
     let Some(r) = &s.replica_status else {
         return Channel::Rebuild;
@@ -82,7 +85,7 @@ pub(super) fn decide_channel(
         Channel::Keep | Channel::StartSql | Channel::ApplyFirst { .. } => false,
     };
     let unapplied = !r.retrieved_gtid_set.is_subset(&s.gtid_executed);
-    if drops_relay_log && unapplied {
+    if drops_relay_log && unapplied && acknowledged {
         return Channel::ApplyFirst {
             start_sql: r.sql_running != ThreadState::Yes,
         };
@@ -109,7 +112,7 @@ mod tests {
         let primary = &f.instances[0];
         let mut replica = f.instances[1].mysqld.clone().unwrap();
         let decide = |s: &MysqldStatus, semi_sync: bool| {
-            decide_channel(Flavor::Mysql, s, primary, semi_sync)
+            decide_channel(Flavor::Mysql, s, primary, semi_sync, true)
         };
         assert_eq!(decide(&replica, true), Channel::Keep);
         replica.semi_sync.replica_enabled = false;

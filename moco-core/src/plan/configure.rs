@@ -4,15 +4,17 @@
 use crate::assessment::{View, failover_quorum, required_acks};
 use crate::facts::{ExternalSource, Flavor, InstanceFacts, MysqldStatus, Role, ThreadState};
 use crate::operation::{Event, Operation, ReplicationSource, Step};
+use crate::quorum::observed_wait_count;
 
 use super::channel::{self, Channel};
 use super::{Action, Planned, READ_ONLY_TIMEOUT_SECONDS, SEMI_SYNC_TIMEOUT_MS, clone};
 
-/// The label instance `index` should carry: none for errant replicas.
+/// The label instance `index` should carry: none for errant replicas and for instances that
+/// are leaving (no client is routed to them while they go).
 fn desired_role(v: &View<'_>, index: u32) -> Option<Role> {
     if index == v.assessment.primary {
         Some(Role::Primary)
-    } else if v.assessment.is_errant(index) {
+    } else if v.assessment.is_errant(index) || v.is_leaving(index) {
         None
     } else {
         Some(Role::Replica)
@@ -78,10 +80,13 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
     let (Some(ps), Some(pi)) = (v.primary_status(), v.primary()) else {
         return finish(p, additions);
     };
-    match v.facts.spec.external_source.as_ref() {
-        Some(ext) => intermediate_primary(v, ps, ext, &mut p),
+    let raise = match v.facts.spec.external_source.as_ref() {
+        Some(ext) => {
+            intermediate_primary(v, ps, ext, &mut p);
+            None
+        }
         None => own_primary(v, ps, &mut p),
-    }
+    };
 
     // 4. Replicas.
     let source = ReplicationSource::Instance {
@@ -89,13 +94,20 @@ pub(super) fn configure(v: &View<'_>) -> Planned {
         host: pi.host.clone(),
         port: pi.port,
     };
-    let semi_sync = v.facts.spec.external_source.is_none();
+    // Learners (instances a growing cluster has not caught up yet) replicate asynchronously.
+    let own = v.facts.spec.external_source.is_none();
     for inst in v.non_primaries() {
+        if v.is_leaving(inst.index) {
+            leaving(v, inst, &mut p);
+            continue;
+        }
+        let semi_sync = own && v.quorum.is_member(inst.index);
         replica(v, inst, ps, pi, &source, semi_sync, &mut p);
     }
+    p.steps.extend(raise);
 
     // 5–6. Labels for live instances; the primary opens for writes last.
-    let mut open = semi_sync && ps.read_only;
+    let mut open = own && ps.read_only;
     if open && let Some(held) = empty_primary_held(v, ps) {
         p.events.push(held);
         open = false;
@@ -157,8 +169,10 @@ fn intermediate_primary(v: &View<'_>, ps: &MysqldStatus, ext: &ExternalSource, p
 }
 
 /// The primary of a cluster of its own: no replication channel left running, everything it
-/// received applied, semi-sync on with `floor(replicas / 2)` ACKs.
-fn own_primary(v: &View<'_>, ps: &MysqldStatus, p: &mut Planned) {
+/// received applied, and the members' semi-sync wait count (`docs/clustering.md`, "Growing").
+/// Returns the step that raises a writable primary's count: it runs after the replicas'
+/// steps (which may restart a channel the raise counts on).
+fn own_primary(v: &View<'_>, ps: &MysqldStatus, p: &mut Planned) -> Option<Step> {
     let primary = v.assessment.primary;
     if let Some(r) = &ps.replica_status {
         if r.io_running != ThreadState::No {
@@ -174,31 +188,120 @@ fn own_primary(v: &View<'_>, ps: &MysqldStatus, p: &mut Planned) {
             }));
         }
     }
-    let replicas = v.replicas();
-    if replicas <= 1 {
-        return;
+    let want = v.quorum.wait_count;
+    let have = observed_wait_count(ps);
+    if want == 0 {
+        // Fewer than two members: nobody to wait for (a single instance, or one whose new
+        // replicas are still learners).
+        if ps.semi_sync.source_enabled {
+            p.steps.push(Step::new(Operation::SetReplicaSemiSync {
+                index: primary,
+                enabled: false,
+            }));
+        }
+        return None;
     }
-    let acks = required_acks(replicas, v.flavor());
-    let want_count = replicas / 2;
-    let count_ok = match ps.semi_sync.wait_for_replica_count {
-        Some(n) => n == want_count,
-        None => true,
+    if have == want && ps.semi_sync.source_enabled {
+        return None;
+    }
+    // A writable primary raises its count only as far as the members that acknowledge now
+    // allow (flag on, IO thread running from it): a member that joins this round gets its
+    // flag in this plan and counts from the next round, so no commit waits for it meanwhile.
+    // A read-only primary takes the members' count at once: its replicas are configured in
+    // the same plan, before it opens.
+    let want = if want > have && !ps.read_only {
+        want.min(required_acks(acknowledging(v) + 1, v.flavor()).max(have))
+    } else {
+        want
     };
-    if ps.semi_sync.source_enabled && count_ok {
-        return;
+    if (want == have && ps.semi_sync.source_enabled) || want == 0 {
+        return None;
     }
-    p.steps.push(Step::new(Operation::ConfigurePrimarySemiSync {
+    let step = Step::new(Operation::ConfigurePrimarySemiSync {
         index: primary,
-        wait_for_replica_count: want_count,
+        wait_for_replica_count: want,
         timeout_ms: SEMI_SYNC_TIMEOUT_MS,
-    }));
-    if acks < want_count && v.flavor() == Flavor::Mariadb {
+    });
+    let replicas = v.replicas();
+    let full = replicas / 2;
+    if v.flavor() == Flavor::Mariadb && want < full && v.quorum.members == replicas {
         p.events.push(Event::warning(
             "SemiSyncWeakened",
             format!(
-                "MariaDB waits for one replica acknowledgement per commit; MOCO would wait for {want_count} with {replicas} instances, so an acknowledged commit may exist on a single replica"
+                "MariaDB waits for one replica acknowledgement per commit; MOCO would wait for {full} with {replicas} instances, so an acknowledged commit may exist on a single replica"
             ),
         ));
+    }
+    // A raise on a writable primary waits for the replicas' steps; a lower count (or a
+    // primary not yet open for writes) goes first, as MOCO orders it.
+    if want > have && !ps.read_only {
+        Some(step)
+    } else {
+        p.steps.push(step);
+        None
+    }
+}
+
+/// Members other than the primary that acknowledge commits now: not errant, replicating from
+/// the primary with their IO thread running and the semi-sync flag on.
+fn acknowledging(v: &View<'_>) -> u32 {
+    let count = v
+        .non_primaries()
+        .filter(|i| {
+            v.quorum.is_member(i.index)
+                && !v.is_leaving(i.index)
+                && !v.assessment.is_errant(i.index)
+        })
+        .filter_map(|i| v.mysqld(i.index))
+        .filter(|s| {
+            s.semi_sync.replica_enabled
+                && v.replicates_from_primary(s)
+                && s.replica_status
+                    .as_ref()
+                    .is_some_and(|r| r.io_running == ThreadState::Yes)
+        })
+        .count();
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+/// Makes a writable non-primary read-only, then ends the sessions that could still write.
+fn fence(raw: &MysqldStatus, index: u32, p: &mut Planned) {
+    if !raw.super_read_only {
+        p.steps.push(Step::new(Operation::SetSuperReadOnly {
+            index,
+            timeout_seconds: READ_ONLY_TIMEOUT_SECONDS,
+        }));
+        p.steps
+            .push(Step::new(Operation::KillConnections { index }));
+    }
+}
+
+/// An instance past `spec.replicas`: fenced read-only, and its IO thread stopped so that it
+/// acknowledges nothing more (the primary's lower count, set earlier in this plan, needs only
+/// the remaining members). Its channel is not changed, so its relay log stays and is applied:
+/// until it stops counting, a failover may still need it. It is never cloned or re-pointed.
+/// One that does not answer is named while it holds the shrink up.
+fn leaving(v: &View<'_>, inst: &InstanceFacts, p: &mut Planned) {
+    let index = inst.index;
+    let Some(raw) = inst.mysqld.as_ref() else {
+        if inst.pod.exists && v.quorum.is_member(index) {
+            p.events.push(Event::warning(
+                "LeavingUnreachable",
+                format!(
+                    "instance {index} is leaving (spec.replicas = {}) but does not answer: it may acknowledge commits when it comes back, so it keeps counting until it answers or its Pod is gone",
+                    v.replicas()
+                ),
+            ));
+        }
+        return;
+    };
+    fence(raw, index, p);
+    if v.mysqld(index)
+        .and_then(|s| s.replica_status.as_ref())
+        .is_some_and(|r| r.io_running != ThreadState::No)
+    {
+        p.steps
+            .push(Step::new(Operation::StopReplicaIoThread { index }));
     }
 }
 
@@ -219,14 +322,7 @@ fn replica(
     let Some(raw) = inst.mysqld.as_ref() else {
         return;
     };
-    if !raw.super_read_only {
-        p.steps.push(Step::new(Operation::SetSuperReadOnly {
-            index,
-            timeout_seconds: READ_ONLY_TIMEOUT_SECONDS,
-        }));
-        p.steps
-            .push(Step::new(Operation::KillConnections { index }));
-    }
+    fence(raw, index, p);
     let Some(s) = v.mysqld(index) else { return };
     if v.assessment.is_errant(index) {
         if v.facts.spec.reclone_errant && !ps.gtid_executed.is_empty() {
@@ -255,7 +351,8 @@ fn replica(
             .push(clone::replica_clone(v, index, "clone instance"));
         return;
     }
-    match channel::decide_channel(v.flavor(), s, pi, semi_sync) {
+    let acknowledged = v.quorum.may_have_acknowledged(index);
+    match channel::decide_channel(v.flavor(), s, pi, semi_sync, acknowledged) {
         Channel::Keep | Channel::ApplyFirst { start_sql: false } => return,
         Channel::ApplyFirst { start_sql: true } | Channel::StartSql => {
             p.steps

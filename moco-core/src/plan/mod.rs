@@ -78,11 +78,12 @@ impl Planned {
 pub(crate) fn plan(v: &View<'_>, state: ClusterState) -> Planned {
     // A missing Pod is one the StatefulSet is about to re-create (with the same volume): MOCO
     // skips the whole round ("too few pods"), so a primary whose Pod is being replaced is not
-    // failed over in the gap. Once the Pod exists again, its readiness decides.
+    // failed over in the gap. Once the Pod exists again, its readiness decides. A leaving
+    // instance's Pod is not re-created: its absence is its removal.
     if state != ClusterState::Offline {
         let missing: Vec<String> = v
             .instances()
-            .filter(|i| !i.pod.exists)
+            .filter(|i| !i.pod.exists && !v.is_leaving(i.index))
             .map(|i| i.index.to_string())
             .collect();
         if !missing.is_empty() {

@@ -8,17 +8,22 @@ use super::{Action, CATCH_UP_TIMEOUT_SECONDS, Planned, READ_ONLY_TIMEOUT_SECONDS
 
 /// The switchover target when one is needed: the requested target if it is a candidate,
 /// otherwise the lowest-ordinal candidate (MOCO's rule, which keeps rolling upgrades safe).
+/// A primary past `spec.replicas` (the cluster shrinks) is moved too, and never to another
+/// leaving instance.
 pub(super) fn need_switch(v: &View<'_>) -> Option<u32> {
     let primary = v.primary()?;
     let requested = v.facts.switchover_to.filter(|&t| t != primary.index);
-    let asked = primary.pod.deleting || primary.pod.demote || requested.is_some();
+    let asked = primary.pod.deleting
+        || primary.pod.demote
+        || requested.is_some()
+        || v.is_leaving(primary.index);
     if !asked {
         return None;
     }
     let candidates = &v.assessment.candidates;
     match requested {
         Some(t) => candidates.contains(&t).then_some(t),
-        None => candidates.first().copied(),
+        None => candidates.iter().copied().find(|&c| !v.is_leaving(c)),
     }
 }
 

@@ -20,7 +20,7 @@ pub use quantity::{Quantity, QuantityError, QuantityErrorKind};
 pub use statefulset::{
     LATEST_RECONCILER_VERSION, PodTemplateFacts, ReconcileInfo, StatefulSetAction,
     StatefulSetDecision, StatefulSetInput, UpdateReason, choose_reconciler_version,
-    decide_statefulset,
+    decide_statefulset, statefulset_replicas,
 };
 pub use volumes::{
     ClaimTemplate, DeployedVolumes, PvcFacts, PvcResize, RolloutFacts, StorageClassFacts,

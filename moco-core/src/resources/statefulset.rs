@@ -158,6 +158,23 @@ impl StatefulSetDecision {
     }
 }
 
+/// The StatefulSet's `replicas` for a cluster of `spec_replicas` whose deployed StatefulSet
+/// has `deployed`. A shrink keeps the Pods of the leaving instances (the highest ordinals,
+/// which a StatefulSet removes first) until the engine recorded that none of them is needed
+/// for an acknowledged commit any more (`ClusterStatus::leaving_may_go`); removing them
+/// earlier could remove the only copies of acknowledged commits, or the primary. A growth
+/// takes effect at once: new instances join as learners.
+pub fn statefulset_replicas(
+    spec_replicas: u32,
+    deployed: Option<u32>,
+    leaving_may_go: bool,
+) -> u32 {
+    match deployed {
+        Some(running) if running > spec_replicas && !leaving_may_go => running,
+        _ => spec_replicas,
+    }
+}
+
 /// Decides whether the StatefulSet is created, rewritten (and why) or kept.
 pub fn decide_statefulset(input: &StatefulSetInput) -> StatefulSetDecision {
     let recorded = &input.reconcile_info;
@@ -225,6 +242,28 @@ pub fn decide_statefulset(input: &StatefulSetInput) -> StatefulSetDecision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Growth at once; a shrink holds the deployed size until the engine lets the leaving
+    /// Pods go; a new StatefulSet gets the spec's size.
+    #[test]
+    fn a_shrink_holds_the_leaving_pods_until_released() {
+        // (spec, deployed, may go) → replicas
+        for (spec, deployed, may_go, want) in [
+            (3, None, false, 3),
+            (3, Some(3), false, 3),
+            (5, Some(3), false, 5),
+            (3, Some(5), false, 5),
+            (3, Some(5), true, 3),
+            (1, Some(3), false, 3),
+            (1, Some(3), true, 1),
+        ] {
+            assert_eq!(
+                statefulset_replicas(spec, deployed, may_go),
+                want,
+                "spec {spec} deployed {deployed:?} may go {may_go}"
+            );
+        }
+    }
 
     fn info(generation: i64, reconcile_version: u32) -> ReconcileInfo {
         ReconcileInfo {

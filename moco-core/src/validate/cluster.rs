@@ -377,16 +377,8 @@ pub fn validate_cluster_update(
 ) -> Vec<Violation> {
     let spec = FieldPath::root("spec");
     let mut out = Vec::new();
-    if new.replicas < old.replicas {
-        out.push(Violation::new(
-            Rule::ReplicasDecreased,
-            spec.child("replicas"),
-            format!(
-                "replicas cannot be decreased (from {} to {}): decreasing replicas is not supported yet",
-                old.replicas, new.replicas
-            ),
-        ));
-    }
+    // A smaller `replicas` is a shrink (MOCO refuses it): the engine and the reconciler keep
+    // the leaving instances until no acknowledged commit needs them.
     if let Some(name) = &new.replication_source_secret_name {
         let path = spec.child("replicationSourceSecretName");
         match &old.replication_source_secret_name {

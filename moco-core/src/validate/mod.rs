@@ -103,7 +103,8 @@ pub enum Rule {
     ReservedPortName,
     /// A volume name reserved for a system volume.
     ReservedVolumeName,
-    /// `replicas` decreased on update.
+    /// `replicas` decreased on update. No longer produced: clusters shrink
+    /// (docs/clustering.md, "Shrinking"). Kept so that callers matching on it still build.
     ReplicasDecreased,
     /// `replicationSourceSecretName` set on an existing cluster that had none.
     ReplicationSourceAdded,

@@ -96,7 +96,13 @@ pub const ALL: &[(u32, Kind)] = &[
     (14, Kind::Switchover),
     (8, Kind::Clone),
     (14, Kind::Misc),
+    (10, Kind::Grow),
+    (10, Kind::Shrink),
 ];
+
+/// Every kind that keeps the size it is given: all but growth and shrinking, which add or
+/// remove two instances (and stay last in [`ALL`]).
+pub const SIZED: &[(u32, Kind)] = ALL.split_at(ALL.len() - 2).0;
 
 /// Builds one case.
 pub fn build(kinds: &[(u32, Kind)], sizes: Option<&[u32]>, bytes: &[u8]) -> Ledger {
@@ -109,6 +115,7 @@ pub fn build(kinds: &[(u32, Kind)], sizes: Option<&[u32]>, bytes: &[u8]) -> Ledg
     };
     let n = match (sizes, kind) {
         (Some(sizes), _) => d.pick(sizes),
+        (None, Kind::Grow | Kind::Shrink) => d.weighted(&[(50, 3), (50, 5)]),
         (None, Kind::FailedFirstRound | Kind::FailedSecondRound) => d.weighted(&[(45, 3), (55, 5)]),
         (None, Kind::Healthy | Kind::Misc) => d.weighted(&[(50, 3), (30, 5), (20, 1)]),
         (None, _) => d.weighted(&[(55, 3), (45, 5)]),
@@ -124,6 +131,8 @@ pub fn build(kinds: &[(u32, Kind)], sizes: Option<&[u32]>, bytes: &[u8]) -> Ledg
         Kind::Switchover => switchover(&mut d, &mut l),
         Kind::Clone => clone(&mut d, &mut l),
         Kind::Misc => misc(&mut d, &mut l),
+        Kind::Grow => grow(&mut d, &mut l),
+        Kind::Shrink => shrink(&mut d, &mut l),
     }
     finish(&mut d, &mut l);
     l
@@ -154,7 +163,13 @@ fn pod(role: Role) -> PodFacts {
 /// replicating from it with both threads running, possibly a little behind.
 fn healthy(d: &mut Dice<'_>, kind: Kind, flavor: Flavor, n: u32) -> Ledger {
     let base = d.pick(&[100, 1, 1000]);
-    let primary = d.below(n);
+    // A grown cluster's primary is one of the instances it had before, or sometimes the first
+    // new one (a failover promoted a learner that held the most).
+    let primary = match kind {
+        Kind::Grow if d.chance(10) => n - 2,
+        Kind::Grow => d.below(n - 2),
+        _ => d.below(n),
+    };
     let mut history = Txns::default();
     if n > 1 && d.chance(40) {
         // An earlier primary's writes, replicated everywhere.
@@ -188,6 +203,7 @@ fn healthy(d: &mut Dice<'_>, kind: Kind, flavor: Flavor, n: u32) -> Ledger {
         kind,
         flavor,
         n,
+        spec: n,
         base,
         primary,
         max_delay,
@@ -202,6 +218,8 @@ fn healthy(d: &mut Dice<'_>, kind: Kind, flavor: Flavor, n: u32) -> Ledger {
         switchover_to: None,
         made_errant: Vec::new(),
         order: (0..n).collect(),
+        members: None,
+        min_acks: None,
     }
 }
 
@@ -949,6 +967,220 @@ fn clone(d: &mut Dice<'_>, l: &mut Ledger) {
         let i = other(d, l.n, p);
         make_errant(d, l, i);
         l.reclone_errant = d.chance(50);
+    }
+}
+
+/// How far a new instance of a growing cluster got.
+#[derive(Clone, Copy, Debug)]
+enum NewInstance {
+    /// Empty, not replicating yet (waiting for its clone).
+    Empty,
+    /// Its Pod or mysqld is still starting.
+    Starting,
+    /// Replicating asynchronously from the primary, with everything.
+    CaughtUp,
+    /// Replicating asynchronously, still behind.
+    Behind,
+    /// Caught up, but its semi-sync flag is on (a restart left it so).
+    FlagOn,
+    /// Behind, with its semi-sync flag on: a learner that must not be counted as acknowledging.
+    FlagOnBehind,
+}
+
+/// A cluster that had `n − 2` instances (its members) and now has `n`: the new ones in any
+/// stage of joining, the primary still running the old count (or already the raised one),
+/// sometimes a fault on an old replica, a lower remembered floor, or a dead primary.
+fn grow(d: &mut Dice<'_>, l: &mut Ledger) {
+    let old = l.n - 2;
+    let p = l.primary;
+    l.members = Some(old);
+    let executed = l.inst(p).executed.clone();
+    let raised = d.chance(15);
+    {
+        let flavor = l.flavor;
+        let inst = l.inst_mut(p);
+        // A raised count is the one for the first learner joined (old + 1 members).
+        let count = if raised { old + 1 } else { old } / 2;
+        let count = if flavor == Flavor::Mariadb {
+            count.min(1)
+        } else {
+            count
+        };
+        inst.semi.source_enabled = count > 0;
+        inst.semi.wait_for_replica_count = (flavor == Flavor::Mysql).then_some(count.max(1));
+        inst.semi.source_clients = Some(old - 1);
+    }
+    // Sometimes every new instance already joined in an earlier round (recorded members n),
+    // running with the flag: only the primary's count is left to raise.
+    let all_joined = d.chance(25);
+    if all_joined {
+        l.members = Some(l.n);
+    }
+    for i in old..l.n {
+        if i == p {
+            continue;
+        }
+        let stage = if all_joined {
+            NewInstance::FlagOn
+        } else {
+            d.weighted(&[
+                (30, NewInstance::Empty),
+                (12, NewInstance::Starting),
+                (28, NewInstance::CaughtUp),
+                (20, NewInstance::Behind),
+                (10, NewInstance::FlagOn),
+                (8, NewInstance::FlagOnBehind),
+            ])
+        };
+        let own = Origin::server(p);
+        let inst = l.inst_mut(i);
+        inst.pod.role_label = None;
+        inst.semi.replica_enabled =
+            matches!(stage, NewInstance::FlagOn | NewInstance::FlagOnBehind);
+        match stage {
+            NewInstance::Empty => {
+                inst.executed = Txns::default();
+                inst.channel = None;
+            }
+            NewInstance::Starting => {
+                inst.reachable = false;
+                inst.pod.ready = false;
+            }
+            NewInstance::CaughtUp | NewInstance::FlagOn => {
+                inst.executed = executed.clone();
+                if let Some(c) = inst.channel.as_mut() {
+                    c.retrieved = executed.clone();
+                    c.io = ThreadState::Yes;
+                }
+            }
+            NewInstance::Behind | NewInstance::FlagOnBehind => {
+                let have = executed.get(own);
+                inst.executed
+                    .set(own, have.saturating_sub(1 + u64::from(d.below(3))));
+                if let Some(c) = inst.channel.as_mut() {
+                    c.retrieved = inst.executed.clone();
+                }
+            }
+        }
+    }
+    if d.chance(20) {
+        // An old replica has a problem of its own.
+        let i = other(d, old.max(2), p);
+        if i < old {
+            let fault = d.pick(REPLICA_FAULTS);
+            replica_fault(d, l, i, fault);
+        }
+    }
+    if d.chance(15) {
+        let lower = d.below(old / 2 + 1);
+        l.min_acks = Some(lower);
+    }
+    if d.chance(15) {
+        let inst = l.inst_mut(p);
+        inst.reachable = false;
+    }
+}
+
+/// How far a leaving instance of a shrinking cluster got.
+#[derive(Clone, Copy, Debug)]
+enum Leaving {
+    /// Still replicating with the semi-sync flag, labelled (the shrink was just asked for).
+    Running,
+    /// Its IO thread stopped and its label removed (the first shrink round ran).
+    Stopped,
+    /// Its mysqld does not answer; the Pod exists.
+    Unreachable,
+    /// Its Pod is gone (the platform removed it).
+    Gone,
+    /// Stopped, behind the primary.
+    StoppedBehind,
+}
+
+/// A cluster of `n` instances whose `spec.replicas` dropped to `n − 2`: the leaving instances
+/// in any stage, the primary anywhere (a leaving one too), running the old count or the
+/// lowered one, the record at the old size, the new one or absent; sometimes a remaining
+/// replica behind, or a dead primary.
+fn shrink(d: &mut Dice<'_>, l: &mut Ledger) {
+    let spec = l.n - 2;
+    l.spec = spec;
+    let p = l.primary;
+    l.members = d.weighted(&[(60, Some(l.n)), (25, Some(spec)), (15, None)]);
+    let executed = l.inst(p).executed.clone();
+    if d.chance(50) {
+        // The first shrink round lowered the count (and recorded the floor).
+        let flavor = l.flavor;
+        let count = if flavor == Flavor::Mariadb {
+            (spec / 2).min(1)
+        } else {
+            spec / 2
+        };
+        let inst = l.inst_mut(p);
+        inst.semi.source_enabled = count > 0;
+        inst.semi.wait_for_replica_count = (flavor == Flavor::Mysql).then_some(count.max(1));
+        if d.chance(70) {
+            l.min_acks = Some(count);
+        }
+    }
+    let own = Origin::server(p);
+    for i in spec..l.n {
+        if i == p {
+            continue;
+        }
+        let stage = d.weighted(&[
+            (30, Leaving::Running),
+            (35, Leaving::Stopped),
+            (12, Leaving::Unreachable),
+            (10, Leaving::Gone),
+            (13, Leaving::StoppedBehind),
+        ]);
+        let inst = l.inst_mut(i);
+        match stage {
+            Leaving::Running => {}
+            Leaving::Stopped | Leaving::StoppedBehind => {
+                inst.pod.role_label = None;
+                if let Some(c) = inst.channel.as_mut() {
+                    c.io = ThreadState::No;
+                    c.lag = None;
+                }
+                if matches!(stage, Leaving::StoppedBehind) {
+                    let have = executed.get(own);
+                    inst.executed.set(own, have.saturating_sub(1));
+                    if let Some(c) = inst.channel.as_mut() {
+                        c.retrieved = inst.executed.clone();
+                    }
+                }
+            }
+            Leaving::Unreachable => inst.reachable = false,
+            Leaving::Gone => {
+                inst.reachable = false;
+                inst.pod.exists = false;
+                inst.pod.ready = false;
+                inst.pod.role_label = None;
+            }
+        }
+    }
+    if d.chance(30) && spec > 1 {
+        // A remaining replica has not received the primary's last commit yet.
+        let i = other(d, spec, p.min(spec - 1));
+        if i != p {
+            let have = executed.get(own);
+            let inst = l.inst_mut(i);
+            inst.executed.set(own, have.saturating_sub(1));
+            if let Some(c) = inst.channel.as_mut() {
+                c.retrieved = inst.executed.clone();
+            }
+        }
+    }
+    if d.chance(12) {
+        // No remaining replica is ready: only leaving ones could take over.
+        for i in 0..spec {
+            if i != p {
+                l.inst_mut(i).pod.ready = false;
+            }
+        }
+    }
+    if d.chance(15) {
+        l.inst_mut(p).reachable = false;
     }
 }
 

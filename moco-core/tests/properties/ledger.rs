@@ -204,6 +204,11 @@ pub enum Kind {
     Switchover,
     Clone,
     Misc,
+    /// A cluster of `n − 2` instances whose `spec.replicas` was raised to `n`.
+    Grow,
+    /// A cluster of `n` instances whose `spec.replicas` was lowered to `n − 2`: instances
+    /// `spec..n` are leaving.
+    Shrink,
 }
 
 /// Everything the generator decided.
@@ -211,7 +216,10 @@ pub enum Kind {
 pub struct Ledger {
     pub kind: Kind,
     pub flavor: Flavor,
+    /// The instances listed (ordinals `0..n`).
     pub n: u32,
+    /// `spec.replicas`: `n` unless the cluster shrinks.
+    pub spec: u32,
     pub base: u32,
     pub primary: u32,
     pub max_delay: u64,
@@ -229,6 +237,10 @@ pub struct Ledger {
     pub made_errant: Vec<u32>,
     /// The order of `facts.instances` (ordinals).
     pub order: Vec<u32>,
+    /// `status.semiSyncMembers`: set by a cluster that grew.
+    pub members: Option<u32>,
+    /// `status.semiSyncMinAcks`.
+    pub min_acks: Option<u32>,
 }
 
 pub fn host(index: u32) -> String {
@@ -306,7 +318,7 @@ impl Ledger {
         ClusterFacts {
             schema_version: FACTS_SCHEMA_VERSION,
             spec: SpecFacts {
-                replicas: self.n,
+                replicas: self.spec,
                 external_source: self.external.then(|| ExternalSource {
                     host: EXTERNAL_HOST.to_owned(),
                     port: PORT,
@@ -325,6 +337,8 @@ impl Ledger {
                 errant_replica_list: self.remembered_errant.clone(),
                 cloned: self.cloned,
                 restored_time: self.restored.then_some(Timestamp(1_700_000_000)),
+                semi_sync_members: self.members,
+                semi_sync_min_acks: self.min_acks,
                 ..ClusterStatus::default()
             },
             now: Timestamp(1_800_000_000),
@@ -406,11 +420,13 @@ impl fmt::Debug for Ledger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:?} {} x{} base {} primary {} maxDelay {} recloneErrant {} external {} offline {} \
-             restore {}/{} cloned {} remembered {:?} switchoverTo {:?} madeErrant {:?} order {:?}",
+            "{:?} {} x{} spec {} base {} primary {} maxDelay {} recloneErrant {} external {} \
+             offline {} restore {}/{} cloned {} remembered {:?} switchoverTo {:?} madeErrant {:?} \
+             order {:?} members {:?} minAcks {:?}",
             self.kind,
             self.flavor,
             self.n,
+            self.spec,
             self.base,
             self.primary,
             self.max_delay,
@@ -423,7 +439,9 @@ impl fmt::Debug for Ledger {
             self.remembered_errant,
             self.switchover_to,
             self.made_errant,
-            self.order
+            self.order,
+            self.members,
+            self.min_acks
         )?;
         for (i, inst) in self.insts.iter().enumerate() {
             writeln!(f, "  #{i}: {inst:?}")?;

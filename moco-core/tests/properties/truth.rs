@@ -124,16 +124,200 @@ pub fn prevent_deletion(l: &Ledger) -> bool {
         })
 }
 
-fn required_acks(l: &Ledger) -> u32 {
+/// MOCO's `floor(k/2)` ACKs for `k` instances; MariaDB waits for at most one.
+pub fn acks_for(l: &Ledger, k: u32) -> u32 {
     match l.flavor {
-        Flavor::Mysql => l.n / 2,
-        Flavor::Mariadb => (l.n / 2).min(1),
+        Flavor::Mysql => k / 2,
+        Flavor::Mariadb => (k / 2).min(1),
     }
 }
 
-/// Replicas needed to fail over without losing an acknowledged commit.
+fn required_acks(l: &Ledger) -> u32 {
+    acks_for(l, l.spec)
+}
+
+/// Replicas needed before an empty primary opens (every instance of `spec.replicas` counts
+/// here; any instance listed may answer).
 pub fn quorum(l: &Ledger) -> u32 {
-    l.n - required_acks(l)
+    l.spec - required_acks(l)
+}
+
+/// An instance past `spec.replicas`: the cluster shrinks and it leaves.
+pub fn leaving(l: &Ledger, i: u32) -> bool {
+    i >= l.spec
+}
+
+/// The leaving instances may stop counting as members (docs/clustering.md, "Shrinking"): the
+/// primary stays; every leaving instance's Pod is gone, or it answers with no IO thread
+/// running (stopped, or no channel); and at least the new size's count of remaining replicas
+/// (not errant, answering) hold everything the primary executed, applied or in their relay
+/// logs.
+pub fn released(l: &Ledger) -> bool {
+    if leaving(l, l.primary) {
+        return false;
+    }
+    let silent = (l.spec..l.n).all(|i| {
+        !l.inst(i).pod.exists
+            || usable_mysqld(l, i).is_some_and(|inst| {
+                inst.channel
+                    .as_ref()
+                    .is_none_or(|c| c.io == ThreadState::No)
+            })
+    });
+    let p = l.inst(l.primary);
+    let errant = errant(l);
+    let holding = (0..l.spec)
+        .filter(|&i| i != l.primary && !errant.contains(&i))
+        .filter_map(|i| usable_mysqld(l, i))
+        .filter(|inst| inst.received().contains(&p.executed))
+        .count() as u32;
+    silent && holding >= acks_for(l, l.spec)
+}
+
+/// A learner (ordinal at or past the recorded members) that may join: it answers, is not
+/// errant, replicates from the primary with its IO thread running and has everything the
+/// primary executed (applied or in its relay log).
+pub fn joins(l: &Ledger, errant: &[u32], i: u32) -> bool {
+    let Some(inst) = usable_mysqld(l, i) else {
+        return false;
+    };
+    let p = l.inst(l.primary);
+    let Some(ch) = inst.channel.as_ref() else {
+        return false;
+    };
+    !errant.contains(&i)
+        && from_primary(l, inst)
+        && ch.io == ThreadState::Yes
+        && inst.executed.union(&ch.retrieved).contains(&p.executed)
+}
+
+/// The members after this round: the recorded number (every instance listed when none is
+/// recorded), then learners in ordinal order while each one joins (the primary, a learner
+/// promoted by a failover, has joined), or the new size once the
+/// leaving instances are [`released`]. Nothing changes while the primary cannot be asked. An
+/// intermediate cluster's members are its size.
+pub fn members(l: &Ledger) -> u32 {
+    if l.external {
+        return l.spec;
+    }
+    let mut m = l.members.unwrap_or(l.n);
+    if usable_mysqld(l, l.primary).is_none() {
+        return m;
+    }
+    let errant = errant(l);
+    while m < l.spec && (m == l.primary || joins(l, &errant, m)) {
+        m += 1;
+    }
+    if m > l.spec && released(l) {
+        m = l.spec;
+    }
+    m
+}
+
+/// The wait count the primary should run with: the members' count, and no more than the new
+/// size's while instances leave.
+pub fn wait_count(l: &Ledger) -> u32 {
+    if l.external {
+        0
+    } else {
+        acks_for(l, members(l).min(l.spec))
+    }
+}
+
+/// What the primary runs with (0: semi-sync off; MariaDB reports no count and waits for one).
+pub fn running_count(inst: &Inst) -> u32 {
+    match (inst.semi.source_enabled, inst.semi.wait_for_replica_count) {
+        (false, _) => 0,
+        (true, Some(k)) => k,
+        (true, None) => 1,
+    }
+}
+
+/// The fewest ACKs an acknowledged commit may have had, after this round. Written as the
+/// rules in docs/clustering.md say it: start from the record (the members' count when none),
+/// take the writable primary's running count if lower, drop to the new wait count if that is
+/// lower, else rise to what the members holding all of the primary's executed set prove, but
+/// never above the new wait count.
+pub fn min_acks(l: &Ledger) -> u32 {
+    let recorded_members = l.members.unwrap_or(l.n);
+    let mut floor = l.min_acks.unwrap_or(acks_for(l, recorded_members));
+    if l.external {
+        return floor;
+    }
+    let p = usable_mysqld(l, l.primary);
+    let running = p.filter(|p| !p.read_only).map(running_count);
+    if let Some(k) = running
+        && k < floor
+    {
+        floor = k;
+    }
+    let want = wait_count(l);
+    if want < floor {
+        return want;
+    }
+    if let (Some(p), Some(k)) = (p, running)
+        && k > floor
+    {
+        let m = members(l);
+        let errant = errant(l);
+        let mut holding = 0;
+        for i in l.others() {
+            if i >= m || errant.contains(&i) {
+                continue;
+            }
+            if let Some(inst) = usable_mysqld(l, i) {
+                let received = match &inst.channel {
+                    Some(c) => inst.executed.union(&c.retrieved),
+                    None => inst.executed.clone(),
+                };
+                if received.contains(&p.executed) {
+                    holding += 1;
+                }
+            }
+        }
+        floor = floor.max(k.min(holding).min(want));
+    }
+    floor
+}
+
+/// `status.semiSyncMembers` and `status.semiSyncMinAcks` as the round records them: the
+/// members always, the floor only while it is below what the members need. An intermediate
+/// cluster keeps whatever was recorded.
+pub fn recorded(l: &Ledger) -> (Option<u32>, Option<u32>) {
+    if l.external {
+        return (
+            (l.members.is_some() || l.n > l.spec).then_some(l.spec),
+            l.min_acks,
+        );
+    }
+    let m = members(l);
+    let floor = min_acks(l);
+    (Some(m), (floor != acks_for(l, m)).then_some(floor))
+}
+
+/// Every instance is a member, the primary runs the wanted count and every answering replica
+/// has its semi-sync flag on.
+fn settled(l: &Ledger) -> bool {
+    if l.external {
+        return true;
+    }
+    let p = l.inst(l.primary);
+    members(l) == l.spec
+        && l.n == l.spec
+        && running_count(p) == wait_count(l)
+        && l.others()
+            .into_iter()
+            .filter_map(|i| usable_mysqld(l, i))
+            .all(|inst| inst.semi.replica_enabled)
+}
+
+/// Members other than the primary a failover needs: each acknowledged commit is on
+/// `min_acks` of them. `None` when commits may have been acknowledged by nobody.
+pub fn failover_quorum(l: &Ledger) -> Option<u32> {
+    let m = members(l);
+    let floor = min_acks(l);
+    let others = if l.primary < m { m - 1 } else { m };
+    (floor > 0).then(|| others.saturating_sub(floor) + 1)
 }
 
 /// Distinct server ids of this cluster among the replicas the primary reports.
@@ -146,7 +330,7 @@ fn seen_replicas(l: &Ledger) -> u32 {
         .replica_hosts
         .iter()
         .copied()
-        .filter(|&id| id >= l.base && id < l.base + l.n)
+        .filter(|&id| id >= l.base && id < l.base + l.spec)
         .collect();
     ids.sort_unstable();
     ids.dedup();
@@ -155,9 +339,10 @@ fn seen_replicas(l: &Ledger) -> u32 {
 
 /// Replicas a failover could use: not errant, reachable, not hung, replicating, with data.
 pub fn usable_for_failover(l: &Ledger, errant: &[u32]) -> u32 {
+    let m = members(l);
     l.others()
         .into_iter()
-        .filter(|i| !errant.contains(i))
+        .filter(|&i| i < m && !errant.contains(&i))
         .filter_map(|i| usable_mysqld(l, i))
         .filter(|inst| inst.channel.is_some() && !inst.executed.is_empty())
         .count() as u32
@@ -196,25 +381,34 @@ pub fn state(l: &Ledger) -> ClusterState {
         .filter(|&i| ok_replica(l, &errant, i))
         .count() as u32;
     let all_ready = l.insts.iter().all(|i| i.pod.exists && i.pod.ready);
-    if all_ready && open && !lost && ok == l.n - 1 && seen_replicas(l) == l.n - 1 {
+    let settled = open && settled(l);
+    if all_ready && open && !lost && ok == l.n - 1 && seen_replicas(l) == l.spec - 1 && settled {
         return ClusterState::Healthy;
     }
-    let half = l.n / 2;
+    // Learners are not needed for a commit: only members count towards Degraded (of a
+    // shrinking cluster, half of its new size).
+    let m = members(l);
+    let half = m.min(l.spec) / 2;
+    let ok_members = l
+        .others()
+        .into_iter()
+        .filter(|&i| i < m && ok_replica(l, &errant, i))
+        .count() as u32;
     if p.pod.exists
         && p.pod.ready
         && open
         && !lost
         && seen_replicas(l) >= half
-        && ok >= half
-        && ok != l.n - 1
+        && ok_members >= half
+        && (ok_members != l.spec - 1 || !settled)
     {
         return ClusterState::Degraded;
     }
     if !p.reachable || lost {
-        return if l.n > 1 && usable_for_failover(l, &errant) >= quorum(l) {
-            ClusterState::Failed
-        } else {
-            ClusterState::Lost
+        let usable = usable_for_failover(l, &errant);
+        return match failover_quorum(l) {
+            Some(need) if usable >= need => ClusterState::Failed,
+            _ => ClusterState::Lost,
         };
     }
     ClusterState::Incomplete
@@ -227,13 +421,13 @@ pub fn state(l: &Ledger) -> ClusterState {
 pub fn switch_target(l: &Ledger) -> Option<u32> {
     let p = l.inst(l.primary);
     let requested = l.switchover_to.filter(|&t| t != l.primary);
-    if !(p.pod.deleting || p.pod.demote || requested.is_some()) {
+    if !(p.pod.deleting || p.pod.demote || requested.is_some() || leaving(l, l.primary)) {
         return None;
     }
     let candidates = candidates(l);
     match requested {
         Some(t) => candidates.contains(&t).then_some(t),
-        None => candidates.first().copied(),
+        None => candidates.into_iter().find(|&c| !leaving(l, c)),
     }
 }
 
@@ -266,7 +460,7 @@ pub fn expect(l: &Ledger) -> Expect {
     if s == ClusterState::Offline {
         return Expect::Quiet;
     }
-    if l.insts.iter().any(|i| !i.pod.exists) {
+    if (0..l.spec).any(|i| !l.inst(i).pod.exists) {
         return Expect::Wait;
     }
     match s {
@@ -390,6 +584,7 @@ pub fn clones(l: &Ledger) -> Vec<u32> {
     let replay = l.flavor == Flavor::Mariadb && p.purged.is_empty();
     l.others()
         .into_iter()
+        .filter(|&i| !leaving(l, i))
         .filter(|&i| {
             let Some(inst) = usable_mysqld(l, i) else {
                 return false;
@@ -425,5 +620,5 @@ pub fn empty_primary_held(l: &Ledger) -> bool {
         .into_iter()
         .filter(|&i| usable_mysqld(l, i).is_some())
         .count() as u32;
-    p.executed.is_empty() && l.n > 1 && answering < quorum(l)
+    p.executed.is_empty() && l.spec > 1 && answering < quorum(l)
 }

@@ -9,6 +9,7 @@ pub mod agent;
 pub mod deleted;
 pub mod platform;
 pub mod pods;
+pub mod status;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -345,6 +345,12 @@ async fn apply_all(
             backup_policy: inputs.backup_policy.as_ref(),
             backup_job_active: inputs.backup_job_active,
             deployed_slow_log: inputs.deployed_slow_log.as_ref(),
+            deployed_replicas: inputs
+                .deployed_statefulset
+                .as_ref()
+                .and_then(|s| s.spec.as_ref())
+                .and_then(|s| s.replicas)
+                .and_then(|n| u32::try_from(n).ok()),
         },
     )?;
 

@@ -113,6 +113,9 @@ pub struct ClusterInputs<'a> {
     /// The `slow-log` container of the deployed StatefulSet: reused while the cluster's
     /// generation is the one last reconciled, so a new fluent-bit image alone rolls no Pod.
     pub deployed_slow_log: Option<&'a Container>,
+    /// `spec.replicas` of the deployed StatefulSet: held while a shrink's leaving instances
+    /// may still be needed (`moco_core::resources::statefulset_replicas`).
+    pub deployed_replicas: Option<u32>,
 }
 
 /// Every object of one cluster, as it should be.
@@ -243,10 +246,18 @@ pub fn render_cluster(
         lower_case_table_names: inputs.user_config.get("lower_case_table_names").cloned(),
         deployed_slow_log: inputs.deployed_slow_log,
     };
-    let statefulset = statefulset::statefulset(&pod_inputs)?;
-
     let replicas = u32::try_from(spec.replicas)
         .map_err(|_| RenderError::invalid("spec.replicas", "must not be negative"))?;
+    let leaving_may_go = cluster
+        .status
+        .as_ref()
+        .is_some_and(|s| crate::clustering::status::cluster_status(s).leaving_may_go(replicas));
+    let held = moco_core::resources::statefulset_replicas(
+        replicas,
+        inputs.deployed_replicas,
+        leaving_may_go,
+    );
+    let statefulset = statefulset::statefulset(&pod_inputs, held)?;
     let pdb = match decide_pdb(&PdbInput {
         replicas,
         offline: spec.offline,

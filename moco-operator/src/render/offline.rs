@@ -182,6 +182,7 @@ pub fn render_documents(
                 backup_policy: policy,
                 backup_job_active: false,
                 deployed_slow_log: None,
+                deployed_replicas: None,
             },
         )
         .map_err(fail)?;

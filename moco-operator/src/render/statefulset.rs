@@ -39,9 +39,9 @@ fn claim_template(
     }
 }
 
-/// `moco-<name>`: `spec.replicas` instances (none while offline), started in parallel, rolled
-/// one Pod at a time.
-pub fn statefulset(inputs: &PodInputs<'_>) -> Result<StatefulSet, RenderError> {
+/// `moco-<name>`: `replicas` instances (`spec.replicas`, or more while a shrink holds the
+/// leaving Pods; none while offline), started in parallel, rolled one Pod at a time.
+pub fn statefulset(inputs: &PodInputs<'_>, replicas: u32) -> Result<StatefulSet, RenderError> {
     let id = inputs.id;
     let cluster = inputs.cluster;
     let mut metadata = id.owned_meta(id.prefixed(), id.labels());
@@ -59,7 +59,8 @@ pub fn statefulset(inputs: &PodInputs<'_>) -> Result<StatefulSet, RenderError> {
     let replicas = if cluster.spec.offline {
         0
     } else {
-        cluster.spec.replicas
+        i32::try_from(replicas)
+            .map_err(|_| RenderError::invalid("spec.replicas", "is too large"))?
     };
     Ok(StatefulSet {
         metadata,

@@ -10,8 +10,9 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, Writer, assert_no_acked_loss, connect, create_table, endpoint_port, instance_port,
-    moco_async, opts, primary_index, server_or_skip, state_is, up_detached, wait_status_async,
+    ClusterDir, Writer, assert_no_acked_loss, connect, create_table, endpoint_port,
+    free_port_block, instance_port, moco_async, opts, primary_index, server_or_skip, state_is,
+    up_args, up_detached, wait_status_async,
 };
 use moco_tests::started_or_skip;
 use mysql_async::prelude::Queryable;
@@ -26,6 +27,14 @@ struct Samples {
     soak_stalls: u64,
     clone: Vec<Duration>,
     clone_mb: Vec<u64>,
+    grow3_gap: Vec<Duration>,
+    grow3_time: Vec<Duration>,
+    grow5_gap: Vec<Duration>,
+    grow5_time: Vec<Duration>,
+    shrink3_gap: Vec<Duration>,
+    shrink3_time: Vec<Duration>,
+    shrink1_gap: Vec<Duration>,
+    shrink1_time: Vec<Duration>,
     rows: u64,
 }
 
@@ -134,46 +143,7 @@ async fn run_once(samples: &mut Samples, clone_mb: u64) {
         |s| state_is(s, "Healthy"),
     )
     .await;
-    {
-        let mut c = connect(&pool, Duration::from_secs(5)).await.unwrap();
-        c.query_drop("CREATE TABLE IF NOT EXISTS moco_test.blob (id INT PRIMARY KEY, b LONGBLOB)")
-            .await
-            .unwrap();
-        for id in 0..clone_mb {
-            c.exec_drop(
-                "INSERT INTO moco_test.blob (id, b) VALUES (?, REPEAT('x', 1048576))",
-                (id,),
-            )
-            .await
-            .unwrap();
-        }
-        drop(c);
-        let admin = opts(
-            instance_port(&status, primary_index(&status)),
-            "moco-admin",
-            &dir.password("moco-admin"),
-        );
-        let mut c = connect(&admin, Duration::from_secs(5)).await.unwrap();
-        // MariaDB keeps a binlog until its checkpoint moves on: retry until one file is left.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            c.query_drop("FLUSH BINARY LOGS").await.unwrap();
-            let logs: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
-            let last = logs.last().map(|l| l.0.clone()).unwrap();
-            c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
-                .await
-                .unwrap();
-            let left: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
-            if left.len() == 1 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "binary logs not purged: {left:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
+    load_and_purge(&dir, &status, &pool, clone_mb).await;
     let primary = primary_index(&status);
     let target = (0..3u64).find(|i| *i != primary).unwrap();
     wait_status_async(&dir, "replicas caught up", Duration::from_secs(120), |s| {
@@ -219,6 +189,135 @@ async fn run_once(samples: &mut Samples, clone_mb: u64) {
         "the wiped replica was not cloned:\n{events}\nmanager.log:\n{}",
         dir.log_tail(60)
     );
+}
+
+/// Loads about `mb` MB of blobs through `pool` and purges the primary's binary logs, so that a
+/// new or wiped instance must be cloned rather than replay them.
+async fn load_and_purge(
+    dir: &ClusterDir,
+    status: &serde_json::Value,
+    pool: &mysql_async::Opts,
+    mb: u64,
+) {
+    let clone_mb = mb;
+    let mut c = connect(pool, Duration::from_secs(5)).await.unwrap();
+    c.query_drop("CREATE TABLE IF NOT EXISTS moco_test.blob (id INT PRIMARY KEY, b LONGBLOB)")
+        .await
+        .unwrap();
+    for id in 0..clone_mb {
+        c.exec_drop(
+            "INSERT INTO moco_test.blob (id, b) VALUES (?, REPEAT('x', 1048576))",
+            (id,),
+        )
+        .await
+        .unwrap();
+    }
+    drop(c);
+    let admin = opts(
+        instance_port(status, primary_index(status)),
+        "moco-admin",
+        &dir.password("moco-admin"),
+    );
+    let mut c = connect(&admin, Duration::from_secs(5)).await.unwrap();
+    // MariaDB keeps a binlog until its checkpoint moves on: retry until one file is left.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        c.query_drop("FLUSH BINARY LOGS").await.unwrap();
+        let logs: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
+        let last = logs.last().map(|l| l.0.clone()).unwrap();
+        c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
+            .await
+            .unwrap();
+        let left: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
+        if left.len() == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "binary logs not purged: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Growing 1 → 3 → 5 under a writer through the primary endpoint, with `mb` MB of data and
+/// purged binary logs (so the new instances are cloned): the longest pause between
+/// acknowledged writes and the time to Healthy at each size; no acknowledged row lost.
+async fn run_scale(samples: &mut Samples, mb: u64) {
+    let dir = ClusterDir::new();
+    moco_async(up_args(&dir, 1, free_port_block(7))).await;
+    let status = dir.status();
+    let writable = dir.password("moco-writable");
+    let port = endpoint_port(&status, "primary");
+    create_table(port, &writable).await.unwrap();
+    let pool = opts(port, "moco-writable", &writable);
+    load_and_purge(&dir, &status, &pool, mb).await;
+    let writer = Writer::start(port, &writable);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut windows = Vec::new();
+    for to in [3usize, 5] {
+        windows.push(scale_to(&dir, to).await);
+    }
+    // Shrinking back, the worst way round: the primary is one of the instances that leave.
+    local(&["local", "switchover", "--dir", &dir.arg(), "--to", "4"]).await;
+    wait_status_async(&dir, "primary 4", Duration::from_secs(120), |s| {
+        state_is(s, "Healthy") && primary_index(s) == 4
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut shrinks = Vec::new();
+    for to in [3usize, 1] {
+        shrinks.push(scale_to(&dir, to).await);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let report = writer.finish().await;
+    for (to, t0, t1) in windows {
+        let gap = report.max_gap_around(t0, t1);
+        let took = t1.duration_since(t0);
+        if to == 3 {
+            samples.grow3_gap.push(gap);
+            samples.grow3_time.push(took);
+        } else {
+            samples.grow5_gap.push(gap);
+            samples.grow5_time.push(took);
+        }
+    }
+    for (to, t0, t1) in shrinks {
+        let gap = report.max_gap_around(t0, t1);
+        let took = t1.duration_since(t0);
+        if to == 3 {
+            samples.shrink3_gap.push(gap);
+            samples.shrink3_time.push(took);
+        } else {
+            samples.shrink1_gap.push(gap);
+            samples.shrink1_time.push(took);
+        }
+    }
+    let checked = assert_no_acked_loss(&dir, &dir.status(), &report.acked).await;
+    assert_eq!(checked, 1, "the instance left holds every acknowledged row");
+    samples.rows += report.acked.len() as u64;
+}
+
+/// `moco local scale --replicas to`, until Healthy with `to` instances: (to, started, done).
+async fn scale_to(dir: &ClusterDir, to: usize) -> (usize, Instant, Instant) {
+    let t0 = Instant::now();
+    local(&[
+        "local",
+        "scale",
+        "--replicas",
+        &to.to_string(),
+        "--dir",
+        &dir.arg(),
+    ])
+    .await;
+    wait_status_async(
+        dir,
+        "Healthy at the new size",
+        Duration::from_secs(600),
+        move |s| state_is(s, "Healthy") && s["instances"].as_array().map_or(0, Vec::len) == to,
+    )
+    .await;
+    (to, t0, Instant::now())
 }
 
 fn failovers(dir: &ClusterDir) -> u64 {
@@ -329,11 +428,18 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
     let mut samples = Samples::default();
+    // BENCH_ONLY=scale measures only the growth (the rest takes several minutes per run).
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     for run in 1..=runs {
         eprintln!("run {run}/{runs} …");
-        run_once(&mut samples, clone_mb).await;
-        run_hung(&mut samples).await;
-        run_soak(&mut samples, 5).await;
+        if only.is_empty() {
+            run_once(&mut samples, clone_mb).await;
+            run_hung(&mut samples).await;
+            run_soak(&mut samples, 5).await;
+        }
+        if only.is_empty() || only == "scale" {
+            run_scale(&mut samples, clone_mb).await;
+        }
     }
     println!(
         "moco local, 3 instances, {} ({} runs, {} acknowledged rows, 0 lost)",
@@ -367,5 +473,37 @@ async fn main() {
         "| clone of a wiped replica (~{} MB, binlogs purged) → Healthy | {} | |",
         samples.clone_mb.first().copied().unwrap_or(0),
         summary(&samples.clone)
+    );
+    println!(
+        "| `scale` 1 → 3 under writes (~{clone_mb} MB, cloned): longest pause between acknowledged writes | {} | < 1 s |",
+        summary(&samples.grow3_gap)
+    );
+    println!(
+        "| `scale` 1 → 3: command to Healthy with 3 members | {} | |",
+        summary(&samples.grow3_time)
+    );
+    println!(
+        "| `scale` 3 → 5 under writes: longest pause between acknowledged writes | {} | < 1 s |",
+        summary(&samples.grow5_gap)
+    );
+    println!(
+        "| `scale` 3 → 5: command to Healthy with 5 members | {} | |",
+        summary(&samples.grow5_time)
+    );
+    println!(
+        "| `scale` 5 → 3 under writes, primary on instance 4 (switched over): longest pause between acknowledged writes | {} | < 1 s |",
+        summary(&samples.shrink3_gap)
+    );
+    println!(
+        "| `scale` 5 → 3: command to Healthy with 3 instances (leaving ones retired) | {} | |",
+        summary(&samples.shrink3_time)
+    );
+    println!(
+        "| `scale` 3 → 1 under writes: longest pause between acknowledged writes | {} | < 1 s |",
+        summary(&samples.shrink1_gap)
+    );
+    println!(
+        "| `scale` 3 → 1: command to Healthy with 1 instance | {} | |",
+        summary(&samples.shrink1_time)
     );
 }

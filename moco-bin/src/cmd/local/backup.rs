@@ -140,7 +140,7 @@ pub async fn run(args: BackupArgs) -> Result<ExitCode, LocalCmdError> {
 async fn take(target: &Target) -> Result<ExitCode, LocalCmdError> {
     let (dir, bucket) = bucket(target)?;
     let started = std::time::Instant::now();
-    let taken = moco_backup::local::backup(&dir, &bucket, now())
+    let taken = moco_backup::local::backup(&dir, &bucket, &moco_adapters::ports::SystemClock)
         .await
         .map_err(|e| usage(e.to_string()))?;
     let m = &taken.manifest;

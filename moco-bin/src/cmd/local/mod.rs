@@ -27,6 +27,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use moco_adapters::local::create::{self, CreateOptions};
 use moco_adapters::local::pods::{KillHold, PodsFile, now_ms};
 use moco_adapters::local::run::{self as local_run, Freeze, RunOptions, RunningCluster};
+use moco_adapters::local::scale as local_scale;
 use moco_adapters::local::snapshot::ClusterSnapshot;
 use moco_adapters::local::{Layout, LocalError, Manifest};
 use moco_core::facts::Flavor;
@@ -69,6 +70,11 @@ enum LocalCommand {
     Status(StatusArgs),
     /// Move the primary to another instance.
     Switchover(SwitchoverArgs),
+    /// Change the number of instances of a cluster (MariaDB; growing only, so far). New
+    /// instances replicate asynchronously until they caught up, so writes never wait for
+    /// them (docs/clustering.md); the command waits until the cluster is Healthy at the new
+    /// size when a manager runs.
+    Scale(ScaleArgs),
     /// SIGKILL one instance's server (a crash, to drill failover).
     ///
     /// The manager restarts crashed servers like a kubelet; a killed one stays down for
@@ -202,6 +208,18 @@ struct SwitchoverArgs {
 }
 
 #[derive(Debug, Args)]
+struct ScaleArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// The new number of instances: 1, 3, 5, 7 or 9.
+    #[arg(long)]
+    replicas: u32,
+    /// How long to wait for the cluster to be Healthy at the new size (clones included).
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+#[derive(Debug, Args)]
 struct KillArgs {
     #[command(flatten)]
     dir: DirArg,
@@ -282,6 +300,7 @@ pub fn run(args: LocalArgs) -> Result<ExitCode, LocalCmdError> {
             LocalCommand::Resume(a) => resume(a).await,
             LocalCommand::Status(a) => status(a),
             LocalCommand::Switchover(a) => switchover(a).await,
+            LocalCommand::Scale(a) => scale(a).await,
             LocalCommand::Kill(a) => kill(a).await,
             LocalCommand::Freeze(a) => freeze(a, Freeze::Freeze),
             LocalCommand::Thaw(a) => freeze(a, Freeze::Thaw),
@@ -555,6 +574,76 @@ fn read_status(layout: &Layout) -> Result<ClusterStatus, LocalCmdError> {
     Ok(moco_adapters::local::files::read_json_opt(&layout.status())?.unwrap_or_default())
 }
 
+async fn scale(a: ScaleArgs) -> Result<ExitCode, LocalCmdError> {
+    let (layout, manifest) = open(&a.dir.dir)?;
+    let started = Instant::now();
+    let from = manifest.replicas;
+    let plan = local_scale::scale(&layout, a.replicas)
+        .await
+        .map_err(|e| match e {
+            LocalError::Other { .. }
+            | LocalError::PortInUse { .. }
+            | LocalError::PortRange { .. } => usage(e.to_string()),
+            other => LocalCmdError::Local(other),
+        })?;
+    if plan == local_scale::ScalePlan::Unchanged {
+        say!("the cluster already has {from} instances");
+        return Ok(ExitCode::SUCCESS);
+    }
+    match plan {
+        local_scale::ScalePlan::Shrink { from, to } => say!(
+            "cluster.json now asks for {to} instances: instances {to}..{} leave once no acknowledged commit needs them (their directories are kept under retired/)",
+            from - 1
+        ),
+        _ => say!(
+            "instances {from}..{} created in {:.1} s; cluster.json now says {} instances",
+            a.replicas - 1,
+            started.elapsed().as_secs_f64(),
+            a.replicas
+        ),
+    }
+    if local_run::running_manager(&layout)?.is_none() {
+        say!(
+            "no manager runs: `moco local resume --dir {}` starts the cluster at its new size",
+            layout.root().display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let deadline = started + a.timeout;
+    loop {
+        let status = read_status(&layout)?;
+        let snapshot = ClusterSnapshot::load(&layout)?;
+        let done = snapshot.as_ref().is_some_and(|s| {
+            s.is(ClusterState::Healthy)
+                && u32::try_from(s.instances.len()).is_ok_and(|n| n == a.replicas)
+        }) && status.semi_sync_members == Some(a.replicas)
+            && Manifest::load(&layout)?.replicas == a.replicas;
+        if done {
+            say!(
+                "Healthy with {} instance(s) after {:.1} s",
+                a.replicas,
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        if Instant::now() >= deadline {
+            return Err(usage(format!(
+                "--timeout {}: the cluster is not Healthy with {} instances yet (state {}); the manager goes on, see `moco local status --dir {}`",
+                humantime_like(a.timeout),
+                a.replicas,
+                snapshot.as_ref().map_or("Unknown", |s| s.state_name()),
+                layout.root().display()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A duration as the flags accept it (`90s`).
+fn humantime_like(d: Duration) -> String {
+    format!("{}s", d.as_secs())
+}
+
 async fn switchover(a: SwitchoverArgs) -> Result<ExitCode, LocalCmdError> {
     let (layout, manifest) = open(&a.dir.dir)?;
     if manifest.replicas == 1 {
@@ -569,6 +658,12 @@ async fn switchover(a: SwitchoverArgs) -> Result<ExitCode, LocalCmdError> {
         manifest
             .check_index(to)
             .map_err(|e| usage(format!("--to {to}: {e}")))?;
+        if to >= manifest.spec_replicas() {
+            return Err(usage(format!(
+                "--to {to}: instance {to} is leaving (the cluster shrinks to {})",
+                manifest.spec_replicas()
+            )));
+        }
         if to == from {
             say!("instance {to} is already the primary");
             return Ok(ExitCode::SUCCESS);

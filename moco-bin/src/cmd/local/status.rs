@@ -34,6 +34,12 @@ pub struct LocalStatus {
     pub current_primary_index: u32,
     /// Switchover candidates of the last round, lowest ordinal first.
     pub candidates: Vec<u32>,
+    /// `status.semiSyncMembers`: instances `0..n` acknowledge commits; the others, while the
+    /// cluster grows, are learners replicating asynchronously.
+    pub semi_sync_members: u32,
+    /// `spec.replicas`: below the instances listed while a shrink is under way (the ones past
+    /// it are leaving).
+    pub replicas: u32,
     /// The role-following endpoints.
     pub endpoints: EndpointAddrs,
     /// `status.conditions`.
@@ -114,6 +120,11 @@ impl LocalStatus {
             state,
             current_primary_index: status.current_primary_index,
             candidates: snapshot.map(|s| s.candidates.clone()).unwrap_or_default(),
+            semi_sync_members: status
+                .semi_sync_members
+                .unwrap_or(manifest.replicas)
+                .min(manifest.replicas),
+            replicas: manifest.spec_replicas(),
             endpoints: EndpointAddrs {
                 primary: format!("127.0.0.1:{}", manifest.primary_port()),
                 replica: format!("127.0.0.1:{}", manifest.replica_port()),
@@ -152,6 +163,28 @@ impl LocalStatus {
         );
         if let Some(err) = &self.last_error {
             let _ = writeln!(out, "last round failed: {err}");
+        }
+        let total = u32::try_from(self.instances.len()).unwrap_or(u32::MAX);
+        if self.replicas < total {
+            let _ = writeln!(
+                out,
+                "shrinking to {}: instances {}..{} are leaving ({}; they stop and move to retired/ once no acknowledged commit needs them)",
+                self.replicas,
+                self.replicas,
+                total - 1,
+                if self.semi_sync_members > self.replicas {
+                    "still counted"
+                } else {
+                    "no longer counted"
+                }
+            );
+        } else if self.semi_sync_members < total {
+            let _ = writeln!(
+                out,
+                "growing: instances {}..{} are learners (asynchronous until they caught up; they acknowledge nothing yet)",
+                self.semi_sync_members,
+                total - 1
+            );
         }
         let header = format!(
             "{:>3}  {:<8} {:>6} {:>8}  {:<9} {:>5}  {:<6} {}",

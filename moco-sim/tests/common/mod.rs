@@ -1,0 +1,38 @@
+//! What the simulator's test files share: the manager's timing, a paused-clock runtime and
+//! MOCO's acknowledgement count.
+#![allow(dead_code)]
+
+pub mod drive;
+
+use std::time::Duration;
+
+use moco_adapters::manager::ManagerConfig;
+use moco_core::facts::Flavor;
+
+pub fn manager_config() -> ManagerConfig {
+    ManagerConfig {
+        check_interval: Duration::from_secs(1),
+        probe_timeout: Duration::from_secs(1),
+        probe_attempts: 2,
+        probe_retry_delay: Duration::from_millis(100),
+        operation_timeout: Duration::from_secs(120),
+        health: Default::default(),
+    }
+}
+
+/// A single-threaded runtime with tokio's clock paused: the simulator's virtual time.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"))
+}
+
+/// Writes a commit waits for: MOCO's `floor(n/2)`, MariaDB at most one.
+pub fn acks_needed(n: u32, flavor: Flavor) -> u32 {
+    match flavor {
+        Flavor::Mysql => n / 2,
+        Flavor::Mariadb => (n / 2).min(1),
+    }
+}
