@@ -2,9 +2,8 @@
 //! the agent and the init container will call them: a datadir initialised twice (the second
 //! run does nothing), MOCO's accounts on a fresh server, and a MariaDB copy whose two halves
 //! are joined by an in-memory byte channel standing in for the network between two agents.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,8 +1,7 @@
 //! The local server launcher against a real `mariadbd` (or the `mysqld` named by
 //! `MOCO_TEST_MYSQLD`): initialise, start detached, stop, kill, restart with extra arguments.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

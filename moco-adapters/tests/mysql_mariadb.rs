@@ -2,9 +2,8 @@
 //! servers: `mariadbd` from PATH or /usr/sbin, or the MySQL 8 `mysqld` named by
 //! `MOCO_TEST_MYSQLD`. Servers run on free 127.0.0.1 ports in temporary directories and are
 //! stopped by pid. Without a server binary the tests fail (`MOCO_SKIP_REAL_SERVER=1` skips).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

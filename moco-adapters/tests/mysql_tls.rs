@@ -3,9 +3,8 @@
 //! local` will keep it), initialisation works through the socket and the admin's TLS, and a
 //! connection is made only when it verifies the server: not in plain text, not trusting
 //! another CA, not under a name the certificate does not carry.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

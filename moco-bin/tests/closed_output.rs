@@ -1,8 +1,6 @@
 //! Regression: `moco plan … | head` panicked ("failed printing to stdout: Broken pipe") when
 //! the reader closed the pipe first. Output nobody reads is not an error of the command.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 

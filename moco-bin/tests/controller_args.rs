@@ -2,7 +2,6 @@
 //! then stops at the missing `POD_NAMESPACE` (or the missing Kubernetes configuration) with a
 //! clear message. (Parsing the manifests' args with the clap definition is moco-operator's
 //! `controller_args` test.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Output};
 

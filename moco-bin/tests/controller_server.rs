@@ -1,7 +1,6 @@
 //! The real `moco controller` binary as the Deployment runs it, against a kubeconfig whose API
 //! server does not answer: the webhooks serve, lookups fail (the real `KubeLookup`), SIGTERM
 //! stops it. (The servers in-process are moco-operator's `servers` test.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

@@ -1,7 +1,5 @@
 //! `moco plan` and `moco schema` as a user runs them.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};

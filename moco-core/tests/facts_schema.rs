@@ -2,8 +2,6 @@
 //! exactly what the reader refuses to go without, and only the documented fields may be left
 //! out. Checked field by field on the example documents: remove one field, parse, compare.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeSet;
 
 use moco_core::facts::ClusterFacts;

@@ -3,7 +3,6 @@
 //! primary was lost before a round saw it, an instance that held nothing the new primary
 //! lacked stayed excluded and the cluster stayed Lost. The promotion now persists the list
 //! re-based on the new primary.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use moco_core::decide;
 use moco_core::facts::ClusterFacts;

@@ -11,15 +11,10 @@
 //!   that matter become rare (a property that never sees a promotion proves nothing).
 //!
 //! `PROPTEST_RNG_SEED=<n>` and `PROPTEST_CASES=<n>` explore other cases.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "properties/generate.rs"]
 mod generate;
-#[path = "properties/harness.rs"]
 mod harness;
-#[path = "properties/ledger.rs"]
 mod ledger;
-#[path = "properties/truth.rs"]
 mod truth;
 
 use moco_core::facts::{Flavor, Role};

@@ -20,8 +20,6 @@
 //! fail the test (a malformed file does); the report goes to stderr even when the test passes.
 //! One that starts passing is reported too, to be moved.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -2,9 +2,8 @@
 //! `switchover`, `stop`/`start`, `credential`, and the command line itself.
 
 // Helpers panic on failure as the tests do.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use clap::{CommandFactory as _, Parser as _};
 use common::{NAME, NS, cluster, fake_with, password, pod, run, running_status, secret, writes};

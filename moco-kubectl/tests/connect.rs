@@ -3,9 +3,8 @@
 //! takes, through `moco_kubectl::run`).
 
 // Helpers panic on failure as the tests do.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -2,9 +2,8 @@
 //! fake `kubectl` placed first on the search path that records its arguments.
 
 // Helpers panic on failure as the tests do.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -3,9 +3,8 @@
 //! engine's for the printed facts, with nothing written.
 
 // Helpers panic on failure as the tests do.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{NAME, NS, cluster, fake_with, pod, run, writes};
 use moco_core::facts::ClusterFacts;

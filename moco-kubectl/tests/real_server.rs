@@ -12,9 +12,8 @@
 //! Needs `mariadbd` or `mysqld` (`$MOCO_TEST_MYSQLD`, `PATH`, `/usr/sbin`); set
 //! `MOCO_SKIP_REAL_SERVER=1` to skip on a machine without one.
 // Helpers panic on failure as the tests do.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -2,9 +2,8 @@
 //! it shows, in text and JSON; and the events the operator's own platform records.
 
 // Helpers panic on failure as the tests do.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

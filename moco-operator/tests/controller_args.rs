@@ -2,7 +2,6 @@
 //! Deployment in `deploy/` and of the chart's Deployment (with extra args), read from the YAML
 //! and parsed by the subcommand's clap definition. (The real binary run with them is moco-bin's
 //! `controller_args` test.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

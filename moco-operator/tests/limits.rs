@@ -3,7 +3,6 @@
 //! an oversized body is refused, and the servers answer normally afterwards. The limits are
 //! shortened here so that each wait takes seconds; the defaults are in
 //! `moco_operator::limits`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;

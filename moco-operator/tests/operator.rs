@@ -2,8 +2,6 @@
 //! cluster when it appears and again when it changes (through watches, not polling), wakes on
 //! the objects a cluster names, and lets the Lease go on shutdown.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use moco_adapters::manager::ManagerConfig;

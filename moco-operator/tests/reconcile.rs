@@ -2,8 +2,6 @@
 //! update my.cnf, change an image, drift, grow and shrink a volume, backup on and off, restore,
 //! offline, stop and start reconciliation and clustering, delete, and API errors.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;

@@ -1,8 +1,6 @@
 //! The objects the operator builds for a cluster: snapshots of every example spec (reviewed by
 //! hand, so a change in any field shows in review), and the rules behind them one by one.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, Service};

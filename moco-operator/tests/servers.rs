@@ -2,7 +2,6 @@
 //! with a `StaticLookup` and a throwaway certificate, health probes, metrics, their startup
 //! errors and their shutdown. (The real binary against an unreachable API server is
 //! moco-bin's `controller_server` test.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -44,9 +44,8 @@
 //! `N`, `SIM_EXPLORE=1` draws a fresh one. `PROPTEST_CASES=N` sets the number of cases per
 //! configuration (six configurations); a failure prints its seed and the shrunk schedule,
 //! which `replay(...)` runs again (see docs/simulation.md).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

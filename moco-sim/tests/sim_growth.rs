@@ -7,9 +7,8 @@
 //!   losing an instance) never lose an acknowledged write and never leave two writable
 //!   instances that can acknowledge; once healed, the cluster reaches Healthy with every
 //!   instance a member and MOCO's wait count.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use moco_core::facts::Flavor;
 use moco_core::operation::Operation;

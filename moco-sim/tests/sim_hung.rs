@@ -2,7 +2,6 @@
 //! primary that stops answering for longer than the detection window is failed over without
 //! losing an acknowledged write, and fenced when it comes back; one that stalls for less than
 //! the window keeps its role while the manager runs rounds throughout the stall.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

@@ -1,6 +1,5 @@
 //! The simulator's MySQL/MariaDB semantics, driven through its ports without the manager:
 //! what the fault-schedule properties (`sim_faults.rs`) rely on the model to get right.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

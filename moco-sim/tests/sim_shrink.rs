@@ -8,9 +8,8 @@
 //! - faults during the shrink never lose an acknowledged write and never leave two writable
 //!   instances that can acknowledge; once healed, the cluster reaches Healthy at its new size
 //!   with MOCO's wait count.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use moco_core::facts::Flavor;
 use moco_core::operation::Operation;

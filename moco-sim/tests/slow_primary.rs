@@ -2,7 +2,6 @@
 //! node) is never failed over: the round that cannot get its status is given up
 //! (`ManagerError::PrimarySlow`) and the next one asks again. The simulator's instances answer
 //! everything or nothing, so this test wraps its platform to make one instance's status slow.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

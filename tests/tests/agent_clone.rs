@@ -2,7 +2,6 @@
 //! transitions, and a MariaDB clone streamed from the donor's agent to the recipient's over
 //! mutual TLS, finished by a "Pod restart" (`moco init` puts the copy in place, the new agent
 //! seeds it). Clients the agent must refuse are refused.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,5 @@
 //! `moco init`, the init container, against a real server: run under MOCO's name with MOCO's
 //! command line, twice, then the server started on what it left.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use moco_tests::local::server_or_skip;
 use moco_tests::pod::{TestPod, root_on_socket};

@@ -5,7 +5,6 @@
 //! puts the copy in place and gives its accounts this cluster's passwords, both start again)
 //! and the new agent seeds it. Refusals are checked with their status and message, and a body
 //! that fails mid-way must leave nothing behind.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

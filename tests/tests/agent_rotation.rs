@@ -1,6 +1,5 @@
 //! The agent rotates the slow query log by size and on its schedule, against a real server,
 //! and counts rotations in its metrics.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

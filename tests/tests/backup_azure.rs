@@ -4,7 +4,6 @@
 //! block upload streamed, listed, read back and deleted; a failed upload that leaves no
 //! object; a wrong key refused with a message that says so. Without the server the tests
 //! fail, unless `MOCO_SKIP_OBJECT_STORES=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 

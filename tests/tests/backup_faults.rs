@@ -2,7 +2,6 @@
 //! that drops every connection after the first megabytes): when the store comes back within
 //! the retry window the backup completes and restores whole; when it stays down the backup
 //! fails, naming the store, and leaves no manifest, so nothing looks complete.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;

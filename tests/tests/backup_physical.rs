@@ -2,7 +2,6 @@
 //! server: a directory bucket here (the S3 back-end has its own test against a real S3
 //! server in `moco-backup/tests/s3.rs`). The restored instance has every row and continues the
 //! source's GTID history; a damaged object is refused before the copy is prepared.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::time::Duration;

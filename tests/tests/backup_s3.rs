@@ -2,7 +2,6 @@
 //! `scripts/test.sh` installs, see `tests/src/s3.rs`): a multipart upload streamed, listed, read back and deleted, and
 //! a failed upload that leaves no object. Without the server the test fails, unless
 //! `MOCO_SKIP_OBJECT_STORES=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 

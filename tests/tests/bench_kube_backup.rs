@@ -3,7 +3,6 @@
 //! the source's agent over mutual TLS, compressed and hashed into a directory bucket, against
 //! the floor measured in the same run on the same server: `mariadb-backup --stream | zstd -1`
 //! into a file. `BENCH_ROWS` sets the data size (default 1,000,000 rows, about 300 MB).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};

@@ -5,7 +5,6 @@
 //! archive becomes complete up to it (the time it took, the recovery point, is printed; the
 //! target is in `docs/benchmarks.md`), and its history holds both primaries' transactions
 //! with no gap.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,6 @@
 //! `status.backup` and creates the `BackupCreated` Event; the stored backup restores at the
 //! position it records. Refusals (an offline cluster, missing Pods, nothing ready, a wrong
 //! clone-donor password) leave no backup and the previous `status.backup`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -4,7 +4,6 @@
 //! server. A
 //! kubelet stand-in re-creates a deleted Pod the way a StatefulSet does: the agent and server
 //! stop, `moco init` runs, both start again.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

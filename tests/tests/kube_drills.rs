@@ -8,8 +8,6 @@
 //! accepts (it must never be primary again); the hung-primary drill starts from a healthy
 //! cluster for that reason.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

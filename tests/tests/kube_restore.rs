@@ -6,7 +6,6 @@
 //! holds the bucket. Every row committed before the point is there, none after it; the
 //! instance keeps the new cluster's passwords and is read-only; `status.restoredTime` and
 //! the `Restored` Event are recorded. Refused inputs touch nothing and say why.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -2,7 +2,6 @@
 //! replica into the default directory beside it and into a real S3 server, `backup list`
 //! shows each backup (an incomplete one too), and `restore` brings up a new 3-instance
 //! cluster holding exactly the rows of the newest backup, its replicas cloned.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use moco_tests::local::{
     ClusterDir, endpoint_port, free_port_block, insert_rows, moco_async, moco_ok, stored_ids,

@@ -1,7 +1,5 @@
 //! `moco local` refuses bad input with an error naming the flag, and touches no existing data.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::Path;
 
 use moco_adapters::local::manifest::{FORMAT_VERSION, MANIFEST_KIND, Phase};

@@ -2,8 +2,6 @@
 //! writes through the primary endpoint, reads through the replica endpoint, client option
 //! files, and `down --wipe`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::os::unix::fs::FileTypeExt as _;
 use std::time::{Duration, Instant};
 

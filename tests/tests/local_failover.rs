@@ -2,8 +2,6 @@
 //! fails over, no acknowledged row is lost, and the old primary comes back as a replica
 //! (restarted with `--init-rpl-role=SLAVE` on MariaDB) or is reported errant.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{

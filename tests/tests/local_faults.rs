@@ -2,8 +2,6 @@
 //! opted in), a lost majority is not failed over, and a manager killed in the middle of a
 //! switchover converges after `moco local resume`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{

@@ -5,8 +5,6 @@
 //! ex-primary is fenced and rejoins (or is reported errant). A stall shorter than the window
 //! keeps the primary.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{

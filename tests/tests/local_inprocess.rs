@@ -2,8 +2,6 @@
 //! library, the manager process body started and stopped from the test, the status and
 //! events files, and the endpoints cutting a client of a demoted primary.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use moco_adapters::local::create::{self, CreateOptions};

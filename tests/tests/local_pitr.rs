@@ -6,7 +6,6 @@
 //! primaries), and to `latest` (the second backup plus binlogs). In each, every row
 //! acknowledged before the point is there and none sent at or after it. Points the backups
 //! and the archive do not reach are refused, naming what they do reach.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -2,8 +2,6 @@
 //! and Healthy again once it is back; a replica whose datadir was wiped (after the primary
 //! purged its binlogs) is cloned from a healthy replica and rejoins.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{

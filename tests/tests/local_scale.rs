@@ -5,8 +5,6 @@
 //! manager's change of size. The longest pause between acknowledgements is printed (the
 //! target is in docs/benchmarks.md, measured by `scripts/bench-local.sh`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{

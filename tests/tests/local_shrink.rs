@@ -6,8 +6,6 @@
 //! pause between acknowledgements is printed (the target is in docs/benchmarks.md, measured
 //! by `scripts/bench-local.sh`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{

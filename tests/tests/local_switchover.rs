@@ -2,8 +2,6 @@
 //! primary endpoint: zero acknowledged rows lost, the client gap measured, the demoted
 //! primary's client connection closed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{

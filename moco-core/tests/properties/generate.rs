@@ -10,7 +10,7 @@
 use moco_core::facts::{CloneState, Flavor, PodFacts, Role, SemiSyncFacts, ThreadState};
 use proptest::prelude::*;
 
-use crate::ledger::{Case, Channel, Inst, Kind, Ledger, Origin, PORT, Source, Txns};
+use super::ledger::{Case, Channel, Inst, Kind, Ledger, Origin, PORT, Source, Txns};
 
 /// Bytes per case: more than the largest builder draws.
 const RECIPE_LEN: usize = 400;

@@ -5,7 +5,7 @@
 use moco_core::facts::{Flavor, ThreadState};
 use moco_core::state::ClusterState;
 
-use crate::ledger::{Inst, Ledger, Origin, PORT, Source, Txns};
+use super::ledger::{Inst, Ledger, Origin, PORT, Source, Txns};
 
 /// A non-primary with semi-sync sessions waiting for acknowledgements: a hung former primary.
 /// It counts as unreachable everywhere but in the errant check.
