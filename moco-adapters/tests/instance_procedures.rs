@@ -31,6 +31,7 @@ fn fresh(m: &LocalMysqld, i: usize) -> FreshServer {
             .expect("test my.cnf sets socket"),
         connect_timeout: Duration::from_secs(20),
         call_timeout: Duration::from_secs(60),
+        tls: None,
     }
 }
 
@@ -220,6 +221,7 @@ async fn accounts_and_a_streamed_copy() {
                 host: donor.host(),
                 port: donor.port(),
                 credentials: donor_credentials(&pw),
+                ssl_ca: None,
                 scratch_dir: dir.join("scratch"),
                 log: dir.join("donor.log"),
             };

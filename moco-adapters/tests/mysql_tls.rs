@@ -107,3 +107,147 @@ async fn connections_require_and_verify_tls() {
     assert!(e.contains("not valid for name"), "another name: {e}");
     m.stop(support::STOP_GRACE).await.unwrap();
 }
+
+/// A TLS-requiring server with a certificate from `ca` for 127.0.0.1 in `dir`, initialised,
+/// running, with MOCO's accounts; returns it and its files' directory.
+async fn tls_server(
+    binary: &moco_adapters::mysqld::ServerBinary,
+    ca: &Authority,
+    dir: &std::path::Path,
+    server_id: u32,
+    pw: &MocoPasswords,
+) -> LocalMysqld {
+    std::fs::create_dir_all(dir).unwrap();
+    let issued = ca
+        .issue("node", &["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.cert_pem()).unwrap();
+    std::fs::write(dir.join("cert.pem"), &issued.cert_pem).unwrap();
+    std::fs::write(dir.join("key.pem"), &issued.key_pem).unwrap();
+    let port = free_ports(1).unwrap()[0];
+    let d = dir.display();
+    let text = format!(
+        "{}ssl_ca={d}/ca.pem\nssl_cert={d}/cert.pem\nssl_key={d}/key.pem\nrequire_secure_transport=ON\n",
+        mycnf(binary.kind(), dir, port, server_id)
+    );
+    let m = LocalMysqld::create(binary.clone(), dir, &text).unwrap();
+    assert!(m.initialize(INIT_TIMEOUT).await.unwrap());
+    m.start_and_wait(&[], READY_TIMEOUT).await.unwrap();
+    let bootstrap = bootstrap_options(&m, &format!("server {server_id}"))
+        .with_tls(MysqlTls::new(ca.cert_pem()));
+    initialize(&bootstrap, pw, &InitOptions::default())
+        .await
+        .unwrap();
+    m
+}
+
+/// `Slave_IO_Running` and `Last_IO_Error` of the replica `admin` reaches.
+async fn io_state(admin: &MysqlInstance) -> (String, String) {
+    let mut c = admin.conn().await.unwrap();
+    let row: mysql_async::Row = c.query_first("SHOW SLAVE STATUS").await.unwrap().unwrap();
+    let get = |name: &str| -> String {
+        let i = row
+            .columns_ref()
+            .iter()
+            .position(|col| col.name_str() == name)
+            .unwrap();
+        row.get_opt::<Option<String>, _>(i)
+            .and_then(Result::ok)
+            .flatten()
+            .unwrap_or_default()
+    };
+    (get("Slave_IO_Running"), get("Last_IO_Error"))
+}
+
+/// A replica's channel to a source that requires TLS runs with the CA that issued the
+/// source's certificate, and is refused with another CA, and with the right CA when the
+/// source's certificate does not name the host the replica connects to: the channel verifies
+/// its source (`MASTER_SSL_VERIFY_SERVER_CERT`), it does not merely encrypt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_verifies_its_source() {
+    let Some(binary) = server_binary("replication_verifies_its_source") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = Authority::generate(CA_NAME).unwrap();
+    let pw = MocoPasswords::generate().unwrap();
+    let source_dir = tmp.path().join("source");
+    let source = tls_server(&binary, &ca, &source_dir, 1, &pw).await;
+    let replica = tls_server(&binary, &ca, &tmp.path().join("replica"), 2, &pw).await;
+    let admin = |m: &LocalMysqld, ca_file: &std::path::Path| {
+        MysqlInstance::new(
+            tcp_options(m, "n", Account::Admin.name(), &pw.admin)
+                .with_tls(MysqlTls::new(ca.cert_pem()))
+                .with_replication_ca(ca_file.display().to_string()),
+        )
+    };
+    let other_ca_file = tmp.path().join("other-ca.pem");
+    std::fs::write(
+        &other_ca_file,
+        Authority::generate("another CA").unwrap().cert_pem(),
+    )
+    .unwrap();
+    let repl = moco_adapters::ports::Credentials {
+        user: Account::Repl.name().into(),
+        password: pw.repl.clone(),
+    };
+    let from = moco_core::operation::ReplicationSource::Instance {
+        index: 0,
+        host: source.host(),
+        port: source.port(),
+    };
+    let primary = admin(&source, &source_dir.join("ca.pem"));
+    primary.set_writable().await.unwrap();
+
+    // The cluster's CA: the channel runs and carries a write.
+    let right = admin(&replica, &tmp.path().join("replica").join("ca.pem"));
+    right.configure_replication(&from, &repl, false).await.unwrap();
+    let mut c = primary.conn().await.unwrap();
+    c.query_drop("CREATE DATABASE over_tls").await.unwrap();
+    support::eventually("the write replicated over TLS", READY_TIMEOUT, || async {
+        let mut r = right.conn().await.ok()?;
+        let found: Option<String> = r
+            .query_first("SHOW DATABASES LIKE 'over_tls'")
+            .await
+            .ok()?;
+        found
+    })
+    .await;
+    assert_eq!(io_state(&right).await.0, "Yes");
+
+    // Another CA: the source's certificate is not trusted.
+    let wrong = admin(&replica, &other_ca_file);
+    wrong.configure_replication(&from, &repl, false).await.unwrap();
+    let (_, error) = support::eventually("the channel refused", READY_TIMEOUT, || async {
+        let (io, error) = io_state(&wrong).await;
+        (io != "Yes" && !error.is_empty()).then_some((io, error))
+    })
+    .await;
+    println!("another CA: {error}");
+    assert!(error.to_lowercase().contains("ssl") || error.contains("certificate"), "{error}");
+
+    // Back to the cluster's CA: running again, the error gone (so the next one is new).
+    right.configure_replication(&from, &repl, false).await.unwrap();
+    support::eventually("the channel running again", READY_TIMEOUT, || async {
+        let (io, error) = io_state(&right).await;
+        (io == "Yes" && error.is_empty()).then_some(())
+    })
+    .await;
+
+    // The right CA, but the source's certificate names another host.
+    let renamed = ca.issue("node", &["db.example".to_owned()]).unwrap();
+    std::fs::write(source_dir.join("cert.pem"), &renamed.cert_pem).unwrap();
+    std::fs::write(source_dir.join("key.pem"), &renamed.key_pem).unwrap();
+    c.query_drop("FLUSH SSL").await.unwrap();
+    drop(c);
+    right.configure_replication(&from, &repl, false).await.unwrap();
+    let (_, error) = support::eventually("the channel refused", READY_TIMEOUT, || async {
+        let (io, error) = io_state(&right).await;
+        (io != "Yes" && !error.is_empty()).then_some((io, error))
+    })
+    .await;
+    println!("another name: {error}");
+    for m in [&source, &replica] {
+        m.stop(support::STOP_GRACE).await.unwrap();
+    }
+}

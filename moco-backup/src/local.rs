@@ -9,7 +9,9 @@ use moco_adapters::instance::clone::BackupSource;
 use moco_adapters::local::secret::Secret;
 use moco_adapters::local::snapshot::ClusterSnapshot;
 use moco_adapters::local::{Layout, Manifest};
-use moco_adapters::mysql::{ConnectOptions, MysqlInstance};
+use moco_adapters::local::sql::admin_options;
+use moco_adapters::local::tls;
+use moco_adapters::mysql::MysqlInstance;
 use moco_adapters::ports::{MocoUser, MysqlPort as _};
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
@@ -116,11 +118,9 @@ pub async fn backup(
         .or_else(|_| binary.tool("mariabackup"))
         .map_err(|e| fail(e.to_string()))?;
     let port = manifest.instance_port(index);
-    let admin = MysqlInstance::new(ConnectOptions::new(
-        "127.0.0.1",
-        port,
-        &secret.credentials(MocoUser::Admin),
-    ));
+    let admin = MysqlInstance::new(
+        admin_options(&manifest, &layout, index, &secret).map_err(|e| fail(e.to_string()))?,
+    );
     let state = admin
         .executed_gtid()
         .await
@@ -134,6 +134,7 @@ pub async fn backup(
         host: "127.0.0.1".to_owned(),
         port,
         credentials: secret.credentials(MocoUser::CloneDonor),
+        ssl_ca: tls::ca_file(&layout, &manifest),
         scratch_dir: instance_dir.join("backup-scratch"),
         log: instance_dir.join("backup.log"),
     };
@@ -262,11 +263,9 @@ pub async fn restore_into(
         .start_and_wait(&[], boot)
         .await
         .map_err(|e| fail(e.to_string()))?;
-    let admin = MysqlInstance::new(ConnectOptions::new(
-        "127.0.0.1",
-        manifest.instance_port(0),
-        &secret.credentials(MocoUser::Admin),
-    ));
+    let admin = MysqlInstance::new(
+        admin_options(manifest, layout, 0, &secret).map_err(|e| fail(e.to_string()))?,
+    );
     seed(
         &admin,
         &restored.manifest.binlog_state_before,
@@ -443,14 +442,13 @@ pub async fn restore_to(
         host: "127.0.0.1".to_owned(),
         port: manifest.instance_port(0),
         credentials: credentials.clone(),
+        ssl_ca: tls::ca_file(layout, manifest),
         scratch: layout.instance_dir(0).join("replay-scratch"),
         log: layout.instance_dir(0).join("restore.log"),
     };
-    let admin = MysqlInstance::new(ConnectOptions::new(
-        "127.0.0.1",
-        manifest.instance_port(0),
-        &credentials,
-    ));
+    let admin = MysqlInstance::new(
+        admin_options(manifest, layout, 0, &secret).map_err(|e| fail(e.to_string()))?,
+    );
     let replayed = replay(bucket, prefix, segments, plan, &target, &admin).await;
     let _ = admin.disconnect().await;
     let _ = std::fs::remove_dir_all(&target.scratch);
@@ -534,11 +532,9 @@ pub async fn verify(
     };
     let restored = restore_into(layout, manifest, bucket, prefix).await?;
     let secret = Secret::load(layout).map_err(|e| fail(e.to_string()))?;
-    let admin = MysqlInstance::new(ConnectOptions::new(
-        "127.0.0.1",
-        manifest.instance_port(0),
-        &secret.credentials(MocoUser::Admin),
-    ));
+    let admin = MysqlInstance::new(
+        admin_options(manifest, layout, 0, &secret).map_err(|e| fail(e.to_string()))?,
+    );
     let mut c = admin.conn().await.map_err(|e| fail(e.to_string()))?;
     let sql_error = |what: &str, e: mysql_async::Error| fail(format!("{what}: {e}"));
     let position: Option<String> = c

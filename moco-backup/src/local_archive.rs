@@ -158,12 +158,8 @@ async fn round(
         .ok_or_else(|| "the manager has not observed the cluster yet".to_owned())?;
     let index = snapshot.current_primary_index;
     let admin = MysqlInstance::new(
-        ConnectOptions::new(
-            "127.0.0.1",
-            manifest.instance_port(index),
-            &secret.credentials(MocoUser::Admin),
-        )
-        .with_name(format!("instance {index}")),
+        moco_adapters::local::sql::admin_options(&manifest, layout, index, &secret)
+            .map_err(|e| e.to_string())?,
     );
     let outcome = archiver.round(&admin, &BinlogFiles::Local(None)).await;
     let _ = admin.disconnect().await;

@@ -236,6 +236,15 @@ impl ClusterDir {
         }
     }
 
+    /// Connection options for `user` (password from `secret.json`) at `127.0.0.1:port`; with
+    /// the cluster's CA (`up --tls`), over TLS verifying the server against it.
+    pub fn opts(&self, port: u16, user: &str) -> mysql_async::Opts {
+        match std::fs::read(self.dir.join("tls").join("ca.pem")) {
+            Ok(ca) => tls_opts(port, user, &self.password(user), ca),
+            Err(_) => opts(port, user, &self.password(user)),
+        }
+    }
+
     /// Fails a wait on the status, with the last status and the manager log's tail.
     fn timed_out(&self, what: &str, limit: Duration, last: &Value) -> ! {
         panic!(
@@ -332,6 +341,17 @@ pub fn opts(port: u16, user: &str, password: &str) -> mysql_async::Opts {
         .into()
 }
 
+/// [`opts`] over TLS, trusting only `ca_pem` and checking that the server's certificate
+/// names `127.0.0.1`.
+pub fn tls_opts(port: u16, user: &str, password: &str, ca_pem: Vec<u8>) -> mysql_async::Opts {
+    let ssl = mysql_async::SslOpts::default()
+        .with_root_certs(vec![ca_pem.into()])
+        .with_disable_built_in_roots(true);
+    mysql_async::OptsBuilder::from_opts(opts(port, user, password))
+        .ssl_opts(ssl)
+        .into()
+}
+
 /// Connects with a limit.
 pub async fn connect(
     opts: &mysql_async::Opts,
@@ -346,8 +366,12 @@ pub async fn connect(
 
 /// Creates `moco_test.t` through the primary endpoint.
 pub async fn create_table(port: u16, password: &str) -> Result<(), String> {
-    let o = opts(port, "moco-writable", password);
-    let mut c = connect(&o, Duration::from_secs(10)).await?;
+    create_table_with(&opts(port, "moco-writable", password)).await
+}
+
+/// Creates `moco_test.t` through `o` (`moco-writable` at the primary endpoint).
+pub async fn create_table_with(o: &mysql_async::Opts) -> Result<(), String> {
+    let mut c = connect(o, Duration::from_secs(10)).await?;
     c.query_drop("CREATE DATABASE IF NOT EXISTS moco_test")
         .await
         .map_err(|e| e.to_string())?;
@@ -433,8 +457,12 @@ pub struct Writer {
 impl Writer {
     /// Starts writing to `127.0.0.1:port` as `moco-writable`.
     pub fn start(port: u16, password: &str) -> Writer {
+        Self::start_with(opts(port, "moco-writable", password))
+    }
+
+    /// Starts writing through `o`.
+    pub fn start_with(o: mysql_async::Opts) -> Writer {
         let (stop, mut stop_rx) = watch::channel(false);
-        let o = opts(port, "moco-writable", password);
         let handle = tokio::spawn(async move {
             let mut report = WriterReport::default();
             let mut next_id: u64 = 1;
@@ -498,8 +526,12 @@ impl Writer {
 
 /// Ids in `moco_test.t` of the server at `port` (as `user`).
 pub async fn stored_ids(port: u16, user: &str, password: &str) -> Result<BTreeSet<u64>, String> {
-    let o = opts(port, user, password);
-    let mut c = connect(&o, Duration::from_secs(5)).await?;
+    stored_ids_with(&opts(port, user, password)).await
+}
+
+/// Ids in `moco_test.t` of the server `o` reaches.
+pub async fn stored_ids_with(o: &mysql_async::Opts) -> Result<BTreeSet<u64>, String> {
+    let mut c = connect(o, Duration::from_secs(5)).await?;
     let ids: Vec<u64> = c
         .query("SELECT id FROM moco_test.t")
         .await
@@ -516,10 +548,19 @@ pub async fn wait_rows(
     acked: &[u64],
     limit: Duration,
 ) -> Result<usize, (Vec<u64>, String)> {
+    wait_rows_with(&opts(port, "moco-admin", password), acked, limit).await
+}
+
+/// [`wait_rows`] on the server `o` reaches.
+pub async fn wait_rows_with(
+    o: &mysql_async::Opts,
+    acked: &[u64],
+    limit: Duration,
+) -> Result<usize, (Vec<u64>, String)> {
     let deadline = Instant::now() + limit;
     let mut last_error = String::new();
     loop {
-        match stored_ids(port, "moco-admin", password).await {
+        match stored_ids_with(o).await {
             Ok(ids) => {
                 let missing: Vec<u64> =
                     acked.iter().copied().filter(|i| !ids.contains(i)).collect();
@@ -684,7 +725,6 @@ pub async fn wait_ex_primary_back(dir: &ClusterDir, old: u64, read_only: bool) -
 /// reachable and not errant (waiting for replicas to catch up); returns how many instances
 /// were checked.
 pub async fn assert_no_acked_loss(dir: &ClusterDir, status: &Value, acked: &[u64]) -> usize {
-    let admin = dir.password("moco-admin");
     let mut checked = 0;
     for inst in status
         .get("instances")
@@ -699,7 +739,7 @@ pub async fn assert_no_acked_loss(dir: &ClusterDir, status: &Value, acked: &[u64
         }
         let index = inst.get("index").and_then(Value::as_u64).unwrap_or(0);
         let port = instance_port(status, index);
-        match wait_rows(port, &admin, acked, Duration::from_secs(120)).await {
+        match wait_rows_with(&dir.opts(port, "moco-admin"), acked, Duration::from_secs(120)).await {
             Ok(_) => checked += 1,
             Err((missing, err)) => panic!(
                 "instance {index} lacks {} acknowledged row(s) (first: {:?}); last error: {err}",

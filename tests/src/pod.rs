@@ -592,6 +592,7 @@ pub async fn ready_pod(
             socket: pod.socket(),
             connect_timeout: std::time::Duration::from_secs(10),
             call_timeout: std::time::Duration::from_secs(60),
+            tls: None,
         },
         &passwords(),
     )

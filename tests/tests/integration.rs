@@ -30,4 +30,5 @@ mod local_recovery;
 mod local_scale;
 mod local_shrink;
 mod local_switchover;
+mod local_tls;
 mod test_layout;

@@ -42,6 +42,7 @@ fn fake_cluster(dir: &Path) -> String {
         server: "/nonexistent/mariadbd".into(),
         server_id_base: 1,
         reclone_errant: false,
+        tls: false,
     };
     manifest.save(&Layout::new(dir)).unwrap();
     std::fs::read_to_string(dir.join("cluster.json")).unwrap()

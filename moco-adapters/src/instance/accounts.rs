@@ -24,6 +24,8 @@ pub struct FreshServer {
     pub connect_timeout: Duration,
     /// Limit of one statement.
     pub call_timeout: Duration,
+    /// TLS of the admin's TCP login, when the server requires it.
+    pub tls: Option<crate::mysql::tls::MysqlTls>,
 }
 
 /// Creates MOCO's eight accounts with `passwords`, drops the passwordless bootstrap accounts,
@@ -42,5 +44,9 @@ pub async fn create_accounts(
         .with_socket(server.socket.clone())
         .with_timeouts(server.connect_timeout, server.call_timeout)
         .with_max_connections(1);
+    let bootstrap = match &server.tls {
+        Some(tls) => bootstrap.with_tls(tls.clone()),
+        None => bootstrap,
+    };
     Ok(mysql::initialize(&bootstrap, passwords, &InitOptions::default()).await?)
 }

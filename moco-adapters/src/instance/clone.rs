@@ -27,7 +27,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::process::{Child, ChildStdout, Command};
 
 use super::{InstanceError, file_tail};
-use crate::mysql::option_file::quote_value;
+use crate::mysql::option_file::{quote_value, tls_client_options};
 use crate::mysql::{self, MysqlInstance};
 use crate::ports::Credentials;
 
@@ -46,6 +46,9 @@ pub struct BackupSource {
     pub port: u16,
     /// `moco-clone-donor`.
     pub credentials: Credentials,
+    /// The CA that verifies the donor's certificate, when the donor serves TLS (then the
+    /// tool connects with TLS and checks the donor's name).
+    pub ssl_ca: Option<PathBuf>,
     /// mariadb-backup's working directory (`--target-dir`).
     pub scratch_dir: PathBuf,
     /// Where the tool's messages go (appended).
@@ -69,14 +72,17 @@ impl Drop for BackupStream {
 }
 
 /// The option file `mariadb-backup` reads instead of a password on its command line (where
-/// any local user sees it in `ps`): the donor's my.cnf, then the client credentials.
-fn backup_options(defaults_file: &Path, credentials: &Credentials) -> String {
-    format!(
+/// any local user sees it in `ps`): the donor's my.cnf, then the client credentials and,
+/// with a CA, TLS that verifies the donor.
+fn backup_options(defaults_file: &Path, credentials: &Credentials, ca: Option<&Path>) -> String {
+    let mut text = format!(
         "!include {}\n[mariadb-backup]\nuser={}\npassword={}\n",
         defaults_file.display(),
         quote_value(&credentials.user),
         quote_value(&credentials.password)
-    )
+    );
+    text.push_str(&tls_client_options(ca));
+    text
 }
 
 /// Writes `contents` to a new file readable only by its owner.
@@ -133,7 +139,11 @@ pub fn start_backup(source: &BackupSource) -> Result<BackupStream, InstanceError
     let options = source.scratch_dir.with_extension("client.cnf");
     write_private(
         &options,
-        &backup_options(&source.defaults_file, &source.credentials),
+        &backup_options(
+            &source.defaults_file,
+            &source.credentials,
+            source.ssl_ca.as_deref(),
+        ),
     )?;
     let args = backup_args(source, &options);
     let command = format!("{} {}", source.tool.display(), args.join(" "));
@@ -361,6 +371,7 @@ mod tests {
             host: "127.0.0.1".to_owned(),
             port: 3306,
             credentials: Credentials {
+            ssl_ca: None,
                 user: "moco-clone-donor".to_owned(),
                 password: "s3cret".to_owned(),
             },
@@ -438,6 +449,7 @@ mod tests {
             host: "127.0.0.1".into(),
             port: 3306,
             credentials: Credentials {
+            ssl_ca: None,
                 user: "moco-clone-donor".into(),
                 password: secret.into(),
             },

@@ -71,9 +71,10 @@ async fn mysql(job: CloneJob<'_>) -> Result<(), LocalError> {
     }
     let recipient = MysqlInstance::new(sql::admin_options(
         job.manifest,
+        job.layout,
         job.target_index,
         job.secret,
-    ));
+    )?);
     let copied = clone::clone_instance_from(
         &recipient,
         "127.0.0.1",
@@ -151,6 +152,7 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
         host: "127.0.0.1".to_owned(),
         port: job.manifest.instance_port(job.donor_index),
         credentials: job.secret.credentials(MocoUser::CloneDonor),
+        ssl_ca: super::tls::ca_file(job.layout, job.manifest),
         scratch_dir: scratch.clone(),
         log: log_path.clone(),
     };
@@ -206,9 +208,10 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
         .map_err(|e| fail(format!("starting the restored server: {e}")))?;
     let recipient = MysqlInstance::new(sql::admin_options(
         job.manifest,
+        job.layout,
         job.target_index,
         job.secret,
-    ));
+    )?);
     let seeded = clone::seed(&recipient, &donor_state, &position).await;
     let _ = recipient.disconnect().await;
     seeded.map_err(|e| fail(format!("seed GTID state after clone: {e}")))

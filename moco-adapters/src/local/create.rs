@@ -43,6 +43,9 @@ pub struct CreateOptions {
     pub server_id_base: u32,
     /// Re-clone errant replicas automatically.
     pub reclone_errant: bool,
+    /// Serve TLS with a CA made for the cluster, refuse plain TCP, and verify every server
+    /// (`up --tls`).
+    pub tls: bool,
     /// Limit of `mariadb-install-db` / `mysqld --initialize-insecure` per instance.
     pub init_timeout: Duration,
     /// Limit of a server's start.
@@ -60,6 +63,7 @@ impl CreateOptions {
             server: None,
             server_id_base: 1,
             reclone_errant: false,
+            tls: false,
             init_timeout: Duration::from_secs(300),
             boot_timeout: Duration::from_secs(120),
         }
@@ -223,6 +227,7 @@ pub fn prepare(options: CreateOptions) -> Result<Prepared, LocalError> {
         server: binary.path().to_path_buf(),
         server_id_base: options.server_id_base,
         reclone_errant: options.reclone_errant,
+        tls: options.tls,
     };
     Ok(Prepared {
         layout,
@@ -253,6 +258,9 @@ pub async fn create(prepared: Prepared) -> Result<Manifest, LocalError> {
         manifest.save(&layout)?;
         let secret = Secret::generate()?;
         secret.save(&layout)?;
+        if manifest.tls {
+            super::tls::create_authority(&layout, &manifest)?;
+        }
         secret.write_client_files(&layout, &manifest)?;
         for index in 0..manifest.replicas {
             servers.push(Arc::new(servers::write_instance(

@@ -9,10 +9,12 @@
 //! DIR/events.jsonl            events, one JSON object per line
 //! DIR/secret.json             passwords of the MOCO users (mode 0600)
 //! DIR/client/<user>.cnf       `[client]` option files for `mariadb --defaults-extra-file`
+//! DIR/tls/ca.pem, ca-key.pem  the cluster's CA (`up --tls`; the key mode 0600)
 //! DIR/manager.pid / .lock     the manager process; the lock is held while it runs
 //! DIR/manager.log             the detached manager's log
 //! DIR/instances/<i>/my.cnf    per-instance server configuration
 //! DIR/instances/<i>/data      datadir
+//! DIR/instances/<i>/tls/      the instance's certificate and key (`up --tls`)
 //! DIR/instances/<i>/…         socket, pid file, error log, tmp
 //! ```
 
@@ -80,6 +82,26 @@ impl Layout {
     /// `client/<user>.cnf`.
     pub fn client_cnf(&self, user: &str) -> PathBuf {
         self.client_dir().join(format!("{user}.cnf"))
+    }
+
+    /// `tls/`: the cluster's CA.
+    pub fn tls_dir(&self) -> PathBuf {
+        self.root.join("tls")
+    }
+
+    /// `tls/ca.pem`: what every client and replication channel trusts.
+    pub fn ca_cert(&self) -> PathBuf {
+        self.tls_dir().join("ca.pem")
+    }
+
+    /// `tls/ca-key.pem`: signs the instances' certificates.
+    pub fn ca_key(&self) -> PathBuf {
+        self.tls_dir().join("ca-key.pem")
+    }
+
+    /// `instances/<i>/tls/`: the certificate and key instance `index` serves.
+    pub fn instance_tls_dir(&self, index: u32) -> PathBuf {
+        self.instance_dir(index).join("tls")
     }
 
     /// `manager.pid`.

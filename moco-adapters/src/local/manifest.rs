@@ -68,6 +68,10 @@ pub struct Manifest {
     /// Re-clone errant replicas automatically (`up --reclone-errant`).
     #[serde(default)]
     pub reclone_errant: bool,
+    /// The servers serve TLS with the cluster's CA (`tls/`), refuse plain TCP, and every
+    /// connection verifies them (`up --tls`).
+    #[serde(default)]
+    pub tls: bool,
 }
 
 /// The largest cluster `moco local` creates.
@@ -240,10 +244,9 @@ pub fn random_hex(bytes: usize) -> Result<String, LocalError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample() -> Manifest {
+impl Manifest {
+    /// A manifest for unit tests: 3 MariaDB instances from port 20000, cluster `c`.
+    pub(crate) fn example() -> Manifest {
         Manifest {
             kind: MANIFEST_KIND.to_owned(),
             format_version: FORMAT_VERSION,
@@ -260,7 +263,17 @@ mod tests {
             server: PathBuf::from("/usr/sbin/mariadbd"),
             server_id_base: 1000,
             reclone_errant: false,
+            tls: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Manifest {
+        Manifest::example()
     }
 
     #[test]

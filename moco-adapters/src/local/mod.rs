@@ -27,6 +27,7 @@ pub mod secret;
 pub mod servers;
 pub mod snapshot;
 pub mod sql;
+pub mod tls;
 
 pub use error::LocalError;
 pub use layout::Layout;

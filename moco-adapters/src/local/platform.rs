@@ -194,7 +194,7 @@ impl LocalPlatform {
             let server = LocalMysqld::open(binary.clone(), &layout.instance_dir(index))
                 .map_err(|e| LocalError::other(format!("instance {index}"), e.to_string()))?;
             servers.push(Arc::new(server));
-            ports.push(sql::port(&manifest, layout, index, &secret));
+            ports.push(sql::port(&manifest, layout, index, &secret)?);
             busy.push(Arc::new(AtomicBool::new(false)));
         }
         let status: ClusterStatus = files::read_json_opt(&layout.status())?.unwrap_or_default();

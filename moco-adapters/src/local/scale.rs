@@ -248,6 +248,7 @@ mod tests {
             server: "/usr/sbin/mariadbd".into(),
             server_id_base: 1,
             reclone_errant: false,
+            tls: false,
         }
     }
 

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +13,7 @@ use super::error::LocalError;
 use super::files;
 use super::layout::Layout;
 use super::manifest::{Manifest, random_hex};
+use crate::mysql::option_file::tls_client_options;
 use crate::ports::{Credentials, MocoUser};
 
 /// MOCO's accounts (moco-reference §c.1), in the order MOCO lists them.
@@ -115,18 +117,22 @@ impl Secret {
             } else {
                 manifest.primary_port()
             };
-            let text = client_cnf(user, self.password(user)?, port);
+            let ca = super::tls::ca_file(layout, manifest);
+            let text = client_cnf(user, self.password(user)?, port, ca.as_deref());
             files::write_atomic(&layout.client_cnf(user), text.as_bytes(), 0o600)?;
         }
         Ok(())
     }
 }
 
-/// A `[client]` option file.
-pub fn client_cnf(user: &str, password: &str, port: u16) -> String {
-    format!(
+/// A `[client]` option file; with the cluster's CA, the client uses TLS and verifies the
+/// server against it.
+pub fn client_cnf(user: &str, password: &str, port: u16, ca: Option<&Path>) -> String {
+    let mut text = format!(
         "# moco local: {user} through 127.0.0.1:{port}\n[client]\nuser={user}\npassword={password}\nhost=127.0.0.1\nport={port}\nprotocol=TCP\n"
-    )
+    );
+    text.push_str(&tls_client_options(ca));
+    text
 }
 
 #[cfg(test)]
@@ -164,6 +170,7 @@ mod tests {
             server: "/usr/sbin/mariadbd".into(),
             server_id_base: 1,
             reclone_errant: false,
+            tls: false,
         };
         s.write_client_files(&layout, &manifest).unwrap();
         let w = std::fs::read_to_string(layout.client_cnf("moco-writable")).unwrap();

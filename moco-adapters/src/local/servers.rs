@@ -40,6 +40,9 @@ pub fn instance_config(
     user_config.insert("innodb_buffer_pool_size".to_owned(), "64M".to_owned());
     user_config.insert("max_connections".to_owned(), "1000".to_owned());
     user_config.insert("performance_schema".to_owned(), "OFF".to_owned());
+    if manifest.tls {
+        user_config.extend(super::tls::server_options(layout, index));
+    }
     let input = MycnfInput {
         flavor: manifest.flavor,
         user_config,
@@ -74,6 +77,9 @@ pub fn write_instance(
     for sub in ["conf.d", "tmp"] {
         let path = dir.join(sub);
         super::files::create_private_dir(&path)?;
+    }
+    if manifest.tls {
+        super::tls::issue_instance(layout, manifest, index)?;
     }
     let snippet_path = dir.join("conf.d").join("instance.cnf");
     super::files::write_atomic(&snippet_path, snippet.as_bytes(), 0o644)?;
@@ -178,6 +184,7 @@ mod tests {
             server: "/usr/sbin/mariadbd".into(),
             server_id_base: 10,
             reclone_errant: false,
+            tls: false,
         };
         let (main, snippet) = instance_config(&layout, &manifest, 2).unwrap();
         assert!(main.contains("port = 20004\n"), "{main}");
@@ -186,5 +193,17 @@ mod tests {
         assert!(main.contains(&datadir), "{main}");
         assert!(snippet.contains("server_id = 12\n"), "{snippet}");
         assert!(snippet.contains("report_port = 20004\n"), "{snippet}");
+        assert!(!main.contains("ssl"), "{main}");
+        let tls = Manifest {
+            tls: true,
+            ..manifest
+        };
+        let (main, _) = instance_config(&layout, &tls, 2).unwrap();
+        let cert = format!(
+            "ssl_cert = {}\n",
+            layout.instance_tls_dir(2).join("cert.pem").display()
+        );
+        assert!(main.contains(&cert), "{main}");
+        assert!(main.contains("require_secure_transport = ON\n"), "{main}");
     }
 }

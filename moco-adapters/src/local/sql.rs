@@ -30,25 +30,39 @@ fn name(manifest: &Manifest, index: u32) -> String {
     )
 }
 
-/// `moco-admin` over TCP to instance `index`.
-pub fn admin_options(manifest: &Manifest, index: u32, secret: &Secret) -> ConnectOptions {
-    ConnectOptions::new(
+/// `moco-admin` over TCP to instance `index`; with the cluster's TLS, the connection verifies
+/// the server and the instance's replication channel verifies its source.
+pub fn admin_options(
+    manifest: &Manifest,
+    layout: &Layout,
+    index: u32,
+    secret: &Secret,
+) -> Result<ConnectOptions, LocalError> {
+    let mut opts = ConnectOptions::new(
         "127.0.0.1",
         manifest.instance_port(index),
         &secret.credentials(MocoUser::Admin),
     )
     .with_name(name(manifest, index))
-    .with_timeouts(CONNECT_TIMEOUT, CALL_TIMEOUT)
+    .with_timeouts(CONNECT_TIMEOUT, CALL_TIMEOUT);
+    if let Some(tls) = super::tls::client(layout, manifest)? {
+        opts = opts
+            .with_tls(tls)
+            .with_replication_ca(layout.ca_cert().display().to_string());
+    }
+    Ok(opts)
 }
 
 /// The manager's SQL port of instance `index` (as `moco-admin` over loopback TCP).
 pub fn port(
     manifest: &Manifest,
-    _layout: &Layout,
+    layout: &Layout,
     index: u32,
     secret: &Secret,
-) -> Arc<dyn MysqlPort> {
-    Arc::new(MysqlInstance::new(admin_options(manifest, index, secret)))
+) -> Result<Arc<dyn MysqlPort>, LocalError> {
+    Ok(Arc::new(MysqlInstance::new(admin_options(
+        manifest, layout, index, secret,
+    )?)))
 }
 
 /// Creates MOCO's accounts on a freshly initialised instance (root on the UNIX socket, no
@@ -66,6 +80,7 @@ pub async fn create_users(
         socket: layout.socket(index),
         connect_timeout: CONNECT_TIMEOUT,
         call_timeout: CALL_TIMEOUT,
+        tls: super::tls::client(layout, manifest)?,
     };
     create_accounts(&server, &passwords(secret)?)
         .await

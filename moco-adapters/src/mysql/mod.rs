@@ -89,6 +89,10 @@ pub struct ConnectOptions {
     pub max_connections: usize,
     /// TLS, verifying the server (TCP only; the socket needs none).
     pub tls: Option<tls::MysqlTls>,
+    /// The CA file, as this server reads it from its own filesystem, that its replication
+    /// channel trusts: when set, [`MysqlInstance`] configures the channel with TLS and
+    /// verification of the source.
+    pub replication_ca: Option<String>,
 }
 
 impl fmt::Debug for ConnectOptions {
@@ -104,6 +108,7 @@ impl fmt::Debug for ConnectOptions {
             .field("call_timeout", &self.call_timeout)
             .field("max_connections", &self.max_connections)
             .field("tls", &self.tls)
+            .field("replication_ca", &self.replication_ca)
             .finish()
     }
 }
@@ -123,12 +128,20 @@ impl ConnectOptions {
             call_timeout: Duration::from_secs(60),
             max_connections: 4,
             tls: None,
+            replication_ca: None,
         }
     }
 
     /// Connects with TLS, verifying the server as `tls` says.
     pub fn with_tls(mut self, tls: tls::MysqlTls) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// Replicates over TLS, the source verified against `ca_path` (a file on this server's
+    /// filesystem).
+    pub fn with_replication_ca(mut self, ca_path: impl Into<String>) -> Self {
+        self.replication_ca = Some(ca_path.into());
         self
     }
 
@@ -904,6 +917,7 @@ impl MysqlPort for MysqlInstance {
                     port,
                     user: &credentials.user,
                     password: &credentials.password,
+                    ssl_ca: self.opts.replication_ca.as_deref(),
                 };
                 let mut conn = self.conn().await?;
                 self.exec_all(&mut conn, &sql::configure_replication(d, &spec, semi_sync))

@@ -17,6 +17,17 @@ pub fn quote_value(value: &str) -> String {
     out
 }
 
+/// The option-file lines with which a MariaDB command-line client (`mariadb-backup`,
+/// `mariadb-binlog`, `mariadb`) uses TLS and verifies the server against `ca`; none without.
+pub fn tls_client_options(ca: Option<&std::path::Path>) -> String {
+    ca.map_or_else(String::new, |ca| {
+        format!(
+            "ssl-ca={}\nssl-verify-server-cert\n",
+            quote_value(&ca.display().to_string())
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -365,6 +365,21 @@ pub struct SourceSpec<'a> {
     pub user: &'a str,
     /// Its password.
     pub password: &'a str,
+    /// The CA file, on the replica's own filesystem, that the replica trusts for its source:
+    /// when set the channel uses TLS and checks the source's certificate and name (MOCO #544:
+    /// a source with `require_secure_transport=ON` refuses a plain channel).
+    pub ssl_ca: Option<&'a str>,
+}
+
+/// The TLS clause of a channel: `prefix` is `MASTER` or `SOURCE`. Empty without a CA, so a
+/// cluster without TLS gets MOCO's statement unchanged.
+fn channel_tls(prefix: &str, ssl_ca: Option<&str>) -> String {
+    ssl_ca.map_or_else(String::new, |ca| {
+        format!(
+            ", {prefix}_SSL=1, {prefix}_SSL_CA={}, {prefix}_SSL_VERIFY_SERVER_CERT=1",
+            quote(ca)
+        )
+    })
 }
 
 /// Replicates from `source` with GTID auto-positioning, semi-sync replica side `semi_sync`,
@@ -392,7 +407,8 @@ pub fn configure_replication(d: Dialect, source: &SourceSpec<'_>, semi_sync: boo
             out.push(format!(
                 "CHANGE MASTER TO MASTER_HOST={host}, MASTER_PORT={port}, MASTER_USER={user}, \
                  MASTER_PASSWORD={password}, MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, \
-                 MASTER_HEARTBEAT_PERIOD=1"
+                 MASTER_HEARTBEAT_PERIOD=1{}",
+                channel_tls("MASTER", source.ssl_ca)
             ));
         }
         Dialect::Mysql84 => {
@@ -400,14 +416,16 @@ pub fn configure_replication(d: Dialect, source: &SourceSpec<'_>, semi_sync: boo
             out.push(format!(
                 "CHANGE REPLICATION SOURCE TO SOURCE_HOST={host}, SOURCE_PORT={port}, \
                  SOURCE_USER={user}, SOURCE_PASSWORD={password}, SOURCE_AUTO_POSITION=1, \
-                 GET_SOURCE_PUBLIC_KEY=1"
+                 GET_SOURCE_PUBLIC_KEY=1{}",
+                channel_tls("SOURCE", source.ssl_ca)
             ));
         }
         Dialect::Mysql80 => {
             out.push("STOP REPLICA".to_owned());
             out.push(format!(
                 "CHANGE MASTER TO MASTER_HOST={host}, MASTER_PORT={port}, MASTER_USER={user}, \
-                 MASTER_PASSWORD={password}, MASTER_AUTO_POSITION=1, GET_MASTER_PUBLIC_KEY=1"
+                 MASTER_PASSWORD={password}, MASTER_AUTO_POSITION=1, GET_MASTER_PUBLIC_KEY=1{}",
+                channel_tls("MASTER", source.ssl_ca)
             ));
         }
     }
@@ -711,6 +729,7 @@ mod tests {
             port: 3307,
             user: "moco-repl",
             password: "pw'x",
+            ssl_ca: None,
         };
         assert_eq!(
             configure_replication(Dialect::Mariadb, &src, true),
@@ -746,6 +765,35 @@ mod tests {
              MASTER_PASSWORD='pw''x', MASTER_AUTO_POSITION=1, GET_MASTER_PUBLIC_KEY=1"
         );
         assert_eq!(v80.last().map(String::as_str), Some("START REPLICA"));
+    }
+
+    /// With a CA the channel uses TLS and verifies the source, in each flavour's words.
+    #[test]
+    fn configure_replication_with_tls() {
+        let src = SourceSpec {
+            host: "127.0.0.1",
+            port: 3307,
+            user: "moco-repl",
+            password: "p",
+            ssl_ca: Some("/d/tls/ca's.pem"),
+        };
+        let change = |d| configure_replication(d, &src, true)[if d == Dialect::Mariadb { 4 } else { 1 }].clone();
+        assert!(
+            change(Dialect::Mariadb).ends_with(
+                "MASTER_HEARTBEAT_PERIOD=1, MASTER_SSL=1, MASTER_SSL_CA='/d/tls/ca''s.pem', \
+                 MASTER_SSL_VERIFY_SERVER_CERT=1"
+            ),
+            "{}",
+            change(Dialect::Mariadb)
+        );
+        assert!(change(Dialect::Mysql84).ends_with(
+            "GET_SOURCE_PUBLIC_KEY=1, SOURCE_SSL=1, SOURCE_SSL_CA='/d/tls/ca''s.pem', \
+             SOURCE_SSL_VERIFY_SERVER_CERT=1"
+        ));
+        assert!(change(Dialect::Mysql80).ends_with(
+            "GET_MASTER_PUBLIC_KEY=1, MASTER_SSL=1, MASTER_SSL_CA='/d/tls/ca''s.pem', \
+             MASTER_SSL_VERIFY_SERVER_CERT=1"
+        ));
     }
 
     #[test]

@@ -443,6 +443,7 @@ async fn backup(
         host: "127.0.0.1".to_owned(),
         port: state.mysqld_port,
         credentials: Credentials {
+        ssl_ca: None,
             user: Account::CloneDonor.name().to_owned(),
             password: state.passwords.clone_donor.clone(),
         },

@@ -11,7 +11,7 @@ use std::process::Stdio;
 
 use moco_adapters::instance::clone::{log_handle, write_private};
 use moco_adapters::mysql::MysqlInstance;
-use moco_adapters::mysql::option_file::quote_value;
+use moco_adapters::mysql::option_file::{quote_value, tls_client_options};
 use moco_adapters::ports::{Credentials, MysqlPort as _};
 use mysql_async::prelude::Queryable as _;
 use tokio::io::{AsyncReadExt as _, BufReader};
@@ -36,6 +36,8 @@ pub struct ReplayTarget {
     pub port: u16,
     /// An account that may replay binlogs (`BINLOG REPLAY`): moco-admin.
     pub credentials: Credentials,
+    /// The CA that verifies the server, when it serves TLS.
+    pub ssl_ca: Option<PathBuf>,
     /// Where files are fetched to (emptied of them afterwards).
     pub scratch: PathBuf,
     /// Where the tools' messages go.
@@ -96,11 +98,12 @@ pub async fn replay(
     write_private(
         &options,
         &format!(
-            "[client]\nhost={}\nport={}\nuser={}\npassword={}\n",
+            "[client]\nhost={}\nport={}\nuser={}\npassword={}\n{}",
             quote_value(&target.host),
             target.port,
             quote_value(&target.credentials.user),
-            quote_value(&target.credentials.password)
+            quote_value(&target.credentials.password),
+            tls_client_options(target.ssl_ca.as_deref())
         ),
     )
     .map_err(|e| ReplayError::Apply {

@@ -240,6 +240,7 @@ impl RestoreJob {
                     host,
                     port,
                     credentials: self.credentials(),
+                    ssl_ca: None,
                     scratch: self.work_dir.join("replay"),
                     log: self.work_dir.join("replay.log"),
                 };

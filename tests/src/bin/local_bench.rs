@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, Writer, assert_no_acked_loss, connect, create_table, endpoint_port,
+    ClusterDir, Writer, assert_no_acked_loss, connect, create_table, create_table_with, endpoint_port,
     free_port_block, instance_port, moco_async, opts, primary_index, server_or_skip, state_is,
     up_args, up_detached, wait_status_async,
 };
@@ -57,16 +57,27 @@ fn summary(v: &[Duration]) -> String {
     )
 }
 
-async fn run_once(samples: &mut Samples, clone_mb: u64) {
+/// Bring-up, switchover, failover and clone of one 3-instance cluster; with `tls`, made by
+/// `up --tls` and every client on TLS.
+async fn run_once(samples: &mut Samples, clone_mb: u64, tls: bool) {
     let dir = ClusterDir::new();
-    let (bring_up, status) = up_detached(&dir, 3).await;
+    let (bring_up, status) = if tls {
+        let started = Instant::now();
+        let mut up = up_args(&dir, 3, free_port_block(5));
+        up.push("--tls".to_owned());
+        moco_async(up).await;
+        (started.elapsed(), dir.status())
+    } else {
+        up_detached(&dir, 3).await
+    };
     samples.bring_up.push(bring_up);
-    let writable = dir.password("moco-writable");
     let primary_port = endpoint_port(&status, "primary");
-    create_table(primary_port, &writable).await.unwrap();
+    // The cluster's CA when it has one (`dir.opts`).
+    let pool = dir.opts(primary_port, "moco-writable");
+    create_table_with(&pool).await.unwrap();
 
     // Switchover under writes: the longest pause between two acknowledgements around it.
-    let writer = Writer::start(primary_port, &writable);
+    let writer = Writer::start_with(pool.clone());
     tokio::time::sleep(Duration::from_millis(800)).await;
     let t0 = Instant::now();
     moco_async(vec![
@@ -91,12 +102,11 @@ async fn run_once(samples: &mut Samples, clone_mb: u64) {
     )
     .await;
     let victim = primary_index(&status);
-    let pool = opts(primary_port, "moco-writable", &writable);
     {
         let mut c = connect(&pool, Duration::from_secs(5)).await.unwrap();
         c.query_drop("DELETE FROM moco_test.t").await.unwrap();
     }
-    let writer = Writer::start(primary_port, &writable);
+    let writer = Writer::start_with(pool.clone());
     tokio::time::sleep(Duration::from_millis(800)).await;
     moco_async(vec![
         "local".into(),
@@ -213,11 +223,7 @@ async fn load_and_purge(
         .unwrap();
     }
     drop(c);
-    let admin = opts(
-        instance_port(status, primary_index(status)),
-        "moco-admin",
-        &dir.password("moco-admin"),
-    );
+    let admin = dir.opts(instance_port(status, primary_index(status)), "moco-admin");
     let mut c = connect(&admin, Duration::from_secs(5)).await.unwrap();
     // MariaDB keeps a binlog until its checkpoint moves on: retry until one file is left.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -414,6 +420,48 @@ async fn run_soak(samples: &mut Samples, stalls: u32) {
     assert!(assert_no_acked_loss(&dir, &status, &acked).await >= 1);
 }
 
+fn median(v: &[Duration]) -> Duration {
+    let mut s = v.to_vec();
+    s.sort();
+    s.get(s.len() / 2).copied().unwrap_or_default()
+}
+
+/// The same metrics without and with TLS, and what TLS costs (median against median).
+fn print_tls_cost(plain: &Samples, tls: &Samples) {
+    println!(
+        "moco local, 3 instances, {} rows acknowledged without TLS and {} with, 0 lost",
+        plain.rows, tls.rows
+    );
+    println!("| metric | without TLS | with `--tls` | cost |");
+    println!("|---|---|---|---|");
+    let rows: [(&str, &[Duration], &[Duration]); 4] = [
+        ("bring-up to Healthy", &plain.bring_up, &tls.bring_up),
+        (
+            "switchover: longest gap between acknowledged writes",
+            &plain.switchover_gap,
+            &tls.switchover_gap,
+        ),
+        (
+            "failover: kill -9 → first acknowledged write",
+            &plain.failover,
+            &tls.failover,
+        ),
+        ("clone of a wiped replica → Healthy", &plain.clone, &tls.clone),
+    ];
+    for (name, a, b) in rows {
+        let (ma, mb) = (median(a), median(b));
+        let cost = if ma.is_zero() {
+            "-".to_owned()
+        } else {
+            format!(
+                "{:+.0}%",
+                (mb.as_secs_f64() / ma.as_secs_f64() - 1.0) * 100.0
+            )
+        };
+        println!("| {name} | {} | {} | {cost} |", summary(a), summary(b));
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let Some(server) = server_or_skip("local-bench") else {
@@ -428,12 +476,18 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
     let mut samples = Samples::default();
+    let mut tls_samples = Samples::default();
     // BENCH_ONLY=scale measures only the growth (the rest takes several minutes per run).
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     for run in 1..=runs {
         eprintln!("run {run}/{runs} …");
+        // BENCH_ONLY=tls: the same run without and with `up --tls`, alternating.
+        if only == "tls" {
+            run_once(&mut samples, clone_mb, false).await;
+            run_once(&mut tls_samples, clone_mb, true).await;
+        }
         if only.is_empty() {
-            run_once(&mut samples, clone_mb).await;
+            run_once(&mut samples, clone_mb, false).await;
             run_hung(&mut samples).await;
             run_soak(&mut samples, 5).await;
         }
@@ -447,6 +501,10 @@ async fn main() {
         runs,
         samples.rows
     );
+    if only == "tls" {
+        print_tls_cost(&samples, &tls_samples);
+        return;
+    }
     println!("| metric | median (min, max) | target |");
     println!("|---|---|---|");
     println!(

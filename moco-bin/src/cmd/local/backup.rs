@@ -457,6 +457,9 @@ pub struct RestoreArgs {
     /// First port of the new cluster's block (default: the first free block from 13306).
     #[arg(long)]
     base_port: Option<u16>,
+    /// The new cluster serves TLS with its own CA (as `moco local up --tls`).
+    #[arg(long)]
+    tls: bool,
     #[command(flatten)]
     manager: super::ManagerArgs,
 }
@@ -491,6 +494,7 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
     let started = std::time::Instant::now();
     let mut options = moco_adapters::local::create::CreateOptions::new(&a.dir, a.replicas);
     options.base_port = a.base_port;
+    options.tls = a.tls;
     options.flavor = Some(moco_core::facts::Flavor::Mariadb);
     let prepared = moco_adapters::local::create::prepare(options)?;
     let layout = prepared.layout().clone();

@@ -162,6 +162,11 @@ struct UpArgs {
     /// failover, and waits for `moco local kill` + deleting its data).
     #[arg(long)]
     reclone_errant: bool,
+    /// Serve TLS: a CA made for the cluster (DIR/tls/ca.pem) signs a certificate per instance,
+    /// the servers refuse plain TCP (require_secure_transport), and the manager, replication,
+    /// clones, backups and the client option files verify every server against the CA.
+    #[arg(long)]
+    tls: bool,
     #[command(flatten)]
     manager: ManagerArgs,
 }
@@ -354,6 +359,7 @@ async fn up(a: UpArgs) -> Result<ExitCode, LocalCmdError> {
     options.server = a.server.clone();
     options.server_id_base = a.server_id_base;
     options.reclone_errant = a.reclone_errant;
+    options.tls = a.tls;
     let started = Instant::now();
     let prepared = create::prepare(options)?;
     let m = prepared.manifest();

@@ -1,0 +1,234 @@
+//! `moco local up --tls` (MOCO #544: `require_secure_transport=ON` broke MOCO): the servers
+//! serve certificates from the cluster's CA and refuse plain TCP, and every connection the
+//! project makes verifies them — the manager's, the replication channels, a clone
+//! (`mariadb-backup` from the donor), a backup, and the client option files. A switchover and
+//! a kill -9 failover under acknowledged writes through the primary endpoint lose nothing.
+
+use std::time::{Duration, Instant};
+
+use moco_adapters::mysql::tls::Authority;
+use moco_tests::local::{
+    ClusterDir, Writer, assert_no_acked_loss, connect, create_table_with, endpoint_port,
+    free_port_block, instance_port, moco_async, opts, primary_index, server_or_skip, state_is,
+    tls_opts, up_args, wait_ex_primary_back, wait_status_async,
+};
+use mysql_async::Row;
+use mysql_async::prelude::Queryable;
+use serde_json::Value;
+
+fn local(args: &[&str]) -> Vec<String> {
+    std::iter::once("local")
+        .chain(args.iter().copied())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The fields of `SHOW SLAVE STATUS` on the server `o` reaches, by column name.
+async fn replica_status(o: &mysql_async::Opts) -> Option<Vec<(String, String)>> {
+    let mut c = connect(o, Duration::from_secs(10)).await.ok()?;
+    let row: Option<Row> = c.query_first("SHOW SLAVE STATUS").await.ok()?;
+    let _ = c.disconnect().await;
+    let row = row?;
+    let columns = row.columns();
+    Some(
+        columns
+            .iter()
+            .enumerate()
+            .map(|(i, col)| {
+                let value: Option<String> = row.get_opt(i).and_then(Result::ok);
+                (col.name_str().into_owned(), value.unwrap_or_default())
+            })
+            .collect(),
+    )
+}
+
+fn field<'a>(status: &'a [(String, String)], name: &str) -> &'a str {
+    status
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or("", |(_, v)| v.as_str())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tls_cluster_refuses_plain_tcp_and_verifies_every_server() {
+    let test = "a_tls_cluster_refuses_plain_tcp_and_verifies_every_server";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    let dir = ClusterDir::new();
+    let mut up = up_args(&dir, 3, free_port_block(5));
+    up.push("--tls".to_owned());
+    let started = Instant::now();
+    moco_async(up).await;
+    println!(
+        "3 instances with TLS Healthy after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let s = dir.status();
+    assert!(state_is(&s, "Healthy"), "{s}");
+    let d = dir.arg();
+    let admin = dir.password("moco-admin");
+    let port = endpoint_port(&s, "primary");
+    create_table_with(&dir.opts(port, "moco-writable"))
+        .await
+        .unwrap();
+
+    // 1. Plain TCP is refused by every instance; a CA other than the cluster's is refused by
+    //    the client; with the cluster's CA the session is encrypted.
+    let other_ca = Authority::generate("not this cluster's CA").unwrap();
+    for i in 0..3 {
+        let p = instance_port(&s, i);
+        let plain = connect(&opts(p, "moco-admin", &admin), Duration::from_secs(10)).await;
+        assert!(plain.is_err(), "instance {i} accepted plain TCP");
+        let foreign = tls_opts(p, "moco-admin", &admin, other_ca.cert_pem().into());
+        let refused = connect(&foreign, Duration::from_secs(10)).await;
+        assert!(
+            refused.is_err(),
+            "a certificate of another CA was accepted"
+        );
+        let mut c = connect(&dir.opts(p, "moco-admin"), Duration::from_secs(10))
+            .await
+            .unwrap();
+        let cipher: Option<(String, String)> = c
+            .query_first("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+            .await
+            .unwrap();
+        assert!(
+            cipher.is_some_and(|(_, v)| !v.is_empty()),
+            "instance {i}: the session is not encrypted"
+        );
+    }
+
+    // 2. Every replica's channel uses TLS and verifies its source against the cluster's CA.
+    let ca_file = dir.path().join("tls").join("ca.pem").display().to_string();
+    let primary = primary_index(&s);
+    for i in (0..3).filter(|i| *i != primary) {
+        let st = replica_status(&dir.opts(instance_port(&s, i), "moco-admin"))
+            .await
+            .unwrap_or_else(|| panic!("instance {i} has no channel"));
+        assert_eq!(field(&st, "Slave_IO_Running"), "Yes", "instance {i}: {st:?}");
+        assert_eq!(field(&st, "Master_SSL_Allowed"), "Yes", "instance {i}");
+        assert_eq!(
+            field(&st, "Master_SSL_Verify_Server_Cert"),
+            "Yes",
+            "instance {i}"
+        );
+        assert_eq!(field(&st, "Master_SSL_CA_File"), ca_file, "instance {i}");
+    }
+
+    // 3. The client option file's TLS: the `mariadb` client verifies the server too.
+    let client = binary.tool("mariadb").unwrap();
+    let cnf = dir.path().join("client").join("moco-writable.cnf");
+    let out = std::process::Command::new(&client)
+        .arg(format!("--defaults-extra-file={}", cnf.display()))
+        .args(["-N", "-e", "SHOW SESSION STATUS LIKE 'Ssl_version'"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("TLSv1"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // 4. Under writes: a switchover, then kill -9 of the new primary.
+    let writer = Writer::start_with(dir.opts(port, "moco-writable"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    moco_async(local(&["switchover", "--dir", &d])).await;
+    let switched = wait_status_async(&dir, "switchover", Duration::from_secs(120), move |s| {
+        primary_index(s) != primary && state_is(s, "Healthy")
+    })
+    .await;
+    let second = primary_index(&switched);
+    println!("switchover over TLS: {primary} -> {second}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    moco_async(local(&[
+        "kill",
+        "--dir",
+        &d,
+        &second.to_string(),
+        "--down-for",
+        "3s",
+    ]))
+    .await;
+    let moved = wait_status_async(&dir, "failover", Duration::from_secs(120), move |s| {
+        primary_index(s) != second
+    })
+    .await;
+    println!(
+        "failover over TLS: {second} -> {}",
+        primary_index(&moved)
+    );
+    wait_ex_primary_back(&dir, second, false).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let report = writer.finish().await;
+    println!(
+        "writer: {} acknowledged, {} failures",
+        report.acked.len(),
+        report.failures
+    );
+    assert!(!report.acked.is_empty());
+    let mut acked = report.acked;
+
+    // 5. A replica whose datadir is gone after the primary purged its binlogs is cloned:
+    //    mariadb-backup reaches the donor over TLS.
+    let healthy = wait_status_async(&dir, "Healthy", Duration::from_secs(120), |s| {
+        state_is(s, "Healthy")
+    })
+    .await;
+    let primary = primary_index(&healthy);
+    let mut c = connect(
+        &dir.opts(instance_port(&healthy, primary), "moco-admin"),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    c.query_drop("FLUSH BINARY LOGS").await.unwrap();
+    let logs: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
+    let last = logs.last().map(|l| l.0.clone()).unwrap();
+    c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
+        .await
+        .unwrap();
+    drop(c);
+    let wiped = (0..3u64).find(|i| *i != primary).unwrap();
+    moco_async(local(&[
+        "kill",
+        "--dir",
+        &d,
+        &wiped.to_string(),
+        "--keep-down",
+    ]))
+    .await;
+    std::fs::remove_dir_all(dir.path().join(format!("instances/{wiped}/data"))).unwrap();
+    moco_async(local(&["start", "--dir", &d, &wiped.to_string()])).await;
+    let after = wait_status_async(
+        &dir,
+        "wiped replica cloned and Healthy",
+        Duration::from_secs(240),
+        |s| state_is(s, "Healthy"),
+    )
+    .await;
+    let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
+    assert!(
+        events.contains(&format!(
+            "\"reason\":\"Cloned\",\"message\":\"cloned instance {wiped}"
+        )),
+        "{events}"
+    );
+    let st = replica_status(&dir.opts(instance_port(&after, wiped), "moco-admin"))
+        .await
+        .unwrap();
+    assert_eq!(field(&st, "Master_SSL_Verify_Server_Cert"), "Yes");
+
+    // 6. A backup: mariadb-backup from a replica over TLS.
+    let out = moco_async(local(&["backup", "--dir", &d])).await;
+    assert!(out.contains("backed up instance"), "{out}");
+
+    // Nothing acknowledged is missing anywhere.
+    let writes = Writer::start_with(dir.opts(port, "moco-writable"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    acked.extend(writes.finish().await.acked);
+    let checked = assert_no_acked_loss(&dir, &after, &acked).await;
+    assert_eq!(checked, 3);
+    assert_eq!(after["instances"][wiped as usize]["errant"], Value::Bool(false));
+}
