@@ -201,15 +201,15 @@ async fn replication_verifies_its_source() {
 
     // The cluster's CA: the channel runs and carries a write.
     let right = admin(&replica, &tmp.path().join("replica").join("ca.pem"));
-    right.configure_replication(&from, &repl, false).await.unwrap();
+    right
+        .configure_replication(&from, &repl, false)
+        .await
+        .unwrap();
     let mut c = primary.conn().await.unwrap();
     c.query_drop("CREATE DATABASE over_tls").await.unwrap();
     support::eventually("the write replicated over TLS", READY_TIMEOUT, || async {
         let mut r = right.conn().await.ok()?;
-        let found: Option<String> = r
-            .query_first("SHOW DATABASES LIKE 'over_tls'")
-            .await
-            .ok()?;
+        let found: Option<String> = r.query_first("SHOW DATABASES LIKE 'over_tls'").await.ok()?;
         found
     })
     .await;
@@ -217,17 +217,26 @@ async fn replication_verifies_its_source() {
 
     // Another CA: the source's certificate is not trusted.
     let wrong = admin(&replica, &other_ca_file);
-    wrong.configure_replication(&from, &repl, false).await.unwrap();
+    wrong
+        .configure_replication(&from, &repl, false)
+        .await
+        .unwrap();
     let (_, error) = support::eventually("the channel refused", READY_TIMEOUT, || async {
         let (io, error) = io_state(&wrong).await;
         (io != "Yes" && !error.is_empty()).then_some((io, error))
     })
     .await;
     println!("another CA: {error}");
-    assert!(error.to_lowercase().contains("ssl") || error.contains("certificate"), "{error}");
+    assert!(
+        error.to_lowercase().contains("ssl") || error.contains("certificate"),
+        "{error}"
+    );
 
     // Back to the cluster's CA: running again, the error gone (so the next one is new).
-    right.configure_replication(&from, &repl, false).await.unwrap();
+    right
+        .configure_replication(&from, &repl, false)
+        .await
+        .unwrap();
     support::eventually("the channel running again", READY_TIMEOUT, || async {
         let (io, error) = io_state(&right).await;
         (io == "Yes" && error.is_empty()).then_some(())
@@ -240,7 +249,10 @@ async fn replication_verifies_its_source() {
     std::fs::write(source_dir.join("key.pem"), &renamed.key_pem).unwrap();
     c.query_drop("FLUSH SSL").await.unwrap();
     drop(c);
-    right.configure_replication(&from, &repl, false).await.unwrap();
+    right
+        .configure_replication(&from, &repl, false)
+        .await
+        .unwrap();
     let (_, error) = support::eventually("the channel refused", READY_TIMEOUT, || async {
         let (io, error) = io_state(&right).await;
         (io != "Yes" && !error.is_empty()).then_some((io, error))

@@ -13,8 +13,7 @@ use moco_adapters::local::Manifest;
 use moco_adapters::local::files::{read_json_opt, write_json};
 use moco_adapters::local::secret::Secret;
 use moco_adapters::local::snapshot::ClusterSnapshot;
-use moco_adapters::mysql::{ConnectOptions, MysqlInstance};
-use moco_adapters::ports::MocoUser;
+use moco_adapters::mysql::MysqlInstance;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 

@@ -739,7 +739,13 @@ pub async fn assert_no_acked_loss(dir: &ClusterDir, status: &Value, acked: &[u64
         }
         let index = inst.get("index").and_then(Value::as_u64).unwrap_or(0);
         let port = instance_port(status, index);
-        match wait_rows_with(&dir.opts(port, "moco-admin"), acked, Duration::from_secs(120)).await {
+        match wait_rows_with(
+            &dir.opts(port, "moco-admin"),
+            acked,
+            Duration::from_secs(120),
+        )
+        .await
+        {
             Ok(_) => checked += 1,
             Err((missing, err)) => panic!(
                 "instance {index} lacks {} acknowledged row(s) (first: {:?}); last error: {err}",
@@ -749,6 +755,38 @@ pub async fn assert_no_acked_loss(dir: &ClusterDir, status: &Value, acked: &[u64
         }
     }
     checked
+}
+
+/// Purges every binary log but the current one on the server `admin` reaches (as
+/// `moco-admin`), so that an empty instance must be cloned rather than replay them. MariaDB
+/// keeps a binlog until its checkpoint moves on: retried until one file is left.
+pub async fn purge_binary_logs(admin: &mysql_async::Opts) {
+    let mut c = match connect(admin, Duration::from_secs(10)).await {
+        Ok(c) => c,
+        Err(e) => panic!("connecting to purge binary logs: {e}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left: Result<Vec<(String, u64)>, mysql_async::Error> = async {
+            c.query_drop("FLUSH BINARY LOGS").await?;
+            let logs: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await?;
+            if let Some((last, _)) = logs.last() {
+                c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
+                    .await?;
+            }
+            c.query("SHOW BINARY LOGS").await
+        }
+        .await;
+        match left {
+            Ok(left) if left.len() == 1 => return,
+            Ok(left) => assert!(
+                Instant::now() < deadline,
+                "binary logs not purged: {left:?}"
+            ),
+            Err(e) => panic!("purging binary logs: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Inserts `ids` one by one into `moco_test.t` as `moco-writable` through `127.0.0.1:port`;

@@ -49,10 +49,10 @@ async fn a_store_lost_mid_upload_is_retried_or_leaves_no_complete_backup() {
         host: "127.0.0.1".into(),
         port: source.port,
         credentials: Credentials {
-        ssl_ca: None,
             user: "moco-clone-donor".into(),
             password: test_password(Account::CloneDonor),
         },
+        ssl_ca: None,
         scratch_dir: source.dir.join("backup-scratch"),
         log: source.dir.join("backup.log"),
     };

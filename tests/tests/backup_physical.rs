@@ -51,10 +51,10 @@ async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
         host: "127.0.0.1".into(),
         port: source.port,
         credentials: Credentials {
-        ssl_ca: None,
             user: "moco-clone-donor".into(),
             password: test_password(Account::CloneDonor),
         },
+        ssl_ca: None,
         scratch_dir: source.dir.join("backup-scratch"),
         log: source.dir.join("backup.log"),
     };

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use moco_adapters::mysql::tls::Authority;
 use moco_tests::local::{
     ClusterDir, Writer, assert_no_acked_loss, connect, create_table_with, endpoint_port,
-    free_port_block, instance_port, moco_async, opts, primary_index, server_or_skip, state_is,
-    tls_opts, up_args, wait_ex_primary_back, wait_status_async,
+    free_port_block, instance_port, moco_async, opts, primary_index, purge_binary_logs,
+    server_or_skip, state_is, stored_ids_with, tls_opts, up_args, wait_ex_primary_back,
+    wait_status_async,
 };
 use mysql_async::Row;
 use mysql_async::prelude::Queryable;
@@ -82,10 +83,7 @@ async fn a_tls_cluster_refuses_plain_tcp_and_verifies_every_server() {
         assert!(plain.is_err(), "instance {i} accepted plain TCP");
         let foreign = tls_opts(p, "moco-admin", &admin, other_ca.cert_pem().into());
         let refused = connect(&foreign, Duration::from_secs(10)).await;
-        assert!(
-            refused.is_err(),
-            "a certificate of another CA was accepted"
-        );
+        assert!(refused.is_err(), "a certificate of another CA was accepted");
         let mut c = connect(&dir.opts(p, "moco-admin"), Duration::from_secs(10))
             .await
             .unwrap();
@@ -106,7 +104,11 @@ async fn a_tls_cluster_refuses_plain_tcp_and_verifies_every_server() {
         let st = replica_status(&dir.opts(instance_port(&s, i), "moco-admin"))
             .await
             .unwrap_or_else(|| panic!("instance {i} has no channel"));
-        assert_eq!(field(&st, "Slave_IO_Running"), "Yes", "instance {i}: {st:?}");
+        assert_eq!(
+            field(&st, "Slave_IO_Running"),
+            "Yes",
+            "instance {i}: {st:?}"
+        );
         assert_eq!(field(&st, "Master_SSL_Allowed"), "Yes", "instance {i}");
         assert_eq!(
             field(&st, "Master_SSL_Verify_Server_Cert"),
@@ -155,10 +157,7 @@ async fn a_tls_cluster_refuses_plain_tcp_and_verifies_every_server() {
         primary_index(s) != second
     })
     .await;
-    println!(
-        "failover over TLS: {second} -> {}",
-        primary_index(&moved)
-    );
+    println!("failover over TLS: {second} -> {}", primary_index(&moved));
     wait_ex_primary_back(&dir, second, false).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let report = writer.finish().await;
@@ -177,19 +176,7 @@ async fn a_tls_cluster_refuses_plain_tcp_and_verifies_every_server() {
     })
     .await;
     let primary = primary_index(&healthy);
-    let mut c = connect(
-        &dir.opts(instance_port(&healthy, primary), "moco-admin"),
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
-    c.query_drop("FLUSH BINARY LOGS").await.unwrap();
-    let logs: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
-    let last = logs.last().map(|l| l.0.clone()).unwrap();
-    c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
-        .await
-        .unwrap();
-    drop(c);
+    purge_binary_logs(&dir.opts(instance_port(&healthy, primary), "moco-admin")).await;
     let wiped = (0..3u64).find(|i| *i != primary).unwrap();
     moco_async(local(&[
         "kill",
@@ -224,11 +211,45 @@ async fn a_tls_cluster_refuses_plain_tcp_and_verifies_every_server() {
     let out = moco_async(local(&["backup", "--dir", &d])).await;
     assert!(out.contains("backed up instance"), "{out}");
 
+    // 7. A restore into a new TLS cluster: its instance is seeded over TLS and holds every
+    //    row acknowledged before the backup.
+    let restored = ClusterDir::new();
+    let bucket = dir.path().parent().unwrap().join("backups");
+    moco_async(local(&[
+        "restore",
+        "--dir",
+        &restored.arg(),
+        "--from",
+        &bucket.display().to_string(),
+        "--source",
+        "c",
+        "--replicas",
+        "1",
+        "--tls",
+        "--base-port",
+        &free_port_block(3).to_string(),
+        "--detach",
+    ]))
+    .await;
+    let rs = restored.status();
+    let rport = instance_port(&rs, 0);
+    let ids = stored_ids_with(&restored.opts(rport, "moco-admin"))
+        .await
+        .unwrap();
+    let missing = acked.iter().filter(|id| !ids.contains(id)).count();
+    assert_eq!(missing, 0, "the restored cluster lacks acknowledged rows");
+    let plain = opts(rport, "moco-admin", &restored.password("moco-admin"));
+    assert!(connect(&plain, Duration::from_secs(10)).await.is_err());
+    drop(restored);
+
     // Nothing acknowledged is missing anywhere.
     let writes = Writer::start_with(dir.opts(port, "moco-writable"));
     tokio::time::sleep(Duration::from_millis(300)).await;
     acked.extend(writes.finish().await.acked);
     let checked = assert_no_acked_loss(&dir, &after, &acked).await;
     assert_eq!(checked, 3);
-    assert_eq!(after["instances"][wiped as usize]["errant"], Value::Bool(false));
+    assert_eq!(
+        after["instances"][wiped as usize]["errant"],
+        Value::Bool(false)
+    );
 }

@@ -371,10 +371,10 @@ mod tests {
             host: "127.0.0.1".to_owned(),
             port: 3306,
             credentials: Credentials {
-            ssl_ca: None,
                 user: "moco-clone-donor".to_owned(),
                 password: "s3cret".to_owned(),
             },
+            ssl_ca: None,
             scratch_dir: "/d/scratch".into(),
             log: "/d/log".into(),
         };
@@ -449,10 +449,10 @@ mod tests {
             host: "127.0.0.1".into(),
             port: 3306,
             credentials: Credentials {
-            ssl_ca: None,
                 user: "moco-clone-donor".into(),
                 password: secret.into(),
             },
+            ssl_ca: None,
             scratch_dir: dir.path().join("scratch"),
             log: dir.path().join("clone.log"),
         };

@@ -777,7 +777,9 @@ mod tests {
             password: "p",
             ssl_ca: Some("/d/tls/ca's.pem"),
         };
-        let change = |d| configure_replication(d, &src, true)[if d == Dialect::Mariadb { 4 } else { 1 }].clone();
+        let change = |d| {
+            configure_replication(d, &src, true)[if d == Dialect::Mariadb { 4 } else { 1 }].clone()
+        };
         assert!(
             change(Dialect::Mariadb).ends_with(
                 "MASTER_HEARTBEAT_PERIOD=1, MASTER_SSL=1, MASTER_SSL_CA='/d/tls/ca''s.pem', \

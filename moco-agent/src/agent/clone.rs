@@ -443,10 +443,10 @@ async fn backup(
         host: "127.0.0.1".to_owned(),
         port: state.mysqld_port,
         credentials: Credentials {
-        ssl_ca: None,
             user: Account::CloneDonor.name().to_owned(),
             password: state.passwords.clone_donor.clone(),
         },
+        ssl_ca: None,
         scratch_dir: state.volume.backup_scratch(),
         log: state.log_dir.join("backup.log"),
     };

@@ -10,9 +10,9 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, Writer, assert_no_acked_loss, connect, create_table, create_table_with, endpoint_port,
-    free_port_block, instance_port, moco_async, opts, primary_index, server_or_skip, state_is,
-    up_args, up_detached, wait_status_async,
+    ClusterDir, Writer, assert_no_acked_loss, connect, create_table, create_table_with,
+    endpoint_port, free_port_block, instance_port, moco_async, opts, primary_index,
+    purge_binary_logs, server_or_skip, state_is, up_args, up_detached, wait_status_async,
 };
 use moco_tests::started_or_skip;
 use mysql_async::prelude::Queryable;
@@ -224,26 +224,7 @@ async fn load_and_purge(
     }
     drop(c);
     let admin = dir.opts(instance_port(status, primary_index(status)), "moco-admin");
-    let mut c = connect(&admin, Duration::from_secs(5)).await.unwrap();
-    // MariaDB keeps a binlog until its checkpoint moves on: retry until one file is left.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        c.query_drop("FLUSH BINARY LOGS").await.unwrap();
-        let logs: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
-        let last = logs.last().map(|l| l.0.clone()).unwrap();
-        c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
-            .await
-            .unwrap();
-        let left: Vec<(String, u64)> = c.query("SHOW BINARY LOGS").await.unwrap();
-        if left.len() == 1 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "binary logs not purged: {left:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    purge_binary_logs(&admin).await;
 }
 
 /// Growing 1 → 3 → 5 under a writer through the primary endpoint, with `mb` MB of data and
@@ -446,7 +427,11 @@ fn print_tls_cost(plain: &Samples, tls: &Samples) {
             &plain.failover,
             &tls.failover,
         ),
-        ("clone of a wiped replica → Healthy", &plain.clone, &tls.clone),
+        (
+            "clone of a wiped replica → Healthy",
+            &plain.clone,
+            &tls.clone,
+        ),
     ];
     for (name, a, b) in rows {
         let (ma, mb) = (median(a), median(b));
