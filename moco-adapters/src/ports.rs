@@ -158,6 +158,10 @@ pub trait MysqlPort: Send + Sync + std::fmt::Debug {
     async fn ping(&self) -> Result<(), PortError> {
         self.status().await.map(|_| ())
     }
+    /// Drops every pooled connection, so that the next call logs in again. A server computes
+    /// an account's global privileges at login: after its accounts were (re)created or
+    /// re-granted, a connection opened before keeps the old ones. No-op by default.
+    async fn forget_connections(&self) {}
     /// The executed GTID set right now.
     async fn executed_gtid(&self) -> Result<GtidSet, PortError>;
     /// Makes the server read-only for everyone but replication; kills client connections if

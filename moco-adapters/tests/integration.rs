@@ -9,4 +9,5 @@ mod support;
 mod instance_procedures;
 mod mysql_launcher;
 mod mysql_mariadb;
+mod mysql_pool;
 mod mysql_tls;

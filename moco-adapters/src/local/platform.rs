@@ -417,6 +417,17 @@ impl LocalPlatform {
         Ok(())
     }
 
+    /// Drops the pooled connections to instance `index` after its accounts were made anew
+    /// (re-initialised, or copied from the donor): the health watch keeps pinging through the
+    /// same pool, and a ping that logged in while the accounts were being created keeps the
+    /// privileges of that moment (none), which failed the manager's next probe with error
+    /// 1227 and a false `AccountRefused`.
+    async fn forget_connections(&self, index: u32) {
+        if let Some(port) = self.ports.get(index as usize) {
+            port.forget_connections().await;
+        }
+    }
+
     /// Starts instance `index` with `args`, re-creating its datadir and users first when it
     /// was wiped (then without `args`), and waits until it answers. Returns `true` when it
     /// was re-initialised.
@@ -432,6 +443,7 @@ impl LocalPlatform {
             tracing::info!(index, "datadir is empty: initialising it");
             super::servers::initialize_instance(&self.layout, &self.manifest, &self.secret, server)
                 .await?;
+            self.forget_connections(index).await;
             return Ok(true);
         }
         server
@@ -968,6 +980,7 @@ impl Platform for LocalPlatform {
             boot_timeout: boot_timeout.max(self.config.boot_timeout),
         };
         clone::run(job).await.map_err(|e| port_err(target, e))?;
+        self.forget_connections(index).await;
         self.record_local(&Event::normal(
             "CloneCompleted",
             format!(

@@ -183,7 +183,10 @@ pub struct ServerInfo {
 /// One MySQL or MariaDB server behind a small connection pool.
 pub struct MysqlInstance {
     opts: ConnectOptions,
-    pool: Pool,
+    /// The pool, replaced by [`MysqlPort::forget_connections`]; `Pool` is a cheap handle.
+    pool: std::sync::Mutex<Pool>,
+    /// What a replacement pool is made from.
+    pool_opts: mysql_async::Opts,
     server: tokio::sync::OnceCell<ServerInfo>,
 }
 
@@ -221,8 +224,10 @@ impl MysqlInstance {
                     .map(tls::MysqlTls::ssl_opts),
             )
             .pool_opts(pool_opts);
+        let pool_opts = mysql_async::Opts::from(builder);
         MysqlInstance {
-            pool: Pool::new(builder),
+            pool: std::sync::Mutex::new(Pool::new(pool_opts.clone())),
+            pool_opts,
             opts,
             server: tokio::sync::OnceCell::new(),
         }
@@ -252,9 +257,16 @@ impl MysqlInstance {
             .cloned()
     }
 
+    fn pool(&self) -> Pool {
+        self.pool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// A pooled connection (returned to the pool, session reset, when dropped).
     pub async fn conn(&self) -> Result<Conn, PortError> {
-        match tokio::time::timeout(self.opts.connect_timeout, self.pool.get_conn()).await {
+        match tokio::time::timeout(self.opts.connect_timeout, self.pool().get_conn()).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(mysql_async::Error::Server(e))) => Err(PortError::Sql {
                 target: self.opts.name.clone(),
@@ -327,7 +339,7 @@ impl MysqlInstance {
     /// Closes the pool's connections.
     pub async fn disconnect(self) -> Result<(), PortError> {
         let name = self.opts.name.clone();
-        self.pool
+        self.pool()
             .disconnect()
             .await
             .map_err(|e| PortError::Unreachable {
@@ -739,6 +751,21 @@ impl MysqlPort for MysqlInstance {
     async fn ping(&self) -> Result<(), PortError> {
         let mut conn = self.conn().await?;
         conn.ping().await.map_err(|e| self.sql_error("ping", e))
+    }
+
+    async fn forget_connections(&self) {
+        let old = std::mem::replace(
+            &mut *self
+                .pool
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            Pool::new(self.pool_opts.clone()),
+        );
+        // The old pool closes its idle connections now and the busy ones when they come
+        // back; nothing waits for that.
+        tokio::spawn(async move {
+            let _ = old.disconnect().await;
+        });
     }
 
     async fn executed_gtid(&self) -> Result<GtidSet, PortError> {

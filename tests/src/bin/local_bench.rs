@@ -20,6 +20,7 @@ use mysql_async::prelude::Queryable;
 #[derive(Default)]
 struct Samples {
     bring_up: Vec<Duration>,
+    connect: Vec<Duration>,
     switchover_gap: Vec<Duration>,
     failover: Vec<Duration>,
     hung_failover: Vec<Duration>,
@@ -39,7 +40,11 @@ struct Samples {
 }
 
 fn ms(d: Duration) -> String {
-    format!("{} ms", d.as_millis())
+    if d < Duration::from_millis(10) {
+        format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+    } else {
+        format!("{} ms", d.as_millis())
+    }
 }
 
 fn summary(v: &[Duration]) -> String {
@@ -75,6 +80,16 @@ async fn run_once(samples: &mut Samples, clone_mb: u64, tls: bool) {
     // The cluster's CA when it has one (`dir.opts`).
     let pool = dir.opts(primary_port, "moco-writable");
     create_table_with(&pool).await.unwrap();
+    // What one new client connection costs through the primary endpoint (the median of 50):
+    // a switchover's gap ends with the writer's reconnection.
+    let mut connects = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        let c = connect(&pool, Duration::from_secs(5)).await.unwrap();
+        connects.push(t.elapsed());
+        let _ = c.disconnect().await;
+    }
+    samples.connect.push(median(&connects));
 
     // Switchover under writes: the longest pause between two acknowledgements around it.
     let writer = Writer::start_with(pool.clone());
@@ -415,8 +430,13 @@ fn print_tls_cost(plain: &Samples, tls: &Samples) {
     );
     println!("| metric | without TLS | with `--tls` | cost |");
     println!("|---|---|---|---|");
-    let rows: [(&str, &[Duration], &[Duration]); 4] = [
+    let rows: [(&str, &[Duration], &[Duration]); 5] = [
         ("bring-up to Healthy", &plain.bring_up, &tls.bring_up),
+        (
+            "a new client connection through the primary endpoint (median of 50)",
+            &plain.connect,
+            &tls.connect,
+        ),
         (
             "switchover: longest gap between acknowledged writes",
             &plain.switchover_gap,
