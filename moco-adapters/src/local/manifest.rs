@@ -69,8 +69,9 @@ pub struct Manifest {
     #[serde(default)]
     pub reclone_errant: bool,
     /// The servers serve TLS with the cluster's CA (`tls/`), refuse plain TCP, and every
-    /// connection verifies them (`up --tls`).
-    #[serde(default)]
+    /// connection verifies them (`up --tls`). Written only when set, so that a cluster
+    /// without TLS stays readable by a `moco` from before this field.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tls: bool,
 }
 

@@ -94,6 +94,7 @@ async fn run_once(samples: &mut Samples, clone_mb: u64, tls: bool) {
     // Switchover under writes: the longest pause between two acknowledgements around it.
     let writer = Writer::start_with(pool.clone());
     tokio::time::sleep(Duration::from_millis(800)).await;
+    let before = primary_index(&status);
     let t0 = Instant::now();
     moco_async(vec![
         "local".into(),
@@ -113,7 +114,8 @@ async fn run_once(samples: &mut Samples, clone_mb: u64, tls: bool) {
         &dir,
         "Healthy after switchover",
         Duration::from_secs(60),
-        |s| state_is(s, "Healthy"),
+        // The new primary: a status from before the switchover would name a replica.
+        move |s| state_is(s, "Healthy") && primary_index(s) != before,
     )
     .await;
     let victim = primary_index(&status);
