@@ -233,22 +233,11 @@ mod tests {
 
     fn manifest(flavor: Flavor, replicas: u32) -> Manifest {
         Manifest {
-            kind: super::super::manifest::MANIFEST_KIND.to_owned(),
-            format_version: super::super::manifest::FORMAT_VERSION,
-            cluster_id: "x".to_owned(),
-            name: "c".to_owned(),
-            created_at: String::new(),
-            created_by: String::new(),
-            phase: super::super::manifest::Phase::Ready,
             flavor,
-            server_version: String::new(),
             replicas,
-            shrinking_to: None,
             base_port: 1,
-            server: "/usr/sbin/mariadbd".into(),
             server_id_base: 1,
-            reclone_errant: false,
-            tls: false,
+            ..Manifest::example()
         }
     }
 

@@ -138,7 +138,6 @@ pub fn client_cnf(user: &str, password: &str, port: u16, ca: Option<&Path>) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use moco_core::facts::Flavor;
 
     #[test]
     fn secret_and_client_files() {
@@ -155,22 +154,8 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(Secret::load(&layout).unwrap(), s);
         let manifest = Manifest {
-            kind: super::super::manifest::MANIFEST_KIND.into(),
-            format_version: super::super::manifest::FORMAT_VERSION,
-            cluster_id: "x".into(),
-            name: "c".into(),
-            created_at: String::new(),
-            created_by: String::new(),
-            phase: super::super::manifest::Phase::Ready,
-            flavor: Flavor::Mariadb,
-            server_version: String::new(),
-            replicas: 3,
-            shrinking_to: None,
             base_port: 30000,
-            server: "/usr/sbin/mariadbd".into(),
-            server_id_base: 1,
-            reclone_errant: false,
-            tls: false,
+            ..Manifest::example()
         };
         s.write_client_files(&layout, &manifest).unwrap();
         let w = std::fs::read_to_string(layout.client_cnf("moco-writable")).unwrap();

@@ -159,32 +159,18 @@ pub async fn stop_servers(
 
 #[cfg(test)]
 mod tests {
-    use moco_core::facts::Flavor;
 
     use super::*;
-    use crate::local::manifest::{FORMAT_VERSION, MANIFEST_KIND, Phase};
+    use crate::local::manifest::Phase;
 
     #[test]
     fn mycnf_per_instance() {
         let tmp = tempfile::tempdir().unwrap();
         let layout = Layout::new(tmp.path());
         let manifest = Manifest {
-            kind: MANIFEST_KIND.into(),
-            format_version: FORMAT_VERSION,
-            cluster_id: "x".into(),
-            name: "c".into(),
-            created_at: String::new(),
-            created_by: String::new(),
             phase: Phase::Initializing,
-            flavor: Flavor::Mariadb,
-            server_version: String::new(),
-            replicas: 3,
-            shrinking_to: None,
-            base_port: 20000,
-            server: "/usr/sbin/mariadbd".into(),
             server_id_base: 10,
-            reclone_errant: false,
-            tls: false,
+            ..Manifest::example()
         };
         let (main, snippet) = instance_config(&layout, &manifest, 2).unwrap();
         assert!(main.contains("port = 20004\n"), "{main}");
