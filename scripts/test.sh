@@ -31,6 +31,10 @@ unset MOCO_SKIP_REAL_SERVER MOCO_SKIP_OBJECT_STORES
 ledger=$(mktemp -d)
 trap 'rm -rf "$ledger"' EXIT
 export MOCO_REAL_SERVER_LEDGER="$ledger"
+# The end-to-end tests run this `moco`, which `cargo test` builds with the workspace's features
+# (moco-bin's own tests need it). Left to themselves they would run `cargo build -p moco-bin`,
+# whose feature set differs: a second build of the shared dependencies, ~45 s and ~0.5 GB.
+export MOCO_BIN="$PWD/${CARGO_TARGET_DIR:-target}/debug/moco"
 cargo test --workspace
 ran=$(find "$ledger" -type f | wc -l)
 echo "real-server tests that ran: $ran (want at least $MIN_REAL_SERVER_TESTS)"
