@@ -12,7 +12,11 @@ export CARGO_TERM_COLOR=never
 # A clean checkout gains nothing from incremental compilation, and its files doubled the
 # target directory; CI's disk is not large (a run once failed with "No space left on device").
 export CARGO_INCREMENTAL=0
-disk() { echo "disk: $(du -sh target 2>/dev/null | cut -f1) in target/, $(df -h --output=avail . | tail -1 | tr -d ' ') free"; }
+disk() {
+    local used
+    used=$(du -sh "${CARGO_TARGET_DIR:-target}" 2>/dev/null | cut -f1)
+    echo "disk: ${used:-nothing} in the target directory, $(df -h --output=avail . | tail -1 | tr -d ' ') free"
+}
 # The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
 # adding one.
 MIN_REAL_SERVER_TESTS=55
