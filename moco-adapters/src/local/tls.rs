@@ -113,6 +113,7 @@ mod tests {
         assert_eq!(opts["require_secure_transport"], "ON");
         assert!(opts["ssl_cert"].ends_with("instances/2/tls/cert.pem"));
         assert!(client(&layout, &manifest).unwrap().is_some());
+        assert_eq!(ca_file(&layout, &manifest), Some(layout.ca_cert()));
         manifest.tls = false;
         assert!(client(&layout, &manifest).unwrap().is_none());
         assert_eq!(ca_file(&layout, &manifest), None);

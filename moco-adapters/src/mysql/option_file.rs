@@ -36,4 +36,15 @@ mod tests {
     fn quotes_escape_what_would_end_the_value() {
         assert_eq!(quote_value("a\"b\\c\nd #e"), "\"a\\\"b\\\\c\\nd #e\"");
     }
+
+    /// With a CA the client verifies the server (name included); without one, no line.
+    #[test]
+    fn tls_lines_name_the_ca_and_verify() {
+        let ca = std::path::Path::new("/d ir/tls/ca.pem");
+        assert_eq!(
+            tls_client_options(Some(ca)),
+            "ssl-ca=\"/d ir/tls/ca.pem\"\nssl-verify-server-cert\n"
+        );
+        assert_eq!(tls_client_options(None), "");
+    }
 }
