@@ -144,7 +144,18 @@ async fn nothing_written_during_initialisation_is_reset() {
                 }
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            manager.set_writable().await.unwrap();
+            // A login between `CREATE USER` and its `GRANT` keeps no privileges (they are
+            // computed at login): as the manager's next round would, retry on fresh logins.
+            loop {
+                match manager.set_writable().await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        assert!(std::time::Instant::now() < deadline, "never opened: {e}");
+                        manager.forget_connections().await;
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
+            }
             // The client's account and its grants come a moment later.
             loop {
                 let done = match mysql_async::Conn::new(writable_login.clone()).await {
