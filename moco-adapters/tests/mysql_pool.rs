@@ -4,7 +4,8 @@
 //! manager's pool; a ping that logged in between `CREATE USER` and `GRANT` left a connection
 //! without privileges in the pool, and the manager's next probe failed on it with error 1227
 //! (`AccountRefused`, seen in the TLS end-to-end test). `forget_connections` drops every
-//! pooled connection, so the next call logs in again with the account as it is now.
+//! pooled connection, so the next call logs in again with the account as it is now; a
+//! statement refused for want of a privilege does the same, so such a pool heals by itself.
 
 use crate::support;
 
@@ -59,6 +60,23 @@ async fn connections_opened_before_the_grants_are_forgotten() {
         assert_ne!(id, stale);
         c.query_drop("SHOW BINARY LOGS").await.unwrap();
     }
+    late.status().await.unwrap();
+
+    // Without being told: a statement refused for want of a privilege drops the pool, so the
+    // next call logs in again (two stale connections, so that the second call would get the
+    // other one otherwise).
+    r.query_drop("REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'late'@'%'")
+        .await
+        .unwrap();
+    late.forget_connections().await;
+    let (c1, c2) = (late.conn().await.unwrap(), late.conn().await.unwrap());
+    drop((c1, c2));
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    r.query_drop("GRANT ALL PRIVILEGES ON *.* TO 'late'@'%' WITH GRANT OPTION")
+        .await
+        .unwrap();
+    let refused = late.status().await.unwrap_err();
+    assert!(refused.is_account_refused(), "{refused}");
     late.status().await.unwrap();
     drop(r);
     fleet.stop().await;

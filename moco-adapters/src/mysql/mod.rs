@@ -62,6 +62,11 @@ pub use users::{
 /// How often [`MysqlInstance::wait_for_gtid`] re-reads a MariaDB primary's binlog state.
 const GTID_POLL: Duration = Duration::from_millis(20);
 
+/// Refusals for want of a privilege: `ER_SPECIFIC_ACCESS_DENIED_ERROR` (1227),
+/// `ER_DBACCESS_DENIED_ERROR` (1044), `ER_TABLEACCESS_DENIED_ERROR` (1142),
+/// `ER_COLUMNACCESS_DENIED_ERROR` (1143).
+const PRIVILEGE_ERRORS: [u16; 4] = [1227, 1044, 1142, 1143];
+
 /// "Table doesn't exist": `performance_schema.clone_status` without the clone plugin.
 const ER_NO_SUCH_TABLE: u16 = 1146;
 
@@ -257,6 +262,23 @@ impl MysqlInstance {
             .cloned()
     }
 
+    /// A new pool in place of the current one, which closes its idle connections now and the
+    /// busy ones when they come back; nothing waits for that.
+    fn replace_pool(&self) {
+        let old = std::mem::replace(
+            &mut *self
+                .pool
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            Pool::new(self.pool_opts.clone()),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = old.disconnect().await;
+            });
+        }
+    }
+
     fn pool(&self) -> Pool {
         self.pool
             .lock()
@@ -360,12 +382,19 @@ impl MysqlInstance {
     fn sql_error(&self, statement: &str, e: mysql_async::Error) -> PortError {
         let what = redact(statement);
         match e {
-            mysql_async::Error::Server(s) => PortError::Sql {
-                target: self.opts.name.clone(),
-                what,
-                code: s.code,
-                message: s.message,
-            },
+            mysql_async::Error::Server(s) => {
+                if PRIVILEGE_ERRORS.contains(&s.code) {
+                    // The connection may have logged in before the account got its
+                    // privileges, which a session keeps from its login: log in again next time.
+                    self.replace_pool();
+                }
+                PortError::Sql {
+                    target: self.opts.name.clone(),
+                    what,
+                    code: s.code,
+                    message: s.message,
+                }
+            }
             mysql_async::Error::Io(io) => PortError::Unreachable {
                 target: self.opts.name.clone(),
                 message: format!("{what}: {io}"),
@@ -754,18 +783,7 @@ impl MysqlPort for MysqlInstance {
     }
 
     async fn forget_connections(&self) {
-        let old = std::mem::replace(
-            &mut *self
-                .pool
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-            Pool::new(self.pool_opts.clone()),
-        );
-        // The old pool closes its idle connections now and the busy ones when they come
-        // back; nothing waits for that.
-        tokio::spawn(async move {
-            let _ = old.disconnect().await;
-        });
+        self.replace_pool();
     }
 
     async fn executed_gtid(&self) -> Result<GtidSet, PortError> {
