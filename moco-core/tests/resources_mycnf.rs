@@ -5,8 +5,8 @@
 //! golden cases (`pkg/mycnf/testdata`) as of the reference version; the MariaDB ones were
 //! reviewed by hand and started with mariadbd (`resources_mariadb.rs`).
 //!
-//! `UPDATE_GOLDEN=1 cargo test --test resources_mycnf` rewrites the `.cnf` files; review the
-//! diff before committing it.
+//! `UPDATE_GOLDEN=1 cargo test -p moco-core --test integration resources_mycnf::` rewrites the
+//! `.cnf` files; review the diff before committing it.
 
 use std::fs;
 use std::path::{Path, PathBuf};

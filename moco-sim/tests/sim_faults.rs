@@ -1484,7 +1484,7 @@ macro_rules! fault_property {
                     let seed = SEED.with(|s| s.get());
                     prop_assert!(
                         false,
-                        "{}\nreplay: PROPTEST_RNG_SEED={} PROPTEST_CASES={} cargo test -p moco-sim --test sim_faults {}",
+                        "{}\nreplay: PROPTEST_RNG_SEED={} PROPTEST_CASES={} cargo test -p moco-sim --test integration sim_faults::{}",
                         report,
                         seed,
                         cases($cases),
