@@ -789,6 +789,53 @@ pub async fn purge_binary_logs(admin: &mysql_async::Opts) {
     }
 }
 
+/// Kills replica `index` (held down), deletes its datadir, starts it again and waits until
+/// the cluster is Healthy with it cloned (the `Cloned` event), and re-creating its accounts
+/// raised no `AccountRefused`; returns that status.
+pub async fn wipe_and_await_clone(dir: &ClusterDir, index: u64) -> Value {
+    let d = dir.arg();
+    let local = |cmd: &str, extra: &[&str]| {
+        let mut a = vec![
+            "local".to_owned(),
+            cmd.to_owned(),
+            "--dir".to_owned(),
+            d.clone(),
+        ];
+        a.push(index.to_string());
+        a.extend(extra.iter().map(|e| (*e).to_owned()));
+        a
+    };
+    moco_async(local("kill", &["--keep-down"])).await;
+    let datadir = dir.path().join(format!("instances/{index}/data"));
+    if let Err(e) = std::fs::remove_dir_all(&datadir) {
+        panic!("removing {}: {e}", datadir.display());
+    }
+    let t = Instant::now();
+    moco_async(local("start", &[])).await;
+    let after = wait_status_async(
+        dir,
+        "wiped replica cloned and Healthy",
+        Duration::from_secs(240),
+        |s| state_is(s, "Healthy"),
+    )
+    .await;
+    println!(
+        "wiped replica {index}: cloned and Healthy after {} ms",
+        t.elapsed().as_millis()
+    );
+    let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap_or_default();
+    assert!(
+        events.contains(&format!(
+            "\"reason\":\"Cloned\",\"message\":\"cloned instance {index}"
+        )),
+        "{events}"
+    );
+    // Re-creating the accounts never looks like a refused account (the pooled connections
+    // are forgotten afterwards).
+    assert!(!events.contains("AccountRefused"), "{events}");
+    after
+}
+
 /// Inserts `ids` one by one into `moco_test.t` as `moco-writable` through `127.0.0.1:port`;
 /// returns the ids (all acknowledged, or the call panics).
 pub async fn insert_rows(port: u16, password: &str, ids: std::ops::Range<u64>) -> Vec<u64> {

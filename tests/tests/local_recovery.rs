@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use moco_tests::local::{
     assert_no_acked_loss, connect, insert_rows as insert, instance_port, moco_async, opts,
-    primary_index, state_is, wait_status_async,
+    primary_index, state_is, wait_status_async, wipe_and_await_clone,
 };
 use moco_tests::started_or_skip;
 use mysql_async::prelude::Queryable;
@@ -78,47 +78,7 @@ async fn replica_down_and_wiped_replica_recover() {
     let wiped = (0..3u64)
         .find(|i| *i != primary_index(&healthy) && *i != replica)
         .unwrap();
-    moco_async(vec![
-        "local".into(),
-        "kill".into(),
-        "--dir".into(),
-        d.clone(),
-        wiped.to_string(),
-        "--keep-down".into(),
-    ])
-    .await;
-    let datadir = dir.path().join(format!("instances/{wiped}/data"));
-    std::fs::remove_dir_all(&datadir).unwrap();
-    let t = Instant::now();
-    moco_async(vec![
-        "local".into(),
-        "start".into(),
-        "--dir".into(),
-        d.clone(),
-        wiped.to_string(),
-    ])
-    .await;
-    let after = wait_status_async(
-        &dir,
-        "wiped replica cloned and Healthy",
-        Duration::from_secs(240),
-        |s| state_is(s, "Healthy"),
-    )
-    .await;
-    println!(
-        "wiped replica {wiped}: cloned and Healthy after {} ms",
-        t.elapsed().as_millis()
-    );
-    let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
-    assert!(
-        events.contains(&format!(
-            "\"reason\":\"Cloned\",\"message\":\"cloned instance {wiped}"
-        )),
-        "{events}"
-    );
-    // Re-creating the accounts never looks like a refused account (the pooled connections
-    // are forgotten afterwards).
-    assert!(!events.contains("AccountRefused"), "{events}");
+    let after = wipe_and_await_clone(&dir, wiped).await;
     assert!(
         !after["instances"][wiped as usize]["errant"]
             .as_bool()

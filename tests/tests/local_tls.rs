@@ -11,7 +11,7 @@ use moco_tests::local::{
     ClusterDir, Writer, assert_no_acked_loss, connect, create_table_with, endpoint_port,
     free_port_block, instance_port, moco_async, opts, primary_index, purge_binary_logs,
     server_or_skip, state_is, stored_ids_with, tls_opts, up_args, wait_ex_primary_back,
-    wait_status_async,
+    wait_status_async, wipe_and_await_clone,
 };
 use mysql_async::Row;
 use mysql_async::prelude::Queryable;
@@ -178,33 +178,7 @@ async fn a_tls_cluster_refuses_plain_tcp_and_verifies_every_server() {
     let primary = primary_index(&healthy);
     purge_binary_logs(&dir.opts(instance_port(&healthy, primary), "moco-admin")).await;
     let wiped = (0..3u64).find(|i| *i != primary).unwrap();
-    moco_async(local(&[
-        "kill",
-        "--dir",
-        &d,
-        &wiped.to_string(),
-        "--keep-down",
-    ]))
-    .await;
-    std::fs::remove_dir_all(dir.path().join(format!("instances/{wiped}/data"))).unwrap();
-    moco_async(local(&["start", "--dir", &d, &wiped.to_string()])).await;
-    let after = wait_status_async(
-        &dir,
-        "wiped replica cloned and Healthy",
-        Duration::from_secs(240),
-        |s| state_is(s, "Healthy"),
-    )
-    .await;
-    let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
-    assert!(
-        events.contains(&format!(
-            "\"reason\":\"Cloned\",\"message\":\"cloned instance {wiped}"
-        )),
-        "{events}"
-    );
-    // Re-creating the accounts never looks like a refused account (the pooled connections
-    // are forgotten afterwards).
-    assert!(!events.contains("AccountRefused"), "{events}");
+    let after = wipe_and_await_clone(&dir, wiped).await;
     let st = replica_status(&dir.opts(instance_port(&after, wiped), "moco-admin"))
         .await
         .unwrap();
