@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/install.sh
+source scripts/lib/disk.sh
 ensure_mariadb
 ensure_moto
 ensure_azurite
@@ -12,11 +13,6 @@ export CARGO_TERM_COLOR=never
 # A clean checkout gains nothing from incremental compilation, and its files doubled the
 # target directory; CI's disk is not large (a run once failed with "No space left on device").
 export CARGO_INCREMENTAL=0
-disk() {
-    local used
-    used=$(du -sh "${CARGO_TARGET_DIR:-target}" 2>/dev/null | cut -f1)
-    echo "disk: ${used:-nothing} in the target directory, $(df -h --output=avail . | tail -1 | tr -d ' ') free"
-}
 # The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
 # adding one.
 MIN_REAL_SERVER_TESTS=55

@@ -32,3 +32,4 @@ mod local_shrink;
 mod local_switchover;
 mod local_tls;
 mod test_layout;
+mod test_scripts;
