@@ -29,7 +29,10 @@ fn disk_report_survives_a_missing_target_directory() {
         out.status.success() && stdout.contains("completed"),
         "disk failed on a clean checkout: {out:?}"
     );
-    assert!(stdout.contains("disk: nothing in the target directory"), "{stdout}");
+    assert!(
+        stdout.contains("disk: nothing in the target directory"),
+        "{stdout}"
+    );
 
     // And it reports a size once there is something to measure.
     std::fs::create_dir_all(&missing).unwrap();
