@@ -190,7 +190,7 @@ pub async fn gather(
         ctx.client.clone(),
         id,
         Arc::new(addresses),
-        Arc::new(MysqlConnector),
+        Arc::new(MysqlConnector::default()),
         None,
         ClusterMetrics::default(),
     )));

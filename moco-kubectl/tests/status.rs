@@ -242,7 +242,7 @@ async fn status_shows_the_events_the_operator_records() {
             uid: uid(&fake),
         },
         Arc::new(PodNetwork),
-        Arc::new(MysqlConnector),
+        Arc::new(MysqlConnector::default()),
         None,
         ClusterMetrics::default(),
     );

@@ -87,10 +87,13 @@ fn clusters_naming(
         .collect()
 }
 
-/// The cluster a cert-manager Secret `moco-agent-<ns>.<name>` belongs to (namespaces have no
-/// dots, so the first one separates).
+/// The cluster a cert-manager Secret `moco-agent-<ns>.<name>` (the agent's) or
+/// `moco-mysql-<ns>.<name>` (mysqld's, with TLS) belongs to (namespaces have no dots, so the
+/// first one separates).
 pub fn cluster_of_certificate(name: &str) -> Option<(String, String)> {
-    let rest = name.strip_prefix("moco-agent-")?;
+    let rest = name
+        .strip_prefix("moco-agent-")
+        .or_else(|| name.strip_prefix("moco-mysql-"))?;
     let (namespace, cluster) = rest.split_once('.')?;
     (!namespace.is_empty() && !cluster.is_empty())
         .then(|| (namespace.to_owned(), cluster.to_owned()))
@@ -182,6 +185,10 @@ mod tests {
         assert_eq!(
             cluster_of_certificate("moco-agent-ns.db.x"),
             Some(("ns".into(), "db.x".into()))
+        );
+        assert_eq!(
+            cluster_of_certificate("moco-mysql-ns.db"),
+            Some(("ns".into(), "db".into()))
         );
         assert_eq!(cluster_of_certificate("moco-agent-nodot"), None);
         assert_eq!(cluster_of_certificate("mysql-ns.db"), None);

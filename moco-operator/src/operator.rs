@@ -123,7 +123,7 @@ pub async fn lead(
     let managers = Arc::new(Managers::new(
         client.clone(),
         addresses,
-        Arc::new(MysqlConnector),
+        Arc::new(MysqlConnector::default()),
         Some(Arc::new(cloner)),
         config.manager.clone(),
         metrics.clone(),

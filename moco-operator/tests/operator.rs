@@ -202,7 +202,7 @@ async fn the_manager_of_a_cluster_deleted_without_its_finalizer_stops() {
     let managers = Arc::new(Managers::new(
         fake.client(),
         Arc::new(PodNetwork),
-        Arc::new(MysqlConnector),
+        Arc::new(MysqlConnector::default()),
         None,
         ManagerConfig {
             check_interval: Duration::from_secs(3600),

@@ -96,6 +96,7 @@ impl Inputs {
                 user_config: &self.user_config,
                 passwords: &self.passwords,
                 certificate_secret: None,
+                mysql_certificate_secret: None,
                 backup_policy: self.policy.as_ref(),
                 backup_job_active: self.backup_job_active,
                 deployed_slow_log: self.deployed_slow_log.as_ref(),

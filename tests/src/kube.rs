@@ -121,6 +121,17 @@ impl KubeDrill {
     /// empty (as a new Pod's mysqld after its init container) until [`KubeDrill::grow`] adds
     /// their Pods and raises `spec.replicas`.
     pub async fn start_with_room(test: &str, replicas: u32, room: u32) -> Option<KubeDrill> {
+        Self::start_opts(test, replicas, room, false).await
+    }
+
+    /// As [`KubeDrill::start`], with TLS (the annotation `moco-rs/tls: "true"`): the servers
+    /// require TLS with certificates from a CA made here (cert-manager's part), and the fake
+    /// API server holds that CA in `moco-db-mysql-ca`, as reconcile copies it.
+    pub async fn start_tls(test: &str, replicas: u32) -> Option<KubeDrill> {
+        Self::start_opts(test, replicas, replicas, true).await
+    }
+
+    async fn start_opts(test: &str, replicas: u32, room: u32, tls: bool) -> Option<KubeDrill> {
         crate::local::server_or_skip(test)?;
         let dir = tempfile::Builder::new()
             .prefix("moco-kube-drill-")
@@ -130,6 +141,7 @@ impl KubeDrill {
         let guard = root.display().to_string();
         let mut options = CreateOptions::new(&root, room);
         options.base_port = Some(free_port_block(u16::try_from(room + 2).unwrap_or(5)));
+        options.tls = tls;
         let prepared = create::prepare(options).unwrap_or_else(|e| panic!("prepare: {e}"));
         let layout = prepared.layout().clone();
         let manifest = create::create(prepared)
@@ -149,10 +161,24 @@ impl KubeDrill {
             .collect();
 
         let fake = FakeApiServer::new();
+        let mut annotations = json!({"moco-rs/flavor": "mariadb"});
+        if tls {
+            annotations["moco-rs/tls"] = json!("true");
+            let ca = std::fs::read(layout.ca_cert()).unwrap_or_else(|e| panic!("CA: {e}"));
+            let mut ca_secret = json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": format!("moco-{NAME}-mysql-ca"), "namespace": NS}
+            });
+            ca_secret["data"] = serde_json::to_value(BTreeMap::from([(
+                "ca.crt",
+                k8s_openapi::ByteString(ca),
+            )]))
+            .unwrap_or_else(|e| panic!("{e}"));
+            fake.insert(ca_secret);
+        }
         let cluster = fake.insert(json!({
             "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
-            "metadata": {"name": NAME, "namespace": NS,
-                         "annotations": {"moco-rs/flavor": "mariadb"}},
+            "metadata": {"name": NAME, "namespace": NS, "annotations": annotations},
             "spec": {
                 "replicas": replicas,
                 "serverIDBase": manifest.server_id_base,
@@ -189,7 +215,10 @@ impl KubeDrill {
         let managers = Arc::new(Managers::new(
             fake.client(),
             Arc::new(addresses),
-            Arc::new(MysqlConnector),
+            // The servers read the CA where `moco local` keeps it, not at the Pod's path.
+            Arc::new(MysqlConnector {
+                replication_ca: layout.ca_cert().display().to_string(),
+            }),
             None,
             ManagerConfig {
                 check_interval: Duration::from_millis(500),
@@ -271,6 +300,18 @@ impl KubeDrill {
         self.size
             .store(held.min(pods), std::sync::atomic::Ordering::SeqCst);
         held.min(pods)
+    }
+
+    /// Options to log in as `user` at `port`: over TLS, trusting the drill's CA only, when the
+    /// cluster has TLS.
+    pub fn opts(&self, port: u16, user: &str) -> mysql_async::Opts {
+        let password = self.password(user);
+        if self.manifest.tls {
+            let ca = std::fs::read(self.layout.ca_cert()).unwrap_or_else(|e| panic!("CA: {e}"));
+            crate::local::tls_opts(port, user, password, ca)
+        } else {
+            crate::local::opts(port, user, password)
+        }
     }
 
     /// The password of `account` (`moco-writable`, …).

@@ -858,3 +858,55 @@ pub async fn insert_rows(port: u16, password: &str, ids: std::ops::Range<u64>) -
     }
     ids.collect()
 }
+
+/// The fields of `SHOW SLAVE STATUS` on the server `o` reaches, by column name.
+pub async fn replica_status(o: &mysql_async::Opts) -> Option<Vec<(String, String)>> {
+    let mut c = connect(o, Duration::from_secs(10)).await.ok()?;
+    let row: Option<mysql_async::Row> = c.query_first("SHOW SLAVE STATUS").await.ok()?;
+    let _ = c.disconnect().await;
+    let row = row?;
+    let columns = row.columns();
+    Some(
+        columns
+            .iter()
+            .enumerate()
+            .map(|(i, col)| {
+                let value: Option<String> = row.get_opt(i).and_then(Result::ok);
+                (col.name_str().into_owned(), value.unwrap_or_default())
+            })
+            .collect(),
+    )
+}
+
+/// The value of column `name` in a [`replica_status`] answer (empty when absent).
+pub fn field<'a>(status: &'a [(String, String)], name: &str) -> &'a str {
+    status
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or("", |(_, v)| v.as_str())
+}
+
+/// Every replica in `replicas` (index, options to reach it) replicates over TLS and verifies
+/// its source's certificate against `ca_file` (the path as the servers read it).
+pub async fn assert_channels_verify<I: std::fmt::Display>(
+    replicas: Vec<(I, mysql_async::Opts)>,
+    ca_file: &str,
+) {
+    for (i, o) in replicas {
+        let st = replica_status(&o)
+            .await
+            .unwrap_or_else(|| panic!("instance {i} has no channel"));
+        assert_eq!(
+            field(&st, "Slave_IO_Running"),
+            "Yes",
+            "instance {i}: {st:?}"
+        );
+        assert_eq!(field(&st, "Master_SSL_Allowed"), "Yes", "instance {i}");
+        assert_eq!(
+            field(&st, "Master_SSL_Verify_Server_Cert"),
+            "Yes",
+            "instance {i}"
+        );
+        assert_eq!(field(&st, "Master_SSL_CA_File"), ca_file, "instance {i}");
+    }
+}

@@ -145,7 +145,7 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
         fake.client(),
         id.clone(),
         addresses,
-        Arc::new(MysqlConnector),
+        Arc::new(MysqlConnector::default()),
         Some(Arc::new(cloner)),
         ClusterMetrics::default(),
     );

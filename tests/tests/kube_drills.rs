@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::Dialect;
 use moco_tests::kube::KubeDrill;
-use moco_tests::local::{connect, create_table, opts, wait_rows};
+use moco_tests::local::{assert_channels_verify, connect, create_table_with, opts, wait_rows_with};
 use mysql_async::prelude::Queryable;
 use tokio::sync::Mutex;
 
@@ -34,7 +34,6 @@ impl Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let acked = Arc::new(Mutex::new(Vec::new()));
         let (s, a, d) = (stop.clone(), acked.clone(), drill.clone());
-        let password = drill.password("moco-writable").to_owned();
         let task = tokio::spawn(async move {
             let mut next = 1u64;
             let mut conn: Option<(u16, mysql_async::Conn)> = None;
@@ -44,10 +43,7 @@ impl Writer {
                     continue;
                 };
                 if conn.as_ref().is_none_or(|(p, _)| *p != port) {
-                    conn = connect(
-                        &opts(port, "moco-writable", &password),
-                        Duration::from_secs(1),
-                    )
+                    conn = connect(&d.opts(port, "moco-writable"), Duration::from_secs(1))
                     .await
                     .ok()
                     .map(|c| (port, c));
@@ -94,12 +90,7 @@ async fn wait_acked(writer: &Writer, more_than: usize) {
 
 async fn assert_no_acked_write_lost(drill: &KubeDrill, acked: &[u64]) {
     let port = drill.routed_primary_port().expect("a primary");
-    let stored = wait_rows(
-        port,
-        drill.password("moco-admin"),
-        acked,
-        Duration::from_secs(60),
-    )
+    let stored = wait_rows_with(&drill.opts(port, "moco-admin"), acked, Duration::from_secs(60))
     .await
     .unwrap_or_else(|(missing, e)| {
         panic!(
@@ -116,13 +107,17 @@ async fn assert_no_acked_write_lost(drill: &KubeDrill, acked: &[u64]) {
 /// A Healthy 3-instance drill with the test table and a writer that has 20 rows acknowledged;
 /// `None` when no server is available.
 async fn healthy_with_writer(test: &str) -> Option<(Arc<KubeDrill>, Writer)> {
-    let drill = Arc::new(KubeDrill::start(test, 3).await?);
+    writer_on(Arc::new(KubeDrill::start(test, 3).await?)).await
+}
+
+/// `drill`, Healthy, with the test table and a writer that has 20 rows acknowledged.
+async fn writer_on(drill: Arc<KubeDrill>) -> Option<(Arc<KubeDrill>, Writer)> {
     drill
         .wait("Healthy with role labels", BRING_UP, KubeDrill::healthy)
         .await;
     let port = drill.routed_primary_port().unwrap();
     assert_eq!(port, drill.manifest.instance_port(drill.primary()));
-    create_table(port, drill.password("moco-writable"))
+    create_table_with(&drill.opts(port, "moco-writable"))
         .await
         .unwrap();
     let writer = Writer::start(&drill);
@@ -136,6 +131,46 @@ async fn kube_switchover_by_annotation_and_kill9_failover_lose_no_acknowledged_w
     else {
         return;
     };
+    switchover_then_kill9_failover(&drill, writer).await;
+}
+
+/// TLS on Kubernetes (`moco-rs/tls: "true"`, MOCO #544): every server requires it, the
+/// manager trusts only the CA of `moco-db-mysql-ca`, and the channels it configures verify
+/// their source with the CA file the instances read, across a switchover and a failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kube_tls_cluster_verifies_every_server_through_switchover_and_failover() {
+    let test = "kube_tls_cluster_verifies_every_server";
+    let Some(drill) = KubeDrill::start_tls(test, 3).await else {
+        return;
+    };
+    let Some((drill, writer)) = writer_on(Arc::new(drill)).await else {
+        return;
+    };
+    let ca_file = drill.layout.ca_cert().display().to_string();
+    let admin = drill.password("moco-admin");
+    for i in 0..3 {
+        let port = drill.manifest.instance_port(i);
+        let plain = connect(&opts(port, "moco-admin", admin), Duration::from_secs(10)).await;
+        assert!(plain.is_err(), "instance {i} accepted plain TCP");
+    }
+    let replicas = |d: &KubeDrill| -> Vec<(u32, mysql_async::Opts)> {
+        (0..3)
+            .filter(|i| *i != d.primary())
+            .map(|i| (i, d.opts(d.manifest.instance_port(i), "moco-admin")))
+            .collect()
+    };
+    assert_channels_verify(replicas(&drill), &ca_file).await;
+
+    switchover_then_kill9_failover(&drill, writer).await;
+    drill
+        .wait("Healthy after the failover", FAILOVER, KubeDrill::healthy)
+        .await;
+    assert_channels_verify(replicas(&drill), &ca_file).await;
+}
+
+/// A switchover by the demote annotation, then a kill -9 of the new primary and its return,
+/// under `writer`; no acknowledged row may be lost.
+async fn switchover_then_kill9_failover(drill: &Arc<KubeDrill>, writer: Writer) {
     let first = drill.primary();
 
     // Switchover: the demote annotation on the primary Pod.
@@ -196,7 +231,7 @@ async fn kube_switchover_by_annotation_and_kill9_failover_lose_no_acknowledged_w
         .await;
 
     let acked = writer.finish().await;
-    assert_no_acked_write_lost(&drill, &acked).await;
+    assert_no_acked_write_lost(drill, &acked).await;
 }
 
 /// The healthy reason of the cluster (the state name).
@@ -219,11 +254,7 @@ async fn kube_errant_replica_is_unlabelled_and_never_promoted() {
     // An errant transaction written straight to a replica (as an admin could by mistake).
     let errant = (0..3).find(|i| *i != primary).unwrap();
     let mut c = connect(
-        &opts(
-            drill.manifest.instance_port(errant),
-            "moco-admin",
-            drill.password("moco-admin"),
-        ),
+        &drill.opts(drill.manifest.instance_port(errant), "moco-admin"),
         Duration::from_secs(10),
     )
     .await
@@ -235,11 +266,7 @@ async fn kube_errant_replica_is_unlabelled_and_never_promoted() {
     }
     drop(c);
     let mut w = connect(
-        &opts(
-            drill.manifest.instance_port(errant),
-            "moco-writable",
-            drill.password("moco-writable"),
-        ),
+        &drill.opts(drill.manifest.instance_port(errant), "moco-writable"),
         Duration::from_secs(10),
     )
     .await
@@ -315,9 +342,8 @@ async fn kube_hung_primary_fails_over_and_loses_no_acknowledged_write() {
 /// Every instance in `instances` holds every acknowledged row (waiting up to a minute each).
 async fn assert_rows_on(drill: &KubeDrill, instances: std::ops::Range<u32>, acked: &[u64]) {
     for index in instances {
-        wait_rows(
-            drill.manifest.instance_port(index),
-            drill.password("moco-admin"),
+        wait_rows_with(
+            &drill.opts(drill.manifest.instance_port(index), "moco-admin"),
             acked,
             Duration::from_secs(60),
         )
@@ -342,7 +368,7 @@ async fn kube_grows_from_three_to_five_under_writes() {
         .wait("Healthy with role labels", BRING_UP, KubeDrill::healthy)
         .await;
     let port = drill.routed_primary_port().unwrap();
-    create_table(port, drill.password("moco-writable"))
+    create_table_with(&drill.opts(port, "moco-writable"))
         .await
         .unwrap();
     let writer = Writer::start(&drill);
@@ -399,7 +425,7 @@ async fn kube_shrinks_from_five_to_three_under_writes() {
         .await;
     let leaving_primary = drill.primary();
     let port = drill.routed_primary_port().unwrap();
-    create_table(port, drill.password("moco-writable"))
+    create_table_with(&drill.opts(port, "moco-writable"))
         .await
         .unwrap();
     let writer = Writer::start(&drill);

@@ -8,12 +8,11 @@ use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::tls::Authority;
 use moco_tests::local::{
-    ClusterDir, Writer, assert_no_acked_loss, connect, create_table_with, endpoint_port,
+    ClusterDir, Writer, assert_channels_verify, assert_no_acked_loss, connect, create_table_with, endpoint_port,
     free_port_block, instance_port, moco_async, opts, primary_index, purge_binary_logs,
     server_or_skip, state_is, stored_ids_with, tls_opts, up_args, wait_ex_primary_back,
     wait_status_async, wipe_and_await_clone,
 };
-use mysql_async::Row;
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
@@ -22,32 +21,6 @@ fn local(args: &[&str]) -> Vec<String> {
         .chain(args.iter().copied())
         .map(str::to_owned)
         .collect()
-}
-
-/// The fields of `SHOW SLAVE STATUS` on the server `o` reaches, by column name.
-async fn replica_status(o: &mysql_async::Opts) -> Option<Vec<(String, String)>> {
-    let mut c = connect(o, Duration::from_secs(10)).await.ok()?;
-    let row: Option<Row> = c.query_first("SHOW SLAVE STATUS").await.ok()?;
-    let _ = c.disconnect().await;
-    let row = row?;
-    let columns = row.columns();
-    Some(
-        columns
-            .iter()
-            .enumerate()
-            .map(|(i, col)| {
-                let value: Option<String> = row.get_opt(i).and_then(Result::ok);
-                (col.name_str().into_owned(), value.unwrap_or_default())
-            })
-            .collect(),
-    )
-}
-
-fn field<'a>(status: &'a [(String, String)], name: &str) -> &'a str {
-    status
-        .iter()
-        .find(|(n, _)| n == name)
-        .map_or("", |(_, v)| v.as_str())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -100,23 +73,11 @@ async fn a_tls_cluster_refuses_plain_tcp_and_verifies_every_server() {
     // 2. Every replica's channel uses TLS and verifies its source against the cluster's CA.
     let ca_file = dir.path().join("tls").join("ca.pem").display().to_string();
     let primary = primary_index(&s);
-    for i in (0..3).filter(|i| *i != primary) {
-        let st = replica_status(&dir.opts(instance_port(&s, i), "moco-admin"))
-            .await
-            .unwrap_or_else(|| panic!("instance {i} has no channel"));
-        assert_eq!(
-            field(&st, "Slave_IO_Running"),
-            "Yes",
-            "instance {i}: {st:?}"
-        );
-        assert_eq!(field(&st, "Master_SSL_Allowed"), "Yes", "instance {i}");
-        assert_eq!(
-            field(&st, "Master_SSL_Verify_Server_Cert"),
-            "Yes",
-            "instance {i}"
-        );
-        assert_eq!(field(&st, "Master_SSL_CA_File"), ca_file, "instance {i}");
-    }
+    let replicas = (0..3)
+        .filter(|i| *i != primary)
+        .map(|i| (i, dir.opts(instance_port(&s, i), "moco-admin")))
+        .collect();
+    assert_channels_verify(replicas, &ca_file).await;
 
     // 3. The client option file's TLS: the `mariadb` client verifies the server too.
     let client = binary.tool("mariadb").unwrap();
@@ -179,10 +140,8 @@ async fn a_tls_cluster_refuses_plain_tcp_and_verifies_every_server() {
     purge_binary_logs(&dir.opts(instance_port(&healthy, primary), "moco-admin")).await;
     let wiped = (0..3u64).find(|i| *i != primary).unwrap();
     let after = wipe_and_await_clone(&dir, wiped).await;
-    let st = replica_status(&dir.opts(instance_port(&after, wiped), "moco-admin"))
-        .await
-        .unwrap();
-    assert_eq!(field(&st, "Master_SSL_Verify_Server_Cert"), "Yes");
+    let wiped_opts = dir.opts(instance_port(&after, wiped), "moco-admin");
+    assert_channels_verify(vec![(wiped, wiped_opts)], &ca_file).await;
 
     // 6. A backup: mariadb-backup from a replica over TLS.
     let out = moco_async(local(&["backup", "--dir", &d])).await;

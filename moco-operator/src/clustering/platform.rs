@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod, Secret};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use moco_adapters::mysql::tls::MysqlTls;
 use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
 use moco_adapters::ports::{
     Credentials, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
@@ -77,7 +78,8 @@ pub trait InstanceCloner: Send + Sync + fmt::Debug {
 /// Builds the manager's SQL port of an instance: MySQL over TCP in production, simulated
 /// servers in benchmarks.
 pub trait SqlConnector: Send + Sync + fmt::Debug {
-    /// The port of instance `index` of `id` at `host:port`, logging in with `credentials`.
+    /// The port of instance `index` of `id` at `host:port`, logging in with `credentials`;
+    /// with `tls` (the cluster has TLS), verifying the server with it.
     fn connect(
         &self,
         id: &ClusterId,
@@ -85,12 +87,25 @@ pub trait SqlConnector: Send + Sync + fmt::Debug {
         host: &str,
         port: u16,
         credentials: &Credentials,
+        tls: Option<&MysqlTls>,
     ) -> Arc<dyn MysqlPort>;
 }
 
 /// `moco-admin` over TCP with MOCO's limits (connect 5 s, calls 60 s).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MysqlConnector;
+#[derive(Clone, Debug)]
+pub struct MysqlConnector {
+    /// The CA file as the instances read it: with TLS, their replication channels verify
+    /// their source with it (in a Pod, [`crate::render::tls::CA_FILE`]).
+    pub replication_ca: String,
+}
+
+impl Default for MysqlConnector {
+    fn default() -> Self {
+        MysqlConnector {
+            replication_ca: crate::render::tls::CA_FILE.to_owned(),
+        }
+    }
+}
 
 impl SqlConnector for MysqlConnector {
     fn connect(
@@ -100,13 +115,19 @@ impl SqlConnector for MysqlConnector {
         host: &str,
         port: u16,
         credentials: &Credentials,
+        tls: Option<&MysqlTls>,
     ) -> Arc<dyn MysqlPort> {
-        let options = ConnectOptions::new(host.to_owned(), port, credentials)
+        let mut options = ConnectOptions::new(host.to_owned(), port, credentials)
             .with_name(format!(
                 "instance {index} (moco-{}-{index}) at {host}:{port}",
                 id.name
             ))
             .with_timeouts(CONNECT_TIMEOUT, CALL_TIMEOUT);
+        if let Some(tls) = tls {
+            options = options
+                .with_tls(tls.clone())
+                .with_replication_ca(self.replication_ca.clone());
+        }
         Arc::new(MysqlInstance::new(options))
     }
 }
@@ -287,6 +308,34 @@ impl KubePlatform {
             .map_err(|e| unreachable(format!("Pod {}/{name}", self.id.namespace), &e))
     }
 
+    /// With TLS, what the manager trusts: the CA of `moco-<name>-mysql-ca` (the CA alone,
+    /// copied from cert-manager's Secret by reconcile).
+    async fn client_tls(&self, cluster: &MySQLCluster) -> Result<Option<MysqlTls>, PortError> {
+        if !crate::render::tls::tls_of(cluster).map_err(|e| failed(self.target(), e))? {
+            return Ok(None);
+        }
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.id.namespace);
+        let name = self.id.mysql_ca_secret();
+        let target = format!("Secret {}/{name}", self.id.namespace);
+        let secret = retry(|| api.get_opt(&name))
+            .await
+            .map_err(|e| unreachable(target.clone(), &e))?
+            .ok_or_else(|| {
+                failed(
+                    target.clone(),
+                    "not found: the cluster has TLS, and reconcile copies the CA here once \
+                     cert-manager has issued the certificate",
+                )
+            })?;
+        let pem = secret
+            .data
+            .unwrap_or_default()
+            .remove(crate::render::tls::CA_KEY)
+            .filter(|v| !v.0.is_empty())
+            .ok_or_else(|| failed(target, "key ca.crt is missing or empty"))?;
+        Ok(Some(MysqlTls::new(pem.0)))
+    }
+
     async fn external_secret(
         &self,
         cluster: &MySQLCluster,
@@ -405,9 +454,15 @@ impl Platform for KubePlatform {
             user: Account::Admin.name().to_owned(),
             password: passwords.get(Account::Admin).to_owned(),
         };
-        Ok(self
-            .connector
-            .connect(&self.id, slot.index, &host, port, &credentials))
+        let tls = self.client_tls(&cluster).await?;
+        Ok(self.connector.connect(
+            &self.id,
+            slot.index,
+            &host,
+            port,
+            &credentials,
+            tls.as_ref(),
+        ))
     }
 
     async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {

@@ -342,6 +342,7 @@ async fn apply_all(
             user_config: &inputs.user_config,
             passwords: &passwords,
             certificate_secret: inputs.certificate_secret.as_ref(),
+            mysql_certificate_secret: inputs.mysql_certificate_secret.as_ref(),
             backup_policy: inputs.backup_policy.as_ref(),
             backup_job_active: inputs.backup_job_active,
             deployed_slow_log: inputs.deployed_slow_log.as_ref(),
@@ -377,6 +378,22 @@ async fn apply_all(
         apply(&secrets, &name_of(s), s)
             .await
             .map_err(ReconcileError::api(Step::Certificate))?;
+    }
+    // mysqld's, with TLS: the Pods start once its key pair's copy exists.
+    if let Some(tls) = &objects.tls {
+        let certificate: DynamicObject =
+            serde_json::from_value(tls.certificate.clone()).map_err(|e| ReconcileError::Input {
+                step: Step::Certificate,
+                message: e.to_string(),
+            })?;
+        create_once(&certificates, &id.mysql_certificate(), &certificate)
+            .await
+            .map_err(ReconcileError::api(Step::Certificate))?;
+        for s in [&tls.server_secret, &tls.ca_secret].into_iter().flatten() {
+            apply(&secrets, &name_of(s), s)
+                .await
+                .map_err(ReconcileError::api(Step::Certificate))?;
+        }
     }
 
     // 3. ConfigMaps, then the history beyond the limit.
@@ -634,6 +651,16 @@ async fn finalize(
     delete_if_present(&certificates, &id.certificate(), &DeleteParams::default())
         .await
         .map_err(ReconcileError::api(Step::Finalizer))?;
+    if crate::render::tls::tls_of(cluster).unwrap_or(false) {
+        // cert-manager leaves a deleted Certificate's Secret behind: it holds mysqld's key.
+        let name = id.mysql_certificate();
+        delete_if_present(&certificates, &name, &DeleteParams::default())
+            .await
+            .map_err(ReconcileError::api(Step::Finalizer))?;
+        delete_if_present(&secrets, &name, &DeleteParams::default())
+            .await
+            .map_err(ReconcileError::api(Step::Finalizer))?;
+    }
     ctx.metrics.remove_cluster(&labels(id));
     let remaining: Vec<String> = cluster
         .metadata

@@ -68,6 +68,8 @@ pub(super) async fn passwords(
 pub(super) struct Inputs {
     pub user_config: BTreeMap<String, String>,
     pub certificate_secret: Option<BTreeMap<String, ByteString>>,
+    /// mysqld's cert-manager Secret; read only when the cluster has TLS.
+    pub mysql_certificate_secret: Option<BTreeMap<String, ByteString>>,
     pub backup_policy: Option<BackupPolicy>,
     pub backup_job_active: bool,
     pub deployed_statefulset: Option<StatefulSet>,
@@ -107,6 +109,16 @@ impl Inputs {
             .await
             .map_err(read_err())?
             .and_then(|s| s.data);
+        // Read only with TLS, so a cluster without it makes the requests it always made.
+        let mysql_certificate_secret = if crate::render::tls::tls_of(cluster).unwrap_or(false) {
+            let name = id.mysql_certificate();
+            retry(|| secrets.get_opt(&name))
+                .await
+                .map_err(read_err())?
+                .and_then(|s| s.data)
+        } else {
+            None
+        };
 
         let backup_policy = match &cluster.spec.backup_policy_name {
             None => None,
@@ -146,6 +158,7 @@ impl Inputs {
         Ok(Inputs {
             user_config,
             certificate_secret,
+            mysql_certificate_secret,
             backup_policy,
             backup_job_active,
             deployed_statefulset,

@@ -92,15 +92,21 @@ fn mysqld_memory(inputs: &ClusterInputs<'_>) -> Result<MysqldMemory, RenderError
     })
 }
 
-/// `moco-<name>.<hash>` with key `my.cnf`.
+/// `moco-<name>.<hash>` with key `my.cnf`; with `tls`, the server options of
+/// [`super::tls::mycnf_options`] replace the user's of the same names.
 pub fn mycnf(
     id: &ClusterId,
     inputs: &ClusterInputs<'_>,
     flavor: Flavor,
+    tls: bool,
 ) -> Result<ConfigMap, RenderError> {
+    let mut user_config = inputs.user_config.clone();
+    if tls {
+        user_config.extend(super::tls::mycnf_options());
+    }
     let text = generate_mycnf(&MycnfInput {
         flavor,
-        user_config: inputs.user_config.clone(),
+        user_config,
         memory: mysqld_memory(inputs)?,
         paths: MycnfPaths::default(),
     })

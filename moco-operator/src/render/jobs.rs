@@ -32,6 +32,8 @@ const WORK_VOLUME: &str = "work";
 /// mounted (`moco backup --grpc-cert-dir`'s default).
 const GRPC_CERT_VOLUME: &str = "grpc-cert";
 const GRPC_CERT_PATH: &str = "/grpc-cert";
+/// The volume of the MySQL CA in MariaDB Jobs with TLS.
+const MYSQL_CA_VOLUME: &str = "mysql-ca";
 
 /// MySQLCluster annotation turning on binlog archiving every few seconds (beyond MOCO, whose
 /// API has no field for it): the pause between rounds, a Go duration from `1s` to `1h`.
@@ -274,6 +276,34 @@ fn with_agent_access(id: &ClusterId, pod: &mut PodSpec, donor_password: bool) {
     }
 }
 
+/// What a MariaDB Job adds with TLS: the CA alone (never the server's key), and the flag that
+/// makes its SQL connections and `mariadb-binlog` verify the servers with it.
+fn with_mysql_ca(id: &ClusterId, pod: &mut PodSpec) {
+    pod.volumes.get_or_insert_with(Vec::new).push(Volume {
+        name: MYSQL_CA_VOLUME.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(id.mysql_ca_secret()),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    });
+    for container in &mut pod.containers {
+        container
+            .volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(VolumeMount {
+                name: MYSQL_CA_VOLUME.into(),
+                mount_path: super::tls::MOUNT_PATH.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            });
+        // After the subcommand, before the positional arguments.
+        let args = container.args.get_or_insert_with(Vec::new);
+        let at = args.len().min(1);
+        args.insert(at, format!("--mysql-tls-ca={}", super::tls::CA_FILE));
+    }
+}
+
 /// The Pod of a program that runs with `policy`'s Job settings as `moco-backup` (the backup
 /// CronJob's and the archiver's): `leading` arguments, then the bucket flags and `BUCKET NS
 /// NAME`; a read-only root file system; the policy's affinity, else spread over nodes.
@@ -323,6 +353,7 @@ pub fn backup(
     settings: &RenderSettings,
     policy: &BackupPolicy,
     flavor: Flavor,
+    tls: bool,
 ) -> Result<JobObjects<CronJob>, RenderError> {
     let p = &policy.spec;
     let config = &p.job_config;
@@ -336,6 +367,9 @@ pub fn backup(
     )?;
     if flavor == Flavor::Mariadb {
         with_agent_access(id, &mut pod, true);
+        if tls {
+            with_mysql_ca(id, &mut pod);
+        }
     }
     let cronjob = CronJob {
         metadata: id.owned_meta(id.backup(), id.backup_labels()),
@@ -395,6 +429,7 @@ pub fn restore(
     settings: &RenderSettings,
     restore: &RestoreSpec,
     flavor: Flavor,
+    tls: bool,
 ) -> Result<JobObjects<Job>, RenderError> {
     let config = &restore.job_config;
     let point = restore
@@ -433,6 +468,9 @@ pub fn restore(
     let mut pod = job_pod_spec(config, settings, container, None, "spec.restore.jobConfig")?;
     let pod_verbs: &[&str] = if flavor == Flavor::Mariadb {
         with_agent_access(id, &mut pod, false);
+        if tls {
+            with_mysql_ca(id, &mut pod);
+        }
         &["get", "delete"]
     } else {
         &["get"]
@@ -477,6 +515,7 @@ pub fn archive(
     policy: &BackupPolicy,
     flavor: Flavor,
     interval: &str,
+    tls: bool,
 ) -> Result<Deployment, RenderError> {
     let field = format!("metadata.annotations[\"{ARCHIVE_ANNOTATION}\"]");
     if flavor != Flavor::Mariadb {
@@ -502,6 +541,9 @@ pub fn archive(
         vec!["archive".to_owned(), format!("--every={interval}")],
     )?;
     pod.restart_policy = Some("Always".into());
+    if tls {
+        with_mysql_ca(id, &mut pod);
+    }
     let mut labels = id.backup_labels();
     labels.insert(LABEL_COMPONENT.into(), ARCHIVE_COMPONENT.into());
     Ok(Deployment {

@@ -105,6 +105,22 @@ impl ClusterId {
         format!("moco-{}-grpc", self.name)
     }
 
+    /// `moco-mysql-<namespace>.<name>`: mysqld's cert-manager Certificate and its Secret, when
+    /// the cluster has TLS.
+    pub fn mysql_certificate(&self) -> String {
+        format!("moco-mysql-{}.{}", self.namespace, self.name)
+    }
+
+    /// `moco-<name>-mysql-tls`: the copy of mysqld's certificate Secret the Pods mount.
+    pub fn mysql_tls_secret(&self) -> String {
+        format!("moco-{}-mysql-tls", self.name)
+    }
+
+    /// `moco-<name>-mysql-ca`: the CA that signed mysqld's certificate, for clients.
+    pub fn mysql_ca_secret(&self) -> String {
+        format!("moco-{}-mysql-ca", self.name)
+    }
+
     /// Prefix of the my.cnf ConfigMaps, `moco-<name>.`; the content hash follows.
     pub fn mycnf_config_map_prefix(&self) -> String {
         format!("moco-{}.", self.name)

@@ -20,6 +20,7 @@ pub mod secrets;
 pub mod services;
 pub mod statefulset;
 pub mod template;
+pub mod tls;
 
 use std::collections::BTreeMap;
 
@@ -106,6 +107,9 @@ pub struct ClusterInputs<'a> {
     pub passwords: &'a MocoPasswords,
     /// Data of the cert-manager Secret of the agent certificate, once cert-manager wrote it.
     pub certificate_secret: Option<&'a BTreeMap<String, ByteString>>,
+    /// Data of the cert-manager Secret of mysqld's certificate, once cert-manager wrote it
+    /// (read only when the cluster has TLS).
+    pub mysql_certificate_secret: Option<&'a BTreeMap<String, ByteString>>,
     /// The BackupPolicy `spec.backupPolicyName` names, as read.
     pub backup_policy: Option<&'a BackupPolicy>,
     /// The backup CronJob has an active Job (the PDB then allows no eviction).
@@ -131,6 +135,8 @@ pub struct ClusterObjects {
     pub certificate: Value,
     /// `moco-<name>-grpc`: the copy of the certificate Secret, once it exists.
     pub grpc_secret: Option<Secret>,
+    /// mysqld's certificate and its copies, when the cluster has TLS.
+    pub tls: Option<TlsObjects>,
     /// `moco-<name>.<hash>`: my.cnf.
     pub mycnf_config_map: ConfigMap,
     /// `moco-slow-log-agent-config-<name>.<hash>`, unless the slow-log sidecar is disabled.
@@ -152,6 +158,17 @@ pub struct ClusterObjects {
     /// `moco-archive-<name>`, the binlog archiver, while the annotation
     /// [`jobs::ARCHIVE_ANNOTATION`] asks for it (it runs with the backup policy's settings).
     pub archive: Option<Deployment>,
+}
+
+/// mysqld's TLS objects ([`tls`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TlsObjects {
+    /// cert-manager `Certificate` `moco-mysql-<ns>.<name>` in the controller namespace.
+    pub certificate: Value,
+    /// `moco-<name>-mysql-tls` (key pair and CA, for the Pods), once cert-manager wrote it.
+    pub server_secret: Option<Secret>,
+    /// `moco-<name>-mysql-ca` (the CA alone, for clients), once cert-manager wrote it.
+    pub ca_secret: Option<Secret>,
 }
 
 /// A backup or restore workload with the RBAC its Pods need.
@@ -226,8 +243,9 @@ pub fn render_cluster(
     let id = ClusterId::of(cluster)?;
     let spec = &cluster.spec;
     let flavor = meta::flavor_of(cluster)?;
+    let with_tls = tls::tls_of(cluster)?;
 
-    let mycnf_config_map = config_maps::mycnf(&id, inputs, flavor)?;
+    let mycnf_config_map = config_maps::mycnf(&id, inputs, flavor, with_tls)?;
     let slow_log_config_map = if spec.disable_slow_query_log_container {
         None
     } else {
@@ -245,6 +263,7 @@ pub fn render_cluster(
         slow_log_config_map: slow_log_config_map.as_ref().map(config_maps::name_of),
         lower_case_table_names: inputs.user_config.get("lower_case_table_names").cloned(),
         deployed_slow_log: inputs.deployed_slow_log,
+        tls: with_tls,
     };
     let replicas = u32::try_from(spec.replicas)
         .map_err(|_| RenderError::invalid("spec.replicas", "must not be negative"))?;
@@ -275,7 +294,7 @@ pub fn render_cluster(
                 name: name.clone(),
             });
         }
-        (Some(_), Some(policy)) => Some(jobs::backup(&id, settings, policy, flavor)?),
+        (Some(_), Some(policy)) => Some(jobs::backup(&id, settings, policy, flavor, with_tls)?),
     };
     let archive_interval = cluster
         .metadata
@@ -285,7 +304,9 @@ pub fn render_cluster(
     let archive = match (archive_interval, inputs.backup_policy) {
         (None, _) => None,
         (Some(interval), Some(policy)) if spec.backup_policy_name.is_some() => {
-            Some(jobs::archive(&id, settings, policy, flavor, interval)?)
+            Some(jobs::archive(
+                &id, settings, policy, flavor, interval, with_tls,
+            )?)
         }
         (Some(_), _) => {
             return Err(RenderError::invalid(
@@ -296,7 +317,7 @@ pub fn render_cluster(
     };
     let restore = match (&spec.restore, cluster.status.as_ref()) {
         (Some(_), Some(status)) if status.restored_time.is_some() => None,
-        (Some(restore), _) => Some(jobs::restore(&id, settings, restore, flavor)?),
+        (Some(restore), _) => Some(jobs::restore(&id, settings, restore, flavor, with_tls)?),
         (None, _) => None,
     };
 
@@ -308,6 +329,15 @@ pub fn render_cluster(
         grpc_secret: inputs
             .certificate_secret
             .map(|data| certificate::grpc_secret(&id, data)),
+        tls: with_tls.then(|| TlsObjects {
+            certificate: tls::certificate(&id, &settings.system_namespace),
+            server_secret: inputs
+                .mysql_certificate_secret
+                .map(|data| tls::server_secret(&id, data)),
+            ca_secret: inputs
+                .mysql_certificate_secret
+                .map(|data| tls::ca_secret(&id, data)),
+        }),
         mycnf_config_map,
         slow_log_config_map,
         service_account: services::service_account(&id),
@@ -332,6 +362,12 @@ impl ClusterObjects {
         ];
         if let Some(s) = &self.grpc_secret {
             out.push(typed(s)?);
+        }
+        if let Some(t) = &self.tls {
+            out.push(t.certificate.clone());
+            for s in [&t.server_secret, &t.ca_secret].into_iter().flatten() {
+                out.push(typed(s)?);
+            }
         }
         out.push(typed(&self.mycnf_config_map)?);
         if let Some(c) = &self.slow_log_config_map {

@@ -179,6 +179,7 @@ pub fn render_documents(
                 user_config,
                 passwords: &passwords,
                 certificate_secret: Some(&certificate),
+                mysql_certificate_secret: Some(&certificate),
                 backup_policy: policy,
                 backup_job_active: false,
                 deployed_slow_log: None,

@@ -80,6 +80,8 @@ pub struct PodInputs<'a> {
     pub lower_case_table_names: Option<String>,
     /// The deployed `slow-log` container to keep (see [`super::ClusterInputs`]).
     pub deployed_slow_log: Option<&'a Container>,
+    /// The cluster has TLS ([`super::tls`]): mysqld and the agent mount its certificate.
+    pub tls: bool,
 }
 
 fn quantity(text: &str) -> Quantity {
@@ -160,6 +162,7 @@ mod volume {
     pub const CONF: &str = "mysql-conf";
     pub const MYCNF_SECRET: &str = "my-cnf-secret";
     pub const GRPC_CERT: &str = "grpc-cert";
+    pub const MYSQL_TLS: &str = "mysql-tls";
     pub const SLOW_LOG_CONFIG: &str = "slow-fluent-bit-config";
 }
 
@@ -203,6 +206,9 @@ fn system_volumes(inputs: &PodInputs<'_>) -> Vec<Volume> {
     ];
     if let Some(name) = &inputs.slow_log_config_map {
         out.push(config_map(volume::SLOW_LOG_CONFIG, name));
+    }
+    if inputs.tls {
+        out.push(secret(volume::MYSQL_TLS, inputs.id.mysql_tls_secret()));
     }
     out
 }
@@ -248,6 +254,13 @@ fn mysqld(inputs: &PodInputs<'_>) -> Result<Container, RenderError> {
         mount(volume::MYCNF_SECRET, CREDENTIALS_DIR, true),
         mount(DATA_CLAIM_NAME, "/var/lib/mysql", false),
     ]);
+    if inputs.tls {
+        c.volume_mounts.get_or_insert_with(Vec::new).push(mount(
+            volume::MYSQL_TLS,
+            super::tls::MOUNT_PATH,
+            true,
+        ));
+    }
     Ok(c)
 }
 
@@ -272,6 +285,24 @@ fn agent(inputs: &PodInputs<'_>) -> Container {
     if spec.agent_use_localhost {
         args.extend(["--mysqld-localhost".to_owned(), "true".to_owned()]);
     }
+    let mut volume_mounts = vec![
+        mount(volume::RUN, "/run", false),
+        mount(volume::VAR_LOG, "/var/log/mysql", false),
+        mount(volume::GRPC_CERT, "/grpc-cert", true),
+        mount(DATA_CLAIM_NAME, "/var/lib/mysql", false),
+        mount(volume::CONF, "/etc/mysql", true),
+        // Writable: the agent keeps MariaDB's replica role line for the next start.
+        mount(volume::CONF_D, "/etc/mysql-conf.d", false),
+    ];
+    if inputs.tls {
+        // `mariadb-backup` streams a clone or a backup over TCP to 127.0.0.1, which the
+        // certificate names.
+        args.extend([
+            "--mysql-tls-ca".to_owned(),
+            super::tls::CA_FILE.to_owned(),
+        ]);
+        volume_mounts.push(mount(volume::MYSQL_TLS, super::tls::MOUNT_PATH, true));
+    }
     Container {
         name: names::AGENT.into(),
         image: Some(inputs.settings.images.agent.clone()),
@@ -291,15 +322,7 @@ fn agent(inputs: &PodInputs<'_>) -> Container {
         ]),
         // Beyond MOCO's mounts: the data volume and the server's options, which a MariaDB
         // copy is streamed from and prepared on (`mariadb-backup` runs in this container).
-        volume_mounts: Some(vec![
-            mount(volume::RUN, "/run", false),
-            mount(volume::VAR_LOG, "/var/log/mysql", false),
-            mount(volume::GRPC_CERT, "/grpc-cert", true),
-            mount(DATA_CLAIM_NAME, "/var/lib/mysql", false),
-            mount(volume::CONF, "/etc/mysql", true),
-            // Writable: the agent keeps MariaDB's replica role line for the next start.
-            mount(volume::CONF_D, "/etc/mysql-conf.d", false),
-        ]),
+        volume_mounts: Some(volume_mounts),
         resources: Some(match inputs.flavor {
             // mariadb-backup's prepare step alone takes 100 MiB of buffers by default.
             Flavor::Mariadb => fixed_resources("100m", "512Mi"),

@@ -61,6 +61,7 @@ impl SqlConnector for SimConnector {
         _: &str,
         _: u16,
         _: &Credentials,
+        _: Option<&moco_adapters::mysql::tls::MysqlTls>,
     ) -> Arc<dyn MysqlPort> {
         match self.sims.get(&id.name) {
             Some(sim) => Arc::new(sim.instance(index)),
