@@ -1111,3 +1111,182 @@ fn the_flavor_annotation_picks_the_server_family_of_my_cnf() {
         "{err}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// TLS (`moco-rs/tls`).
+
+/// `cluster(spec)` with `annotations`.
+fn annotated(spec: Value, annotations: Value) -> MySQLCluster {
+    let mut v = serde_json::to_value(cluster(spec)).unwrap();
+    v["metadata"]["annotations"] = annotations;
+    serde_json::from_value(v).unwrap()
+}
+
+fn mounts(c: &Container) -> Vec<(String, String)> {
+    c.volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| (m.name.clone(), m.mount_path.clone()))
+        .collect()
+}
+
+#[test]
+fn tls_adds_the_certificate_its_copies_and_the_servers_options_and_nothing_without_it() {
+    let mut inputs = Inputs::new();
+    inputs.policy = Some(policy());
+    let spec = json!({"backupPolicyName": "daily"});
+    let mariadb = json!({"moco-rs/flavor": "mariadb"});
+    let plain = inputs.render(&annotated(spec.clone(), mariadb)).unwrap();
+    assert!(plain.tls.is_none());
+    let mycnf = |o: &ClusterObjects| o.mycnf_config_map.data.as_ref().unwrap()["my.cnf"].clone();
+    assert!(!mycnf(&plain).contains("ssl"), "{}", mycnf(&plain));
+    let tls_mount = ("mysql-tls".to_owned(), "/mysql-tls".to_owned());
+    assert!(!mounts(container(pod(&plain), "mysqld")).contains(&tls_mount));
+
+    let c = annotated(
+        spec.clone(),
+        json!({"moco-rs/flavor": "mariadb", "moco-rs/tls": "true"}),
+    );
+    let objects = inputs.render(&c).unwrap();
+    let tls = objects.tls.as_ref().unwrap();
+    assert_eq!(
+        tls.certificate["metadata"],
+        json!({"name": "moco-mysql-ns.db", "namespace": "moco-system", "labels": {
+            "app.kubernetes.io/name": "mysql", "app.kubernetes.io/instance": "db",
+            "app.kubernetes.io/created-by": "moco",
+            "app.kubernetes.io/instance-namespace": "ns"}})
+    );
+    assert_eq!(
+        tls.certificate["spec"]["dnsNames"],
+        json!([
+            "*.moco-db.ns.svc",
+            "moco-db-primary.ns.svc",
+            "moco-db-replica.ns.svc",
+            "moco-db-primary.ns",
+            "moco-db-replica.ns",
+            "localhost"
+        ])
+    );
+    assert_eq!(tls.certificate["spec"]["ipAddresses"], json!(["127.0.0.1"]));
+    assert_eq!(
+        tls.certificate["spec"]["issuerRef"],
+        json!({"kind": "Issuer", "name": "moco-mysql-issuer"})
+    );
+    // Before cert-manager has written its Secret there is nothing to copy.
+    assert!(tls.server_secret.is_none() && tls.ca_secret.is_none());
+    let text = mycnf(&objects);
+    for line in [
+        "ssl_ca = /mysql-tls/ca.crt\n",
+        "ssl_cert = /mysql-tls/tls.crt\n",
+        "ssl_key = /mysql-tls/tls.key\n",
+        "require_secure_transport = ON\n",
+    ] {
+        assert!(text.contains(line), "{line:?} not in {text}");
+    }
+    let spec_pod = pod(&objects);
+    assert!(mounts(container(spec_pod, "mysqld")).contains(&tls_mount));
+    let agent = container(spec_pod, "agent");
+    assert!(mounts(agent).contains(&tls_mount));
+    let args = agent.args.clone().unwrap();
+    assert!(
+        args.windows(2)
+            .any(|w| w == ["--mysql-tls-ca", "/mysql-tls/ca.crt"]),
+        "{args:?}"
+    );
+    let volume = spec_pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "mysql-tls")
+        .unwrap();
+    assert_eq!(
+        volume.secret.as_ref().unwrap().secret_name.as_deref(),
+        Some("moco-db-mysql-tls")
+    );
+    // Only those two: the other containers talk over the socket, if at all, and never see
+    // the key.
+    for c in spec_pod
+        .containers
+        .iter()
+        .chain(spec_pod.init_containers.iter().flatten())
+        .filter(|c| c.name != "mysqld" && c.name != "agent")
+    {
+        assert!(!mounts(c).contains(&tls_mount), "{} mounts the key", c.name);
+    }
+
+    // The backup Job gets the CA alone, and the flag before its positional arguments.
+    let cj = serde_json::to_value(&objects.backup.as_ref().unwrap().workload).unwrap();
+    let job = &cj["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert!(
+        job["volumes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "mysql-ca", "secret": {"secretName": "moco-db-mysql-ca"}})),
+        "{}",
+        job["volumes"]
+    );
+    let ctr = &job["containers"][0];
+    assert_eq!(ctr["args"][0], "backup");
+    assert_eq!(ctr["args"][1], "--mysql-tls-ca=/mysql-tls/ca.crt");
+    assert!(
+        ctr["volumeMounts"].as_array().unwrap().contains(
+            &json!({"name": "mysql-ca", "mountPath": "/mysql-tls", "readOnly": true})
+        )
+    );
+
+    // A user option of the same name is replaced: the server's TLS is not the user's to undo.
+    inputs
+        .user_config
+        .insert("require_secure_transport".into(), "OFF".into());
+    let text = mycnf(&inputs.render(&c).unwrap());
+    assert!(text.contains("require_secure_transport = ON\n"), "{text}");
+    assert!(!text.contains("require_secure_transport = OFF"), "{text}");
+}
+
+#[test]
+fn tls_copies_take_the_cert_manager_secret_and_a_bad_value_names_the_annotation() {
+    let source: BTreeMap<String, k8s_openapi::ByteString> = ["ca.crt", "tls.crt", "tls.key"]
+        .iter()
+        .map(|k| ((*k).to_owned(), k8s_openapi::ByteString(k.as_bytes().to_vec())))
+        .collect();
+    let c = annotated(json!({}), json!({"moco-rs/tls": "true"}));
+    let inputs = Inputs::new();
+    let objects = render_cluster(
+        &inputs.settings,
+        &ClusterInputs {
+            cluster: &c,
+            user_config: &inputs.user_config,
+            passwords: &inputs.passwords,
+            certificate_secret: None,
+            mysql_certificate_secret: Some(&source),
+            backup_policy: None,
+            backup_job_active: false,
+            deployed_slow_log: None,
+            deployed_replicas: None,
+        },
+    )
+    .unwrap();
+    let tls = objects.tls.unwrap();
+    let server = tls.server_secret.unwrap();
+    assert_eq!(server.metadata.namespace.as_deref(), Some("ns"));
+    assert_eq!(
+        server.metadata.owner_references.unwrap()[0].uid,
+        "uid-1",
+        "the copies go with the cluster"
+    );
+    assert_eq!(server.data.unwrap().len(), 3);
+    let ca = tls.ca_secret.unwrap();
+    assert_eq!(ca.metadata.name.as_deref(), Some("moco-db-mysql-ca"));
+    assert_eq!(
+        ca.data.unwrap().keys().collect::<Vec<_>>(),
+        ["ca.crt"],
+        "clients never get the key"
+    );
+
+    let bad = annotated(json!({}), json!({"moco-rs/tls": "on"}));
+    let e = Inputs::new().render(&bad).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "metadata.annotations[\"moco-rs/tls\"]: \"on\" is not a boolean: use \"true\" or \"false\""
+    );
+}

@@ -29,12 +29,63 @@ pub struct TestPod {
     pub mysqld: LocalMysqld,
     /// The SQL port.
     pub port: u16,
+    /// With TLS, the CA that verifies the server (its my.cnf then requires TLS).
+    pub tls_ca: Option<Vec<u8>>,
+}
+
+/// What [`write_mysql_tls`] wrote: the files of `/mysql-tls` in a Pod with TLS.
+#[derive(Debug, Clone)]
+pub struct MysqlTlsFiles {
+    /// The directory (`ca.crt`, `tls.crt`, `tls.key`), as cert-manager's Secret holds them.
+    pub dir: PathBuf,
+    /// The CA, PEM.
+    pub ca_pem: Vec<u8>,
+}
+
+impl MysqlTlsFiles {
+    /// `<dir>/ca.crt`.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+}
+
+/// A CA and a server certificate naming `127.0.0.1` and `localhost` (as the operator's
+/// Certificate does) in `dir`, with the names of a cert-manager Secret.
+pub fn write_mysql_tls(dir: &Path) -> MysqlTlsFiles {
+    use moco_adapters::mysql::tls::Authority;
+    let ca = Authority::generate("test MySQL CA").unwrap_or_else(|e| panic!("{e}"));
+    let issued = ca
+        .issue("mysqld", &["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for (name, text) in [
+        ("ca.crt", ca.cert_pem()),
+        ("tls.crt", issued.cert_pem.as_str()),
+        ("tls.key", issued.key_pem.as_str()),
+    ] {
+        std::fs::write(dir.join(name), text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    MysqlTlsFiles {
+        dir: dir.to_owned(),
+        ca_pem: ca.cert_pem().as_bytes().to_vec(),
+    }
 }
 
 impl TestPod {
     /// Pod `moco-db-<ordinal>` under `root/<ordinal>`, with the operator's my.cnf (paths and
     /// port moved here). Nothing is started.
     pub fn new(binary: &ServerBinary, root: &Path, ordinal: u32) -> TestPod {
+        Self::with_tls(binary, root, ordinal, None)
+    }
+
+    /// [`TestPod::new`]; with `tls`, the server requires TLS with those files, as the
+    /// operator's my.cnf of a cluster with `moco-rs/tls` says.
+    pub fn with_tls(
+        binary: &ServerBinary,
+        root: &Path,
+        ordinal: u32,
+        tls: Option<&MysqlTlsFiles>,
+    ) -> TestPod {
         let dir = root.join(ordinal.to_string());
         let ports = match free_ports(3) {
             Ok(p) => p,
@@ -53,6 +104,17 @@ impl TestPod {
             ("bind_address", "127.0.0.1"),
         ] {
             user_config.insert(k.to_owned(), v.to_owned());
+        }
+        if let Some(tls) = tls {
+            let file = |name: &str| tls.dir.join(name).display().to_string();
+            for (k, v) in [
+                ("ssl_ca", file("ca.crt")),
+                ("ssl_cert", file("tls.crt")),
+                ("ssl_key", file("tls.key")),
+                ("require_secure_transport", "ON".to_owned()),
+            ] {
+                user_config.insert(k.to_owned(), v);
+            }
         }
         let input = MycnfInput {
             flavor,
@@ -88,6 +150,7 @@ impl TestPod {
             dir,
             mysqld,
             port: ports[0],
+            tls_ca: tls.map(|t| t.ca_pem.clone()),
         }
     }
 
@@ -178,11 +241,11 @@ impl TestPod {
     /// A connection as `moco-admin` over TCP (once the agent or the test created the
     /// accounts with [`test_passwords`]).
     pub async fn admin(&self) -> mysql_async::Conn {
-        let opts = crate::local::opts(
-            self.port,
-            "moco-admin",
-            &test_password(moco_adapters::mysql::Account::Admin),
-        );
+        let password = test_password(moco_adapters::mysql::Account::Admin);
+        let opts = match &self.tls_ca {
+            Some(ca) => crate::local::tls_opts(self.port, "moco-admin", &password, ca.clone()),
+            None => crate::local::opts(self.port, "moco-admin", &password),
+        };
         match crate::local::connect(&opts, Duration::from_secs(10)).await {
             Ok(c) => c,
             Err(e) => panic!("{}: moco-admin: {e}", self.name),

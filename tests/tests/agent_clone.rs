@@ -10,7 +10,7 @@ use moco_agent::api::{ClonePhase, CloneRequest};
 use moco_agent::client::AgentClient;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http};
+use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http, write_mysql_tls};
 use mysql_async::prelude::Queryable;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -246,6 +246,94 @@ async fn agents_clone_a_mariadb_instance_over_mutual_tls() {
     drop(r);
     drop(a0);
     drop(a1);
+    donor.stop().await;
+    recipient.stop().await;
+}
+
+/// With TLS (`moco-rs/tls`): the servers refuse plain TCP, so the agent's first login of
+/// `moco-admin` and `mariadb-backup`'s connection to 127.0.0.1 must use the CA of
+/// `--mysql-tls-ca` and verify the server; the clone then works as without TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_clone_when_mysqld_requires_tls() {
+    let test = "agents_clone_when_mysqld_requires_tls";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    moco_http::tls::install_crypto_provider();
+    let root = tempfile::tempdir().unwrap();
+    let certs = TestCerts::write(&root.path().join("certs"));
+    let tls = write_mysql_tls(&root.path().join("mysql-tls"));
+    let donor = TestPod::with_tls(&binary, root.path(), 0, Some(&tls));
+    let recipient = TestPod::with_tls(&binary, root.path(), 1, Some(&tls));
+    for pod in [&donor, &recipient] {
+        pod.init_and_start(10).await;
+    }
+    let flag = format!("--mysql-tls-ca={}", tls.ca_file().display());
+    let flags = ["--max-delay=60s", flag.as_str()];
+    let a0 = AgentProcess::start(&donor, &certs.agent.0, &flags);
+    let mut a1 = AgentProcess::start(&recipient, &certs.agent.0, &flags);
+    a0.wait_started(LIMIT).await;
+    a1.wait_started(LIMIT).await;
+
+    // The accounts exist, and TCP without TLS is refused.
+    let plain = moco_tests::local::opts(donor.port, "moco-admin", &test_password(Account::Admin));
+    assert!(
+        moco_tests::local::connect(&plain, Duration::from_secs(10))
+            .await
+            .is_err(),
+        "plain TCP accepted"
+    );
+    let mut c = donor.admin().await;
+    for statement in moco_adapters::mysql::sql::set_writable(moco_adapters::mysql::Dialect::Mariadb)
+    {
+        c.query_drop(statement).await.unwrap();
+    }
+    c.query_drop("CREATE DATABASE app").await.unwrap();
+    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    for i in 0..50 {
+        c.exec_drop("INSERT INTO app.t VALUES (?)", (i,))
+            .await
+            .unwrap();
+    }
+
+    let controller = certs.controller.client(&certs.agent);
+    let request = CloneRequest {
+        donor_host: "localhost".into(),
+        donor_port: donor.port,
+        donor_agent_host: "localhost".into(),
+        donor_agent_port: a0.agent.port(),
+        user: "moco-clone-donor".into(),
+        password: test_password(Account::CloneDonor),
+        init_user: "moco-admin".into(),
+        init_password: test_password(Account::Admin),
+        boot_timeout_seconds: 60,
+    };
+    controller
+        .start_clone("localhost", a1.agent.port(), &request)
+        .await
+        .unwrap();
+    wait_phase(&controller, &a1, ClonePhase::Ready).await;
+    a1.stop();
+    recipient.stop().await;
+    let out = recipient.run_init(10, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    recipient.start().await;
+    let a1 = AgentProcess::start(&recipient, &certs.agent.0, &flags);
+    wait_phase(&controller, &a1, ClonePhase::Completed).await;
+    let mut r = recipient.admin().await;
+    let rows: u64 = r
+        .query_first("SELECT COUNT(*) FROM app.t")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rows, 50);
+    drop((c, r, a0, a1));
     donor.stop().await;
     recipient.stop().await;
 }

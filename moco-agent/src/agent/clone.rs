@@ -446,7 +446,7 @@ async fn backup(
             user: Account::CloneDonor.name().to_owned(),
             password: state.passwords.clone_donor.clone(),
         },
-        ssl_ca: None,
+        ssl_ca: state.mysql_tls.as_ref().map(|(path, _)| path.clone()),
         scratch_dir: state.volume.backup_scratch(),
         log: state.log_dir.join("backup.log"),
     };

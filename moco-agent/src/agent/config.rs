@@ -53,6 +53,10 @@ pub struct AgentArgs {
     /// (and on 127.0.0.1 for the backup tool), which needs no address.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value = "false", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub mysqld_localhost: bool,
+    /// mysqld requires TLS (`moco-rs/tls`): the CA file that verifies it on 127.0.0.1, where
+    /// `mariadb-backup` streams clones and backups and `moco-admin` first logs in.
+    #[arg(long)]
+    pub mysql_tls_ca: Option<PathBuf>,
     /// mysqld's TCP port on loopback (the backup tool and the first login of `moco-admin`).
     #[arg(long, default_value_t = 3306)]
     pub mysqld_port: u16,

@@ -104,6 +104,17 @@ pub fn state(args: &AgentArgs) -> Result<Arc<AgentState>, AgentError> {
         args.connection_timeout,
         call,
     );
+    let mysql_tls = match &args.mysql_tls_ca {
+        None => None,
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|source| AgentError::Io {
+                path: path.clone(),
+                what: "read the MySQL CA (--mysql-tls-ca)",
+                source,
+            })?;
+            Some((path.clone(), moco_adapters::mysql::tls::MysqlTls::new(pem)))
+        }
+    };
     Ok(Arc::new(AgentState {
         agent: Arc::new(agent),
         admin: Arc::new(admin),
@@ -111,6 +122,7 @@ pub fn state(args: &AgentArgs) -> Result<Arc<AgentState>, AgentError> {
         volume: DataVolume::new(&args.data_dir),
         defaults_file: args.defaults_file.clone(),
         mysqld_port: args.mysqld_port,
+        mysql_tls,
         socket: args.socket_path.clone(),
         tools,
         client,

@@ -38,6 +38,8 @@ pub struct AgentState {
     pub defaults_file: PathBuf,
     /// mysqld's TCP port on loopback.
     pub mysqld_port: u16,
+    /// With TLS, the CA file that verifies mysqld (`--mysql-tls-ca`) and its contents.
+    pub mysql_tls: Option<(PathBuf, moco_adapters::mysql::tls::MysqlTls)>,
     /// The socket.
     pub socket: PathBuf,
     /// MariaDB's copy tools, when found.
