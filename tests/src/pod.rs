@@ -60,6 +60,8 @@ pub fn write_mysql_tls(dir: &Path) -> MysqlTlsFiles {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     for (name, text) in [
         ("ca.crt", ca.cert_pem()),
+        // Kept so that a test can issue another certificate (cert-manager's part).
+        ("ca.key", ca.key_pem()),
         ("tls.crt", issued.cert_pem.as_str()),
         ("tls.key", issued.key_pem.as_str()),
     ] {

@@ -333,6 +333,37 @@ async fn agents_clone_when_mysqld_requires_tls() {
         .unwrap()
         .unwrap();
     assert_eq!(rows, 50);
+
+    // The backup tool verifies the server, not just encrypts: once the donor presents a
+    // certificate of the same CA that does not name 127.0.0.1, a backup through its agent
+    // fails. (mariadb-backup also reads `ssl_ca` from my.cnf's [mysqld]; only the agent's
+    // flag turns on the name check.)
+    let ca = moco_adapters::mysql::tls::Authority::load(
+        "test MySQL CA",
+        &String::from_utf8(tls.ca_pem.clone()).unwrap(),
+        &std::fs::read_to_string(tls.dir.join("ca.key")).unwrap(),
+    )
+    .unwrap();
+    let elsewhere = ca.issue("mysqld", &["db.example".to_owned()]).unwrap();
+    std::fs::write(tls.dir.join("tls.crt"), &elsewhere.cert_pem).unwrap();
+    std::fs::write(tls.dir.join("tls.key"), &elsewhere.key_pem).unwrap();
+    c.query_drop("FLUSH SSL").await.unwrap();
+    let backup = async {
+        let (_, mut stream) = controller
+            .backup("localhost", a0.agent.port(), &test_password(Account::CloneDonor))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::io::copy(&mut stream, &mut tokio::io::sink())
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let refused = backup.await;
+    let log = std::fs::read_to_string(donor.dir.join("tmp").join("backup.log")).unwrap_or_default();
+    assert!(
+        refused.is_err(),
+        "a backup was taken from a server whose certificate does not name 127.0.0.1: {refused:?}"
+    );
+    assert!(log.contains("SSL"), "{log}");
     drop((c, r, a0, a1));
     donor.stop().await;
     recipient.stop().await;
