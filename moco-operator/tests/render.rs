@@ -1229,9 +1229,10 @@ fn tls_adds_the_certificate_its_copies_and_the_servers_options_and_nothing_witho
     assert_eq!(ctr["args"][0], "backup");
     assert_eq!(ctr["args"][1], "--mysql-tls-ca=/mysql-tls/ca.crt");
     assert!(
-        ctr["volumeMounts"].as_array().unwrap().contains(
-            &json!({"name": "mysql-ca", "mountPath": "/mysql-tls", "readOnly": true})
-        )
+        ctr["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "mysql-ca", "mountPath": "/mysql-tls", "readOnly": true}))
     );
 
     // A user option of the same name is replaced: the server's TLS is not the user's to undo.
@@ -1247,7 +1248,12 @@ fn tls_adds_the_certificate_its_copies_and_the_servers_options_and_nothing_witho
 fn tls_copies_take_the_cert_manager_secret_and_a_bad_value_names_the_annotation() {
     let source: BTreeMap<String, k8s_openapi::ByteString> = ["ca.crt", "tls.crt", "tls.key"]
         .iter()
-        .map(|k| ((*k).to_owned(), k8s_openapi::ByteString(k.as_bytes().to_vec())))
+        .map(|k| {
+            (
+                (*k).to_owned(),
+                k8s_openapi::ByteString(k.as_bytes().to_vec()),
+            )
+        })
         .collect();
     let c = annotated(json!({}), json!({"moco-rs/tls": "true"}));
     let inputs = Inputs::new();

@@ -169,11 +169,9 @@ impl KubeDrill {
                 "apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": format!("moco-{NAME}-mysql-ca"), "namespace": NS}
             });
-            ca_secret["data"] = serde_json::to_value(BTreeMap::from([(
-                "ca.crt",
-                k8s_openapi::ByteString(ca),
-            )]))
-            .unwrap_or_else(|e| panic!("{e}"));
+            ca_secret["data"] =
+                serde_json::to_value(BTreeMap::from([("ca.crt", k8s_openapi::ByteString(ca))]))
+                    .unwrap_or_else(|e| panic!("{e}"));
             fake.insert(ca_secret);
         }
         let cluster = fake.insert(json!({

@@ -313,10 +313,25 @@ pub fn test_password(account: moco_adapters::mysql::Account) -> String {
 /// Makes the server behind `replica` replicate from the test cluster's server on `source_port`
 /// (GTID positions, `moco-repl`), and starts it.
 pub async fn replicate_from(replica: &mut mysql_async::Conn, source_port: u16) {
+    replicate_from_with(replica, source_port, None).await;
+}
+
+/// [`replicate_from`]; with `ca`, over TLS, verifying the source with that CA file.
+pub async fn replicate_from_with(
+    replica: &mut mysql_async::Conn,
+    source_port: u16,
+    ca: Option<&Path>,
+) {
     use mysql_async::prelude::Queryable as _;
+    let tls = ca.map_or_else(String::new, |ca| {
+        format!(
+            ", MASTER_SSL=1, MASTER_SSL_CA='{}', MASTER_SSL_VERIFY_SERVER_CERT=1",
+            ca.display()
+        )
+    });
     let change = format!(
         "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={source_port}, \
-         MASTER_USER='moco-repl', MASTER_PASSWORD='{}', MASTER_USE_GTID=slave_pos",
+         MASTER_USER='moco-repl', MASTER_PASSWORD='{}', MASTER_USE_GTID=slave_pos{tls}",
         test_password(moco_adapters::mysql::Account::Repl)
     );
     for statement in [change.as_str(), "START SLAVE"] {

@@ -350,7 +350,11 @@ async fn agents_clone_when_mysqld_requires_tls() {
     c.query_drop("FLUSH SSL").await.unwrap();
     let backup = async {
         let (_, mut stream) = controller
-            .backup("localhost", a0.agent.port(), &test_password(Account::CloneDonor))
+            .backup(
+                "localhost",
+                a0.agent.port(),
+                &test_password(Account::CloneDonor),
+            )
             .await
             .map_err(|e| e.to_string())?;
         tokio::io::copy(&mut stream, &mut tokio::io::sink())

@@ -13,6 +13,7 @@ use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_backup::BucketSpec;
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
+use moco_backup::job::server_tls::ServerTls;
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
@@ -145,6 +146,7 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
             backup_password: test_password(Account::Backup),
             binlog_tool: binary.tool("mariadb-binlog").unwrap(),
             work_dir: root.path().join("work"),
+            tls: ServerTls::default(),
         };
         let floor_time = floor();
         // The physical part alone: what the Job does between choosing the source and the

@@ -14,11 +14,12 @@ use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_backup::binlog::{self, Timeline};
 use moco_backup::job::archive::{ArchiveJob, PrimaryAccess, RoundOutcome};
 use moco_backup::job::cluster::ClusterAccess;
+use moco_backup::job::server_tls::ServerTls;
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod, replicate_from, test_password};
+use moco_tests::pod::{AgentProcess, TestPod, replicate_from_with, test_password, write_mysql_tls};
 use moco_tests::s3::{moto, moto_bucket};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
@@ -70,7 +71,27 @@ async fn write(c: &mut mysql_async::Conn, first: u32, how_long: Duration) -> (u3
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_archiver_follows_the_primary_and_keeps_the_archive_seconds_behind() {
-    let test = "the_archiver_follows_the_primary_and_keeps_the_archive_seconds_behind";
+    archiver_drill(
+        "the_archiver_follows_the_primary_and_keeps_the_archive_seconds_behind",
+        false,
+    )
+    .await;
+}
+
+/// With TLS (`moco-rs/tls`, `--mysql-tls-ca`): the servers refuse plain TCP, so the
+/// archiver's SQL connection and `mariadb-binlog` verify the primary with the CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_archiver_verifies_the_primary_when_it_requires_tls() {
+    archiver_drill(
+        "the_archiver_verifies_the_primary_when_it_requires_tls",
+        true,
+    )
+    .await;
+}
+
+/// Writes on instance 0, a switchover to 1, writes on 1, with the archiver running; the
+/// archive must reach the last write with no gap.
+async fn archiver_drill(test: &str, with_tls: bool) {
     let Some(binary) = server_or_skip(test) else {
         return;
     };
@@ -80,17 +101,22 @@ async fn the_archiver_follows_the_primary_and_keeps_the_archive_seconds_behind()
     moco_http::tls::install_crypto_provider();
     let root = tempfile::tempdir().unwrap();
     let certs = TestCerts::write(&root.path().join("certs"));
+    let tls = with_tls.then(|| write_mysql_tls(&root.path().join("mysql-tls")));
     let pods = [
-        TestPod::new(&binary, root.path(), 0),
-        TestPod::new(&binary, root.path(), 1),
+        TestPod::with_tls(&binary, root.path(), 0, tls.as_ref()),
+        TestPod::with_tls(&binary, root.path(), 1, tls.as_ref()),
     ];
     for pod in &pods {
         pod.init_and_start(10).await;
     }
     // The agents' first start creates the accounts.
+    let ca_flag = tls
+        .as_ref()
+        .map(|t| format!("--mysql-tls-ca={}", t.ca_file().display()));
+    let flags: Vec<&str> = ca_flag.iter().map(String::as_str).collect();
     let agents: Vec<AgentProcess> = pods
         .iter()
-        .map(|p| AgentProcess::start(p, &certs.agent.0, &[]))
+        .map(|p| AgentProcess::start(p, &certs.agent.0, &flags))
         .collect();
     for a in &agents {
         a.wait_started(LIMIT).await;
@@ -104,7 +130,8 @@ async fn the_archiver_follows_the_primary_and_keeps_the_archive_seconds_behind()
     c0.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY)")
         .await
         .unwrap();
-    replicate_from(&mut c1, pods[0].port).await;
+    let ca_file = tls.as_ref().map(|t| t.ca_file());
+    replicate_from_with(&mut c1, pods[0].port, ca_file.as_deref()).await;
     for s in sql::set_super_read_only(Dialect::Mariadb) {
         c1.query_drop(s).await.unwrap();
     }
@@ -126,6 +153,7 @@ async fn the_archiver_follows_the_primary_and_keeps_the_archive_seconds_behind()
             backup_password: test_password(Account::Backup),
             binlog_tool: binary.tool("mariadb-binlog").unwrap(),
             scratch: root.path().join("work").join("binlog"),
+            tls: ServerTls::from_flag(ca_file.as_deref()).unwrap(),
         },
         every: Duration::from_secs(1),
     };

@@ -14,6 +14,7 @@ use moco_adapters::instance::clone::RestoreTarget;
 use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
+use moco_backup::job::server_tls::ServerTls;
 use moco_backup::{binlog, physical};
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
@@ -136,6 +137,7 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
         backup_password: test_password(Account::Backup),
         binlog_tool: binary.tool("mariadb-binlog").unwrap(),
         work_dir: root.path().join("work"),
+        tls: ServerTls::default(),
     };
     let backup_status = || fake.get_json(CLUSTERS, NS, "db").unwrap()["status"]["backup"].clone();
     let objects = || {

@@ -44,9 +44,9 @@ impl Writer {
                 };
                 if conn.as_ref().is_none_or(|(p, _)| *p != port) {
                     conn = connect(&d.opts(port, "moco-writable"), Duration::from_secs(1))
-                    .await
-                    .ok()
-                    .map(|c| (port, c));
+                        .await
+                        .ok()
+                        .map(|c| (port, c));
                 }
                 let Some((_, c)) = conn.as_mut() else {
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -90,7 +90,11 @@ async fn wait_acked(writer: &Writer, more_than: usize) {
 
 async fn assert_no_acked_write_lost(drill: &KubeDrill, acked: &[u64]) {
     let port = drill.routed_primary_port().expect("a primary");
-    let stored = wait_rows_with(&drill.opts(port, "moco-admin"), acked, Duration::from_secs(60))
+    let stored = wait_rows_with(
+        &drill.opts(port, "moco-admin"),
+        acked,
+        Duration::from_secs(60),
+    )
     .await
     .unwrap_or_else(|(missing, e)| {
         panic!(

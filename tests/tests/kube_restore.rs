@@ -15,6 +15,7 @@ use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
 use moco_backup::job::restore::RestoreJob;
+use moco_backup::job::server_tls::ServerTls;
 use moco_core::time::Timestamp;
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
@@ -130,6 +131,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         backup_password: test_password(Account::Backup),
         binlog_tool: binary.tool("mariadb-binlog").unwrap(),
         work_dir: root.path().join("backup-work"),
+        tls: ServerTls::default(),
     };
     let first = backup_job().run().await.unwrap();
 
@@ -252,6 +254,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         client_tool: binary.tool("mariadb").unwrap(),
         work_dir: root.path().join("restore-work"),
         wait_limit: LIMIT,
+        tls: ServerTls::default(),
     };
     let events = |reason: &str| {
         fake.list_json("v1/events", Some("new"))

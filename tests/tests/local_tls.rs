@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::tls::Authority;
 use moco_tests::local::{
-    ClusterDir, Writer, assert_channels_verify, assert_no_acked_loss, connect, create_table_with, endpoint_port,
-    free_port_block, instance_port, moco_async, opts, primary_index, purge_binary_logs,
-    server_or_skip, state_is, stored_ids_with, tls_opts, up_args, wait_ex_primary_back,
-    wait_status_async, wipe_and_await_clone,
+    ClusterDir, Writer, assert_channels_verify, assert_no_acked_loss, connect, create_table_with,
+    endpoint_port, free_port_block, instance_port, moco_async, opts, primary_index,
+    purge_binary_logs, server_or_skip, state_is, stored_ids_with, tls_opts, up_args,
+    wait_ex_primary_back, wait_status_async, wipe_and_await_clone,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::Value;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use moco_adapters::instance::clone::{log_handle, write_private};
-use moco_adapters::mysql::option_file::quote_value;
+use moco_adapters::mysql::option_file::{quote_value, tls_client_options};
 use moco_adapters::ports::Credentials;
 use tokio::process::Command;
 
@@ -34,6 +34,8 @@ pub struct RemoteFetch {
     pub port: u16,
     /// An account with `REPLICATION SLAVE` (`moco-backup`).
     pub credentials: Credentials,
+    /// With TLS, the CA file the server is verified with.
+    pub ssl_ca: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for RemoteFetch {
@@ -77,8 +79,9 @@ impl RemoteFetch {
         write_private(
             &options,
             &format!(
-                "[client]\npassword={}\n",
-                quote_value(&self.credentials.password)
+                "[client]\npassword={}\n{}",
+                quote_value(&self.credentials.password),
+                tls_client_options(self.ssl_ca.as_deref())
             ),
         )
         .map_err(|e| e.to_string())?;
@@ -122,6 +125,7 @@ mod tests {
                 user: "moco-backup".into(),
                 password: "s3cret".into(),
             },
+            ssl_ca: None,
         };
         let args = fetch_args(&fetch, Path::new("/work/binlog/fetch.cnf"), "binlog.000007");
         assert_eq!(args[0], "--defaults-extra-file=/work/binlog/fetch.cnf");

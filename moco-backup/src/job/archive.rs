@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use super::JobError;
 use super::args::{ArchiveArgs, PASSWORD_ENV, required};
 use super::cluster::ClusterAccess;
+use super::server_tls::ServerTls;
 use crate::binlog::archive::Round;
 use crate::binlog::fetch::{BinlogFiles, RemoteFetch};
 use crate::binlog::{ArchiveError, Archiver};
@@ -44,6 +45,8 @@ pub struct PrimaryAccess {
     pub binlog_tool: PathBuf,
     /// Where fetched files pass through.
     pub scratch: PathBuf,
+    /// How the primary is verified, when the cluster has TLS.
+    pub tls: ServerTls,
 }
 
 impl std::fmt::Debug for PrimaryAccess {
@@ -80,8 +83,10 @@ pub async fn round_through_primary(
         password: access.backup_password.clone(),
     };
     let server = MysqlInstance::new(
-        ConnectOptions::new(host.clone(), port, &credentials)
-            .with_name(format!("instance {primary}")),
+        access.tls.apply(
+            ConnectOptions::new(host.clone(), port, &credentials)
+                .with_name(format!("instance {primary}")),
+        ),
     );
     let files = BinlogFiles::Remote(RemoteFetch {
         tool: access.binlog_tool.clone(),
@@ -89,6 +94,7 @@ pub async fn round_through_primary(
         host,
         port,
         credentials,
+        ssl_ca: access.tls.ca_file(),
     });
     let round = archiver.round(&server, &files).await;
     let target = server.target().to_owned();
@@ -153,6 +159,7 @@ impl ArchiveJob {
                 backup_password,
                 binlog_tool: PathBuf::from("mariadb-binlog"),
                 scratch: args.common.work_dir.join("binlog"),
+                tls: ServerTls::from_flag(args.common.mysql_tls_ca.as_deref())?,
             },
             every,
         })

@@ -44,6 +44,10 @@ pub struct CommonFlags {
     /// agents (MariaDB; the operator mounts the cluster's agent certificate here).
     #[arg(long, default_value = "/grpc-cert")]
     pub grpc_cert_dir: PathBuf,
+    /// The cluster serves TLS only (`moco-rs/tls`): the CA file its servers are verified with
+    /// (the operator mounts the cluster's `moco-<name>-mysql-ca` there).
+    #[arg(long)]
+    pub mysql_tls_ca: Option<PathBuf>,
 }
 
 impl CommonFlags {

@@ -31,6 +31,7 @@ use super::JobError;
 use super::archive::{PrimaryAccess, archiver_of, round_through_primary};
 use super::args::{BackupArgs, CommonFlags, DONOR_PASSWORD_ENV, PASSWORD_ENV, required};
 use super::cluster::{BACKUP_CREATED, BACKUP_NO_BINLOG, ClusterAccess, ready_ordinals};
+use super::server_tls::ServerTls;
 use crate::binlog::ArchiveError;
 use crate::binlog::archive::Round;
 use crate::bucket::Bucket;
@@ -56,6 +57,8 @@ pub struct BackupJob {
     pub binlog_tool: PathBuf,
     /// The work directory (fetched binlog files pass through it).
     pub work_dir: PathBuf,
+    /// How the servers are verified, when the cluster has TLS.
+    pub tls: ServerTls,
 }
 
 impl std::fmt::Debug for BackupJob {
@@ -154,6 +157,7 @@ impl BackupJob {
             backup_password,
             binlog_tool: PathBuf::from("mariadb-binlog"),
             work_dir: args.common.work_dir.clone(),
+            tls: ServerTls::from_flag(args.common.mysql_tls_ca.as_deref())?,
         })
     }
 
@@ -220,6 +224,7 @@ impl BackupJob {
             backup_password: self.backup_password.clone(),
             binlog_tool: self.binlog_tool.clone(),
             scratch: self.work_dir.join("binlog"),
+            tls: self.tls.clone(),
         };
         let mut archiver = archiver_of(self.bucket.clone(), id);
         let (_, round) = round_through_primary(&mut archiver, id, cluster, &access).await?;

@@ -11,6 +11,7 @@ pub mod args;
 pub mod backup;
 pub mod cluster;
 pub mod restore;
+pub mod server_tls;
 
 use moco_agent::error::AgentError;
 use moco_operator::render::RenderError;

@@ -47,6 +47,7 @@ use tokio::io::{AsyncReadExt as _, BufReader};
 use super::JobError;
 use super::args::{PASSWORD_ENV, RestoreArgs, required};
 use super::cluster::{ClusterAccess, EventType, JobEvent, RESTORED};
+use super::server_tls::ServerTls;
 use crate::binlog::Point;
 use crate::binlog::replay::{ReplayTarget, Replayed, replay};
 use crate::bucket::Bucket;
@@ -89,6 +90,8 @@ pub struct RestoreJob {
     pub work_dir: PathBuf,
     /// How long instance 0 may take to answer, before and after its restart.
     pub wait_limit: Duration,
+    /// How the servers are verified, when the cluster has TLS.
+    pub tls: ServerTls,
 }
 
 impl std::fmt::Debug for RestoreJob {
@@ -151,6 +154,7 @@ impl RestoreJob {
             client_tool: PathBuf::from("mariadb"),
             work_dir: args.common.work_dir.clone(),
             wait_limit: Duration::from_secs(600),
+            tls: ServerTls::from_flag(args.common.mysql_tls_ca.as_deref())?,
         })
     }
 
@@ -210,8 +214,11 @@ impl RestoreJob {
         tracing::info!(%base, point = %self.point, "restoring");
 
         let (host, port) = self.addresses.peers(&id, 0);
-        let admin =
-            MysqlInstance::new(ConnectOptions::new(host.clone(), port, &self.credentials()));
+        let admin = MysqlInstance::new(self.tls.apply(ConnectOptions::new(
+            host.clone(),
+            port,
+            &self.credentials(),
+        )));
         self.wait_until(&admin, "instance 0 to answer as moco-admin", |_| true)
             .await?;
         let manifest = physical::manifest(&self.bucket, &base).await?;
@@ -240,7 +247,7 @@ impl RestoreJob {
                     host,
                     port,
                     credentials: self.credentials(),
-                    ssl_ca: None,
+                    ssl_ca: self.tls.ca_file(),
                     scratch: self.work_dir.join("replay"),
                     log: self.work_dir.join("replay.log"),
                 };

@@ -303,11 +303,9 @@ pub fn render_cluster(
         .and_then(|a| a.get(jobs::ARCHIVE_ANNOTATION));
     let archive = match (archive_interval, inputs.backup_policy) {
         (None, _) => None,
-        (Some(interval), Some(policy)) if spec.backup_policy_name.is_some() => {
-            Some(jobs::archive(
-                &id, settings, policy, flavor, interval, with_tls,
-            )?)
-        }
+        (Some(interval), Some(policy)) if spec.backup_policy_name.is_some() => Some(jobs::archive(
+            &id, settings, policy, flavor, interval, with_tls,
+        )?),
         (Some(_), _) => {
             return Err(RenderError::invalid(
                 format!("metadata.annotations[\"{}\"]", jobs::ARCHIVE_ANNOTATION),

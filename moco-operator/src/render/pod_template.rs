@@ -297,10 +297,7 @@ fn agent(inputs: &PodInputs<'_>) -> Container {
     if inputs.tls {
         // `mariadb-backup` streams a clone or a backup over TCP to 127.0.0.1, which the
         // certificate names.
-        args.extend([
-            "--mysql-tls-ca".to_owned(),
-            super::tls::CA_FILE.to_owned(),
-        ]);
+        args.extend(["--mysql-tls-ca".to_owned(), super::tls::CA_FILE.to_owned()]);
         volume_mounts.push(mount(volume::MYSQL_TLS, super::tls::MOUNT_PATH, true));
     }
     Container {
