@@ -244,3 +244,70 @@ async fn archiver_drill(test: &str, with_tls: bool) {
     );
     drop(agents);
 }
+
+/// MariaDB's clients encrypt by default but check nothing: `mariadb-binlog` without our CA
+/// still fetches from a server whose certificate names another host. With `--mysql-tls-ca`
+/// (`RemoteFetch::ssl_ca`) it verifies the name and refuses that server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binlog_fetches_verify_the_servers_name_with_the_ca() {
+    let test = "binlog_fetches_verify_the_servers_name_with_the_ca";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let tls = write_mysql_tls(&root.path().join("mysql-tls"));
+    let pod = TestPod::with_tls(&binary, root.path(), 0, Some(&tls));
+    pod.init_and_start(10).await;
+    moco_adapters::instance::accounts::create_accounts(
+        &moco_adapters::instance::accounts::FreshServer {
+            name: pod.name.clone(),
+            host: "127.0.0.1".into(),
+            port: pod.port,
+            socket: pod.socket(),
+            connect_timeout: Duration::from_secs(10),
+            call_timeout: Duration::from_secs(60),
+            tls: Some(moco_adapters::mysql::tls::MysqlTls::new(tls.ca_pem.clone())),
+        },
+        &moco_tests::pod::passwords(),
+    )
+    .await
+    .unwrap();
+    let mut c = pod.admin().await;
+    c.query_drop("FLUSH BINARY LOGS").await.unwrap();
+    // The first file is closed now.
+    let row: mysql_async::Row = c.query_first("SHOW BINARY LOGS").await.unwrap().unwrap();
+    let closed: String = row.get(0).unwrap();
+    let fetch = |ssl_ca: Option<std::path::PathBuf>, dir: &str| binlog::fetch::RemoteFetch {
+        tool: binary.tool("mariadb-binlog").unwrap(),
+        scratch: root.path().join(dir),
+        host: "127.0.0.1".into(),
+        port: pod.port,
+        credentials: moco_adapters::ports::Credentials {
+            user: Account::Backup.name().into(),
+            password: test_password(Account::Backup),
+        },
+        ssl_ca,
+    };
+    let verified = fetch(Some(tls.ca_file()), "verified");
+    verified.fetch(&closed).await.unwrap();
+
+    // The server now presents a certificate of the same CA for another name.
+    let ca = moco_adapters::mysql::tls::Authority::load(
+        "test MySQL CA",
+        &String::from_utf8(tls.ca_pem.clone()).unwrap(),
+        &std::fs::read_to_string(tls.dir.join("ca.key")).unwrap(),
+    )
+    .unwrap();
+    let elsewhere = ca.issue("mysqld", &["db.example".to_owned()]).unwrap();
+    std::fs::write(tls.dir.join("tls.crt"), &elsewhere.cert_pem).unwrap();
+    std::fs::write(tls.dir.join("tls.key"), &elsewhere.key_pem).unwrap();
+    c.query_drop("FLUSH SSL").await.unwrap();
+    fetch(None, "unverified")
+        .fetch(&closed)
+        .await
+        .expect("MariaDB's default: encrypted, not verified");
+    let e = verified.fetch(&closed).await.unwrap_err();
+    assert!(e.contains("SSL") || e.contains("certificate"), "{e}");
+    drop(c);
+    pod.stop().await;
+}
