@@ -89,7 +89,12 @@ async fn validate_cluster<L: ClusterLookup>(
     State(state): State<Arc<WebhookState<L>>>,
     Json(review): Json<Review>,
 ) -> Json<Review> {
-    Json(validate_mysqlcluster(&state.lookup, review).await)
+    let request = review.request.clone();
+    let answered = validate_mysqlcluster(&state.lookup, review).await;
+    Json(match request {
+        Some(request) => crate::annotations::apply_annotation_rules(&request, answered),
+        None => answered,
+    })
 }
 
 async fn mutate_cluster<L: ClusterLookup>(

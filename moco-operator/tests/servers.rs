@@ -166,6 +166,57 @@ async fn serves_webhooks_health_and_metrics() {
         .map(|(_, v)| *v);
     assert_eq!(error_code, Some(1.0), "{after:?}");
 
+    // This build's annotations, after MOCO's rules: TLS is fixed at creation, and a bad
+    // value is named on create.
+    let with_tls = |tls: Option<&str>| {
+        let mut c = moco_operator::testing::cluster("c1", 3);
+        if let Some(v) = tls {
+            c["metadata"]["annotations"] = json!({"moco-rs/tls": v});
+        }
+        c
+    };
+    let update = |new: Value, old: Value| {
+        review(
+            "MySQLCluster",
+            "mysqlclusters",
+            "UPDATE",
+            "default",
+            "c1",
+            new,
+            old,
+        )
+    };
+    let r = https(
+        webhook,
+        &ca,
+        VALIDATE,
+        &update(with_tls(Some("true")), with_tls(None)),
+    )
+    .await;
+    assert!(!allowed(&r));
+    assert_eq!(r.json().pointer("/response/status/code"), Some(&json!(422)));
+    assert!(
+        r.body.contains(
+            "MySQLCluster \\\"c1\\\" is invalid: metadata.annotations[\\\"moco-rs/tls\\\"]: cannot change from false to true"
+        ),
+        "{}",
+        r.body
+    );
+    let same = update(with_tls(Some("true")), with_tls(Some("true")));
+    assert!(allowed(&https(webhook, &ca, VALIDATE, &same).await));
+    let bad = review(
+        "MySQLCluster",
+        "mysqlclusters",
+        "CREATE",
+        "default",
+        "c1",
+        with_tls(Some("on")),
+        Value::Null,
+    );
+    let r = https(webhook, &ca, VALIDATE, &bad).await;
+    assert!(!allowed(&r));
+    assert!(r.body.contains("is not a boolean"), "{}", r.body);
+
     // Shutdown stops every listener.
     servers.shutdown().await.unwrap();
     for addr in [webhook, health, metrics] {

@@ -180,6 +180,22 @@ mod tests {
         assert!(spec.path_style);
         assert_eq!(spec.ca_cert, None);
         assert_eq!(spec.name, "$(BUCKET)");
+        assert_eq!(cli.args.common.mysql_tls_ca, None);
+
+        // With TLS the operator puts the CA flag right after the subcommand.
+        let cli = Cli::try_parse_from([
+            "backup",
+            "--mysql-tls-ca=/mysql-tls/ca.crt",
+            "--threads=3",
+            "b",
+            "ns",
+            "db",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.args.common.mysql_tls_ca.as_deref(),
+            Some(std::path::Path::new("/mysql-tls/ca.crt"))
+        );
     }
 
     #[test]
@@ -193,6 +209,7 @@ mod tests {
             backend_type: "ftp".into(),
             ca_cert: String::new(),
             grpc_cert_dir: "/grpc-cert".into(),
+            mysql_tls_ca: None,
         };
         let e = flags.bucket_spec("b").unwrap_err().to_string();
         assert!(e.starts_with("--backend-type: \"ftp\""), "{e}");

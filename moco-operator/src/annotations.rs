@@ -1,0 +1,160 @@
+//! Admission rules of this build's own annotations (MOCO's API has no fields for them),
+//! applied by the validating webhook after MOCO's rules.
+//!
+//! Two annotations are fixed once the cluster exists: the server family
+//! ([`FLAVOR_ANNOTATION`]), since the data directory belongs to one, and TLS
+//! ([`TLS_ANNOTATION`]), since the servers, the manager's connections and the replication
+//! channels change together only at creation (turning it on later would leave replicas
+//! unable to reach a source that already refuses plain TCP, mid rolling update).
+
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use moco_api::mysqlcluster::MySQLCluster;
+
+use crate::render::meta::{FLAVOR_ANNOTATION, flavor_of};
+use crate::render::tls::{TLS_ANNOTATION, tls_of};
+
+/// What is wrong with `new` (and, on update, with its change from `old`): one sentence per
+/// problem, each naming the annotation.
+pub fn annotation_violations(new: &MySQLCluster, old: Option<&MySQLCluster>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Err(e) = flavor_of(new) {
+        out.push(e.to_string());
+    }
+    if let Err(e) = tls_of(new) {
+        out.push(e.to_string());
+    }
+    let Some(old) = old else {
+        return out;
+    };
+    let value = |c: &MySQLCluster, key: &str| {
+        c.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .cloned()
+    };
+    // Compared as meant, not as written: no annotation and "false" are the same TLS.
+    if flavor_of(old).ok() != flavor_of(new).ok() && flavor_of(new).is_ok() {
+        out.push(format!(
+            "metadata.annotations[\"{FLAVOR_ANNOTATION}\"]: cannot change from {:?} to {:?}: \
+             the data directory belongs to one server family",
+            value(old, FLAVOR_ANNOTATION).unwrap_or_else(|| "mysql".into()),
+            value(new, FLAVOR_ANNOTATION).unwrap_or_else(|| "mysql".into()),
+        ));
+    }
+    if let (Ok(before), Ok(after)) = (tls_of(old), tls_of(new))
+        && before != after
+    {
+        out.push(format!(
+            "metadata.annotations[\"{TLS_ANNOTATION}\"]: cannot change from {before} to \
+             {after}: TLS is chosen when the cluster is created (restore a backup into a new \
+             cluster to change it)"
+        ));
+    }
+    out
+}
+
+/// The webhook's answer: `review` as MOCO's rules answered it, denied (422 `Invalid`) when
+/// `request` breaks a rule of [`annotation_violations`].
+pub fn apply_annotation_rules(
+    request: &AdmissionRequest<DynamicObject>,
+    review: AdmissionReview<DynamicObject>,
+) -> AdmissionReview<DynamicObject> {
+    let allowed = review.response.as_ref().is_some_and(|r| r.allowed);
+    if !allowed || !matches!(request.operation, Operation::Create | Operation::Update) {
+        return review;
+    }
+    let decode = |object: Option<&DynamicObject>| -> Option<MySQLCluster> {
+        serde_json::to_value(object?)
+            .ok()
+            .and_then(|v| serde_json::from_value(v).ok())
+    };
+    // MOCO's rules decoded both already; what does not decode was answered there.
+    let Some(new) = decode(request.object.as_ref()) else {
+        return review;
+    };
+    let old = match request.operation {
+        Operation::Update => decode(request.old_object.as_ref()),
+        _ => None,
+    };
+    let violations = annotation_violations(&new, old.as_ref());
+    if violations.is_empty() {
+        return review;
+    }
+    let name = if request.name.is_empty() {
+        "<generated>"
+    } else {
+        request.name.as_str()
+    };
+    let mut response = AdmissionResponse::from(request).deny(format!(
+        "MySQLCluster {name:?} is invalid: {}",
+        violations.join("; ")
+    ));
+    response.result.code = 422;
+    response.result.reason = "Invalid".to_owned();
+    response.into_review()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn cluster(annotations: &[(&str, &str)]) -> MySQLCluster {
+        let mut c: MySQLCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+            "metadata": {"name": "db", "namespace": "ns"},
+            "spec": {"podTemplate": {"spec": {"containers": []}}, "volumeClaimTemplates": []}
+        }))
+        .unwrap();
+        if !annotations.is_empty() {
+            c.metadata.annotations = Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect::<BTreeMap<_, _>>(),
+            );
+        }
+        c
+    }
+
+    #[test]
+    fn tls_and_the_flavor_are_fixed_at_creation_and_their_values_checked() {
+        let plain = cluster(&[]);
+        let tls = cluster(&[(TLS_ANNOTATION, "true")]);
+        let off = cluster(&[(TLS_ANNOTATION, "false")]);
+        let maria = cluster(&[(FLAVOR_ANNOTATION, "mariadb")]);
+        assert!(annotation_violations(&tls, None).is_empty());
+        assert!(annotation_violations(&tls, Some(&tls)).is_empty());
+        assert!(
+            annotation_violations(&off, Some(&plain)).is_empty(),
+            "\"false\" is no annotation"
+        );
+        let e = annotation_violations(&tls, Some(&plain));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with(
+                "metadata.annotations[\"moco-rs/tls\"]: cannot change from false to true"
+            ),
+            "{e:?}"
+        );
+        let e = annotation_violations(&plain, Some(&tls));
+        assert!(e[0].contains("from true to false"), "{e:?}");
+        let e = annotation_violations(&maria, Some(&plain));
+        assert_eq!(
+            e,
+            [
+                "metadata.annotations[\"moco-rs/flavor\"]: cannot change from \"mysql\" to \
+              \"mariadb\": the data directory belongs to one server family"
+            ]
+        );
+        let bad = cluster(&[(TLS_ANNOTATION, "yes"), (FLAVOR_ANNOTATION, "postgres")]);
+        let e = annotation_violations(&bad, None);
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e[0].contains("moco-rs/flavor") && e[1].contains("moco-rs/tls"));
+        // A bad new value is reported once, not also as a change.
+        assert_eq!(annotation_violations(&bad, Some(&plain)).len(), 2);
+    }
+}
