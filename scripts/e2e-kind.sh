@@ -42,6 +42,9 @@
 #   MARIADB_VERSION       the MariaDB series of the agent image's copy tools (default 10.11)
 #   KIND_NODE_IMAGE       optional kind node image (kindest/node:vX.Y.Z) for a new cluster
 #   MINIO_IMAGE, MINIO_CLIENT_IMAGE   MinIO and its client (FLAVOR=mariadb; default quay.io's)
+#   TLS=1                 the cluster is annotated moco-rs/tls: "true": every statement of this
+#                         script then verifies the server with the CA the Pods mount, and a
+#                         plain connection must be refused
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +52,7 @@ KIND_CLUSTER=${KIND_CLUSTER:-moco-rs-e2e}
 KEEP_CLUSTER=${KEEP_CLUSTER:-0}
 CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-v1.16.2}
 FLAVOR=${FLAVOR:-mysql}
+TLS=${TLS:-0}
 MARIADB_VERSION=${MARIADB_VERSION:-10.11}
 case $FLAVOR in
   mysql) MYSQL_IMAGE=${MYSQL_IMAGE:-ghcr.io/cybozu-go/moco/mysql:8.4.8} ;;
@@ -145,7 +149,13 @@ pvcs_request() {
 # sql POD HOST STATEMENT: runs STATEMENT as moco-writable from POD's mysqld container against
 # HOST (the primary Service, or 127.0.0.1 for the instance itself).
 sql() {
-  k exec -n "$NS" "$1" -c mysqld -- mysql --defaults-extra-file="$MYCNF" -h "$2" \
+  local tls=()
+  if [[ $TLS == 1 && $FLAVOR == mariadb ]]; then
+    tls=(--ssl-ca=/mysql-tls/ca.crt --ssl-verify-server-cert)
+  elif [[ $TLS == 1 ]]; then
+    tls=(--ssl-ca=/mysql-tls/ca.crt --ssl-mode=VERIFY_IDENTITY)
+  fi
+  k exec -n "$NS" "$1" -c mysqld -- mysql --defaults-extra-file="$MYCNF" -h "$2" "${tls[@]}" \
     --batch --skip-column-names -e "$3"
 }
 # write_rows FROM TO: idempotent (REPLACE), so wait_for may retry it.
@@ -213,6 +223,7 @@ metadata:
   name: $NAME
   annotations:
     moco-rs/flavor: $FLAVOR
+$(if [[ $TLS == 1 ]]; then printf '    moco-rs/tls: "true"\n'; fi)
 spec:
   replicas: 3
   podTemplate:
@@ -346,6 +357,16 @@ wait_healthy 15m
 k wait "mysqlcluster/$NAME" -n "$NS" --for=condition=Available --timeout=2m
 k get mysqlcluster,pods -n "$NS" -o wide
 pass "cluster Healthy and Available, primary is instance $(primary_index)"
+if [[ $TLS == 1 ]]; then
+  k get secret "$STS-mysql-ca" -n "$NS" >/dev/null || die "Secret $STS-mysql-ca (the CA for clients) is missing"
+  plain=--skip-ssl
+  [[ $FLAVOR == mysql ]] && plain=--ssl-mode=DISABLED
+  if k exec -n "$NS" "$STS-$(primary_index)" -c mysqld -- mysql --defaults-extra-file="$MYCNF" \
+    -h "$PRIMARY_SVC" "$plain" -e 'SELECT 1' >/dev/null 2>&1; then
+    die "a plain connection to $PRIMARY_SVC was accepted"
+  fi
+  pass "TLS: the CA Secret exists and plain TCP is refused"
+fi
 
 step "5. write rows through Service $PRIMARY_SVC"
 wait_for 120 "rows 1-100 to be written" write_rows 1 100
