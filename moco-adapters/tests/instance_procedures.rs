@@ -266,9 +266,15 @@ async fn accounts_and_a_streamed_copy() {
             assert_eq!(s1.gtid_executed, donor_state);
         }
         ServerKind::Mysql => {
-            clone_instance_from(&a1, &donor.host(), donor.port(), &donor_credentials(&pw))
-                .await
-                .unwrap();
+            clone_instance_from(
+                &a1,
+                &donor.host(),
+                donor.port(),
+                &donor_credentials(&pw),
+                None,
+            )
+            .await
+            .unwrap();
             let _ = recipient.stop(STOP_GRACE).await;
             recipient.start_and_wait(&[], READY_TIMEOUT).await.unwrap();
             let a1 = admin(recipient, 1, &pw);

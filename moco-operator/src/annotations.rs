@@ -55,14 +55,22 @@ pub fn annotation_violations(new: &MySQLCluster, old: Option<&MySQLCluster>) -> 
     out
 }
 
-/// The webhook's answer: `review` as MOCO's rules answered it, denied (422 `Invalid`) when
-/// `request` breaks a rule of [`annotation_violations`].
+/// The webhook's answer: `review` as MOCO's rules answered it, with the violations of
+/// [`annotation_violations`] added: an allowed request is denied (422 `Invalid`) for them, and
+/// a request MOCO's rules found invalid lists them after MOCO's, so one answer names every
+/// problem. Other answers (a request that could not be decoded) stay as they are.
 pub fn apply_annotation_rules(
     request: &AdmissionRequest<DynamicObject>,
-    review: AdmissionReview<DynamicObject>,
+    mut review: AdmissionReview<DynamicObject>,
 ) -> AdmissionReview<DynamicObject> {
-    let allowed = review.response.as_ref().is_some_and(|r| r.allowed);
-    if !allowed || !matches!(request.operation, Operation::Create | Operation::Update) {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return review;
+    }
+    let Some(answer) = review.response.as_mut() else {
+        return review;
+    };
+    let invalid = !answer.allowed && answer.result.code == 422;
+    if !answer.allowed && !invalid {
         return review;
     }
     let decode = |object: Option<&DynamicObject>| -> Option<MySQLCluster> {
@@ -80,6 +88,10 @@ pub fn apply_annotation_rules(
     };
     let violations = annotation_violations(&new, old.as_ref());
     if violations.is_empty() {
+        return review;
+    }
+    if invalid {
+        answer.result.message = format!("{}; {}", answer.result.message, violations.join("; "));
         return review;
     }
     let name = if request.name.is_empty() {

@@ -216,6 +216,27 @@ async fn serves_webhooks_health_and_metrics() {
     let r = https(webhook, &ca, VALIDATE, &bad).await;
     assert!(!allowed(&r));
     assert!(r.body.contains("is not a boolean"), "{}", r.body);
+    // With a violation of MOCO's rules too, one answer names both.
+    let mut both = with_tls(Some("on"));
+    both["spec"]["replicas"] = json!(2);
+    let both = review(
+        "MySQLCluster",
+        "mysqlclusters",
+        "CREATE",
+        "default",
+        "c1",
+        both,
+        Value::Null,
+    );
+    let r = https(webhook, &ca, VALIDATE, &both).await;
+    assert!(!allowed(&r));
+    assert_eq!(r.json().pointer("/response/status/code"), Some(&json!(422)));
+    assert!(
+        r.body.contains("replicas must be a positive odd number")
+            && r.body.contains("is not a boolean"),
+        "{}",
+        r.body
+    );
 
     // Shutdown stops every listener.
     servers.shutdown().await.unwrap();

@@ -320,14 +320,44 @@ pub async fn seed(
     Ok(mysql::seed_mariadb_clone(recipient, &state, position).await?)
 }
 
-/// MySQL: `CLONE INSTANCE FROM` the donor, run on the recipient (as its admin). The recipient
-/// shuts down after the copy (error 3707 when nothing restarts it, or a dropped connection),
-/// which counts as success: the caller starts it again.
+/// The statements of a MySQL clone from `donor_host:donor_port`, run on the recipient. With
+/// `ssl_ca` (the donor serves TLS), the copy travels encrypted and trusts only that CA file
+/// (`clone_ssl_ca`, `REQUIRE SSL`); without it, MySQL encrypts when the donor offers TLS and
+/// checks nothing.
+pub fn clone_statements(
+    donor_host: &str,
+    donor_port: u16,
+    donor: &Credentials,
+    ssl_ca: Option<&Path>,
+) -> Vec<String> {
+    let mut out = vec![format!(
+        "SET GLOBAL clone_valid_donor_list = {}",
+        mysql::sql::quote(&format!("{donor_host}:{donor_port}"))
+    )];
+    if let Some(ca) = ssl_ca {
+        out.push(format!(
+            "SET GLOBAL clone_ssl_ca = {}",
+            mysql::sql::quote(&ca.display().to_string())
+        ));
+    }
+    out.push(format!(
+        "CLONE INSTANCE FROM {}:{donor_port} IDENTIFIED BY {}{}",
+        mysql::sql::account(&donor.user, donor_host),
+        mysql::sql::quote(&donor.password),
+        if ssl_ca.is_some() { " REQUIRE SSL" } else { "" }
+    ));
+    out
+}
+
+/// MySQL: `CLONE INSTANCE FROM` the donor, run on the recipient (as its admin), with
+/// [`clone_statements`]. The recipient shuts down after the copy (error 3707 when nothing
+/// restarts it, or a dropped connection), which counts as success: the caller starts it again.
 pub async fn clone_instance_from(
     recipient: &MysqlInstance,
     donor_host: &str,
     donor_port: u16,
     donor: &Credentials,
+    ssl_ca: Option<&Path>,
 ) -> Result<(), InstanceError> {
     const ER_CLONE_RESTART: u16 = 3707;
     let context = format!(
@@ -336,17 +366,11 @@ pub async fn clone_instance_from(
     );
     let sql_failed = |e: mysql_async::Error| InstanceError::Invalid(format!("{context}: {e}"));
     let mut conn = recipient.conn().await?;
-    conn.query_drop(format!(
-        "SET GLOBAL clone_valid_donor_list = {}",
-        mysql::sql::quote(&format!("{donor_host}:{donor_port}"))
-    ))
-    .await
-    .map_err(sql_failed)?;
-    let clone = format!(
-        "CLONE INSTANCE FROM {}:{donor_port} IDENTIFIED BY {}",
-        mysql::sql::account(&donor.user, donor_host),
-        mysql::sql::quote(&donor.password)
-    );
+    let mut statements = clone_statements(donor_host, donor_port, donor, ssl_ca);
+    let clone = statements.pop().unwrap_or_default();
+    for statement in statements {
+        conn.query_drop(statement).await.map_err(sql_failed)?;
+    }
     match conn.query_drop(&clone).await {
         Ok(()) => Ok(()),
         Err(mysql_async::Error::Server(e)) if e.code == ER_CLONE_RESTART => Ok(()),
@@ -358,6 +382,35 @@ pub async fn clone_instance_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With the donor's CA the copy must be encrypted and trust that CA only; without it, the
+    /// statements are what they always were.
+    #[test]
+    fn a_mysql_clone_requires_ssl_and_the_ca_when_given_one() {
+        let donor = Credentials {
+            user: "moco-clone-donor".to_owned(),
+            password: "p'w".to_owned(),
+        };
+        let plain = clone_statements("moco-db-0.moco-db.ns.svc", 3306, &donor, None);
+        assert_eq!(
+            plain,
+            [
+                "SET GLOBAL clone_valid_donor_list = 'moco-db-0.moco-db.ns.svc:3306'",
+                "CLONE INSTANCE FROM 'moco-clone-donor'@'moco-db-0.moco-db.ns.svc':3306 \
+                 IDENTIFIED BY 'p''w'",
+            ]
+        );
+        let tls = clone_statements(
+            "moco-db-0.moco-db.ns.svc",
+            3306,
+            &donor,
+            Some(Path::new("/mysql-tls/ca.crt")),
+        );
+        assert_eq!(tls.len(), 3);
+        assert_eq!(tls[0], plain[0]);
+        assert_eq!(tls[1], "SET GLOBAL clone_ssl_ca = '/mysql-tls/ca.crt'");
+        assert_eq!(tls[2], format!("{} REQUIRE SSL", plain[1]));
+    }
 
     /// Regression (docs/benchmarks.md, growing a cluster): with mariadb-backup's default
     /// redo-log polling of 1 s, the end of every copy blocked the donor's commits for about a

@@ -80,6 +80,7 @@ async fn mysql(job: CloneJob<'_>) -> Result<(), LocalError> {
         "127.0.0.1",
         job.manifest.instance_port(job.donor_index),
         &job.secret.credentials(MocoUser::CloneDonor),
+        super::tls::ca_file(job.layout, job.manifest).as_deref(),
     )
     .await;
     let _ = recipient.disconnect().await;

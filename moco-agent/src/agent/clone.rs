@@ -359,6 +359,7 @@ async fn clone_mysql(state: &AgentState, request: &CloneRequest) -> Result<(), A
         &request.donor_host,
         request.donor_port,
         &donor,
+        state.mysql_tls.as_ref().map(|(path, _)| path.as_path()),
     )
     .await?;
     state.update_clone(|s| s.phase = ClonePhase::Seeding);
