@@ -416,6 +416,11 @@ impl KubeDrill {
         }
     }
 
+    /// Events recorded in the drill's namespace, as stored.
+    pub fn events(&self) -> Vec<Value> {
+        self.fake.list_json("events.k8s.io/v1/events", Some(NS))
+    }
+
     /// Events recorded on the cluster: reasons in order.
     pub fn event_reasons(&self) -> Vec<String> {
         let mut events = self.fake.list_json("events.k8s.io/v1/events", Some(NS));

@@ -195,6 +195,17 @@ async fn switchover_then_kill9_failover(drill: &Arc<KubeDrill>, writer: Writer) 
         "{:?}",
         drill.event_reasons()
     );
+    // Every event is about the MySQLCluster, as `kubectl describe` finds them.
+    let uid = drill.cluster()["metadata"]["uid"].clone();
+    for event in drill.events() {
+        assert_eq!(
+            event["regarding"],
+            serde_json::json!({"apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+                               "name": moco_tests::kube::NAME,
+                               "namespace": moco_tests::kube::NS, "uid": uid}),
+            "{event}"
+        );
+    }
     let before = writer.acked().await;
     wait_acked(&writer, before + 20).await;
 
