@@ -892,3 +892,71 @@ async fn claim_template_owner_versions_of_older_clusters_are_kept() {
     assert_eq!(owner, "moco.cybozu.com/v1beta1");
     assert_eq!(env.ok_round().await.statefulset, None);
 }
+
+#[tokio::test]
+async fn tls_gets_its_certificate_the_copies_once_issued_and_deletion_removes_the_key() {
+    let env = Env::new(json!({}));
+    env.annotate("moco-rs/tls", Some("true"));
+    env.ok_round().await;
+    let certificate = env
+        .fake
+        .get_json(
+            "cert-manager.io/v1/certificates",
+            SYSTEM,
+            "moco-mysql-ns.db",
+        )
+        .expect("mysqld's Certificate");
+    assert_eq!(certificate["spec"]["secretName"], "moco-mysql-ns.db");
+    assert_eq!(
+        certificate["spec"]["issuerRef"]["name"],
+        "moco-mysql-issuer"
+    );
+    // Before cert-manager has issued it, no copy; the Pods mount the server copy.
+    assert!(
+        env.fake
+            .get_json(SECRETS, NS, "moco-db-mysql-tls")
+            .is_none()
+    );
+    let sts = env.sts().unwrap();
+    let volumes = sts["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap();
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "moco-db-mysql-tls"),
+        "{volumes:?}"
+    );
+
+    // cert-manager writes its Secret: the next round copies it, the CA alone for clients.
+    let b64 = |s: &str| moco_operator::webhook::base64(s.as_bytes());
+    env.fake.insert(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "moco-mysql-ns.db", "namespace": SYSTEM},
+        "data": {"ca.crt": b64("CA"), "tls.crt": b64("CERT"), "tls.key": b64("KEY")}
+    }));
+    env.ok_round().await;
+    let server = env.fake.get_json(SECRETS, NS, "moco-db-mysql-tls").unwrap();
+    assert_eq!(server["data"]["tls.key"], b64("KEY"));
+    let ca = env.fake.get_json(SECRETS, NS, "moco-db-mysql-ca").unwrap();
+    assert_eq!(ca["data"], json!({"ca.crt": b64("CA")}));
+
+    // Deletion: the Certificate and the Secret cert-manager would leave behind go too.
+    assert!(env.fake.delete(CLUSTERS, NS, "db"));
+    reconcile(&env.cluster(), &env.ctx).await.unwrap();
+    assert!(
+        env.fake
+            .get_json(
+                "cert-manager.io/v1/certificates",
+                SYSTEM,
+                "moco-mysql-ns.db"
+            )
+            .is_none()
+    );
+    assert!(
+        env.fake
+            .get_json(SECRETS, SYSTEM, "moco-mysql-ns.db")
+            .is_none()
+    );
+    assert!(env.fake.get_json(SECRETS, NS, "moco-db-mysql-ca").is_none());
+}
