@@ -269,7 +269,11 @@ async fn agents_clone_when_mysqld_requires_tls() {
         pod.init_and_start(10).await;
     }
     let flag = format!("--mysql-tls-ca={}", tls.ca_file().display());
-    let flags = ["--max-delay=60s", flag.as_str()];
+    let flags = [
+        "--max-delay=60s",
+        flag.as_str(),
+        "--mysql-tls-check-interval=1s",
+    ];
     let a0 = AgentProcess::start(&donor, &certs.agent.0, &flags);
     let mut a1 = AgentProcess::start(&recipient, &certs.agent.0, &flags);
     a0.wait_started(LIMIT).await;
@@ -334,10 +338,14 @@ async fn agents_clone_when_mysqld_requires_tls() {
         .unwrap();
     assert_eq!(rows, 50);
 
-    // The backup tool verifies the server, not just encrypts: once the donor presents a
-    // certificate of the same CA that does not name 127.0.0.1, a backup through its agent
-    // fails. (mariadb-backup also reads `ssl_ca` from my.cnf's [mysqld]; only the agent's
-    // flag turns on the name check.)
+    // cert-manager renews the certificate (the kubelet swaps the files): the donor's agent has
+    // mysqld read them again, with no restart and no statement from here. The renewal names
+    // another host, which shows which certificate the server presents: a client that checks
+    // the name for 127.0.0.1 is refused once the reload happened.
+    //
+    // Then the backup tool verifies the server, not just encrypts: a backup through the
+    // donor's agent fails. (mariadb-backup also reads `ssl_ca` from my.cnf's [mysqld]; only
+    // the agent's flag turns on the name check.)
     let ca = moco_adapters::mysql::tls::Authority::load(
         "test MySQL CA",
         &String::from_utf8(tls.ca_pem.clone()).unwrap(),
@@ -347,7 +355,30 @@ async fn agents_clone_when_mysqld_requires_tls() {
     let elsewhere = ca.issue("mysqld", &["db.example".to_owned()]).unwrap();
     std::fs::write(tls.dir.join("tls.crt"), &elsewhere.cert_pem).unwrap();
     std::fs::write(tls.dir.join("tls.key"), &elsewhere.key_pem).unwrap();
-    c.query_drop("FLUSH SSL").await.unwrap();
+    let verifying = moco_tests::local::tls_opts(
+        donor.port,
+        "moco-admin",
+        &test_password(Account::Admin),
+        tls.ca_pem.clone(),
+    );
+    let deadline = Instant::now() + LIMIT;
+    while moco_tests::local::connect(&verifying, Duration::from_secs(10))
+        .await
+        .is_ok()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "mysqld still presents the old certificate\n{}",
+            a0.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        a0.log_tail()
+            .contains("reloaded its renewed TLS certificate"),
+        "{}",
+        a0.log_tail()
+    );
     let backup = async {
         let (_, mut stream) = controller
             .backup(

@@ -232,6 +232,15 @@ pub fn clone_status(d: Dialect) -> Option<&'static str> {
 /// MariaDB: the binary logs, oldest first (the first one's `Gtid_list` is the purged state).
 pub const BINARY_LOGS: &str = "SHOW BINARY LOGS";
 
+/// Makes the server read its certificate, key and CA files again (a renewed certificate),
+/// without a restart; connections already open keep their session.
+pub fn reload_tls(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Mariadb => "FLUSH SSL",
+        Dialect::Mysql80 | Dialect::Mysql84 => "ALTER INSTANCE RELOAD TLS",
+    }
+}
+
 /// MariaDB: the first events of one binary log, to read its `Gtid_list` event.
 pub fn binlog_head_events(log_name: &str) -> String {
     format!("SHOW BINLOG EVENTS IN {} LIMIT 4", quote(log_name))
@@ -765,6 +774,15 @@ mod tests {
              MASTER_PASSWORD='pw''x', MASTER_AUTO_POSITION=1, GET_MASTER_PUBLIC_KEY=1"
         );
         assert_eq!(v80.last().map(String::as_str), Some("START REPLICA"));
+    }
+
+    /// A renewed certificate is read again in each flavour's words.
+    #[test]
+    fn tls_reload_per_flavour() {
+        assert_eq!(reload_tls(Dialect::Mariadb), "FLUSH SSL");
+        for d in [Dialect::Mysql80, Dialect::Mysql84] {
+            assert_eq!(reload_tls(d), "ALTER INSTANCE RELOAD TLS");
+        }
     }
 
     /// With a CA the channel uses TLS and verifies the source, in each flavour's words.

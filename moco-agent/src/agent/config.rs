@@ -57,6 +57,10 @@ pub struct AgentArgs {
     /// `mariadb-backup` streams clones and backups and `moco-admin` first logs in.
     #[arg(long)]
     pub mysql_tls_ca: Option<PathBuf>,
+    /// With `--mysql-tls-ca`: how often the TLS files beside it (`tls.crt`, `tls.key`,
+    /// `ca.crt`) are checked; when cert-manager has renewed them, mysqld reloads them.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    pub mysql_tls_check_interval: Duration,
     /// mysqld's TCP port on loopback (the backup tool and the first login of `moco-admin`).
     #[arg(long, default_value_t = 3306)]
     pub mysqld_port: u16,

@@ -10,6 +10,7 @@ pub mod restore;
 pub mod rotation;
 pub mod start;
 pub mod state;
+pub mod tls_reload;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -214,6 +215,14 @@ pub async fn run(
         state.agent.clone(),
         state.metrics.clone(),
     ));
+    let tls_reloader = args.mysql_tls_ca.as_ref().map(|ca| {
+        let dir = ca.parent().map(Path::to_path_buf).unwrap_or_default();
+        tokio::spawn(tls_reload::run(
+            dir,
+            args.mysql_tls_check_interval,
+            state.admin.clone(),
+        ))
+    });
     let role_keeper = tokio::spawn(crate::role::keep_replica_role(
         state.agent.clone(),
         args.conf_dir.join("my.cnf"),
@@ -236,6 +245,9 @@ pub async fn run(
     rotator.abort();
     role_keeper.abort();
     reloader.abort();
+    if let Some(t) = tls_reloader {
+        t.abort();
+    }
     while tasks.join_next().await.is_some() {}
     outcome
 }
