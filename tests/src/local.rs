@@ -887,15 +887,21 @@ pub fn field<'a>(status: &'a [(String, String)], name: &str) -> &'a str {
 }
 
 /// Every replica in `replicas` (index, options to reach it) replicates over TLS and verifies
-/// its source's certificate against `ca_file` (the path as the servers read it).
+/// its source's certificate against `ca_file` (the path as the servers read it); a channel
+/// still connecting gets a minute.
 pub async fn assert_channels_verify<I: std::fmt::Display>(
     replicas: Vec<(I, mysql_async::Opts)>,
     ca_file: &str,
 ) {
     for (i, o) in replicas {
-        let st = replica_status(&o)
-            .await
-            .unwrap_or_else(|| panic!("instance {i} has no channel"));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let st = loop {
+            let st = replica_status(&o).await.unwrap_or_default();
+            if field(&st, "Slave_IO_Running") == "Yes" || Instant::now() > deadline {
+                break st;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
         assert_eq!(
             field(&st, "Slave_IO_Running"),
             "Yes",
