@@ -1,8 +1,9 @@
 //! Admission rules of this build's own annotations (MOCO's API has no fields for them),
 //! applied by the validating webhook after MOCO's rules.
 //!
-//! Two annotations are fixed once the cluster exists: the server family
-//! ([`FLAVOR_ANNOTATION`]), since the data directory belongs to one, and TLS
+//! Three annotations are fixed once the cluster exists: the server family
+//! ([`FLAVOR_ANNOTATION`]), since the data directory belongs to one, the certificate's issuer
+//! ([`TLS_ISSUER_ANNOTATION`]; the Certificate is created once), and TLS
 //! ([`TLS_ANNOTATION`]), since the servers, the manager's connections and the replication
 //! channels change together only at creation (turning it on later would leave replicas
 //! unable to reach a source that already refuses plain TCP, mid rolling update).
@@ -12,7 +13,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use moco_api::mysqlcluster::MySQLCluster;
 
 use crate::render::meta::{FLAVOR_ANNOTATION, flavor_of};
-use crate::render::tls::{TLS_ANNOTATION, tls_of};
+use crate::render::tls::{TLS_ANNOTATION, TLS_ISSUER_ANNOTATION, issuer_of, tls_of};
 
 /// What is wrong with `new` (and, on update, with its change from `old`): one sentence per
 /// problem, each naming the annotation.
@@ -22,6 +23,8 @@ pub fn annotation_violations(new: &MySQLCluster, old: Option<&MySQLCluster>) -> 
         out.push(e.to_string());
     }
     if let Err(e) = tls_of(new) {
+        out.push(e.to_string());
+    } else if let Err(e) = issuer_of(new) {
         out.push(e.to_string());
     }
     let Some(old) = old else {
@@ -50,6 +53,15 @@ pub fn annotation_violations(new: &MySQLCluster, old: Option<&MySQLCluster>) -> 
             "metadata.annotations[\"{TLS_ANNOTATION}\"]: cannot change from {before} to \
              {after}: TLS is chosen when the cluster is created (restore a backup into a new \
              cluster to change it)"
+        ));
+    }
+    if let (Ok(before), Ok(after)) = (issuer_of(old), issuer_of(new))
+        && before != after
+    {
+        out.push(format!(
+            "metadata.annotations[\"{TLS_ISSUER_ANNOTATION}\"]: cannot change from {}/{} to \
+             {}/{}: the certificate's issuer is chosen when the cluster is created",
+            before.0, before.1, after.0, after.1
         ));
     }
     out
@@ -168,5 +180,23 @@ mod tests {
         assert!(e[0].contains("moco-rs/flavor") && e[1].contains("moco-rs/tls"));
         // A bad new value is reported once, not also as a change.
         assert_eq!(annotation_violations(&bad, Some(&plain)).len(), 2);
+
+        // The issuer: checked, and fixed at creation too.
+        let corp = cluster(&[
+            (TLS_ANNOTATION, "true"),
+            (TLS_ISSUER_ANNOTATION, "ClusterIssuer/corp-ca"),
+        ]);
+        assert!(annotation_violations(&corp, None).is_empty());
+        let e = annotation_violations(&corp, Some(&tls));
+        assert_eq!(
+            e,
+            [
+                "metadata.annotations[\"moco-rs/tls-issuer\"]: cannot change from \
+              Issuer/moco-mysql-issuer to ClusterIssuer/corp-ca: the certificate's issuer is \
+              chosen when the cluster is created"
+            ]
+        );
+        let e = annotation_violations(&cluster(&[(TLS_ISSUER_ANNOTATION, "x")]), None);
+        assert!(e.len() == 1 && e[0].contains("moco-rs/tls-issuer"), "{e:?}");
     }
 }

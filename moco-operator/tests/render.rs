@@ -1289,6 +1289,17 @@ fn tls_copies_take_the_cert_manager_secret_and_a_bad_value_names_the_annotation(
         "clients never get the key"
     );
 
+    // An organisation's own CA signs instead of the install manifests' when named.
+    let corp = annotated(
+        json!({}),
+        json!({"moco-rs/tls": "true", "moco-rs/tls-issuer": "ClusterIssuer/corp-ca"}),
+    );
+    let objects = Inputs::new().render(&corp).unwrap();
+    assert_eq!(
+        objects.tls.unwrap().certificate["spec"]["issuerRef"],
+        json!({"kind": "ClusterIssuer", "name": "corp-ca"})
+    );
+
     let bad = annotated(json!({}), json!({"moco-rs/tls": "on"}));
     let e = Inputs::new().render(&bad).unwrap_err().to_string();
     assert_eq!(

@@ -244,6 +244,7 @@ pub fn render_cluster(
     let spec = &cluster.spec;
     let flavor = meta::flavor_of(cluster)?;
     let with_tls = tls::tls_of(cluster)?;
+    let issuer = tls::issuer_of(cluster)?;
 
     let mycnf_config_map = config_maps::mycnf(&id, inputs, flavor, with_tls)?;
     let slow_log_config_map = if spec.disable_slow_query_log_container {
@@ -328,7 +329,7 @@ pub fn render_cluster(
             .certificate_secret
             .map(|data| certificate::grpc_secret(&id, data)),
         tls: with_tls.then(|| TlsObjects {
-            certificate: tls::certificate(&id, &settings.system_namespace),
+            certificate: tls::certificate(&id, &settings.system_namespace, &issuer),
             server_secret: inputs
                 .mysql_certificate_secret
                 .map(|data| tls::server_secret(&id, data)),

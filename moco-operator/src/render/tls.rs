@@ -23,6 +23,11 @@ use super::meta::ClusterId;
 pub const TLS_ANNOTATION: &str = "moco-rs/tls";
 /// The Issuer of the install manifests that signs mysqld certificates.
 pub const MYSQL_ISSUER: &str = "moco-mysql-issuer";
+/// MySQLCluster annotation naming another issuer for mysqld's certificate (an organisation's
+/// own CA): `ClusterIssuer/<name>`, or `Issuer/<name>` for an Issuer in the controller
+/// namespace (where the Certificate lives). Its Secret must carry `ca.crt`, as cert-manager's
+/// CA and Vault issuers write it. Fixed at creation, like [`TLS_ANNOTATION`].
+pub const TLS_ISSUER_ANNOTATION: &str = "moco-rs/tls-issuer";
 /// Where the mysqld and agent containers (and the Jobs) find the files.
 pub const MOUNT_PATH: &str = "/mysql-tls";
 /// The CA file inside [`MOUNT_PATH`]: replication channels, `mariadb-backup` and
@@ -52,8 +57,43 @@ pub fn tls_of(cluster: &MySQLCluster) -> Result<bool, RenderError> {
     }
 }
 
-/// The `Certificate` `moco-mysql-<ns>.<name>` in the controller namespace.
-pub fn certificate(id: &ClusterId, system_namespace: &str) -> Value {
+/// The issuer of mysqld's certificate: `(kind, name)` from [`TLS_ISSUER_ANNOTATION`], else
+/// the install manifests' [`MYSQL_ISSUER`]. A malformed value, or one without TLS, is an
+/// error naming the annotation.
+pub fn issuer_of(cluster: &MySQLCluster) -> Result<(String, String), RenderError> {
+    let field = || format!("metadata.annotations[\"{TLS_ISSUER_ANNOTATION}\"]");
+    let Some(value) = cluster
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(TLS_ISSUER_ANNOTATION))
+    else {
+        return Ok(("Issuer".to_owned(), MYSQL_ISSUER.to_owned()));
+    };
+    if !tls_of(cluster)? {
+        return Err(RenderError::invalid(
+            field(),
+            format!("an issuer needs TLS: set {TLS_ANNOTATION}: \"true\""),
+        ));
+    }
+    let (kind, name) = value.split_once('/').unwrap_or(("", ""));
+    let name_ok = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    if !matches!(kind, "ClusterIssuer" | "Issuer") || !name_ok {
+        return Err(RenderError::invalid(
+            field(),
+            format!("{value:?}: use \"ClusterIssuer/<name>\" or \"Issuer/<name>\""),
+        ));
+    }
+    Ok((kind.to_owned(), name.to_owned()))
+}
+
+/// The `Certificate` `moco-mysql-<ns>.<name>` in the controller namespace, from `issuer`
+/// (`(kind, name)`, see [`issuer_of`]).
+pub fn certificate(id: &ClusterId, system_namespace: &str, issuer: &(String, String)) -> Value {
     let name = id.mysql_certificate();
     let ns = &id.namespace;
     json!({
@@ -76,7 +116,7 @@ pub fn certificate(id: &ClusterId, system_namespace: &str) -> Value {
             ],
             "ipAddresses": ["127.0.0.1"],
             "usages": ["digital signature", "key encipherment", "server auth"],
-            "issuerRef": {"kind": "Issuer", "name": MYSQL_ISSUER},
+            "issuerRef": {"kind": issuer.0, "name": issuer.1},
         },
     })
 }
@@ -143,6 +183,51 @@ mod tests {
         let e = tls_of(&cluster(Some("yes"))).unwrap_err().to_string();
         assert!(e.contains("metadata.annotations[\"moco-rs/tls\"]"), "{e}");
         assert!(e.contains("\"yes\""), "{e}");
+    }
+
+    #[test]
+    fn the_issuer_is_the_install_manifests_unless_named_and_needs_tls() {
+        let with = |pairs: &[(&str, &str)]| {
+            let mut c = cluster(None);
+            c.metadata.annotations = Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            );
+            issuer_of(&c)
+        };
+        assert_eq!(
+            with(&[(TLS_ANNOTATION, "true")]).unwrap(),
+            ("Issuer".to_owned(), MYSQL_ISSUER.to_owned())
+        );
+        assert_eq!(
+            with(&[
+                (TLS_ANNOTATION, "true"),
+                (TLS_ISSUER_ANNOTATION, "ClusterIssuer/corp-ca")
+            ])
+            .unwrap(),
+            ("ClusterIssuer".to_owned(), "corp-ca".to_owned())
+        );
+        for bad in [
+            "corp-ca",
+            "ClusterIssuer/",
+            "Certificate/x",
+            "Issuer/Corp_CA",
+        ] {
+            let e = with(&[(TLS_ANNOTATION, "true"), (TLS_ISSUER_ANNOTATION, bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("metadata.annotations[\"moco-rs/tls-issuer\"]: ")
+                    && e.contains("ClusterIssuer/<name>"),
+                "{bad}: {e}"
+            );
+        }
+        let e = with(&[(TLS_ISSUER_ANNOTATION, "ClusterIssuer/corp-ca")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("an issuer needs TLS"), "{e}");
     }
 
     #[test]
