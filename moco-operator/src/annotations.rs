@@ -59,9 +59,8 @@ pub fn annotation_violations(new: &MySQLCluster, old: Option<&MySQLCluster>) -> 
         && before != after
     {
         out.push(format!(
-            "metadata.annotations[\"{TLS_ISSUER_ANNOTATION}\"]: cannot change from {}/{} to \
-             {}/{}: the certificate's issuer is chosen when the cluster is created",
-            before.0, before.1, after.0, after.1
+            "metadata.annotations[\"{TLS_ISSUER_ANNOTATION}\"]: cannot change from {before} to \
+             {after}: the certificate's issuer is chosen when the cluster is created"
         ));
     }
     out

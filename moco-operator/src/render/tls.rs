@@ -57,10 +57,25 @@ pub fn tls_of(cluster: &MySQLCluster) -> Result<bool, RenderError> {
     }
 }
 
-/// The issuer of mysqld's certificate: `(kind, name)` from [`TLS_ISSUER_ANNOTATION`], else
-/// the install manifests' [`MYSQL_ISSUER`]. A malformed value, or one without TLS, is an
-/// error naming the annotation.
-pub fn issuer_of(cluster: &MySQLCluster) -> Result<(String, String), RenderError> {
+/// A cert-manager issuer, as a Certificate's `issuerRef` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IssuerRef {
+    /// `Issuer` (in the Certificate's namespace) or `ClusterIssuer`.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl std::fmt::Display for IssuerRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind, self.name)
+    }
+}
+
+/// The issuer of mysqld's certificate: from [`TLS_ISSUER_ANNOTATION`], else the install
+/// manifests' [`MYSQL_ISSUER`]. A malformed value, or one without TLS, is an error naming the
+/// annotation.
+pub fn issuer_of(cluster: &MySQLCluster) -> Result<IssuerRef, RenderError> {
     let field = || format!("metadata.annotations[\"{TLS_ISSUER_ANNOTATION}\"]");
     let Some(value) = cluster
         .metadata
@@ -68,7 +83,10 @@ pub fn issuer_of(cluster: &MySQLCluster) -> Result<(String, String), RenderError
         .as_ref()
         .and_then(|a| a.get(TLS_ISSUER_ANNOTATION))
     else {
-        return Ok(("Issuer".to_owned(), MYSQL_ISSUER.to_owned()));
+        return Ok(IssuerRef {
+            kind: "Issuer".to_owned(),
+            name: MYSQL_ISSUER.to_owned(),
+        });
     };
     if !tls_of(cluster)? {
         return Err(RenderError::invalid(
@@ -88,12 +106,14 @@ pub fn issuer_of(cluster: &MySQLCluster) -> Result<(String, String), RenderError
             format!("{value:?}: use \"ClusterIssuer/<name>\" or \"Issuer/<name>\""),
         ));
     }
-    Ok((kind.to_owned(), name.to_owned()))
+    Ok(IssuerRef {
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+    })
 }
 
-/// The `Certificate` `moco-mysql-<ns>.<name>` in the controller namespace, from `issuer`
-/// (`(kind, name)`, see [`issuer_of`]).
-pub fn certificate(id: &ClusterId, system_namespace: &str, issuer: &(String, String)) -> Value {
+/// The `Certificate` `moco-mysql-<ns>.<name>` in the controller namespace, signed by `issuer`.
+pub fn certificate(id: &ClusterId, system_namespace: &str, issuer: &IssuerRef) -> Value {
     let name = id.mysql_certificate();
     let ns = &id.namespace;
     json!({
@@ -116,7 +136,7 @@ pub fn certificate(id: &ClusterId, system_namespace: &str, issuer: &(String, Str
             ],
             "ipAddresses": ["127.0.0.1"],
             "usages": ["digital signature", "key encipherment", "server auth"],
-            "issuerRef": {"kind": issuer.0, "name": issuer.1},
+            "issuerRef": {"kind": issuer.kind, "name": issuer.name},
         },
     })
 }
@@ -198,8 +218,8 @@ mod tests {
             issuer_of(&c)
         };
         assert_eq!(
-            with(&[(TLS_ANNOTATION, "true")]).unwrap(),
-            ("Issuer".to_owned(), MYSQL_ISSUER.to_owned())
+            with(&[(TLS_ANNOTATION, "true")]).unwrap().to_string(),
+            "Issuer/moco-mysql-issuer"
         );
         assert_eq!(
             with(&[
@@ -207,7 +227,10 @@ mod tests {
                 (TLS_ISSUER_ANNOTATION, "ClusterIssuer/corp-ca")
             ])
             .unwrap(),
-            ("ClusterIssuer".to_owned(), "corp-ca".to_owned())
+            IssuerRef {
+                kind: "ClusterIssuer".to_owned(),
+                name: "corp-ca".to_owned()
+            }
         );
         for bad in [
             "corp-ca",
