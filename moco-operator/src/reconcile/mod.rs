@@ -323,6 +323,24 @@ async fn reconcile_inner(
     })
 }
 
+/// Creates the cert-manager Certificate `name` from its rendered JSON, once (cert-manager
+/// renews it).
+async fn create_certificate(
+    certificates: &Api<DynamicObject>,
+    name: &str,
+    rendered: &serde_json::Value,
+) -> Result<(), ReconcileError> {
+    let certificate: DynamicObject =
+        serde_json::from_value(rendered.clone()).map_err(|e| ReconcileError::Input {
+            step: Step::Certificate,
+            message: e.to_string(),
+        })?;
+    create_once(certificates, name, &certificate)
+        .await
+        .map(|_| ())
+        .map_err(ReconcileError::api(Step::Certificate))
+}
+
 /// Steps 1–7 of the round; returns why the StatefulSet was applied, if it was.
 async fn apply_all(
     cluster: &MySQLCluster,
@@ -366,14 +384,7 @@ async fn apply_all(
     // 2. Certificate (created once; cert-manager renews it) and its Secret's copy.
     let certificates: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), system, &certificate_resource());
-    let certificate: DynamicObject =
-        serde_json::from_value(objects.certificate.clone()).map_err(|e| ReconcileError::Input {
-            step: Step::Certificate,
-            message: e.to_string(),
-        })?;
-    create_once(&certificates, &id.certificate(), &certificate)
-        .await
-        .map_err(ReconcileError::api(Step::Certificate))?;
+    create_certificate(&certificates, &id.certificate(), &objects.certificate).await?;
     if let Some(s) = &objects.grpc_secret {
         apply(&secrets, &name_of(s), s)
             .await
@@ -381,14 +392,7 @@ async fn apply_all(
     }
     // mysqld's, with TLS: the Pods start once its key pair's copy exists.
     if let Some(tls) = &objects.tls {
-        let certificate: DynamicObject =
-            serde_json::from_value(tls.certificate.clone()).map_err(|e| ReconcileError::Input {
-                step: Step::Certificate,
-                message: e.to_string(),
-            })?;
-        create_once(&certificates, &id.mysql_certificate(), &certificate)
-            .await
-            .map_err(ReconcileError::api(Step::Certificate))?;
+        create_certificate(&certificates, &id.mysql_certificate(), &tls.certificate).await?;
         for s in [&tls.server_secret, &tls.ca_secret].into_iter().flatten() {
             apply(&secrets, &name_of(s), s)
                 .await

@@ -243,15 +243,12 @@ fn labelled_meta(id: &ClusterId) -> Option<ObjectMeta> {
     })
 }
 
-/// What a MariaDB Job adds to MOCO's: a backup streams from an instance's agent and a
-/// restore streams to one, so the Job presents the cluster's agent certificate (mounted
-/// read-only); a backup also gets the clone-donor password the agent asks for (a restore
-/// proves itself with the admin password it already has).
-fn with_agent_access(id: &ClusterId, pod: &mut PodSpec, donor_password: bool) {
+/// Secret `secret` as volume `volume`, mounted read-only at `path` in every container.
+fn mount_secret(pod: &mut PodSpec, volume: &str, secret: String, path: &str) {
     pod.volumes.get_or_insert_with(Vec::new).push(Volume {
-        name: GRPC_CERT_VOLUME.into(),
+        name: volume.into(),
         secret: Some(SecretVolumeSource {
-            secret_name: Some(id.grpc_secret()),
+            secret_name: Some(secret),
             ..SecretVolumeSource::default()
         }),
         ..Volume::default()
@@ -261,11 +258,21 @@ fn with_agent_access(id: &ClusterId, pod: &mut PodSpec, donor_password: bool) {
             .volume_mounts
             .get_or_insert_with(Vec::new)
             .push(VolumeMount {
-                name: GRPC_CERT_VOLUME.into(),
-                mount_path: GRPC_CERT_PATH.into(),
+                name: volume.into(),
+                mount_path: path.into(),
                 read_only: Some(true),
                 ..VolumeMount::default()
             });
+    }
+}
+
+/// What a MariaDB Job adds to MOCO's: a backup streams from an instance's agent and a
+/// restore streams to one, so the Job presents the cluster's agent certificate (mounted
+/// read-only); a backup also gets the clone-donor password the agent asks for (a restore
+/// proves itself with the admin password it already has).
+fn with_agent_access(id: &ClusterId, pod: &mut PodSpec, donor_password: bool) {
+    mount_secret(pod, GRPC_CERT_VOLUME, id.grpc_secret(), GRPC_CERT_PATH);
+    for container in &mut pod.containers {
         if donor_password {
             // After MYSQL_PASSWORD, before the user's variables (which may not override it).
             container.env.get_or_insert_with(Vec::new).insert(
@@ -279,24 +286,13 @@ fn with_agent_access(id: &ClusterId, pod: &mut PodSpec, donor_password: bool) {
 /// What a MariaDB Job adds with TLS: the CA alone (never the server's key), and the flag that
 /// makes its SQL connections and `mariadb-binlog` verify the servers with it.
 fn with_mysql_ca(id: &ClusterId, pod: &mut PodSpec) {
-    pod.volumes.get_or_insert_with(Vec::new).push(Volume {
-        name: MYSQL_CA_VOLUME.into(),
-        secret: Some(SecretVolumeSource {
-            secret_name: Some(id.mysql_ca_secret()),
-            ..SecretVolumeSource::default()
-        }),
-        ..Volume::default()
-    });
+    mount_secret(
+        pod,
+        MYSQL_CA_VOLUME,
+        id.mysql_ca_secret(),
+        super::tls::MOUNT_PATH,
+    );
     for container in &mut pod.containers {
-        container
-            .volume_mounts
-            .get_or_insert_with(Vec::new)
-            .push(VolumeMount {
-                name: MYSQL_CA_VOLUME.into(),
-                mount_path: super::tls::MOUNT_PATH.into(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            });
         // After the subcommand, before the positional arguments.
         let args = container.args.get_or_insert_with(Vec::new);
         let at = args.len().min(1);

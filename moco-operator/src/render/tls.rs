@@ -17,6 +17,7 @@ use moco_api::mysqlcluster::MySQLCluster;
 use serde_json::{Value, json};
 
 use super::RenderError;
+use super::certificate::{certificate_object, copied_secret};
 use super::meta::ClusterId;
 
 /// MySQLCluster annotation: `"true"` serves TLS and refuses plain TCP; fixed at creation.
@@ -116,15 +117,11 @@ pub fn issuer_of(cluster: &MySQLCluster) -> Result<IssuerRef, RenderError> {
 pub fn certificate(id: &ClusterId, system_namespace: &str, issuer: &IssuerRef) -> Value {
     let name = id.mysql_certificate();
     let ns = &id.namespace;
-    json!({
-        "apiVersion": "cert-manager.io/v1",
-        "kind": "Certificate",
-        "metadata": {
-            "name": name,
-            "namespace": system_namespace,
-            "labels": id.system_labels(),
-        },
-        "spec": {
+    certificate_object(
+        id,
+        system_namespace,
+        &name,
+        json!({
             "secretName": name,
             "dnsNames": [
                 format!("*.{}.{ns}.svc", id.prefixed()),
@@ -137,35 +134,18 @@ pub fn certificate(id: &ClusterId, system_namespace: &str, issuer: &IssuerRef) -
             "ipAddresses": ["127.0.0.1"],
             "usages": ["digital signature", "key encipherment", "server auth"],
             "issuerRef": {"kind": issuer.kind, "name": issuer.name},
-        },
-    })
-}
-
-fn copy(
-    id: &ClusterId,
-    name: String,
-    keys: &[&str],
-    source: &BTreeMap<String, ByteString>,
-) -> Secret {
-    let data = keys
-        .iter()
-        .filter_map(|k| source.get(*k).map(|v| ((*k).to_owned(), v.clone())))
-        .collect();
-    Secret {
-        metadata: id.owned_meta(name, id.labels()),
-        data: Some(data),
-        ..Secret::default()
-    }
+        }),
+    )
 }
 
 /// `moco-<name>-mysql-tls`: the certificate, key and CA the Pods mount at [`MOUNT_PATH`].
 pub fn server_secret(id: &ClusterId, source: &BTreeMap<String, ByteString>) -> Secret {
-    copy(id, id.mysql_tls_secret(), &SERVER_KEYS, source)
+    copied_secret(id, id.mysql_tls_secret(), &SERVER_KEYS, source)
 }
 
 /// `moco-<name>-mysql-ca`: the CA only (`ca.crt`), for clients and the Jobs.
 pub fn ca_secret(id: &ClusterId, source: &BTreeMap<String, ByteString>) -> Secret {
-    copy(id, id.mysql_ca_secret(), &[CA_KEY], source)
+    copied_secret(id, id.mysql_ca_secret(), &[CA_KEY], source)
 }
 
 /// The server options of my.cnf; they replace the user's options of the same names.
