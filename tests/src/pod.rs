@@ -47,6 +47,25 @@ impl MysqlTlsFiles {
     pub fn ca_file(&self) -> PathBuf {
         self.dir.join("ca.crt")
     }
+
+    /// Replaces the server's certificate and key with ones of the same CA for `names` only,
+    /// as a renewal would (a name other than 127.0.0.1 shows which one the server presents).
+    pub fn reissue(&self, names: &[&str]) {
+        let read = |name: &str| {
+            std::fs::read_to_string(self.dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let ca = moco_adapters::mysql::tls::Authority::load(
+            "test MySQL CA",
+            &read("ca.crt"),
+            &read("ca.key"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let issued = ca.issue("mysqld", &names).unwrap_or_else(|e| panic!("{e}"));
+        for (name, text) in [("tls.crt", &issued.cert_pem), ("tls.key", &issued.key_pem)] {
+            std::fs::write(self.dir.join(name), text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
 }
 
 /// A CA and a server certificate naming `127.0.0.1` and `localhost` (as the operator's

@@ -52,6 +52,21 @@ async fn wait_phase(
     }
 }
 
+/// The controller's request to clone from `donor`, whose agent is `agent`.
+fn clone_request(donor: &TestPod, agent: &AgentProcess) -> CloneRequest {
+    CloneRequest {
+        donor_host: "localhost".into(),
+        donor_port: donor.port,
+        donor_agent_host: "localhost".into(),
+        donor_agent_port: agent.agent.port(),
+        user: "moco-clone-donor".into(),
+        password: test_password(Account::CloneDonor),
+        init_user: "moco-admin".into(),
+        init_password: test_password(Account::Admin),
+        boot_timeout_seconds: 60,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_clone_a_mariadb_instance_over_mutual_tls() {
     let test = "agents_clone_a_mariadb_instance_over_mutual_tls";
@@ -106,17 +121,7 @@ async fn agents_clone_a_mariadb_instance_over_mutual_tls() {
     wait_http(a0.probe, "/readyz", 200, LIMIT, || a0.log_tail()).await;
 
     let controller = certs.controller.client(&certs.agent);
-    let request = CloneRequest {
-        donor_host: "localhost".into(),
-        donor_port: donor.port,
-        donor_agent_host: "localhost".into(),
-        donor_agent_port: a0.agent.port(),
-        user: "moco-clone-donor".into(),
-        password: test_password(Account::CloneDonor),
-        init_user: "moco-admin".into(),
-        init_password: test_password(Account::Admin),
-        boot_timeout_seconds: 60,
-    };
+    let request = clone_request(&donor, &a0);
 
     // Refusals: a client of another CA never gets past the handshake; another client of the
     // CA may not start clones; a donor that is not empty is refused; a backup without the
@@ -303,17 +308,7 @@ async fn agents_clone_when_mysqld_requires_tls() {
     }
 
     let controller = certs.controller.client(&certs.agent);
-    let request = CloneRequest {
-        donor_host: "localhost".into(),
-        donor_port: donor.port,
-        donor_agent_host: "localhost".into(),
-        donor_agent_port: a0.agent.port(),
-        user: "moco-clone-donor".into(),
-        password: test_password(Account::CloneDonor),
-        init_user: "moco-admin".into(),
-        init_password: test_password(Account::Admin),
-        boot_timeout_seconds: 60,
-    };
+    let request = clone_request(&donor, &a0);
     controller
         .start_clone("localhost", a1.agent.port(), &request)
         .await
@@ -346,15 +341,7 @@ async fn agents_clone_when_mysqld_requires_tls() {
     // Then the backup tool verifies the server, not just encrypts: a backup through the
     // donor's agent fails. (mariadb-backup also reads `ssl_ca` from my.cnf's [mysqld]; only
     // the agent's flag turns on the name check.)
-    let ca = moco_adapters::mysql::tls::Authority::load(
-        "test MySQL CA",
-        &String::from_utf8(tls.ca_pem.clone()).unwrap(),
-        &std::fs::read_to_string(tls.dir.join("ca.key")).unwrap(),
-    )
-    .unwrap();
-    let elsewhere = ca.issue("mysqld", &["db.example".to_owned()]).unwrap();
-    std::fs::write(tls.dir.join("tls.crt"), &elsewhere.cert_pem).unwrap();
-    std::fs::write(tls.dir.join("tls.key"), &elsewhere.key_pem).unwrap();
+    tls.reissue(&["db.example"]);
     let verifying = moco_tests::local::tls_opts(
         donor.port,
         "moco-admin",

@@ -292,15 +292,7 @@ async fn binlog_fetches_verify_the_servers_name_with_the_ca() {
     verified.fetch(&closed).await.unwrap();
 
     // The server now presents a certificate of the same CA for another name.
-    let ca = moco_adapters::mysql::tls::Authority::load(
-        "test MySQL CA",
-        &String::from_utf8(tls.ca_pem.clone()).unwrap(),
-        &std::fs::read_to_string(tls.dir.join("ca.key")).unwrap(),
-    )
-    .unwrap();
-    let elsewhere = ca.issue("mysqld", &["db.example".to_owned()]).unwrap();
-    std::fs::write(tls.dir.join("tls.crt"), &elsewhere.cert_pem).unwrap();
-    std::fs::write(tls.dir.join("tls.key"), &elsewhere.key_pem).unwrap();
+    tls.reissue(&["db.example"]);
     c.query_drop("FLUSH SSL").await.unwrap();
     fetch(None, "unverified")
         .fetch(&closed)

@@ -52,6 +52,27 @@ impl fmt::Debug for MysqlTls {
     }
 }
 
+/// A CA file and what it holds: command-line tools (`mariadb-backup`, `mariadb-binlog`) and
+/// replication channels get the path, the project's own connections the contents.
+#[derive(Clone, Debug)]
+pub struct CaFile {
+    /// Where the CA is.
+    pub path: std::path::PathBuf,
+    /// Trusting it, names checked.
+    pub tls: MysqlTls,
+}
+
+impl CaFile {
+    /// Reads the CA at `path`.
+    pub fn read(path: &std::path::Path) -> Result<CaFile, TlsError> {
+        let pem = std::fs::read(path).map_err(|e| TlsError::new(path.display().to_string(), e))?;
+        Ok(CaFile {
+            path: path.to_owned(),
+            tls: MysqlTls::new(pem),
+        })
+    }
+}
+
 impl MysqlTls {
     /// Trusts `ca_pem` only and checks the host connected to.
     pub fn new(ca_pem: impl Into<Vec<u8>>) -> Self {

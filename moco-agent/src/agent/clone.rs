@@ -359,7 +359,7 @@ async fn clone_mysql(state: &AgentState, request: &CloneRequest) -> Result<(), A
         &request.donor_host,
         request.donor_port,
         &donor,
-        state.mysql_tls.as_ref().map(|(path, _)| path.as_path()),
+        state.mysql_tls.as_ref().map(|ca| ca.path.as_path()),
     )
     .await?;
     state.update_clone(|s| s.phase = ClonePhase::Seeding);
@@ -447,7 +447,7 @@ async fn backup(
             user: Account::CloneDonor.name().to_owned(),
             password: state.passwords.clone_donor.clone(),
         },
-        ssl_ca: state.mysql_tls.as_ref().map(|(path, _)| path.clone()),
+        ssl_ca: state.mysql_tls.as_ref().map(|ca| ca.path.clone()),
         scratch_dir: state.volume.backup_scratch(),
         log: state.log_dir.join("backup.log"),
     };

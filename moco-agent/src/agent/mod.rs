@@ -105,17 +105,12 @@ pub fn state(args: &AgentArgs) -> Result<Arc<AgentState>, AgentError> {
         args.connection_timeout,
         call,
     );
-    let mysql_tls = match &args.mysql_tls_ca {
-        None => None,
-        Some(path) => {
-            let pem = std::fs::read(path).map_err(|source| AgentError::Io {
-                path: path.clone(),
-                what: "read the MySQL CA (--mysql-tls-ca)",
-                source,
-            })?;
-            Some((path.clone(), moco_adapters::mysql::tls::MysqlTls::new(pem)))
-        }
-    };
+    let mysql_tls = args
+        .mysql_tls_ca
+        .as_deref()
+        .map(moco_adapters::mysql::tls::CaFile::read)
+        .transpose()
+        .map_err(|e| AgentError::invalid("--mysql-tls-ca", e.to_string()))?;
     Ok(Arc::new(AgentState {
         agent: Arc::new(agent),
         admin: Arc::new(admin),

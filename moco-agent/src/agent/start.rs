@@ -68,7 +68,7 @@ pub async fn first_start(state: &AgentState) -> Result<FirstStart, AgentError> {
         socket: state.socket.clone(),
         connect_timeout: Duration::from_secs(5),
         call_timeout: Duration::from_secs(60),
-        tls: state.mysql_tls.as_ref().map(|(_, tls)| tls.clone()),
+        tls: state.mysql_tls.as_ref().map(|ca| ca.tls.clone()),
     };
     let info = create_accounts(&server, &state.passwords).await?;
     tracing::info!(version = %info.version, "created MOCO's accounts");

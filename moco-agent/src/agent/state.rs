@@ -39,7 +39,7 @@ pub struct AgentState {
     /// mysqld's TCP port on loopback.
     pub mysqld_port: u16,
     /// With TLS, the CA file that verifies mysqld (`--mysql-tls-ca`) and its contents.
-    pub mysql_tls: Option<(PathBuf, moco_adapters::mysql::tls::MysqlTls)>,
+    pub mysql_tls: Option<moco_adapters::mysql::tls::CaFile>,
     /// The socket.
     pub socket: PathBuf,
     /// MariaDB's copy tools, when found.

@@ -5,41 +5,37 @@
 use std::path::{Path, PathBuf};
 
 use moco_adapters::mysql::ConnectOptions;
-use moco_adapters::mysql::tls::MysqlTls;
+use moco_adapters::mysql::tls::CaFile;
 
 use super::JobError;
 
 /// The CA the servers are verified with, when the cluster has TLS.
 #[derive(Clone, Debug, Default)]
 pub struct ServerTls {
-    /// The file (the command-line tools read it) and its contents.
-    ca: Option<(PathBuf, MysqlTls)>,
+    ca: Option<CaFile>,
 }
 
 impl ServerTls {
     /// Reads `--mysql-tls-ca`; an unreadable file is an error naming the flag.
     pub fn from_flag(path: Option<&Path>) -> Result<Self, JobError> {
-        let Some(path) = path else {
-            return Ok(ServerTls::default());
-        };
-        let pem = std::fs::read(path)
-            .map_err(|e| JobError::input("--mysql-tls-ca", format!("{}: {e}", path.display())))?;
-        Ok(ServerTls {
-            ca: Some((path.to_owned(), MysqlTls::new(pem))),
-        })
+        let ca = path
+            .map(CaFile::read)
+            .transpose()
+            .map_err(|e| JobError::input("--mysql-tls-ca", e.to_string()))?;
+        Ok(ServerTls { ca })
     }
 
     /// `options`, verifying the server with the CA when there is one.
     pub fn apply(&self, options: ConnectOptions) -> ConnectOptions {
         match &self.ca {
-            Some((_, tls)) => options.with_tls(tls.clone()),
+            Some(ca) => options.with_tls(ca.tls.clone()),
             None => options,
         }
     }
 
     /// The CA file for `mariadb-binlog` and `mariadb`, when there is one.
     pub fn ca_file(&self) -> Option<PathBuf> {
-        self.ca.as_ref().map(|(path, _)| path.clone())
+        self.ca.as_ref().map(|ca| ca.path.clone())
     }
 }
 
