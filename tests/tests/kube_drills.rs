@@ -173,6 +173,15 @@ async fn kube_tls_cluster_verifies_every_server_through_switchover_and_failover(
     assert_channels_verify(replicas(&drill), &ca_file).await;
 
     switchover_then_kill9_failover(&drill, writer).await;
+    // The returned ex-primary is classified first: back in (Healthy) or recorded errant.
+    drill
+        .wait("the returned instance classified", FAILOVER, |d| {
+            d.healthy()
+                || d.cluster()["status"]["errantReplicaList"]
+                    .as_array()
+                    .is_some_and(|l| !l.is_empty())
+        })
+        .await;
     let after = replicas(&drill);
     assert!(!after.is_empty(), "no replica after the failover");
     assert_channels_verify(after, &ca_file).await;
