@@ -203,11 +203,12 @@ pub async fn list(bucket: &Bucket, cluster_prefix: &str) -> Result<Vec<Listed>, 
     Ok(out)
 }
 
-/// Puts the backup under `prefix` in place of instance 0 of the new cluster in `layout`
-/// (created, its instances running and empty): instance 0 is stopped, its datadir replaced
-/// and prepared, its accounts given this cluster's passwords (the copy holds the source
-/// cluster's), and it is started and given the source's GTID history. The manager then makes
-/// it the primary and clones the other, empty, instances from it.
+/// Puts the backup under `prefix` into instance 0 of the new cluster in `layout`, which
+/// [`create_seeded`](moco_adapters::local::create::create_seeded) left to it (written, never
+/// initialised nor started): the copy is extracted and prepared in its datadir, started with
+/// an init file that gives its accounts this cluster's passwords (the copy holds the source
+/// cluster's) before any connection is accepted, and given the source's GTID history. The
+/// manager then makes it the primary and clones the other, empty, instances from it.
 pub async fn restore_into(
     layout: &Layout,
     manifest: &Manifest,
@@ -215,7 +216,7 @@ pub async fn restore_into(
     prefix: &str,
 ) -> Result<physical::Restored, LocalBackupError> {
     use moco_adapters::instance::clone::{RestoreTarget, seed};
-    use moco_adapters::instance::rekey::rekey_accounts;
+    use moco_adapters::instance::rekey::rekey_init_file;
     use moco_adapters::mysql::{Account, MocoPasswords};
     use moco_adapters::mysqld::LocalMysqld;
     use std::time::Duration;
@@ -229,9 +230,7 @@ pub async fn restore_into(
     let tool = |name: &str| binary.tool(name).map_err(|e| fail(e.to_string()));
     let server = LocalMysqld::open(binary.clone(), &layout.instance_dir(0))
         .map_err(|e| fail(e.to_string()))?;
-    let grace = Duration::from_secs(60);
     let boot = Duration::from_secs(300);
-    server.stop(grace).await.map_err(|e| fail(e.to_string()))?;
     let target = RestoreTarget {
         backup_tool: tool("mariadb-backup").or_else(|_| tool("mariabackup"))?,
         mbstream: tool("mbstream")?,
@@ -240,32 +239,46 @@ pub async fn restore_into(
     };
     let restored = physical::restore(bucket, prefix, &target).await?;
 
-    // This cluster's passwords for the copy's accounts, with the grant tables skipped and no
-    // network: only this process, on the socket, can log in meanwhile.
     let secret = Secret::load(layout).map_err(|e| fail(e.to_string()))?;
     let passwords =
         MocoPasswords::try_from_fn(|a: Account| secret.password(a.name()).map(str::to_owned))
             .map_err(|e| fail(e.to_string()))?;
-    server
-        .start(&[
-            "--skip-grant-tables".to_owned(),
-            "--skip-networking".to_owned(),
-        ])
-        .map_err(|e| fail(e.to_string()))?;
-    let rekey = rekey_accounts(&layout.socket(0), &passwords, boot).await;
-    server.stop(grace).await.map_err(|e| fail(e.to_string()))?;
-    rekey.map_err(|e| {
-        fail(format!(
-            "giving the restored accounts this cluster's passwords: {e}"
-        ))
-    })?;
-    server
-        .start_and_wait(&[], boot)
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    let admin = MysqlInstance::new(
-        admin_options(manifest, layout, 0, &secret).map_err(|e| fail(e.to_string()))?,
-    );
+    let init_file = layout.instance_dir(0).join("tmp").join("rekey.sql");
+    moco_adapters::local::files::write_atomic(
+        &init_file,
+        rekey_init_file(&passwords).as_bytes(),
+        0o600,
+    )
+    .map_err(|e| fail(e.to_string()))?;
+    let started = server
+        .start_and_wait(&[format!("--init-file={}", init_file.display())], boot)
+        .await;
+    let _ = std::fs::remove_file(&init_file);
+    started.map_err(|e| fail(e.to_string()))?;
+    let admin_opts =
+        admin_options(manifest, layout, 0, &secret).map_err(|e| fail(e.to_string()))?;
+    // mariadbd logs a failed statement of its init file, skips the rest of it and starts all
+    // the same: an account the copy lacks would go unnoticed until something logged in as it.
+    for account in Account::ALL {
+        let mut opts = admin_opts.clone();
+        opts.user = account.name().to_owned();
+        opts.password = passwords.get(account).to_owned();
+        let instance = MysqlInstance::new(opts);
+        let login = instance.conn().await.map(drop);
+        let _ = instance.disconnect().await;
+        login.map_err(|e| {
+            fail(format!(
+                "the restored copy does not let {} log in with this cluster's password ({e}); \
+                 the error log {} names the statement that failed",
+                account.name(),
+                server.settings().log_error.as_ref().map_or_else(
+                    || "of instance 0".to_owned(),
+                    |log| log.display().to_string()
+                )
+            ))
+        })?;
+    }
+    let admin = MysqlInstance::new(admin_opts);
     seed(
         &admin,
         &restored.manifest.binlog_state_before,
@@ -399,8 +412,9 @@ pub async fn plan_restore_under(
     })
 }
 
-/// Carries out `planned` into instance 0 of the new cluster in `layout` (created, its
-/// instances running and empty): the base backup, then the binlogs.
+/// Carries out `planned` into instance 0 of the new cluster in `layout`, left to it by
+/// [`create_seeded`](moco_adapters::local::create::create_seeded): the base backup
+/// ([`restore_into`]), then the binlogs.
 pub async fn restore_to(
     layout: &Layout,
     manifest: &Manifest,
@@ -512,7 +526,7 @@ pub fn differences(recorded: &Verification, now: &Verification) -> Vec<String> {
 }
 
 /// Verifies the backup under `prefix` by restoring it into instance 0 of the scratch cluster
-/// in `layout` (created, running, empty): its hash, the prepare, a server that starts, every
+/// in `layout` (as [`restore_into`]): its hash, the prepare, a server that starts, every
 /// table passing `CHECK TABLE`, the GTID position the manifest recorded; then rows and
 /// checksums per table, compared with the backup's earlier verification when there is one
 /// (else recorded as `verify.json` beside the manifest). Returns the verification and

@@ -268,6 +268,57 @@ async fn local_backup_streams_a_replica_into_a_directory_and_s3_and_lists_them()
         err.contains("--source nope") && err.contains("no complete backup of cluster \"nope\""),
         "{err}"
     );
+
+    // A copy that lacks one of MOCO's accounts: mariadbd starts although the init file that
+    // sets this cluster's passwords failed half way, so the restore checks every login, names
+    // the account and leaves nothing behind.
+    use mysql_async::prelude::Queryable as _;
+    let admin = |index: u64| {
+        mysql_async::Conn::new(dir.opts(
+            moco_tests::local::instance_port(&status, index),
+            "moco-admin",
+        ))
+    };
+    let mut c = admin(primary).await.unwrap();
+    c.query_drop("DROP USER 'moco-readonly'@'%'").await.unwrap();
+    let dropped: String = c
+        .query_first("SELECT @@gtid_binlog_pos")
+        .await
+        .unwrap()
+        .unwrap();
+    c.disconnect().await.unwrap();
+    for index in (0..3).filter(|&i| i != primary) {
+        let mut c = admin(index).await.unwrap();
+        let waited: Option<i64> = c
+            .exec_first("SELECT MASTER_GTID_WAIT(?, 120)", (dropped.as_str(),))
+            .await
+            .unwrap();
+        assert_eq!(waited, Some(0), "instance {index} applied the DROP USER");
+        c.disconnect().await.unwrap();
+    }
+    let out = moco_ok(&["local", "backup", "--dir", &dir_arg]);
+    assert!(out.contains("backed up instance"), "{out}");
+    let newdir = dir.path().parent().unwrap().join("no-readonly");
+    let err = moco_tests::local::moco_err(&[
+        "local",
+        "restore",
+        "--dir",
+        &newdir.display().to_string(),
+        "--from",
+        &default_bucket.display().to_string(),
+        "--source",
+        "c",
+        "--replicas",
+        "1",
+        "--base-port",
+        &free_port_block(3).to_string(),
+        "--detach",
+    ]);
+    assert!(
+        err.contains("does not let moco-readonly log in") && err.contains("was removed"),
+        "{err}"
+    );
+    assert!(!newdir.exists(), "the half-restored cluster is gone");
 }
 
 /// Bad input names the flag.

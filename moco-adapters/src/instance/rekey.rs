@@ -35,6 +35,18 @@ pub fn rekey_statements(passwords: &MocoPasswords) -> Vec<String> {
     statements
 }
 
+/// [`rekey_statements`] as the `--init-file` of the copy's first start, one statement per
+/// line. mysqld runs the file before it accepts any connection, with the grant tables loaded,
+/// so a restore whose copy starts for the first time needs neither a start without grant
+/// tables nor a second start. The file holds passwords: the caller writes it 0600 and removes
+/// it once the server answers.
+pub fn rekey_init_file(passwords: &MocoPasswords) -> String {
+    rekey_statements(passwords)
+        .iter()
+        .map(|statement| format!("{statement};\n"))
+        .collect()
+}
+
 /// Waits up to `boot` for the copy started with `--skip-grant-tables --skip-networking` to
 /// answer on `socket`, then gives MOCO's accounts `passwords` ([`rekey_statements`]). The
 /// caller stops the server afterwards.
@@ -121,5 +133,25 @@ mod tests {
             "{}",
             statements[2]
         );
+    }
+
+    /// A password with a newline must not split its statement: mysqld reads the init file a
+    /// line at a time.
+    #[test]
+    fn the_init_file_has_one_statement_per_line() {
+        let passwords =
+            MocoPasswords::try_from_fn(|a: Account| Ok::<_, ()>(format!("{}\nx;", a.name())))
+                .unwrap();
+        let file = rekey_init_file(&passwords);
+        let lines: Vec<&str> = file.lines().collect();
+        assert_eq!(
+            lines,
+            rekey_statements(&passwords)
+                .iter()
+                .map(|s| format!("{s};"))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(lines.len(), 2 + Account::ALL.len());
+        assert!(file.ends_with(";\n"));
     }
 }

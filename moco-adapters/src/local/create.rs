@@ -4,6 +4,7 @@
 //! Every check runs before the first write, so bad input never changes an existing directory.
 //! If creation fails half way, everything it made is removed again.
 
+use std::future::Future;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -242,6 +243,57 @@ pub fn prepare(options: CreateOptions) -> Result<Prepared, LocalError> {
 /// instance running, read-only and without replication: the manager's first rounds configure
 /// the rest. On failure everything created is stopped and removed.
 pub async fn create(prepared: Prepared) -> Result<Manifest, LocalError> {
+    build::<(), LocalError, _, _>(prepared, None::<fn(Layout, Manifest) -> NoSeed>)
+        .await
+        .map(|(manifest, _)| manifest)
+        .map_err(|e| match e {
+            SeededError::Create(e) | SeededError::Seed(e) => e,
+        })
+}
+
+/// The seed future [`create`] never runs.
+type NoSeed = std::future::Ready<Result<(), LocalError>>;
+
+/// Why [`create_seeded`] failed: creating the cluster, or the caller's seed of instance 0.
+#[derive(Debug, thiserror::Error)]
+pub enum SeededError<E> {
+    /// Creating the cluster failed.
+    #[error(transparent)]
+    Create(LocalError),
+    /// The seed of instance 0 failed.
+    #[error(transparent)]
+    Seed(E),
+}
+
+/// Like [`create`], but instance 0's datadir is `seed`'s to fill (a restore): it is not
+/// initialised here, and `seed` gets the layout and the manifest (phase `Initializing`) once
+/// every file of the cluster is written, and runs while the other instances are initialised.
+/// `seed` must leave instance 0 running with MOCO's accounts and this cluster's passwords.
+/// A restore into a new cluster thus costs no initialisation of instance 0, and creating the
+/// others overlaps the download. On failure of either, everything is stopped and removed.
+pub async fn create_seeded<T, E, F, Fut>(
+    prepared: Prepared,
+    seed: F,
+) -> Result<(Manifest, T), SeededError<E>>
+where
+    F: FnOnce(Layout, Manifest) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let (manifest, seeded) = build(prepared, Some(seed)).await?;
+    let seeded = seeded.ok_or_else(|| {
+        SeededError::Create(LocalError::other("instance 0", "the seed did not run"))
+    })?;
+    Ok((manifest, seeded))
+}
+
+async fn build<T, E, F, Fut>(
+    prepared: Prepared,
+    seed: Option<F>,
+) -> Result<(Manifest, Option<T>), SeededError<E>>
+where
+    F: FnOnce(Layout, Manifest) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
     let Prepared {
         layout,
         mut manifest,
@@ -250,49 +302,69 @@ pub async fn create(prepared: Prepared) -> Result<Manifest, LocalError> {
     } = prepared;
     let root = layout.root().to_path_buf();
     let existed = root.exists();
-    super::files::create_private_dir(&root)?;
+    super::files::create_private_dir(&root).map_err(SeededError::Create)?;
     // Two `up` on one new directory: the second stops here, touching nothing.
-    let _claim = CreationClaim::take(&root)?;
+    let _claim = CreationClaim::take(&root).map_err(SeededError::Create)?;
     let mut servers: Vec<Arc<LocalMysqld>> = Vec::new();
     let result = async {
-        manifest.save(&layout)?;
-        let secret = Secret::generate()?;
-        secret.save(&layout)?;
+        let create = SeededError::Create;
+        manifest.save(&layout).map_err(create)?;
+        let secret = Secret::generate().map_err(create)?;
+        secret.save(&layout).map_err(create)?;
         if manifest.tls {
-            super::tls::create_authority(&layout, &manifest)?;
+            super::tls::create_authority(&layout, &manifest).map_err(create)?;
         }
-        secret.write_client_files(&layout, &manifest)?;
+        secret
+            .write_client_files(&layout, &manifest)
+            .map_err(create)?;
         for index in 0..manifest.replicas {
-            servers.push(Arc::new(servers::write_instance(
-                &layout, &manifest, &binary, index,
-            )?));
+            servers.push(Arc::new(
+                servers::write_instance(&layout, &manifest, &binary, index).map_err(create)?,
+            ));
         }
+        let first_initialised = usize::from(seed.is_some());
         let inits = servers
             .iter()
+            .skip(first_initialised)
             .map(|s| servers::initialize_instance(&layout, &manifest, &secret, s));
-        for r in futures::future::join_all(inits).await {
-            r?;
-        }
+        let inits = async {
+            for r in futures::future::join_all(inits).await {
+                r?;
+            }
+            Ok::<(), LocalError>(())
+        };
+        let seeding = async {
+            match seed {
+                Some(seed) => seed(layout.clone(), manifest.clone()).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let (inits, seeded) = futures::join!(inits, seeding);
+        inits.map_err(create)?;
+        let seeded = seeded.map_err(SeededError::Seed)?;
         manifest.phase = Phase::Ready;
-        manifest.save(&layout)?;
-        Ok::<(), LocalError>(())
+        manifest.save(&layout).map_err(create)?;
+        Ok::<_, SeededError<E>>(seeded)
     }
     .await;
-    if let Err(e) = result {
-        tracing::warn!(error = %e, dir = %root.display(), "creation failed; removing what was made");
-        let started: Vec<(u32, Arc<LocalMysqld>)> = (0..).zip(servers.iter().cloned()).collect();
-        let _ = super::servers::stop_servers(&started, 0, options.boot_timeout).await;
-        let cleanup = if existed {
-            empty_dir(&root)
-        } else {
-            std::fs::remove_dir_all(&root).map_err(|e| LocalError::io(&root, "remove", e))
-        };
-        if let Err(c) = cleanup {
-            tracing::warn!(error = %c, "cleanup failed");
+    match result {
+        Ok(seeded) => Ok((manifest, seeded)),
+        Err(e) => {
+            tracing::warn!(dir = %root.display(), "creation failed; removing what was made");
+            let started: Vec<(u32, Arc<LocalMysqld>)> =
+                (0..).zip(servers.iter().cloned()).collect();
+            let _ = super::servers::stop_servers(&started, 0, options.boot_timeout).await;
+            let cleanup = if existed {
+                empty_dir(&root)
+            } else {
+                std::fs::remove_dir_all(&root).map_err(|e| LocalError::io(&root, "remove", e))
+            };
+            if let Err(c) = cleanup {
+                tracing::warn!(error = %c, "cleanup failed");
+            }
+            Err(e)
         }
-        return Err(e);
     }
-    Ok(manifest)
 }
 
 /// The marker of an `up` that is creating a cluster in a directory.

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use moco_adapters::local::create::SeededError;
 use moco_backup::BucketSpec;
 use moco_core::time::Timestamp;
 
@@ -336,12 +337,23 @@ async fn verify(args: &VerifyArgs) -> Result<ExitCode, LocalCmdError> {
         chosen.prefix,
         scratch.display()
     );
-    let manifest = moco_adapters::local::create::create(prepared).await?;
-    let outcome =
-        moco_backup::local::verify(&layout, &manifest, &bucket, &chosen.prefix, now()).await;
-    remove_new_cluster(&layout, &manifest, false).await;
-    let (v, compared) =
-        outcome.map_err(|e| usage(format!("{}: NOT VERIFIED: {e}", chosen.prefix)))?;
+    let prefix = chosen.prefix.clone();
+    let created = moco_adapters::local::create::create_seeded(prepared, |layout, manifest| {
+        let bucket = &bucket;
+        async move { moco_backup::local::verify(&layout, &manifest, bucket, &prefix, now()).await }
+    })
+    .await;
+    let (v, compared) = match created {
+        Ok((manifest, outcome)) => {
+            remove_new_cluster(&layout, &manifest, false).await;
+            outcome
+        }
+        // The scratch instance is gone already.
+        Err(SeededError::Create(e)) => return Err(e.into()),
+        Err(SeededError::Seed(e)) => {
+            return Err(usage(format!("{}: NOT VERIFIED: {e}", chosen.prefix)));
+        }
+    };
     let rows: u64 = v.tables.values().map(|t| t.rows).sum();
     say!(
         "{} verified in {:.1} s: it restores, {} tables pass CHECK TABLE ({} rows), GTID position {}; {}",
@@ -505,13 +517,17 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
         a.replicas,
         layout.root().display()
     );
-    let existed = layout.root().exists();
-    let manifest = moco_adapters::local::create::create(prepared).await?;
-    let done = match moco_backup::local::restore_to(&layout, &manifest, &bucket, &planned).await {
-        Ok(r) => r,
-        Err(e) => {
-            // Nothing half-restored is left running or on disk.
-            remove_new_cluster(&layout, &manifest, existed).await;
+    // Instance 0 is restored while the others are created; a failure of either leaves
+    // nothing half-restored running or on disk.
+    let created = moco_adapters::local::create::create_seeded(prepared, |layout, manifest| {
+        let (bucket, planned) = (&bucket, &planned);
+        async move { moco_backup::local::restore_to(&layout, &manifest, bucket, planned).await }
+    })
+    .await;
+    let (manifest, done) = match created {
+        Ok(created) => created,
+        Err(SeededError::Create(e)) => return Err(e.into()),
+        Err(SeededError::Seed(e)) => {
             return Err(usage(format!(
                 "{e} (the new cluster in {} was removed)",
                 a.dir.display()
