@@ -235,6 +235,7 @@ async fn accounts_and_a_streamed_copy() {
                 ssl_ca: None,
                 scratch_dir: dir.join("scratch"),
                 log: dir.join("donor.log"),
+                nice: clone::BACKUP_NICE,
             };
             let target = RestoreTarget {
                 backup_tool: binary.tool("mariadb-backup").unwrap(),
@@ -244,7 +245,13 @@ async fn accounts_and_a_streamed_copy() {
             };
             recipient.stop(STOP_GRACE).await.unwrap();
             // Donor half: backup into one end of the channel.
+            let ours = nice_of("self");
             let mut backup = clone::start_backup(&source).unwrap();
+            // The tool gives way to the servers; this process (and its threads) does not.
+            let pid = backup.pid().unwrap().to_string();
+            assert_eq!(nice_of(&pid), (ours + clone::BACKUP_NICE).min(19));
+            assert_eq!(nice_of("self"), ours);
+            assert_eq!(nice_of("thread-self"), ours);
             let mut out = backup.take_stream().unwrap();
             let (mut tx, rx) = tokio::io::duplex(64 * 1024);
             let send = tokio::spawn(async move {
@@ -283,4 +290,12 @@ async fn accounts_and_a_streamed_copy() {
     }
     assert_eq!(rows(recipient, &pw).await, 50);
     fleet.stop().await;
+}
+
+/// The nice value of `/proc/<which>` (a pid, `self` or `thread-self`): field 19 of `stat`.
+fn nice_of(which: &str) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{which}/stat")).unwrap();
+    // The command name (field 2) may hold spaces; the fields after it do not.
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    after_name.split(' ').nth(16).unwrap().parse().unwrap()
 }

@@ -137,6 +137,7 @@ pub async fn backup(
         ssl_ca: tls::ca_file(&layout, &manifest),
         scratch_dir: instance_dir.join("backup-scratch"),
         log: instance_dir.join("backup.log"),
+        nice: moco_adapters::instance::clone::BACKUP_NICE,
     };
     moco_adapters::instance::clone::wipe_dir(&source.scratch_dir)
         .map_err(|e| fail(e.to_string()))?;

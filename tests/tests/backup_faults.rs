@@ -55,6 +55,7 @@ async fn a_store_lost_mid_upload_is_retried_or_leaves_no_complete_backup() {
         ssl_ca: None,
         scratch_dir: source.dir.join("backup-scratch"),
         log: source.dir.join("backup.log"),
+        nice: 0,
     };
     let env: BTreeMap<String, String> = [
         ("AWS_ACCESS_KEY_ID", "test"),

@@ -57,6 +57,7 @@ async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
         ssl_ca: None,
         scratch_dir: source.dir.join("backup-scratch"),
         log: source.dir.join("backup.log"),
+        nice: 0,
     };
     let started = std::time::Instant::now();
     let manifest = physical::backup(&backup_source, state_before.clone(), &bucket, prefix)

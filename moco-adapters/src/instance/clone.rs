@@ -53,7 +53,15 @@ pub struct BackupSource {
     pub scratch_dir: PathBuf,
     /// Where the tool's messages go (appended).
     pub log: PathBuf,
+    /// Added to the tool's nice value (0 keeps this process's): [`BACKUP_NICE`] for a scheduled
+    /// backup, 0 for a clone, which a new instance waits for.
+    pub nice: i32,
 }
+
+/// The nice value of a backup's `mariadb-backup`: it gives way to the servers for CPU (and,
+/// under Linux's I/O schedulers that derive I/O priority from it, for the disk). Not lower:
+/// the tool must copy the redo log faster than the donor writes it, or the backup fails.
+pub const BACKUP_NICE: i32 = 10;
 
 /// A running backup: its standard output is the stream.
 #[derive(Debug)]
@@ -147,24 +155,44 @@ pub fn start_backup(source: &BackupSource) -> Result<BackupStream, InstanceError
     )?;
     let args = backup_args(source, &options);
     let command = format!("{} {}", source.tool.display(), args.join(" "));
-    let child = Command::new(&source.tool)
-        .args(&args)
+    let mut tool = Command::new(&source.tool);
+    tool.args(&args)
         .env("UMASK", crate::mysqld::modes::SERVER_FILE_UMASK)
         .env("UMASK_DIR", crate::mysqld::modes::SERVER_DIR_UMASK)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log_handle(&source.log)?)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&options);
-            InstanceError::io(&source.tool, "run", e)
-        })?;
+        .kill_on_drop(true);
+    let child = spawn_niced(&mut tool, source.nice).map_err(|e| {
+        let _ = std::fs::remove_file(&options);
+        InstanceError::io(&source.tool, "run", e)
+    })?;
     Ok(BackupStream {
         child,
         command,
         log: source.log.clone(),
         options,
+    })
+}
+
+/// Spawns `command` with its nice value raised by `nice`: from a thread of its own that lowers its own
+/// priority first, since a child inherits its parent thread's nice value and a nice value
+/// cannot be raised back without privileges (so no thread of this process's pools may do it).
+fn spawn_niced(command: &mut Command, nice: i32) -> std::io::Result<tokio::process::Child> {
+    if nice == 0 {
+        return command.spawn();
+    }
+    let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let _entered = runtime.enter();
+                let current = rustix::process::getpriority_process(None)?;
+                rustix::process::setpriority_process(None, current.saturating_add(nice).min(19))?;
+                command.spawn()
+            })
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the spawning thread panicked")))
     })
 }
 
@@ -192,6 +220,11 @@ impl BackupStream {
     /// The backup's bytes (once).
     pub fn take_stream(&mut self) -> Option<ChildStdout> {
         self.child.stdout.take()
+    }
+
+    /// The tool's process id, until it was waited for.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// Waits for the backup to end and fails unless it succeeded.
@@ -430,6 +463,7 @@ mod tests {
             ssl_ca: None,
             scratch_dir: "/d/scratch".into(),
             log: "/d/log".into(),
+            nice: 0,
         };
         let args = backup_args(&source, Path::new("/d/options.cnf"));
         assert!(
@@ -508,6 +542,7 @@ mod tests {
             ssl_ca: None,
             scratch_dir: dir.path().join("scratch"),
             log: dir.path().join("clone.log"),
+            nice: 0,
         };
         let mut backup = start_backup(&source).unwrap();
         let options = source.scratch_dir.with_extension("client.cnf");

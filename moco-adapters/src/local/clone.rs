@@ -156,6 +156,7 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
         ssl_ca: super::tls::ca_file(job.layout, job.manifest),
         scratch_dir: scratch.clone(),
         log: log_path.clone(),
+        nice: 0,
     };
     let target = RestoreTarget {
         backup_tool,

@@ -450,6 +450,7 @@ async fn backup(
         ssl_ca: state.mysql_tls.as_ref().map(|ca| ca.path.clone()),
         scratch_dir: state.volume.backup_scratch(),
         log: state.log_dir.join("backup.log"),
+        nice: 0,
     };
     if let Err(e) = procedures::wipe_dir(&source.scratch_dir) {
         return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
