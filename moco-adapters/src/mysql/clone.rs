@@ -120,9 +120,12 @@ pub async fn seed_mariadb_clone(
             Some(instance.opts.call_timeout),
             async {
                 let mut conn = instance.conn().await?;
-                instance
-                    .exec_all(&mut conn, &sql::mariadb_seed_clone(binlog_state, slave_pos))
+                let logged: String = instance
+                    .value(&mut conn, "SELECT @@gtid_binlog_state")
                     .await?;
+                let statements =
+                    sql::mariadb_seed_clone(binlog_state, slave_pos, !logged.is_empty());
+                instance.exec_all(&mut conn, &statements).await?;
                 let now = instance.executed_gtid_on(&mut conn, d).await?;
                 let pos: String = instance
                     .value(&mut conn, "SELECT @@gtid_binlog_pos")
