@@ -12,6 +12,7 @@ use moco_adapters::local::sql::admin_options;
 use moco_adapters::local::tls;
 use moco_adapters::local::{Layout, Manifest};
 use moco_adapters::mysql::MysqlInstance;
+use moco_adapters::mysqld::ServerBinary;
 use moco_adapters::ports::{MocoUser, MysqlPort as _};
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
@@ -213,6 +214,7 @@ pub async fn list(bucket: &Bucket, cluster_prefix: &str) -> Result<Vec<Listed>, 
 pub async fn restore_into(
     layout: &Layout,
     manifest: &Manifest,
+    binary: &ServerBinary,
     bucket: &Bucket,
     prefix: &str,
 ) -> Result<physical::Restored, LocalBackupError> {
@@ -227,7 +229,6 @@ pub async fn restore_into(
         dir: dir.clone(),
         message,
     };
-    let binary = manifest.server_binary().map_err(|e| fail(e.to_string()))?;
     let tool = |name: &str| binary.tool(name).map_err(|e| fail(e.to_string()));
     let server = LocalMysqld::open(binary.clone(), &layout.instance_dir(0))
         .map_err(|e| fail(e.to_string()))?;
@@ -419,6 +420,7 @@ pub async fn plan_restore_under(
 pub async fn restore_to(
     layout: &Layout,
     manifest: &Manifest,
+    binary: &ServerBinary,
     bucket: &Bucket,
     planned: &PlannedRestore,
 ) -> Result<RestoredTo, RestoreToError> {
@@ -429,7 +431,7 @@ pub async fn restore_to(
         plan,
     } = planned;
     let base = base.clone();
-    let restored = restore_into(layout, manifest, bucket, &base).await?;
+    let restored = restore_into(layout, manifest, binary, bucket, &base).await?;
     let dir = layout.root().display().to_string();
     let fail = |message: String| LocalBackupError::Cluster {
         dir: dir.clone(),
@@ -442,7 +444,6 @@ pub async fn restore_to(
             replayed: Replayed::default(),
         });
     }
-    let binary = manifest.server_binary().map_err(|e| fail(e.to_string()))?;
     let tool = |names: [&str; 2]| {
         binary
             .tool(names[0])
@@ -535,6 +536,7 @@ pub fn differences(recorded: &Verification, now: &Verification) -> Vec<String> {
 pub async fn verify(
     layout: &Layout,
     manifest: &Manifest,
+    binary: &ServerBinary,
     bucket: &Bucket,
     prefix: &str,
     now: Timestamp,
@@ -545,7 +547,7 @@ pub async fn verify(
         dir: dir.clone(),
         message,
     };
-    let restored = restore_into(layout, manifest, bucket, prefix).await?;
+    let restored = restore_into(layout, manifest, binary, bucket, prefix).await?;
     let secret = Secret::load(layout).map_err(|e| fail(e.to_string()))?;
     let admin = MysqlInstance::new(
         admin_options(manifest, layout, 0, &secret).map_err(|e| fail(e.to_string()))?,

@@ -243,12 +243,15 @@ pub fn prepare(options: CreateOptions) -> Result<Prepared, LocalError> {
 /// instance running, read-only and without replication: the manager's first rounds configure
 /// the rest. On failure everything created is stopped and removed.
 pub async fn create(prepared: Prepared) -> Result<Manifest, LocalError> {
-    build::<(), LocalError, _, _>(prepared, None::<fn(Layout, Manifest) -> NoSeed>)
-        .await
-        .map(|(manifest, _)| manifest)
-        .map_err(|e| match e {
-            SeededError::Create(e) | SeededError::Seed(e) => e,
-        })
+    build::<(), LocalError, _, _>(
+        prepared,
+        None::<fn(Layout, Manifest, ServerBinary) -> NoSeed>,
+    )
+    .await
+    .map(|(manifest, _)| manifest)
+    .map_err(|e| match e {
+        SeededError::Create(e) | SeededError::Seed(e) => e,
+    })
 }
 
 /// The seed future [`create`] never runs.
@@ -266,8 +269,8 @@ pub enum SeededError<E> {
 }
 
 /// Like [`create`], but instance 0's datadir is `seed`'s to fill (a restore): it is not
-/// initialised here, and `seed` gets the layout and the manifest (phase `Initializing`) once
-/// every file of the cluster is written, and runs while the other instances are initialised.
+/// initialised here, and `seed` gets the layout, the manifest (phase `Initializing`) and the
+/// server binary once every file of the cluster is written, and runs while the other instances are initialised.
 /// `seed` must leave instance 0 running with MOCO's accounts and this cluster's passwords.
 /// A restore into a new cluster thus costs no initialisation of instance 0, and creating the
 /// others overlaps the download. On failure of either, everything is stopped and removed.
@@ -276,7 +279,7 @@ pub async fn create_seeded<T, E, F, Fut>(
     seed: F,
 ) -> Result<(Manifest, T), SeededError<E>>
 where
-    F: FnOnce(Layout, Manifest) -> Fut,
+    F: FnOnce(Layout, Manifest, ServerBinary) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
     let (manifest, seeded) = build(prepared, Some(seed)).await?;
@@ -291,7 +294,7 @@ async fn build<T, E, F, Fut>(
     seed: Option<F>,
 ) -> Result<(Manifest, Option<T>), SeededError<E>>
 where
-    F: FnOnce(Layout, Manifest) -> Fut,
+    F: FnOnce(Layout, Manifest, ServerBinary) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
     let Prepared {
@@ -335,7 +338,9 @@ where
         };
         let seeding = async {
             match seed {
-                Some(seed) => seed(layout.clone(), manifest.clone()).await.map(Some),
+                Some(seed) => seed(layout.clone(), manifest.clone(), binary.clone())
+                    .await
+                    .map(Some),
                 None => Ok(None),
             }
         };

@@ -338,11 +338,15 @@ async fn verify(args: &VerifyArgs) -> Result<ExitCode, LocalCmdError> {
         scratch.display()
     );
     let prefix = chosen.prefix.clone();
-    let created = moco_adapters::local::create::create_seeded(prepared, |layout, manifest| {
-        let bucket = &bucket;
-        async move { moco_backup::local::verify(&layout, &manifest, bucket, &prefix, now()).await }
-    })
-    .await;
+    let created =
+        moco_adapters::local::create::create_seeded(prepared, |layout, manifest, binary| {
+            let bucket = &bucket;
+            async move {
+                moco_backup::local::verify(&layout, &manifest, &binary, bucket, &prefix, now())
+                    .await
+            }
+        })
+        .await;
     let (v, compared) = match created {
         Ok((manifest, outcome)) => {
             remove_new_cluster(&layout, &manifest, false).await;
@@ -519,11 +523,14 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
     );
     // Instance 0 is restored while the others are created; a failure of either leaves
     // nothing half-restored running or on disk.
-    let created = moco_adapters::local::create::create_seeded(prepared, |layout, manifest| {
-        let (bucket, planned) = (&bucket, &planned);
-        async move { moco_backup::local::restore_to(&layout, &manifest, bucket, planned).await }
-    })
-    .await;
+    let created =
+        moco_adapters::local::create::create_seeded(prepared, |layout, manifest, binary| {
+            let (bucket, planned) = (&bucket, &planned);
+            async move {
+                moco_backup::local::restore_to(&layout, &manifest, &binary, bucket, planned).await
+            }
+        })
+        .await;
     let (manifest, done) = match created {
         Ok(created) => created,
         Err(SeededError::Create(e)) => return Err(e.into()),
