@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `POST /v1/clone` ([`CloneRequest`]) | the controller (client certificate CN `moco-controller`) | start copying the donor onto this (empty) instance; `202` with the [`CloneStatus`], `409` while another runs, `412` unless this instance is empty |
 //! | `GET /v1/clone` | the controller | the [`CloneStatus`] of the running or last clone |
-//! | `GET /v1/backup` | any client of the cluster's CA that sends the cluster's clone-donor password in [`HEADER_DONOR_PASSWORD`] | MariaDB: a physical backup of this instance, streamed (`mariadb-backup --stream=xbstream`); the donor's `gtid_binlog_state` before it in [`HEADER_BINLOG_STATE`] |
+//! | `GET /v1/backup` | any client of the cluster's CA that sends the cluster's clone-donor password in [`HEADER_DONOR_PASSWORD`] | MariaDB: a physical backup of this instance, streamed (`mariadb-backup --stream=xbstream`); the donor's `gtid_binlog_state` before it in [`HEADER_BINLOG_STATE`]. [`HEADER_PURPOSE`] `backup` runs the tool at nice +10, `clone` (or none) at full priority; another value is `400` |
 //! | `PUT /v1/restore` | any client of the cluster's CA that sends the cluster's `moco-admin` password in [`HEADER_ADMIN_PASSWORD`] (else `403`) | MariaDB: the body is an uncompressed `mariadb-backup --stream=xbstream` backup of another cluster, the source's `gtid_binlog_state` before it in [`HEADER_BINLOG_STATE`] (else `400`). Received, prepared and made ready as a clone is; answered only then: `200` with [`RestoreReceived`]. `409` while another clone, backup or restore runs or a copy waits; `412` unless this instance is an empty MariaDB with the copy tools; a body that ends with an error fails the restore (`400`), as does a bad stream or a failed prepare (`500`), and nothing of it is left |
 
 use moco_core::gtid::GtidSet;
@@ -28,8 +28,38 @@ pub const HEADER_ADMIN_PASSWORD: &str = "x-moco-admin-password";
 pub const RESTORE_DONOR: &str = "restore";
 /// The donor's (a restore: the source's) `gtid_binlog_state` before the backup started.
 pub const HEADER_BINLOG_STATE: &str = "x-moco-gtid-binlog-state";
+/// What a `GET /v1/backup` is for ([`CopyPurpose`]); absent means a clone.
+pub const HEADER_PURPOSE: &str = "x-moco-copy-purpose";
 /// The CN of the controller's client certificate (MOCO's).
 pub const CONTROLLER_NAME: &str = "moco-controller";
+
+/// Why a donor streams a copy of itself: a new instance waits for a clone, while a backup is
+/// background work, and the donor's `mariadb-backup` gives way to its mysqld for it (a
+/// semi-synchronous primary waits for this replica's acknowledgements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyPurpose {
+    /// A clone onto a new instance: full priority.
+    Clone,
+    /// A backup: the tool runs at a lower priority (nice +10).
+    Backup,
+}
+
+impl CopyPurpose {
+    /// The value of [`HEADER_PURPOSE`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CopyPurpose::Clone => "clone",
+            CopyPurpose::Backup => "backup",
+        }
+    }
+
+    /// Parses [`HEADER_PURPOSE`]'s value.
+    pub fn parse(value: &str) -> Option<Self> {
+        [CopyPurpose::Clone, CopyPurpose::Backup]
+            .into_iter()
+            .find(|p| p.as_str() == value)
+    }
+}
 
 /// What to copy from.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,4 +170,19 @@ pub struct RestoreReceived {
 pub struct ErrorBody {
     /// What was wrong.
     pub error: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_purposes_round_trip_and_nothing_else_parses() {
+        for purpose in [CopyPurpose::Clone, CopyPurpose::Backup] {
+            assert_eq!(CopyPurpose::parse(purpose.as_str()), Some(purpose));
+        }
+        for other in ["", "Backup", "backup ", "restore"] {
+            assert_eq!(CopyPurpose::parse(other), None, "{other:?}");
+        }
+    }
 }

@@ -17,8 +17,8 @@ use rustls::pki_types::ServerName;
 use tokio::io::AsyncRead;
 
 use crate::api::{
-    CloneRequest, CloneStatus, ErrorBody, HEADER_ADMIN_PASSWORD, HEADER_BINLOG_STATE,
-    HEADER_DONOR_PASSWORD, PATH_BACKUP, PATH_CLONE, PATH_RESTORE, RestoreReceived,
+    CloneRequest, CloneStatus, CopyPurpose, ErrorBody, HEADER_ADMIN_PASSWORD, HEADER_BINLOG_STATE,
+    HEADER_DONOR_PASSWORD, HEADER_PURPOSE, PATH_BACKUP, PATH_CLONE, PATH_RESTORE, RestoreReceived,
 };
 use crate::error::AgentError;
 
@@ -171,12 +171,14 @@ impl AgentClient {
         host: &str,
         port: u16,
         donor_password: &str,
+        purpose: CopyPurpose,
     ) -> Result<(GtidSet, impl AsyncRead + Unpin + Send + use<>), AgentError> {
         let request = Request::builder()
             .method(Method::GET)
             .uri(PATH_BACKUP)
             .header(hyper::header::HOST, host)
             .header(HEADER_DONOR_PASSWORD, donor_password)
+            .header(HEADER_PURPOSE, purpose.as_str())
             .body(full(Bytes::new()))
             .map_err(|e| AgentError::invalid("request", e.to_string()))?;
         let response = self.send(host, port, request).await?;

@@ -139,34 +139,44 @@ pub fn moco_err(args: &[&str]) -> String {
 /// Kills every process whose command line mentions `needle` (our servers and managers in
 /// a test directory), by pid, with SIGKILL.
 pub fn kill_processes_mentioning(needle: &str) -> usize {
-    let mut killed = 0;
+    processes_mentioning(needle)
+        .into_iter()
+        .filter_map(rustix::process::Pid::from_raw)
+        .filter(|&p| rustix::process::kill_process(p, rustix::process::Signal::KILL).is_ok())
+        .count()
+}
+
+/// The processes other than this one whose command line contains `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
+        return Vec::new();
     };
     let me = std::process::id();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if u32::try_from(pid).is_ok_and(|p| p == me) {
-            continue;
-        }
-        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-        if cmdline.contains(needle)
-            && let Some(p) = rustix::process::Pid::from_raw(pid)
-            && rustix::process::kill_process(p, rustix::process::Signal::KILL).is_ok()
-        {
-            killed += 1;
-        }
-    }
-    killed
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| u32::try_from(pid).is_ok_and(|p| p != me))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|raw| {
+                String::from_utf8_lossy(&raw)
+                    .replace('\0', " ")
+                    .contains(needle)
+            })
+        })
+        .collect()
+}
+
+/// The nice value of `/proc/<which>` (a pid, `self` or `thread-self`): field 19 of `stat`.
+pub fn nice_of(which: &str) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{which}/stat"))
+        .unwrap_or_else(|e| panic!("/proc/{which}/stat: {e}"));
+    // The command name (field 2) may hold spaces; the fields after it do not.
+    let after_name = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+    after_name
+        .split(' ')
+        .nth(16)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("/proc/{which}/stat: {stat}"))
 }
 
 /// A cluster directory in a fresh temporary directory. Dropping it (also on panic) runs

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::Account;
-use moco_agent::api::{ClonePhase, CloneRequest};
+use moco_agent::api::{ClonePhase, CloneRequest, CopyPurpose};
 use moco_agent::client::AgentClient;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
@@ -152,7 +152,10 @@ async fn agents_clone_a_mariadb_instance_over_mutual_tls() {
         e.to_string().contains("412") && e.to_string().contains("not empty"),
         "{e}"
     );
-    let e = match intruder.backup("localhost", a0.agent.port(), "guess").await {
+    let e = match intruder
+        .backup("localhost", a0.agent.port(), "guess", CopyPurpose::Clone)
+        .await
+    {
         Ok(_) => panic!("a backup was streamed for a wrong password"),
         Err(e) => e,
     };
@@ -372,6 +375,7 @@ async fn agents_clone_when_mysqld_requires_tls() {
                 "localhost",
                 a0.agent.port(),
                 &test_password(Account::CloneDonor),
+                CopyPurpose::Backup,
             )
             .await
             .map_err(|e| e.to_string())?;

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_agent::api::{
-    ClonePhase, CloneStatus, HEADER_ADMIN_PASSWORD, PATH_RESTORE, RESTORE_DONOR,
+    ClonePhase, CloneStatus, CopyPurpose, HEADER_ADMIN_PASSWORD, PATH_RESTORE, RESTORE_DONOR,
 };
 use moco_agent::client::AgentClient;
 use moco_core::gtid::GtidSet;
@@ -42,6 +42,7 @@ async fn pull_backup(
                 "localhost",
                 agent.agent.port(),
                 &test_password(Account::CloneDonor),
+                CopyPurpose::Backup,
             )
             .await
         {
@@ -260,6 +261,27 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
 
     // The restore: streamed, unpacked and prepared before the answer.
     let (backup_state, stream) = pull_backup(&job, &a_source).await;
+    // Asked for as a backup, the donor's tool gives way to its mysqld (it waits on the
+    // unread stream meanwhile).
+    let datadir = format!("--datadir={}", source.mysqld.settings().datadir.display());
+    let tools: Vec<i32> = moco_tests::local::processes_mentioning(&datadir)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.windows(9).any(|w| w == b"--backup\0"))
+        })
+        .collect();
+    assert!(
+        !tools.is_empty(),
+        "no mariadb-backup --backup {datadir} running"
+    );
+    let ours = moco_tests::local::nice_of("self");
+    for pid in tools {
+        assert_eq!(
+            moco_tests::local::nice_of(&pid.to_string()),
+            (ours + 10).min(19)
+        );
+    }
     assert_eq!(backup_state, state);
     let started = Instant::now();
     let received = job

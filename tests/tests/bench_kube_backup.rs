@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_agent::api::CopyPurpose;
 use moco_backup::BucketSpec;
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
@@ -158,6 +159,7 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
                 "localhost",
                 agent.agent.port(),
                 &test_password(Account::CloneDonor),
+                CopyPurpose::Backup,
             )
             .await
             .unwrap();

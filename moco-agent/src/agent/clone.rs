@@ -39,8 +39,8 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{AgentState, BackupTools};
 use crate::api::{
-    ClonePhase, CloneRequest, CloneStatus, ErrorBody, HEADER_BINLOG_STATE, HEADER_DONOR_PASSWORD,
-    PATH_BACKUP, PATH_CLONE,
+    ClonePhase, CloneRequest, CloneStatus, CopyPurpose, ErrorBody, HEADER_BINLOG_STATE,
+    HEADER_DONOR_PASSWORD, HEADER_PURPOSE, PATH_BACKUP, PATH_CLONE,
 };
 use crate::error::AgentError;
 use crate::layout::{DataVolume, write_atomically};
@@ -258,6 +258,7 @@ async fn receive_mariadb(state: &AgentState, request: &CloneRequest) -> Result<(
             &request.donor_agent_host,
             request.donor_agent_port,
             &state.passwords.clone_donor,
+            CopyPurpose::Clone,
         )
         .await?;
     receive_copy(state, tools, donor_state, stream, false).await?;
@@ -421,6 +422,18 @@ async fn backup(
             "the clone-donor password does not match this cluster's",
         );
     }
+    let purpose = match headers.get(HEADER_PURPOSE) {
+        None => CopyPurpose::Clone,
+        Some(value) => match value.to_str().ok().and_then(CopyPurpose::parse) {
+            Some(purpose) => purpose,
+            None => {
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    format!("{HEADER_PURPOSE}: {value:?} is neither \"clone\" nor \"backup\""),
+                );
+            }
+        },
+    };
     let Some(tools) = state.tools.clone() else {
         return refuse(
             StatusCode::PRECONDITION_FAILED,
@@ -450,7 +463,10 @@ async fn backup(
         ssl_ca: state.mysql_tls.as_ref().map(|ca| ca.path.clone()),
         scratch_dir: state.volume.backup_scratch(),
         log: state.log_dir.join("backup.log"),
-        nice: 0,
+        nice: match purpose {
+            CopyPurpose::Clone => 0,
+            CopyPurpose::Backup => procedures::BACKUP_NICE,
+        },
     };
     if let Err(e) = procedures::wipe_dir(&source.scratch_dir) {
         return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use moco_agent::api::CopyPurpose;
 use moco_agent::client::AgentClient;
 use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
 use moco_core::facts::Flavor;
@@ -183,7 +184,7 @@ impl BackupJob {
         tracing::info!(source = source_index, agent = %format!("{host}:{port}"), %prefix, "backing up");
         let (state, stream) = self
             .agents
-            .backup(&host, port, &self.donor_password)
+            .backup(&host, port, &self.donor_password, CopyPurpose::Backup)
             .await?;
         let manifest =
             physical::store_stream(stream, started_at, state, &self.bucket, &prefix).await?;
