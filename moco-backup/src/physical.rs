@@ -350,6 +350,10 @@ pub struct Restored {
     pub manifest: Manifest,
     /// The GTID position the restored datadir is at.
     pub position: GtidSet,
+    /// How long the download and extraction took.
+    pub copied_in: std::time::Duration,
+    /// How long `mariadb-backup --prepare` took.
+    pub prepared_in: std::time::Duration,
 }
 
 /// Restores the backup under `prefix` into `target`'s datadir (emptied first; the server must
@@ -360,14 +364,16 @@ pub async fn restore(
     prefix: &str,
     target: &RestoreTarget,
 ) -> Result<Restored, BackupError> {
+    let began = std::time::Instant::now();
     let manifest = manifest(bucket, prefix).await?;
     let stream = bucket
         .download(&format!("{prefix}/{}", manifest.base.key))
         .await?;
     let mut checked = Hashing::new(stream);
     let extracted = {
-        let decoder =
-            async_compression::tokio::bufread::ZstdDecoder::new(BufReader::new(&mut checked));
+        let decoder = async_compression::tokio::bufread::ZstdDecoder::new(
+            BufReader::with_capacity(1 << 20, &mut checked),
+        );
         procedures::extract(decoder, target).await
     };
     let corrupt = |message: String| BackupError::Corrupt {
@@ -389,8 +395,14 @@ pub async fn restore(
     }
     extracted?;
     drained.map_err(|e| corrupt(format!("reading {}: {e}", manifest.base.key)))?;
+    let copied_in = began.elapsed();
     let position = procedures::prepare(target).await?;
-    Ok(Restored { manifest, position })
+    Ok(Restored {
+        manifest,
+        position,
+        copied_in,
+        prepared_in: began.elapsed().saturating_sub(copied_in),
+    })
 }
 
 #[cfg(test)]

@@ -167,12 +167,28 @@ pub fn start_backup(source: &BackupSource) -> Result<BackupStream, InstanceError
         let _ = std::fs::remove_file(&options);
         InstanceError::io(&source.tool, "run", e)
     })?;
+    if let Some(out) = &child.stdout {
+        set_pipe_size(out);
+    }
     Ok(BackupStream {
         child,
         command,
         log: source.log.clone(),
         options,
     })
+}
+
+/// Size of the pipes a copy streams through.
+const PIPE_SIZE: usize = 1 << 20;
+
+/// Gives a pipe of a copy [`PIPE_SIZE`] bytes of buffer. With Linux's 64 KiB default, every
+/// 1 MiB piece of the stream woke the reader and the writer sixteen times: a restore's
+/// extraction of 1 GB took 4.4–6.5 s instead of 1.7–2.4 s (measured). A refusal (a limit on
+/// pipe sizes, `/proc/sys/fs/pipe-max-size`) only costs speed.
+fn set_pipe_size(pipe: impl std::os::fd::AsFd) {
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(pipe, PIPE_SIZE) {
+        tracing::debug!(error = %e, "the pipe keeps its default size");
+    }
 }
 
 /// Spawns `command` with its nice value raised by `nice`: from a thread of its own that lowers its own
@@ -280,6 +296,7 @@ where
         .stdin
         .take()
         .ok_or_else(|| InstanceError::Invalid(format!("{command}: no standard input")))?;
+    set_pipe_size(&stdin);
     // Large writes: 8 KiB ones (tokio::io::copy's) tripled the extraction's system time.
     let mut stream = tokio::io::BufReader::with_capacity(1 << 20, stream);
     let copied = tokio::io::copy_buf(&mut stream, &mut stdin).await;

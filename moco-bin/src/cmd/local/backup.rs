@@ -543,7 +543,8 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
     };
     say!(
         "instance 0 holds backup {} (GTID position {}) and {} binlog transactions from {} files \
-         (last {}) after {:.1} s; the others are cloned from it",
+         (last {}) after {:.1} s (copied in {:.1} s, prepared in {:.1} s); the others are \
+         cloned from it",
         done.base,
         done.restored.position,
         done.replayed.transactions,
@@ -551,7 +552,9 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
         done.replayed
             .last
             .map_or("none".to_owned(), |g| g.to_string()),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        done.restored.copied_in.as_secs_f64(),
+        done.restored.prepared_in.as_secs_f64()
     );
     super::start_manager(&layout, &manifest, &a.manager, started).await
 }
