@@ -300,7 +300,7 @@ if has_step restore; then
   record "moco local up --replicas 1 --detach, empty (s)" "$(secs $(($(now_ms) - t0)))"
   "$MOCO" local down --dir "$OUT/restored" >/dev/null
   rm -rf "$OUT/restored"
-  restore_ms=() floor_x_ms=() floor_p_ms=() floor_s_ms=() restore_rss=() restore_holds=()
+  restore_ms=() floor_x_ms=() floor_p_ms=() floor_s_ms=() restore_rss=() restore_holds=() restore_copy=()
   for run in $(seq "$RUNS"); do
     t0=$(now_ms)
     /usr/bin/time -v -o "$LOGS/restore-$run.time" "$MOCO" local restore --dir "$OUT/restored" \
@@ -309,7 +309,8 @@ if has_step restore; then
     restore_ms+=($(($(now_ms) - t0)))
     restore_rss+=($(awk -F': ' '/Maximum resident/ { print $2 }' "$LOGS/restore-$run.time"))
     # "instance 0 holds backup ... after 2.8 s; the others are cloned from it"
-    restore_holds+=($(sed -n 's/.* after \([0-9.]*\) s; the others.*/\1/p' "$LOGS/restore-$run.log"))
+    restore_holds+=($(sed -n 's/.* holds backup .* after \([0-9.]*\) s .*/\1/p' "$LOGS/restore-$run.log"))
+    restore_copy+=($(sed -n 's/.*(copied in \([0-9.]*\) s.*/\1/p' "$LOGS/restore-$run.log"))
     rows=$(mariadb --defaults-extra-file="$OUT/restored/client/moco-admin.cnf" -N \
       -e "SELECT COUNT(*) FROM sbtest.sbtest1")
     [ "$rows" = "$ROWS" ] || echo "note: restored sbtest1 has $rows rows, not $ROWS" >&2
@@ -348,6 +349,7 @@ if has_step restore; then
   floor_total=$((${m_x%.*} + ${m_p%.*} + ${m_s%.*}))
   record "moco local restore --replicas 1 --detach (s)" "$(secs "$m_restore") [$(printf '%s ' "${restore_ms[@]}")ms]"
   record "  of which: instance 0 holds the backup (s)" "$(printf '%s\n' "${restore_holds[@]}" | median)"
+  record "  of which: the copy (download, decode, extract) (s)" "$(printf '%s\n' "${restore_copy[@]}" | median)"
   record "floor: zstd -d | mbstream -x (s)" "$(secs "$m_x")"
   record "floor: mariadb-backup --prepare (s)" "$(secs "$m_p")"
   record "floor: mariadbd start to ping (s)" "$(secs "$m_s")"
