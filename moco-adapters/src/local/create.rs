@@ -270,8 +270,9 @@ pub enum SeededError<E> {
 
 /// Like [`create`], but instance 0's datadir is `seed`'s to fill (a restore): it is not
 /// initialised here, and `seed` gets the layout, the manifest (phase `Initializing`) and the
-/// server binary once every file of the cluster is written, and runs while the other instances are initialised.
-/// `seed` must leave instance 0 running with MOCO's accounts and this cluster's passwords.
+/// server binary once every file of the cluster is written, and runs while the other
+/// instances are initialised. `seed` must leave instance 0 running with MOCO's accounts and
+/// this cluster's passwords.
 /// A restore into a new cluster thus costs no initialisation of instance 0, and creating the
 /// others overlaps the download. On failure of either, everything is stopped and removed.
 pub async fn create_seeded<T, E, F, Fut>(
@@ -281,6 +282,7 @@ pub async fn create_seeded<T, E, F, Fut>(
 where
     F: FnOnce(Layout, Manifest, ServerBinary) -> Fut,
     Fut: Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
 {
     let (manifest, seeded) = build(prepared, Some(seed)).await?;
     let seeded = seeded.ok_or_else(|| {
@@ -296,6 +298,7 @@ async fn build<T, E, F, Fut>(
 where
     F: FnOnce(Layout, Manifest, ServerBinary) -> Fut,
     Fut: Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
 {
     let Prepared {
         layout,
@@ -355,7 +358,11 @@ where
     match result {
         Ok(seeded) => Ok((manifest, seeded)),
         Err(e) => {
-            tracing::warn!(dir = %root.display(), "creation failed; removing what was made");
+            let error = match &e {
+                SeededError::Create(c) => c.to_string(),
+                SeededError::Seed(s) => s.to_string(),
+            };
+            tracing::warn!(%error, dir = %root.display(), "creation failed; removing what was made");
             let started: Vec<(u32, Arc<LocalMysqld>)> =
                 (0..).zip(servers.iter().cloned()).collect();
             let _ = super::servers::stop_servers(&started, 0, options.boot_timeout).await;
