@@ -264,12 +264,10 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
     // Asked for as a backup, the donor's tool gives way to its mysqld (it waits on the
     // unread stream meanwhile).
     let datadir = format!("--datadir={}", source.mysqld.settings().datadir.display());
+    let backups = moco_tests::local::processes_mentioning("--backup --stream=xbstream");
     let tools: Vec<i32> = moco_tests::local::processes_mentioning(&datadir)
         .into_iter()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.windows(9).any(|w| w == b"--backup\0"))
-        })
+        .filter(|pid| backups.contains(pid))
         .collect();
     assert!(
         !tools.is_empty(),

@@ -200,21 +200,27 @@ async fn local_backup_streams_a_replica_into_a_directory_and_s3_and_lists_them()
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
     std::fs::write(&object, &bytes).unwrap();
-    let newdir = dir.path().parent().unwrap().join("damaged");
-    let err = moco_tests::local::moco_err(&[
-        "local",
-        "restore",
-        "--dir",
-        &newdir.display().to_string(),
-        "--from",
-        &default_bucket.display().to_string(),
-        "--source",
-        "c",
-        "--replicas",
-        "1",
-        "--base-port",
-        &free_port_block(3).to_string(),
-    ]);
+    // A restore that must fail: its error, and the directory it must not leave behind.
+    let failed_restore = |name: &str| {
+        let newdir = dir.path().parent().unwrap().join(name);
+        let err = moco_tests::local::moco_err(&[
+            "local",
+            "restore",
+            "--dir",
+            &newdir.display().to_string(),
+            "--from",
+            &default_bucket.display().to_string(),
+            "--source",
+            "c",
+            "--replicas",
+            "1",
+            "--base-port",
+            &free_port_block(3).to_string(),
+            "--detach",
+        ]);
+        (newdir, err)
+    };
+    let (newdir, err) = failed_restore("damaged");
     assert!(
         err.contains("damaged") && err.contains("was removed"),
         "{err}"
@@ -298,22 +304,7 @@ async fn local_backup_streams_a_replica_into_a_directory_and_s3_and_lists_them()
     }
     let out = moco_ok(&["local", "backup", "--dir", &dir_arg]);
     assert!(out.contains("backed up instance"), "{out}");
-    let newdir = dir.path().parent().unwrap().join("no-readonly");
-    let err = moco_tests::local::moco_err(&[
-        "local",
-        "restore",
-        "--dir",
-        &newdir.display().to_string(),
-        "--from",
-        &default_bucket.display().to_string(),
-        "--source",
-        "c",
-        "--replicas",
-        "1",
-        "--base-port",
-        &free_port_block(3).to_string(),
-        "--detach",
-    ]);
+    let (newdir, err) = failed_restore("no-readonly");
     assert!(
         err.contains("does not let moco-readonly log in") && err.contains("was removed"),
         "{err}"

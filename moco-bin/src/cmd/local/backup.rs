@@ -348,8 +348,8 @@ async fn verify(args: &VerifyArgs) -> Result<ExitCode, LocalCmdError> {
         })
         .await;
     let (v, compared) = match created {
-        Ok((manifest, outcome)) => {
-            remove_new_cluster(&layout, &manifest, false).await;
+        Ok((_, outcome)) => {
+            remove_scratch_cluster(&layout).await;
             outcome
         }
         // The scratch instance is gone already.
@@ -559,40 +559,14 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
     super::start_manager(&layout, &manifest, &a.manager, started).await
 }
 
-/// Stops every server of the cluster `restore` created and removes its directory (its
-/// contents only, when the directory existed before).
-async fn remove_new_cluster(
-    layout: &moco_adapters::local::Layout,
-    manifest: &moco_adapters::local::Manifest,
-    existed: bool,
-) {
-    let Ok(binary) = manifest.server_binary() else {
-        return;
-    };
-    let servers: Vec<(u32, std::sync::Arc<moco_adapters::mysqld::LocalMysqld>)> = (0..manifest
-        .replicas)
-        .filter_map(|i| {
-            moco_adapters::mysqld::LocalMysqld::open(binary.clone(), &layout.instance_dir(i))
-                .ok()
-                .map(|m| (i, std::sync::Arc::new(m)))
-        })
-        .collect();
+/// Stops every server of the scratch cluster `verify` created and removes its directory.
+async fn remove_scratch_cluster(layout: &moco_adapters::local::Layout) {
     let grace = std::time::Duration::from_secs(60);
-    if let Err(e) = moco_adapters::local::servers::stop_servers(&servers, 0, grace).await {
-        tracing::warn!(error = %e, "stopping the new cluster's servers");
+    if let Err(e) = moco_adapters::local::run::stop_instances(layout, grace).await {
+        tracing::warn!(error = %e, "stopping the scratch cluster's servers");
     }
     let root = layout.root();
-    let removed = if existed {
-        std::fs::read_dir(root).and_then(|entries| {
-            entries.flatten().try_for_each(|e| match e.file_type() {
-                Ok(t) if t.is_dir() => std::fs::remove_dir_all(e.path()),
-                _ => std::fs::remove_file(e.path()),
-            })
-        })
-    } else {
-        std::fs::remove_dir_all(root)
-    };
-    if let Err(e) = removed {
+    if let Err(e) = std::fs::remove_dir_all(root) {
         say!("could not remove {}: {e}", root.display());
     }
 }
