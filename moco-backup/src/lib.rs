@@ -7,6 +7,7 @@
 
 pub mod binlog;
 pub mod bucket;
+pub mod command;
 pub mod job;
 pub mod local;
 pub mod local_archive;
