@@ -28,8 +28,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::num::NonZeroU32;
 
-use moco_adapters::mysql::Account;
 use moco_adapters::mysql::option_file::quote_value;
+use moco_adapters::mysql::{Account, Dialect};
 use moco_core::facts::Role;
 use moco_core::time::Timestamp;
 
@@ -496,6 +496,15 @@ pub fn binlog_archive(work_dir: &str, threads: NonZeroU32) -> Pipeline {
     }
 }
 
+/// The statement whose first column is the binlog file a server writes now
+/// (`status.backup.binlogFilename`): MySQL 8.4 renamed `SHOW MASTER STATUS`.
+pub fn binlog_status_statement(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Mysql84 => "SHOW BINARY LOG STATUS",
+        Dialect::Mysql80 | Dialect::Mariadb => "SHOW MASTER STATUS",
+    }
+}
+
 /// `gtidExecuted` of the dump's `@.json`: the GTID set a restore of it starts from, stored as
 /// `status.backup.gtidSet` for the next backup's `--exclude-gtids`. MOCO reads a missing key
 /// as empty and the next binlog fetch then filters nothing; here it is an error.
@@ -618,6 +627,15 @@ fn account_part(text: &str) -> Result<(&str, &str), &'static str> {
     }
     Ok((part, &text[end..]))
 }
+
+/// What instance 0 is set to before the load (MOCO's `PrepareRestore`): `load-dump` needs
+/// `LOAD DATA LOCAL`, and writes (turning `read_only` off turns `super_read_only` off too).
+pub const OPEN_FOR_LOAD: [&str; 2] = ["SET GLOBAL local_infile=1", "SET GLOBAL read_only=0"];
+
+/// What instance 0 is set to after the load and replay (MOCO's `FinishRestore`): read-only
+/// until the clustering has configured the restored cluster, and no `LOAD DATA LOCAL`.
+pub const CLOSE_AFTER_LOAD: [&str; 2] =
+    ["SET GLOBAL super_read_only=1", "SET GLOBAL local_infile=0"];
 
 /// The dump tarball unpacked into the work dir (it holds `dump/`).
 pub fn dump_extract(work_dir: &str) -> CommandLine {

@@ -148,6 +148,8 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
             binlog_tool: binary.tool("mariadb-binlog").unwrap(),
             work_dir: root.path().join("work"),
             tls: ServerTls::default(),
+            tools: moco_backup::command::Tools::from_path(),
+            threads: std::num::NonZeroU32::MIN,
         };
         let floor_time = floor();
         // The physical part alone: what the Job does between choosing the source and the

@@ -17,6 +17,7 @@ mod kube_archive;
 mod kube_backup;
 mod kube_clone;
 mod kube_drills;
+mod kube_mysql;
 mod kube_restore;
 mod local_backup;
 mod local_bad_input;

@@ -14,6 +14,7 @@ use moco_adapters::instance::clone::RestoreTarget;
 use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
+use moco_backup::job::mysql::BackupServers as _;
 use moco_backup::job::server_tls::ServerTls;
 use moco_backup::{binlog, physical};
 use moco_operator::clustering::addresses::StaticAddresses;
@@ -138,6 +139,8 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
         binlog_tool: binary.tool("mariadb-binlog").unwrap(),
         work_dir: root.path().join("work"),
         tls: ServerTls::default(),
+        tools: moco_backup::command::Tools::from_path(),
+        threads: std::num::NonZeroU32::MIN,
     };
     let backup_status = || fake.get_json(CLUSTERS, NS, "db").unwrap()["status"]["backup"].clone();
     let objects = || {
@@ -208,9 +211,14 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
     );
     let status = backup_status();
     assert_eq!(status["sourceIndex"], 1);
-    assert_eq!(status["dumpSize"], json!(done.manifest.base.size));
+    assert_eq!(
+        status["dumpSize"],
+        json!(done.manifest.as_ref().unwrap().base.size)
+    );
     let position = done
         .manifest
+        .as_ref()
+        .unwrap()
         .position
         .clone()
         .expect("the stream names its position");
@@ -359,10 +367,36 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
         "{reasons:?}"
     );
     assert_eq!(reasons.iter().filter(|r| *r == "BackupCreated").count(), 3);
+    // The MySQL Jobs' queries where MariaDB shares them: the binlog files as moco-backup.
+    let servers = moco_backup::job::mysql::SqlServers::new(
+        Arc::new(addresses.clone()),
+        moco_operator::render::ClusterId {
+            name: "db".into(),
+            namespace: NS.into(),
+            uid: "uid-db".into(),
+        },
+        moco_adapters::ports::Credentials {
+            user: Account::Backup.name().into(),
+            password: test_password(Account::Backup),
+        },
+        ServerTls::default(),
+    );
+    let files = servers.binlog_files(0).await.unwrap();
+    let mut c = primary.admin().await;
+    let row: mysql_async::Row = c.query_first("SHOW MASTER STATUS").await.unwrap().unwrap();
+    let current: String = row.get(0).unwrap();
+    assert_eq!(files.current, current);
+    assert!(
+        files.all.contains(&current) && files.all.len() >= 2,
+        "{files:?}"
+    );
+    // MariaDB has no server_uuid: the error names the instance and the statement.
+    let e = servers.server_uuid(1).await.unwrap_err().to_string();
+    assert!(e.starts_with("instance 1: SELECT @@server_uuid: "), "{e}");
     println!(
         "backup job: {} bytes stored ({} raw) in {:.2} s",
-        done.manifest.base.size,
-        done.manifest.base.uncompressed_size,
+        done.manifest.as_ref().unwrap().base.size,
+        done.manifest.as_ref().unwrap().base.uncompressed_size,
         took.as_secs_f64()
     );
     drop((a0, a1));

@@ -132,6 +132,8 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         binlog_tool: binary.tool("mariadb-binlog").unwrap(),
         work_dir: root.path().join("backup-work"),
         tls: ServerTls::default(),
+        tools: moco_backup::command::Tools::from_path(),
+        threads: std::num::NonZeroU32::MIN,
     };
     let first = backup_job().run().await.unwrap();
 
@@ -255,6 +257,8 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         work_dir: root.path().join("restore-work"),
         wait_limit: LIMIT,
         tls: ServerTls::default(),
+        tools: moco_backup::command::Tools::from_path(),
+        threads: std::num::NonZeroU32::MIN,
     };
     let events = |reason: &str| {
         fake.list_json("v1/events", Some("new"))
@@ -270,7 +274,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("spec.restore.schema: \"app\""), "{e}");
-    let e = restore_job(first.manifest.started_at.0 - 3600, "")
+    let e = restore_job(first.manifest.as_ref().unwrap().started_at.0 - 3600, "")
         .run()
         .await
         .unwrap_err()
@@ -291,7 +295,11 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
 
     // A damaged base: the upload to the agent ends with an error, the agent drops the copy,
     // the Pod is not restarted and the instance stays empty.
-    let base_key = format!("{}/{}", first.prefix, first.manifest.base.key);
+    let base_key = format!(
+        "{}/{}",
+        first.prefix,
+        first.manifest.as_ref().unwrap().base.key
+    );
     let mut original = Vec::new();
     bucket
         .download(&base_key)
@@ -352,7 +360,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     assert!(e.contains("restored already"), "{e}");
     println!(
         "restore job: base {} bytes, {} binlog files / {} transactions replayed, {:.1} s",
-        first.manifest.base.size,
+        first.manifest.as_ref().unwrap().base.size,
         done.replayed.files,
         done.replayed.transactions,
         took.as_secs_f64()

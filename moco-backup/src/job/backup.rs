@@ -15,10 +15,13 @@
 //! `sourceUUID` and `uuidSet` stay empty.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use moco_adapters::mysql::Account;
+use moco_adapters::ports::Credentials;
 use moco_agent::api::CopyPurpose;
 use moco_agent::client::AgentClient;
 use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
@@ -32,11 +35,13 @@ use super::JobError;
 use super::archive::{PrimaryAccess, archiver_of, round_through_primary};
 use super::args::{BackupArgs, CommonFlags, DONOR_PASSWORD_ENV, PASSWORD_ENV, required};
 use super::cluster::{BACKUP_CREATED, BACKUP_NO_BINLOG, ClusterAccess, ready_ordinals};
+use super::mysql::{BackupServers, MysqlBackup, MysqlTools, SqlServers};
 use super::server_tls::ServerTls;
 use crate::binlog::ArchiveError;
 use crate::binlog::archive::Round;
 use crate::bucket::Bucket;
-use crate::mysql_format::{self, PreviousBackup, ReadyInstance};
+use crate::command::Tools;
+use crate::mysql_format::{self, Endpoint, PreviousBackup, ReadyInstance};
 use crate::physical::{self, Manifest};
 use moco_core::facts::Role;
 
@@ -60,6 +65,10 @@ pub struct BackupJob {
     pub work_dir: PathBuf,
     /// How the servers are verified, when the cluster has TLS.
     pub tls: ServerTls,
+    /// MOCO's tools, for a MySQL cluster.
+    pub tools: Tools,
+    /// `--threads`: the MySQL tools' workers.
+    pub threads: NonZeroU32,
 }
 
 impl std::fmt::Debug for BackupJob {
@@ -78,8 +87,8 @@ pub struct BackupDone {
     pub source_index: u32,
     /// The backup's prefix in the bucket.
     pub prefix: String,
-    /// Its manifest.
-    pub manifest: Manifest,
+    /// Its manifest: a MariaDB physical backup's (a MySQL dump in MOCO's format has none).
+    pub manifest: Option<Manifest>,
     /// What was recorded in `status.backup`.
     pub status: BackupStatus,
 }
@@ -159,21 +168,105 @@ impl BackupJob {
             binlog_tool: PathBuf::from("mariadb-binlog"),
             work_dir: args.common.work_dir.clone(),
             tls: ServerTls::from_flag(args.common.mysql_tls_ca.as_deref())?,
+            tools: Tools::from_path(),
+            threads: NonZeroU32::new(args.common.threads).unwrap_or(NonZeroU32::MIN),
         })
     }
 
-    /// Runs the Job once.
+    /// Runs the Job once: a MariaDB cluster's physical backup, or MOCO's dump of a MySQL
+    /// cluster ([`super::mysql`]).
     pub async fn run(&self) -> Result<BackupDone, JobError> {
-        let began = Instant::now();
         let cluster = self.cluster.get().await?;
-        let (id, source_index) = self.choose(&cluster).await?;
-        let flavor = flavor_of(&cluster)?;
-        if flavor != Flavor::Mariadb {
-            return Err(self.cluster.refuse(
-                "MySQL backups (MOCO's mysqlsh dump and mysqlbinlog) are not run by this build; \
-                 it backs up MariaDB clusters",
-            ));
+        if flavor_of(&cluster)? == Flavor::Mysql {
+            let servers = SqlServers::new(
+                self.addresses.clone(),
+                ClusterId::of(&cluster)?,
+                Credentials {
+                    user: Account::Backup.name().to_owned(),
+                    password: self.backup_password.clone(),
+                },
+                self.tls.clone(),
+            );
+            return self.run_mysql(cluster, &servers).await;
         }
+        self.run_mariadb(cluster).await
+    }
+
+    /// MOCO's backup of the MySQL cluster `cluster`, with `servers` answering for its
+    /// instances (the Job's own are [`SqlServers`]): `status.backup` with all of MOCO's
+    /// fields, `BackupCreated`, and `BackupNoBinlog` when a second or later backup has no
+    /// binlogs.
+    pub async fn run_mysql<S: BackupServers>(
+        &self,
+        cluster: MySQLCluster,
+        servers: &S,
+    ) -> Result<BackupDone, JobError> {
+        let (id, ready, primary) = self.check(&cluster).await?;
+        let previous = cluster
+            .status
+            .as_ref()
+            .map(|s| super::mysql::previous_backup(&s.backup))
+            .unwrap_or_default();
+        let ready = ready
+            .into_iter()
+            .map(|i| {
+                (
+                    i,
+                    if i == primary {
+                        Role::Primary
+                    } else {
+                        Role::Replica
+                    },
+                )
+            })
+            .collect();
+        let tools = MysqlTools {
+            tools: self.tools.clone(),
+            work_dir: self.work_dir.clone(),
+            threads: self.threads,
+        };
+        let job = MysqlBackup {
+            id: &id,
+            previous,
+            ready,
+            password: &self.backup_password,
+        };
+        let endpoint = |index| {
+            let (host, port) = self.addresses.peers(&id, index);
+            Endpoint { host, port }
+        };
+        let done = super::mysql::backup(
+            &tools,
+            servers,
+            &self.bucket,
+            &moco_adapters::ports::SystemClock,
+            endpoint,
+            job,
+        )
+        .await?;
+        self.cluster.record_backup(done.status.clone()).await?;
+        self.cluster.event(&cluster, BACKUP_CREATED).await?;
+        if done.no_binlog.is_some() {
+            self.cluster.event(&cluster, BACKUP_NO_BINLOG).await?;
+        }
+        tracing::info!(key = %done.dump_key, bytes = done.status.dump_size, "backup created");
+        let prefix = done
+            .dump_key
+            .rsplit_once('/')
+            .map_or_else(|| done.dump_key.clone(), |(folder, _)| folder.to_owned());
+        Ok(BackupDone {
+            source_index: u32::try_from(done.status.source_index).unwrap_or(0),
+            prefix,
+            manifest: None,
+            status: done.status,
+        })
+    }
+
+    async fn run_mariadb(&self, cluster: MySQLCluster) -> Result<BackupDone, JobError> {
+        let began = Instant::now();
+        let (id, ready, primary) = self.check(&cluster).await?;
+        let source_index =
+            choose_source(&ready, primary).map_err(|e| self.cluster.refuse(e.to_string()))?;
         let (started_at, prefix) = physical::free_folder(
             &self.bucket,
             &mysql_format::cluster_prefix(&id.namespace, &id.name),
@@ -206,7 +299,7 @@ impl BackupJob {
         Ok(BackupDone {
             source_index,
             prefix,
-            manifest,
+            manifest: Some(manifest),
             status,
         })
     }
@@ -233,8 +326,11 @@ impl BackupJob {
         Ok(round)
     }
 
-    /// MOCO's checks, then the source.
-    async fn choose(&self, cluster: &MySQLCluster) -> Result<(ClusterId, u32), JobError> {
+    /// MOCO's checks; then the ready ordinals and the recorded primary.
+    async fn check(
+        &self,
+        cluster: &MySQLCluster,
+    ) -> Result<(ClusterId, std::collections::BTreeSet<u32>, u32), JobError> {
         if cluster.spec.offline {
             return Err(self
                 .cluster
@@ -255,9 +351,7 @@ impl BackupJob {
             .map_or(0, |s| s.current_primary_index);
         let primary = u32::try_from(primary).unwrap_or(0);
         let ready = ready_ordinals(&id.name, &pods);
-        let source =
-            choose_source(&ready, primary).map_err(|e| self.cluster.refuse(e.to_string()))?;
-        Ok((id, source))
+        Ok((id, ready, primary))
     }
 }
 

@@ -10,6 +10,7 @@ pub mod archive;
 pub mod args;
 pub mod backup;
 pub mod cluster;
+pub mod mysql;
 pub mod restore;
 pub mod server_tls;
 
@@ -41,6 +42,14 @@ pub enum JobError {
         /// Why.
         message: String,
     },
+    /// An instance's server answered with an error or not at all.
+    #[error("instance {index}: {message}")]
+    Instance {
+        /// Its ordinal.
+        index: u32,
+        /// The statement and what went wrong.
+        message: String,
+    },
     /// The Kubernetes API.
     #[error("{action}: {source}")]
     Kube {
@@ -65,6 +74,9 @@ pub enum JobError {
     /// Planning or replaying the restore.
     #[error(transparent)]
     Restore(#[from] RestoreToError),
+    /// A tool of MOCO's MySQL format.
+    #[error(transparent)]
+    Command(#[from] crate::command::CommandError),
 }
 
 impl JobError {

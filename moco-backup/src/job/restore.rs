@@ -25,6 +25,7 @@
 //! started, and no binlog can take it back to the second itself.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +36,7 @@ use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance, clone_binlog_
 use moco_adapters::ports::Credentials;
 use moco_agent::api::RestoreReceived;
 use moco_agent::client::AgentClient;
+use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
@@ -47,12 +49,14 @@ use tokio::io::{AsyncReadExt as _, BufReader};
 use super::JobError;
 use super::args::{PASSWORD_ENV, RestoreArgs, required};
 use super::cluster::{ClusterAccess, EventType, JobEvent, RESTORED};
+use super::mysql::{MysqlTools, RestoreServer, SqlServers};
 use super::server_tls::ServerTls;
 use crate::binlog::Point;
 use crate::binlog::replay::{ReplayTarget, Replayed, replay};
 use crate::bucket::Bucket;
+use crate::command::Tools;
 use crate::local::{self, PlannedRestore, list};
-use crate::mysql_format;
+use crate::mysql_format::{self, Endpoint};
 use crate::physical::{self, Hashing, Manifest};
 
 /// A restore failed (beyond MOCO's Events).
@@ -92,6 +96,10 @@ pub struct RestoreJob {
     pub wait_limit: Duration,
     /// How the servers are verified, when the cluster has TLS.
     pub tls: ServerTls,
+    /// MOCO's tools, for a MySQL cluster.
+    pub tools: Tools,
+    /// `--threads`: the MySQL tools' workers.
+    pub threads: NonZeroU32,
 }
 
 impl std::fmt::Debug for RestoreJob {
@@ -107,12 +115,15 @@ impl std::fmt::Debug for RestoreJob {
 /// What the Job did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RestoreDone {
-    /// The base backup's prefix.
+    /// The base backup's prefix (its folder).
     pub base: String,
-    /// Its GTID position.
-    pub position: GtidSet,
-    /// What the binlogs added.
+    /// A MariaDB copy's GTID position (a MySQL dump's is `gtid_executed` of the restored
+    /// instance, which the load sets).
+    pub position: Option<GtidSet>,
+    /// What the binlogs added (MariaDB).
     pub replayed: Replayed,
+    /// What was loaded and replayed (MySQL).
+    pub dump: Option<mysql_format::RestorePlan>,
 }
 
 /// The base and binlogs chosen for a point.
@@ -155,12 +166,30 @@ impl RestoreJob {
             work_dir: args.common.work_dir.clone(),
             wait_limit: Duration::from_secs(600),
             tls: ServerTls::from_flag(args.common.mysql_tls_ca.as_deref())?,
+            tools: Tools::from_path(),
+            threads: NonZeroU32::new(args.common.threads).unwrap_or(NonZeroU32::MIN),
         })
     }
 
     /// Runs the Job once; a failure is also recorded as a Warning Event.
     pub async fn run(&self) -> Result<RestoreDone, JobError> {
         let result = self.restore().await;
+        self.report(result).await
+    }
+
+    /// Runs the Job once for a MySQL cluster, with `server` answering for instance 0 (the
+    /// Job's own is [`SqlServers`]).
+    pub async fn run_mysql<S: RestoreServer>(&self, server: &S) -> Result<RestoreDone, JobError> {
+        let result = async {
+            let cluster = self.cluster.get().await?;
+            self.restore_mysql(cluster, server).await
+        }
+        .await;
+        self.report(result).await
+    }
+
+    /// Records a failure as the `RestoreFailed` Warning Event.
+    async fn report(&self, result: Result<RestoreDone, JobError>) -> Result<RestoreDone, JobError> {
         if let Err(e) = &result {
             tracing::warn!(error = %e, "restore failed");
             if let Ok(cluster) = self.cluster.get().await {
@@ -185,11 +214,14 @@ impl RestoreJob {
                 .cluster
                 .refuse("status.restoredTime is set: this cluster was restored already"));
         }
-        if flavor_of(&cluster)? != Flavor::Mariadb {
-            return Err(self.cluster.refuse(
-                "MySQL restores (MOCO's mysqlsh load) are not run by this build; it restores \
-                 MariaDB clusters",
-            ));
+        if flavor_of(&cluster)? == Flavor::Mysql {
+            let servers = SqlServers::new(
+                self.addresses.clone(),
+                ClusterId::of(&cluster)?,
+                self.credentials(),
+                self.tls.clone(),
+            );
+            return self.restore_mysql(cluster, &servers).await;
         }
         for (field, value) in [
             ("spec.restore.schema", &self.schema),
@@ -276,6 +308,88 @@ impl RestoreJob {
         drop(c);
         let _ = admin.disconnect().await;
 
+        self.finish(&cluster).await?;
+        tracing::info!(%base, files = replayed.files, transactions = replayed.transactions, "restored");
+        Ok(RestoreDone {
+            base,
+            position: Some(received.position),
+            replayed,
+            dump: None,
+        })
+    }
+
+    /// MOCO's restore of a MySQL cluster from its dump and binlogs ([`super::mysql`]).
+    async fn restore_mysql<S: RestoreServer>(
+        &self,
+        cluster: MySQLCluster,
+        server: &S,
+    ) -> Result<RestoreDone, JobError> {
+        if cluster
+            .status
+            .as_ref()
+            .is_some_and(|s| s.restored_time.is_some())
+        {
+            return Err(self
+                .cluster
+                .refuse("status.restoredTime is set: this cluster was restored already"));
+        }
+        let filter = mysql_format::RestoreFilter::new(&self.schema, &self.users).map_err(|e| {
+            let field = match &e {
+                mysql_format::RestoreSpecError::Users { field, .. }
+                | mysql_format::RestoreSpecError::Schema { field, .. } => *field,
+            };
+            let message = e.to_string();
+            let message = message
+                .strip_prefix(&format!("{field}: "))
+                .unwrap_or(&message)
+                .to_owned();
+            JobError::input(field, message)
+        })?;
+        let id = ClusterId::of(&cluster)?;
+        let source = self
+            .source_prefix
+            .strip_prefix(&format!("{}/", mysql_format::KEY_ROOT))
+            .and_then(|rest| rest.split_once('/'))
+            .ok_or_else(|| {
+                JobError::input(
+                    "SRC_NAMESPACE",
+                    format!("bad prefix {}", self.source_prefix),
+                )
+            })?;
+        let (host, port) = self.addresses.peers(&id, 0);
+        let tools = MysqlTools {
+            tools: self.tools.clone(),
+            work_dir: self.work_dir.clone(),
+            threads: self.threads,
+        };
+        let restored = super::mysql::restore(
+            &tools,
+            server,
+            &self.bucket,
+            source,
+            self.point,
+            &filter,
+            &Endpoint { host, port },
+            &self.admin_password,
+            self.wait_limit,
+        )
+        .await?;
+        self.finish(&cluster).await?;
+        let base = restored.plan.dump_key.rsplit_once('/').map_or_else(
+            || restored.plan.dump_key.clone(),
+            |(folder, _)| folder.to_owned(),
+        );
+        tracing::info!(%base, binlogs = ?restored.plan.binlog_keys, "restored");
+        Ok(RestoreDone {
+            base,
+            position: None,
+            replayed: Replayed::default(),
+            dump: Some(restored.plan),
+        })
+    }
+
+    /// `status.restoredTime` and the `Restored` Event.
+    async fn finish(&self, cluster: &MySQLCluster) -> Result<(), JobError> {
         let restored_at = k8s_openapi::jiff::Timestamp::now();
         self.cluster
             .update_status(|c| {
@@ -284,13 +398,7 @@ impl RestoreJob {
                 );
             })
             .await?;
-        self.cluster.event(&cluster, RESTORED).await?;
-        tracing::info!(%base, files = replayed.files, transactions = replayed.transactions, "restored");
-        Ok(RestoreDone {
-            base,
-            position: received.position,
-            replayed,
-        })
+        self.cluster.event(cluster, RESTORED).await
     }
 
     fn credentials(&self) -> Credentials {

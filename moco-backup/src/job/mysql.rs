@@ -1,0 +1,576 @@
+//! The Jobs' steps for a MySQL cluster: MOCO's own format ([`crate::mysql_format`]), so that a
+//! MOCO user's backups restore here and backups taken here restore with MOCO.
+//!
+//! Backup (`backup/backup.go`): read every ready instance's `server_uuid`, choose the source
+//! by MOCO's uuid-set rule, dump it with `mysqlsh` into the work dir, upload the `tar` of it
+//! as `dump.tar`; from the second backup on, fetch the binlogs since the previous backup with
+//! `mysqlbinlog` and upload `tar | zstd` of them into the **previous** backup's folder. A
+//! failed or skipped binlog part is a warning and `BackupNoBinlog`, not a failed Job.
+//!
+//! Restore (`backup/restore.go`): plan from the keys (the newest dump at or before the
+//! point, and its folder's binlogs), wait for instance 0's agent to finish (`super_read_only`
+//! is on), open it for the load, load the dump with `mysqlsh`, replay the binlogs up to the
+//! second with `mysqlbinlog | mysql`, and make it read-only again.
+//!
+//! What the steps ask the servers goes through [`BackupServers`] and [`RestoreServer`]; the
+//! Jobs use [`SqlServers`]. No MySQL server runs where this project is tested, so the tests
+//! drive these steps with tools and servers that stand in for MySQL's and check every command
+//! line, password and object; `scripts/e2e-kind.sh` runs them against MySQL.
+
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moco_adapters::mysql::{ConnectOptions, Dialect, MysqlInstance};
+use moco_adapters::ports::{Clock, Credentials};
+use moco_api::mysqlcluster::BackupStatus;
+use moco_core::facts::Role;
+use moco_core::time::Timestamp;
+use moco_core::validate::duration::format_go_duration;
+use moco_operator::clustering::addresses::AddressResolver;
+use moco_operator::render::ClusterId;
+use mysql_async::prelude::Queryable as _;
+
+use super::JobError;
+use super::server_tls::ServerTls;
+use crate::bucket::Bucket;
+use crate::command::{self, Input, Output, Tools};
+use crate::mysql_format::{
+    self, BINLOG_DIR, DUMP_DIR, Endpoint, Pipeline, PreviousBackup, ReadyInstance, RestoreFilter,
+    RestorePlan, TMP_DIR,
+};
+use crate::physical;
+
+/// The field a restore point nothing reaches is reported on.
+const POINT_FIELD: &str = "spec.restore.restorePoint";
+
+/// How the Jobs run MOCO's tools.
+#[derive(Clone, Debug)]
+pub struct MysqlTools {
+    /// Where `mysqlsh`, `mysqlbinlog`, `mysql`, `tar` and `zstd` are.
+    pub tools: Tools,
+    /// The work directory (`--work-dir`): the dump and the binlogs pass through it.
+    pub work_dir: PathBuf,
+    /// `--threads`: `mysqlsh`'s and `zstd`'s workers.
+    pub threads: NonZeroU32,
+}
+
+/// A source's binary logs, as the backup records and uses them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BinlogFiles {
+    /// The file it writes now (`status.backup.binlogFilename`).
+    pub current: String,
+    /// Every file it has (`SHOW BINARY LOGS`).
+    pub all: Vec<String>,
+}
+
+/// What the backup asks the instances.
+pub trait BackupServers: Sync {
+    /// `@@server_uuid` of instance `index`.
+    fn server_uuid(&self, index: u32) -> impl Future<Output = Result<String, JobError>> + Send;
+    /// The binary logs of instance `index`.
+    fn binlog_files(
+        &self,
+        index: u32,
+    ) -> impl Future<Output = Result<BinlogFiles, JobError>> + Send;
+}
+
+/// What the restore asks instance 0.
+pub trait RestoreServer: Sync {
+    /// `Ok` once its agent has set it up (it answers as `moco-admin` and is
+    /// `super_read_only`); otherwise what it is still missing.
+    fn ready_to_load(&self) -> impl Future<Output = Result<(), String>> + Send;
+    /// Lets the load in: `local_infile` on, `read_only` off (MOCO's `PrepareRestore`).
+    fn open_for_load(&self) -> impl Future<Output = Result<(), JobError>> + Send;
+    /// Read-only again, `local_infile` off (MOCO's `FinishRestore`).
+    fn close_after_load(&self) -> impl Future<Output = Result<(), JobError>> + Send;
+}
+
+/// One MySQL backup to take.
+#[derive(Clone, Debug)]
+pub struct MysqlBackup<'a> {
+    /// The cluster.
+    pub id: &'a ClusterId,
+    /// `status.backup` before this one.
+    pub previous: PreviousBackup,
+    /// The ready instances and their roles.
+    pub ready: Vec<(u32, Role)>,
+    /// The `moco-backup` password.
+    pub password: &'a str,
+}
+
+/// What a MySQL backup stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MysqlBackedUp {
+    /// The new `status.backup`.
+    pub status: BackupStatus,
+    /// The dump's key.
+    pub dump_key: String,
+    /// The binlog tarball's key, when stored.
+    pub binlog_key: Option<String>,
+    /// Why there are no binlogs although a previous backup exists (`BackupNoBinlog`).
+    pub no_binlog: Option<String>,
+}
+
+/// A restore that was planned and done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MysqlRestored {
+    /// What was loaded and replayed.
+    pub plan: RestorePlan,
+}
+
+impl MysqlTools {
+    fn work(&self) -> String {
+        self.work_dir.display().to_string()
+    }
+
+    /// Empties `dir` under the work dir (a previous attempt's leftovers: `mysqlsh` refuses a
+    /// dump directory that is not empty) and returns its path.
+    fn fresh(&self, dir: &str) -> Result<PathBuf, JobError> {
+        let path = self.work_dir.join(dir);
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error(&path, "empty", e)),
+        }
+        std::fs::create_dir_all(&self.work_dir)
+            .map_err(|e| io_error(&self.work_dir, "create", e))?;
+        Ok(path)
+    }
+
+    fn remove(&self, dir: &str) {
+        let _ = std::fs::remove_dir_all(self.work_dir.join(dir));
+    }
+}
+
+fn io_error(path: &Path, what: &str, e: std::io::Error) -> JobError {
+    JobError::input("--work-dir", format!("{what} {}: {e}", path.display()))
+}
+
+/// Takes MOCO's backup of the cluster: see the module's documentation.
+pub async fn backup<S: BackupServers>(
+    tools: &MysqlTools,
+    servers: &S,
+    bucket: &Bucket,
+    clock: &dyn Clock,
+    endpoint: impl Fn(u32) -> Endpoint,
+    job: MysqlBackup<'_>,
+) -> Result<MysqlBackedUp, JobError> {
+    let began = Instant::now();
+    let mut ready = Vec::with_capacity(job.ready.len());
+    for &(index, role) in &job.ready {
+        ready.push(ReadyInstance {
+            index,
+            server_uuid: servers.server_uuid(index).await?,
+            role,
+        });
+    }
+    let choice = mysql_format::choose_source(&job.previous, &ready)
+        .map_err(|e| cluster_error(job.id, e.to_string()))?;
+    let source = endpoint(choice.index);
+    let source_uuid = ready
+        .iter()
+        .find(|i| i.index == choice.index)
+        .map(|i| i.server_uuid.clone())
+        .unwrap_or_default();
+    let files = servers.binlog_files(choice.index).await?;
+    let (started_at, prefix) = physical::free_folder(
+        bucket,
+        &mysql_format::cluster_prefix(&job.id.namespace, &job.id.name),
+        clock,
+    )
+    .await?;
+    let dump_key = mysql_format::dump_key(&job.id.namespace, &job.id.name, started_at);
+    tracing::info!(source = choice.index, %prefix, "dumping");
+
+    let dump_dir = tools.fresh(DUMP_DIR)?;
+    let work = tools.work();
+    command::run_one(
+        &tools.tools,
+        &mysql_format::dump_instance(&source, &work, tools.threads),
+        job.password,
+    )
+    .await?;
+    let at_json = dump_dir.join("@.json");
+    let metadata = std::fs::read_to_string(&at_json).map_err(|e| io_error(&at_json, "read", e))?;
+    let gtid_set = mysql_format::dump_gtid_executed(&metadata)
+        .map_err(|e| cluster_error(job.id, e.to_string()))?;
+    let mut usage = disk_usage(&dump_dir);
+    let dumped = command::run(
+        &tools.tools,
+        &Pipeline {
+            stages: vec![mysql_format::dump_archive(&work)],
+        },
+        "",
+        Input::Nothing,
+        Output::Object {
+            bucket,
+            key: &dump_key,
+        },
+    )
+    .await?;
+    tools.remove(DUMP_DIR);
+
+    let mut warnings = Vec::new();
+    let mut binlog_key = None;
+    let mut binlog_size = 0;
+    let mut no_binlog = None;
+    if let Some(warning) = choice.warning {
+        warnings.push(warning.to_owned());
+        no_binlog = Some(warning.to_owned());
+    }
+    if let (true, Some(previous_time)) = (choice.take_binlog, job.previous.time) {
+        let key = mysql_format::binlog_key(&job.id.namespace, &job.id.name, previous_time);
+        match store_binlogs(tools, bucket, &source, &job, choice.index, &files, &key).await {
+            Ok((size, used)) => {
+                binlog_size = size;
+                usage += used;
+                binlog_key = Some(key);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the binlogs were not stored");
+                let warning = format!("the binlogs were not stored: {e}");
+                warnings.push(warning.clone());
+                no_binlog = Some(warning);
+            }
+        }
+        tools.remove(BINLOG_DIR);
+    }
+
+    let status = BackupStatus {
+        time: k8s_openapi::jiff::Timestamp::from_second(started_at.0)
+            .ok()
+            .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
+        elapsed: format_go_duration(Duration::from_secs(began.elapsed().as_secs())),
+        source_index: i32::try_from(choice.index).unwrap_or(i32::MAX),
+        source_uuid,
+        uuid_set: choice.uuid_set,
+        binlog_filename: files.current,
+        gtid_set,
+        dump_size: i64::try_from(dumped.written).unwrap_or(i64::MAX),
+        binlog_size: i64::try_from(binlog_size).unwrap_or(i64::MAX),
+        work_dir_usage: i64::try_from(usage).unwrap_or(i64::MAX),
+        warnings: (!warnings.is_empty()).then_some(warnings),
+    };
+    Ok(MysqlBackedUp {
+        status,
+        dump_key,
+        binlog_key,
+        no_binlog,
+    })
+}
+
+/// Fetches the binlogs since the previous backup and uploads them as `key`; returns the
+/// object's size and the bytes they took in the work dir.
+async fn store_binlogs(
+    tools: &MysqlTools,
+    bucket: &Bucket,
+    source: &Endpoint,
+    job: &MysqlBackup<'_>,
+    source_index: u32,
+    files: &BinlogFiles,
+    key: &str,
+) -> Result<(u64, u64), JobError> {
+    let start = mysql_format::binlog_start_file(&job.previous, source_index, &files.all)
+        .map_err(|e| cluster_error(job.id, e.to_string()))?;
+    let dir = tools.fresh(BINLOG_DIR)?;
+    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, "create", e))?;
+    let work = tools.work();
+    command::run_one(
+        &tools.tools,
+        &mysql_format::binlog_fetch(source, &work, &job.previous.gtid_set, &start),
+        job.password,
+    )
+    .await?;
+    let used = disk_usage(&dir);
+    let stored = command::run(
+        &tools.tools,
+        &mysql_format::binlog_archive(&work, tools.threads),
+        "",
+        Input::Nothing,
+        Output::Object { bucket, key },
+    )
+    .await?;
+    Ok((stored.written, used))
+}
+
+/// Restores the newest dump at or before `point` under `source_prefix`'s cluster and replays
+/// its binlogs up to the point into instance 0: see the module's documentation.
+#[allow(clippy::too_many_arguments)]
+pub async fn restore<S: RestoreServer>(
+    tools: &MysqlTools,
+    server: &S,
+    bucket: &Bucket,
+    source: (&str, &str),
+    point: Timestamp,
+    filter: &RestoreFilter,
+    target: &Endpoint,
+    password: &str,
+    wait_limit: Duration,
+) -> Result<MysqlRestored, JobError> {
+    let (namespace, name) = source;
+    let keys: Vec<String> = bucket
+        .list(&mysql_format::cluster_prefix(namespace, name))
+        .await?
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    let plan = mysql_format::plan_restore(namespace, name, &keys, point)
+        .map_err(|e| JobError::input(POINT_FIELD, e.to_string()))?;
+    tracing::info!(dump = %plan.dump_key, binlogs = ?plan.binlog_keys, "restoring");
+
+    let deadline = Instant::now() + wait_limit;
+    loop {
+        match server.ready_to_load().await {
+            Ok(()) => break,
+            Err(why) if Instant::now() >= deadline => {
+                return Err(JobError::Instance {
+                    index: 0,
+                    message: format!(
+                        "not ready for the load after {} s: {why}",
+                        wait_limit.as_secs()
+                    ),
+                });
+            }
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+    server.open_for_load().await?;
+
+    let work = tools.work();
+    tools.fresh(DUMP_DIR)?;
+    command::run(
+        &tools.tools,
+        &Pipeline {
+            stages: vec![mysql_format::dump_extract(&work)],
+        },
+        "",
+        Input::Object {
+            bucket,
+            key: &plan.dump_key,
+        },
+        Output::Log,
+    )
+    .await?;
+    command::run_one(
+        &tools.tools,
+        &mysql_format::load_dump(target, &work, tools.threads, filter),
+        password,
+    )
+    .await?;
+    tools.remove(DUMP_DIR);
+
+    if let Some(stop_at) = plan.stop_at {
+        for key in &plan.binlog_keys {
+            let dir = tools.fresh(BINLOG_DIR)?;
+            command::run(
+                &tools.tools,
+                &mysql_format::binlog_extract(&work),
+                "",
+                Input::Object { bucket, key },
+                Output::Log,
+            )
+            .await?;
+            let names: Vec<String> = std::fs::read_dir(&dir)
+                .map_err(|e| io_error(&dir, "list", e))?
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect();
+            let files = mysql_format::replay_files(&work, &names)
+                .map_err(|e| JobError::input(key.as_str(), e.to_string()))?;
+            let tmp = tools.fresh(TMP_DIR)?;
+            std::fs::create_dir_all(&tmp).map_err(|e| io_error(&tmp, "create", e))?;
+            command::run(
+                &tools.tools,
+                &mysql_format::binlog_replay(target, &work, stop_at, &files, filter),
+                password,
+                Input::Nothing,
+                Output::Log,
+            )
+            .await?;
+            tools.remove(BINLOG_DIR);
+            tools.remove(TMP_DIR);
+        }
+    }
+    server.close_after_load().await?;
+    Ok(MysqlRestored { plan })
+}
+
+fn cluster_error(id: &ClusterId, message: String) -> JobError {
+    JobError::Cluster {
+        namespace: id.namespace.clone(),
+        name: id.name.clone(),
+        message,
+    }
+}
+
+/// The bytes of the files under `dir` (MOCO's `workDirUsage`).
+fn disk_usage(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => disk_usage(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// The previous backup as the source choice reads it, from `status.backup`.
+pub fn previous_backup(status: &BackupStatus) -> PreviousBackup {
+    PreviousBackup {
+        time: status.time.as_ref().map(|t| Timestamp(t.0.as_second())),
+        source_index: u32::try_from(status.source_index).unwrap_or(0),
+        source_uuid: status.source_uuid.clone(),
+        uuid_set: status.uuid_set.clone(),
+        binlog_filename: status.binlog_filename.clone(),
+        gtid_set: status.gtid_set.clone(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The servers through SQL
+// ---------------------------------------------------------------------------------------------
+
+/// The instances of a cluster through SQL, as the Jobs connect: the Pods' MySQL port, one
+/// account.
+pub struct SqlServers {
+    addresses: Arc<dyn AddressResolver>,
+    id: ClusterId,
+    credentials: Credentials,
+    tls: ServerTls,
+}
+
+impl std::fmt::Debug for SqlServers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlServers")
+            .field("cluster", &self.id)
+            .field("user", &self.credentials.user)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqlServers {
+    /// The instances of `id` at `addresses`, as `credentials`.
+    pub fn new(
+        addresses: Arc<dyn AddressResolver>,
+        id: ClusterId,
+        credentials: Credentials,
+        tls: ServerTls,
+    ) -> Self {
+        SqlServers {
+            addresses,
+            id,
+            credentials,
+            tls,
+        }
+    }
+
+    fn instance(&self, index: u32) -> MysqlInstance {
+        let (host, port) = self.addresses.peers(&self.id, index);
+        MysqlInstance::new(
+            self.tls.apply(
+                ConnectOptions::new(host, port, &self.credentials)
+                    .with_name(format!("instance {index}")),
+            ),
+        )
+    }
+
+    async fn query<T: mysql_async::prelude::FromRow + Send + 'static>(
+        &self,
+        index: u32,
+        statement: &str,
+    ) -> Result<Vec<T>, JobError> {
+        let instance = self.instance(index);
+        let result = async {
+            let mut c = instance.conn().await.map_err(|e| e.to_string())?;
+            c.query(statement).await.map_err(|e| e.to_string())
+        }
+        .await;
+        let _ = instance.disconnect().await;
+        result.map_err(|message| sql_error(index, statement, message))
+    }
+
+    async fn execute(&self, index: u32, statements: &[&str]) -> Result<(), JobError> {
+        let instance = self.instance(index);
+        let result = async {
+            let mut c = instance
+                .conn()
+                .await
+                .map_err(|e| ("connect", e.to_string()))?;
+            for statement in statements {
+                c.query_drop(*statement)
+                    .await
+                    .map_err(|e| (*statement, e.to_string()))?;
+            }
+            Ok::<(), (&str, String)>(())
+        }
+        .await;
+        let _ = instance.disconnect().await;
+        result.map_err(|(statement, message)| sql_error(index, statement, message))
+    }
+
+    async fn dialect(&self, index: u32) -> Result<Dialect, JobError> {
+        let version: Vec<String> = self.query(index, "SELECT @@version").await?;
+        let version = version.into_iter().next().unwrap_or_default();
+        Dialect::from_version(&version)
+            .map_err(|e| sql_error(index, "SELECT @@version", e.to_string()))
+    }
+}
+
+fn sql_error(index: u32, statement: &str, message: String) -> JobError {
+    JobError::Instance {
+        index,
+        message: format!("{statement}: {message}"),
+    }
+}
+
+impl BackupServers for SqlServers {
+    async fn server_uuid(&self, index: u32) -> Result<String, JobError> {
+        let rows: Vec<String> = self.query(index, "SELECT @@server_uuid").await?;
+        rows.into_iter()
+            .next()
+            .ok_or_else(|| sql_error(index, "SELECT @@server_uuid", "no row".to_owned()))
+    }
+
+    async fn binlog_files(&self, index: u32) -> Result<BinlogFiles, JobError> {
+        let statement = mysql_format::binlog_status_statement(self.dialect(index).await?);
+        let current: Vec<mysql_async::Row> = self.query(index, statement).await?;
+        let current = current
+            .into_iter()
+            .next()
+            .and_then(|row| row.get_opt::<String, usize>(0)?.ok())
+            .ok_or_else(|| sql_error(index, statement, "no binary log is written".to_owned()))?;
+        let all: Vec<mysql_async::Row> = self.query(index, "SHOW BINARY LOGS").await?;
+        let all = all
+            .into_iter()
+            .filter_map(|row| row.get_opt::<String, usize>(0)?.ok())
+            .collect();
+        Ok(BinlogFiles { current, all })
+    }
+}
+
+impl RestoreServer for SqlServers {
+    async fn ready_to_load(&self) -> Result<(), String> {
+        let rows: Vec<i64> = self
+            .query(0, "SELECT @@super_read_only")
+            .await
+            .map_err(|e| e.to_string())?;
+        match rows.first() {
+            Some(1) => Ok(()),
+            _ => Err("super_read_only is off: its agent has not finished".to_owned()),
+        }
+    }
+
+    async fn open_for_load(&self) -> Result<(), JobError> {
+        self.execute(0, &mysql_format::OPEN_FOR_LOAD).await
+    }
+
+    async fn close_after_load(&self) -> Result<(), JobError> {
+        self.execute(0, &mysql_format::CLOSE_AFTER_LOAD).await
+    }
+}

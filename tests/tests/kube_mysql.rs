@@ -1,0 +1,546 @@
+//! The backup and restore Jobs' programs for a MySQL cluster, in MOCO's own format.
+//!
+//! No MySQL server runs here, so MySQL's tools (`mysqlsh`, `mysqlbinlog`, `mysql`) are shell
+//! scripts that record what they were given (arguments, the password on stdin or in the option
+//! file, environment) and do what the real ones do to the work directory; the servers'
+//! answers (`server_uuid`, binary logs, `super_read_only`) come from a stand-in. `tar`,
+//! `zstd`, the bucket (a directory) and the Kubernetes API (the fake API server) are real.
+//! `scripts/e2e-kind.sh` runs the same programs against MySQL.
+//!
+//! Four backups: the first (no binlogs), the second (the binlogs since the first, stored in
+//! the first's folder), a third after every instance was re-cloned (MOCO's uuid-set rule skips
+//! the binlogs with a warning), a fourth whose binlog fetch fails (a warning, not a failed
+//! Job). Then a restore to a second between the first two backups: the first dump loaded, its
+//! binlogs replayed up to that second, and the instance left read-only.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use moco_adapters::mysql::Account;
+use moco_backup::bucket::{Bucket, BucketSpec};
+use moco_backup::command::Tools;
+use moco_backup::job::JobError;
+use moco_backup::job::backup::BackupJob;
+use moco_backup::job::cluster::ClusterAccess;
+use moco_backup::job::mysql::{BackupServers, BinlogFiles, RestoreServer};
+use moco_backup::job::restore::RestoreJob;
+use moco_backup::job::server_tls::ServerTls;
+use moco_backup::mysql_format;
+use moco_core::time::Timestamp;
+use moco_operator::clustering::addresses::StaticAddresses;
+use moco_operator::testing::apiserver::FakeApiServer;
+use moco_tests::certs::TestCerts;
+use serde_json::json;
+
+const CLUSTERS: &str = "moco.cybozu.com/v1beta2/mysqlclusters";
+const BACKUP_PASSWORD: &str = "backup'pw\"1";
+const ADMIN_PASSWORD: &str = "admin pw#2";
+const FIRST_GTIDS: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-100";
+const SECOND_GTIDS: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-180";
+
+fn pod_object(ns: &str, cluster: &str, index: u32) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("moco-{cluster}-{index}"), "namespace": ns,
+                     "labels": {"app.kubernetes.io/name": "mysql",
+                                "app.kubernetes.io/instance": cluster,
+                                "app.kubernetes.io/created-by": "moco"}},
+        "spec": {"containers": [{"name": "mysqld", "image": "mysql"}]},
+        "status": {"podIP": "127.0.0.1",
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    })
+}
+
+fn cluster_object(ns: &str, name: &str, replicas: u32) -> serde_json::Value {
+    json!({
+        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}")},
+        "spec": {
+            "replicas": replicas,
+            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mysql"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
+        },
+        "status": {"currentPrimaryIndex": 0}
+    })
+}
+
+/// The instances' answers: their `server_uuid`s (a re-cloned instance gets a new one) and
+/// binary logs.
+struct Servers {
+    uuids: Mutex<BTreeMap<u32, String>>,
+}
+
+impl BackupServers for Servers {
+    async fn server_uuid(&self, index: u32) -> Result<String, JobError> {
+        Ok(self.uuids.lock().unwrap()[&index].clone())
+    }
+
+    async fn binlog_files(&self, index: u32) -> Result<BinlogFiles, JobError> {
+        // Instance 1 has kept binlog.000002 on; it writes binlog.000003 now.
+        assert_eq!(
+            index, 1,
+            "the backups come from the replica of lowest ordinal"
+        );
+        Ok(BinlogFiles {
+            current: "binlog.000003".into(),
+            all: vec!["binlog.000003".into(), "binlog.000002".into()],
+        })
+    }
+}
+
+/// Instance 0 of the restored cluster: not ready at the first look, then ready.
+#[derive(Default)]
+struct Target {
+    looks: AtomicU32,
+    calls: Mutex<Vec<&'static str>>,
+}
+
+impl RestoreServer for Target {
+    async fn ready_to_load(&self) -> Result<(), String> {
+        self.calls.lock().unwrap().push("ready?");
+        if self.looks.fetch_add(1, Ordering::SeqCst) == 0 {
+            Err("super_read_only is off".into())
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn open_for_load(&self) -> Result<(), JobError> {
+        self.calls.lock().unwrap().push("open");
+        Ok(())
+    }
+
+    async fn close_after_load(&self) -> Result<(), JobError> {
+        self.calls.lock().unwrap().push("close");
+        Ok(())
+    }
+}
+
+fn script(dir: &Path, name: &str, body: &str) {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\nS={}\n{body}\n", dir.display())).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// MySQL's tools as scripts in `dir`, which also holds what they record (`*.calls`, the
+/// passwords they got) and the "server's" state (`gtid`, `data`, `binlogs/`).
+fn tools(dir: &Path) -> Tools {
+    for real in ["tar", "zstd"] {
+        let found = std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {real}")])
+            .output()
+            .unwrap();
+        let path = String::from_utf8(found.stdout).unwrap();
+        std::os::unix::fs::symlink(path.trim(), dir.join(real)).unwrap();
+    }
+    script(
+        dir,
+        "mysqlsh",
+        r#"read -r pw
+printf 'Please provide the password for the account: '
+echo "$*" >> $S/mysqlsh.calls
+echo "$pw" >> $S/mysqlsh.passwords
+sub=""; target=""; prev=""
+for a in "$@"; do
+  [ "$prev" = util ] && sub=$a
+  case $prev in dump-instance|load-dump) target=$a;; esac
+  prev=$a
+done
+case $sub in
+  dump-instance)
+    if [ -e "$target" ]; then echo "Cannot proceed with the dump, $target already exists" >&2; exit 1; fi
+    mkdir -p "$target"
+    printf '{"dumper": "mysqlsh Ver 8.4", "gtidExecuted": "%s"}' "$(cat $S/gtid)" > "$target/@.json"
+    cp $S/data "$target/app@t@@0.tsv.zst"
+    echo "Dump finished" ;;
+  load-dump)
+    rm -rf $S/loaded; mkdir -p $S/loaded; cp -r "$target/." $S/loaded/
+    echo "Loading finished" ;;
+  *) echo "unknown $sub" >&2; exit 2 ;;
+esac"#,
+    );
+    script(
+        dir,
+        "mysqlbinlog",
+        r#"echo "$*" >> $S/mysqlbinlog.calls
+case "$1" in --defaults-extra-file=*) cat "${1#--defaults-extra-file=}" >> $S/mysqlbinlog.cnf;; esac
+case "$*" in
+  *--read-from-remote-master*)
+    if [ -e $S/fail-fetch ]; then echo "ERROR: Got error reading packet from server: Lost connection" >&2; exit 1; fi
+    for a in "$@"; do case $a in --result-file=*) out=${a#--result-file=};; esac; last=$a; done
+    for f in $(ls $S/binlogs); do
+      if [ "$f" = "$last" ] || [ "$f" \> "$last" ]; then cp "$S/binlogs/$f" "$out$f"; fi
+    done ;;
+  *)
+    echo "TZ=$TZ TMPDIR=$TMPDIR" >> $S/mysqlbinlog.env
+    [ -d "$TMPDIR" ] || { echo "no $TMPDIR" >&2; exit 1; }
+    for a in "$@"; do case $a in --*) ;; *) cat "$a";; esac; done ;;
+esac"#,
+    );
+    script(
+        dir,
+        "mysql",
+        r#"echo "$*" >> $S/mysql.calls
+cat "${1#--defaults-extra-file=}" >> $S/mysql.cnf
+cat >> $S/applied"#,
+    );
+    Tools::in_dir(dir)
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_default()
+}
+
+fn now() -> i64 {
+    moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock).0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
+    moco_http::tls::install_crypto_provider();
+    let root = tempfile::tempdir().unwrap();
+    let bin = root.path().join("bin");
+    std::fs::create_dir_all(bin.join("binlogs")).unwrap();
+    let tools = tools(&bin);
+    std::fs::write(bin.join("gtid"), FIRST_GTIDS).unwrap();
+    std::fs::write(bin.join("data"), b"first dump's rows").unwrap();
+    std::fs::write(
+        bin.join("binlogs/binlog.000002"),
+        b"-- events in binlog.000002\n",
+    )
+    .unwrap();
+    std::fs::write(
+        bin.join("binlogs/binlog.000003"),
+        b"-- events in binlog.000003\n",
+    )
+    .unwrap();
+    let certs = TestCerts::write(&root.path().join("certs"));
+    let bucket: Bucket = BucketSpec::from_url(&root.path().join("bucket").display().to_string())
+        .unwrap()
+        .open(&Default::default())
+        .unwrap();
+
+    let fake = FakeApiServer::new();
+    fake.insert(cluster_object("prod", "db", 3));
+    for i in 0..3 {
+        fake.insert(pod_object("prod", "db", i));
+    }
+    let addresses = StaticAddresses {
+        by_index: (0..3).map(|i| (i, (format!("10.0.0.{i}"), 3306))).collect(),
+        agents: BTreeMap::new(),
+    };
+    let work = root.path().join("work");
+    let job = BackupJob {
+        cluster: ClusterAccess::new(fake.client(), "prod", "db"),
+        bucket: bucket.clone(),
+        agents: certs.agent.client(&certs.agent),
+        addresses: Arc::new(addresses.clone()),
+        donor_password: String::new(),
+        backup_password: BACKUP_PASSWORD.into(),
+        binlog_tool: PathBuf::from("unused"),
+        work_dir: work.clone(),
+        tls: ServerTls::default(),
+        tools: tools.clone(),
+        threads: std::num::NonZeroU32::new(3).unwrap(),
+    };
+    let servers = Servers {
+        uuids: Mutex::new((0..3).map(|i| (i, format!("uuid-{i}"))).collect()),
+    };
+    let status = || fake.get_json(CLUSTERS, "prod", "db").unwrap()["status"]["backup"].clone();
+    let events = |ns: &str, reason: &str| {
+        fake.list_json("v1/events", Some(ns))
+            .into_iter()
+            .filter(|e| e["reason"] == reason)
+            .count()
+    };
+    let backup = || async {
+        let cluster = job.cluster.get().await.unwrap();
+        job.run_mysql(cluster, &servers).await
+    };
+
+    // The first backup: the dump alone, from the replica of lowest ordinal.
+    let first = backup().await.unwrap();
+    let first_time =
+        mysql_format::parse_backup_time(first.prefix.rsplit('/').next().unwrap()).unwrap();
+    assert_eq!(first.source_index, 1);
+    let s = status();
+    assert_eq!(s["sourceIndex"], 1);
+    assert_eq!(s["sourceUUID"], "uuid-1");
+    assert_eq!(
+        s["uuidSet"],
+        json!({"0": "uuid-0", "1": "uuid-1", "2": "uuid-2"})
+    );
+    assert_eq!(s["binlogFilename"], "binlog.000003");
+    assert_eq!(s["gtidSet"], FIRST_GTIDS);
+    assert_eq!(s["binlogSize"], 0);
+    assert!(s["workDirUsage"].as_i64().unwrap() >= 17, "{s}");
+    assert_eq!(s["warnings"], serde_json::Value::Null);
+    let dump_key = mysql_format::dump_key("prod", "db", first_time);
+    let stored = bucket.list("moco/prod/db/").await.unwrap();
+    assert_eq!(
+        stored.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
+        [dump_key.as_str()]
+    );
+    assert_eq!(s["dumpSize"], json!(stored[0].size));
+    assert_eq!(
+        read(&bin, "mysqlsh.calls").trim(),
+        "mysql://moco-backup@10.0.0.1:3306 --passwords-from-stdin --save-passwords=never -C False \
+         -- util dump-instance "
+            .to_owned()
+            + &format!(
+                "{}/dump --excludeUsers={} --threads=3",
+                work.display(),
+                Account::ALL.map(|a| a.name()).join(",")
+            )
+    );
+    assert_eq!(
+        read(&bin, "mysqlsh.passwords"),
+        format!("{BACKUP_PASSWORD}\n")
+    );
+    assert!(
+        !work.join("dump").exists(),
+        "the dump stayed in the work dir"
+    );
+    assert_eq!(
+        (
+            events("prod", "BackupCreated"),
+            events("prod", "BackupNoBinlog")
+        ),
+        (1, 0)
+    );
+
+    // The second: the binlogs since the first go into the first's folder, fetched from the
+    // file the first recorded and without the GTIDs its dump holds.
+    std::fs::write(bin.join("gtid"), SECOND_GTIDS).unwrap();
+    std::fs::write(bin.join("data"), b"second dump's rows").unwrap();
+    // Two seconds apart, so a second lies strictly between the two backups.
+    while now() < first_time.0 + 2 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let second = backup().await.unwrap();
+    let second_time =
+        mysql_format::parse_backup_time(second.prefix.rsplit('/').next().unwrap()).unwrap();
+    let s = status();
+    assert_eq!(s["gtidSet"], SECOND_GTIDS);
+    assert_eq!(s["warnings"], serde_json::Value::Null);
+    let binlog_key = mysql_format::binlog_key("prod", "db", first_time);
+    let keys: Vec<(String, u64)> = bucket
+        .list("moco/prod/db/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| (o.key, o.size))
+        .collect();
+    let binlog_size = keys.iter().find(|(k, _)| *k == binlog_key).unwrap().1;
+    assert_eq!(s["binlogSize"], json!(binlog_size));
+    assert!(
+        keys.iter()
+            .any(|(k, _)| *k == mysql_format::dump_key("prod", "db", second_time))
+    );
+    let fetch = read(&bin, "mysqlbinlog.calls");
+    assert_eq!(
+        fetch.trim(),
+        format!(
+            "--defaults-extra-file={w}/moco-backup.cnf -h 10.0.0.1 --port 3306 --protocol=tcp \
+             -u moco-backup --get-server-public-key --read-from-remote-master=BINLOG-DUMP-GTIDS \
+             --exclude-gtids={FIRST_GTIDS} -t --raw --result-file={w}/binlog/ binlog.000003",
+            w = work.display()
+        )
+    );
+    assert_eq!(
+        read(&bin, "mysqlbinlog.cnf"),
+        mysql_format::client_option_file(BACKUP_PASSWORD)
+    );
+    assert!(
+        !work.join("moco-backup.cnf").exists(),
+        "the password file stayed"
+    );
+    assert_eq!(
+        (
+            events("prod", "BackupCreated"),
+            events("prod", "BackupNoBinlog")
+        ),
+        (2, 0)
+    );
+
+    // Every instance re-cloned: no instance is known to have every binlog since the second
+    // backup, so the third skips them, as MOCO does.
+    *servers.uuids.lock().unwrap() = (0..3).map(|i| (i, format!("new-uuid-{i}"))).collect();
+    let third = backup().await.unwrap();
+    let s = status();
+    assert_eq!(s["warnings"], json!([mysql_format::SKIP_BINLOG_WARNING]));
+    assert_eq!(s["binlogSize"], 0);
+    assert_eq!(s["uuidSet"]["1"], "new-uuid-1");
+    assert_eq!(
+        (
+            events("prod", "BackupCreated"),
+            events("prod", "BackupNoBinlog")
+        ),
+        (3, 1)
+    );
+    assert_eq!(
+        bucket
+            .list(&format!("{}/", second.prefix))
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "no binlogs stored for the second backup"
+    );
+
+    // The binlog fetch fails: the backup is still taken, with a warning.
+    std::fs::write(bin.join("fail-fetch"), b"").unwrap();
+    backup().await.unwrap();
+    let s = status();
+    let warning = s["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.starts_with("the binlogs were not stored: mysqlbinlog ")
+            && warning.contains("Lost connection"),
+        "{warning}"
+    );
+    assert_eq!(
+        (
+            events("prod", "BackupCreated"),
+            events("prod", "BackupNoBinlog")
+        ),
+        (4, 2)
+    );
+    assert!(
+        bucket
+            .list(&format!("{}/", third.prefix))
+            .await
+            .unwrap()
+            .iter()
+            .all(|o| !o.key.ends_with(mysql_format::BINLOG_FILE)),
+        "a failed fetch stored a binlog tarball"
+    );
+
+    // The restore into a new cluster, to the second after the first backup.
+    fake.insert(cluster_object("new", "db2", 1));
+    let point = first_time.0 + 1;
+    assert!(point < second_time.0);
+    let restore_work = root.path().join("restore-work");
+    let restore_job = |point: i64, schema: &str, users: &str| RestoreJob {
+        cluster: ClusterAccess::new(fake.client(), "new", "db2"),
+        source_prefix: "moco/prod/db".into(),
+        point: Timestamp(point),
+        schema: schema.into(),
+        users: users.into(),
+        bucket: bucket.clone(),
+        agents: certs.agent.client(&certs.agent),
+        addresses: Arc::new(addresses.clone()),
+        admin_password: ADMIN_PASSWORD.into(),
+        binlog_tool: PathBuf::from("unused"),
+        client_tool: PathBuf::from("unused"),
+        work_dir: restore_work.clone(),
+        wait_limit: Duration::from_secs(60),
+        tls: ServerTls::default(),
+        tools: tools.clone(),
+        threads: std::num::NonZeroU32::new(2).unwrap(),
+    };
+    let target = Target::default();
+
+    // Refused before anything is touched: a schema list, a point before the first backup.
+    let e = restore_job(point, "app,other", "")
+        .run_mysql(&target)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("spec.restore.schema: \"app,other\": one schema only"),
+        "{e}"
+    );
+    let e = restore_job(first_time.0 - 60, "", "")
+        .run_mysql(&target)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("spec.restore.restorePoint: ")
+            && e.contains(&format!("the earliest restorable time is {first_time}")),
+        "{e}"
+    );
+    assert!(target.calls.lock().unwrap().is_empty());
+    assert_eq!(events("new", "RestoreFailed"), 2);
+
+    let done = restore_job(point, "app", "alice@'%'")
+        .run_mysql(&target)
+        .await
+        .unwrap();
+    assert_eq!(done.base, first.prefix);
+    let plan = done.dump.unwrap();
+    assert_eq!(plan.binlog_keys, [binlog_key]);
+    assert_eq!(
+        *target.calls.lock().unwrap(),
+        ["ready?", "ready?", "open", "close"]
+    );
+    // The first dump, through tar and the bucket, was what the load read.
+    assert_eq!(read(&bin, "loaded/app@t@@0.tsv.zst"), "first dump's rows");
+    assert_eq!(
+        read(&bin, "loaded/@.json"),
+        format!(r#"{{"dumper": "mysqlsh Ver 8.4", "gtidExecuted": "{FIRST_GTIDS}"}}"#)
+    );
+    let load = read(&bin, "mysqlsh.calls");
+    let load = load.lines().last().unwrap();
+    assert_eq!(
+        load,
+        format!(
+            "mysql://moco-admin@10.0.0.0:3306 --passwords-from-stdin --save-passwords=never -C \
+             False -- util load-dump {}/dump --threads=2 --loadUsers=true --analyzeTables=on \
+             --skipBinlog=true --deferTableIndexes=all --updateGtidSet=replace \
+             --includeSchemas=app --includeUsers=alice@'%'",
+            restore_work.display()
+        )
+    );
+    assert_eq!(
+        read(&bin, "mysqlsh.passwords").lines().last().unwrap(),
+        ADMIN_PASSWORD
+    );
+    // The binlogs the second backup fetched, replayed up to the point, in order, as UTC.
+    let decode = read(&bin, "mysqlbinlog.calls");
+    let decode = decode.lines().last().unwrap();
+    let stop = Timestamp(point)
+        .to_string()
+        .replace('T', " ")
+        .replace('Z', "");
+    assert_eq!(
+        decode,
+        format!(
+            "--stop-datetime={stop} {w}/binlog/binlog.000003 --database=app",
+            w = restore_work.display()
+        )
+    );
+    assert_eq!(
+        read(&bin, "mysqlbinlog.env"),
+        format!("TZ=Etc/UTC TMPDIR={}/tmp\n", restore_work.display())
+    );
+    assert_eq!(read(&bin, "applied"), "-- events in binlog.000003\n");
+    assert_eq!(
+        read(&bin, "mysql.calls").trim(),
+        format!(
+            "--defaults-extra-file={w}/moco-admin.cnf --binary-mode -h 10.0.0.0 --port 3306 \
+             --protocol=tcp -u moco-admin",
+            w = restore_work.display()
+        )
+    );
+    assert_eq!(
+        read(&bin, "mysql.cnf"),
+        mysql_format::client_option_file(ADMIN_PASSWORD)
+    );
+    let restored = fake.get_json(CLUSTERS, "new", "db2").unwrap();
+    assert!(restored["status"]["restoredTime"].is_string(), "{restored}");
+    assert_eq!(events("new", "Restored"), 1);
+
+    // Once restored, never again.
+    let e = restore_job(point, "", "")
+        .run_mysql(&target)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("restored already"), "{e}");
+}
