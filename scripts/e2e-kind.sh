@@ -14,10 +14,14 @@
 # template 1Gi -> 2Gi), then grows the cluster to 5 instances (spec.replicas 3 -> 5) and
 # shrinks it back to 3 while rows are written: the new instances join as asynchronous
 # learners and become semi-sync members (status.semiSyncMembers 5), with every row on all
-# five; the shrink keeps Pods 3-4 until no acknowledged commit needs them, and their PVCs. With FLAVOR=mariadb it then runs a backup Job (MinIO in the cluster
-# as the object store), binlog archiving every 2 s, and a point-in-time restore into a second
-# MySQLCluster, which must hold exactly the rows written before the point. On failure it dumps
-# diagnostics.
+# five; the shrink keeps Pods 3-4 until no acknowledged commit needs them, and their PVCs. It
+# then runs a backup Job (MinIO in the cluster as the object store) and a point-in-time restore
+# into a second MySQLCluster, which must hold exactly the rows written before the point. With
+# FLAVOR=mariadb the backup is a physical copy and the binlogs are archived every 2 s; with
+# FLAVOR=mysql it is MOCO's format (mysqlsh's dump, then a second backup that stores the
+# binlogs between the two), run by moco-rs's program in the `backup` image target (MOCO's
+# backup image with `moco` as its program), built as ghcr.io/moco-rs/moco-backup:e2e and
+# given to the operator as --backup-image. On failure it dumps diagnostics.
 #
 # Volumes: the operator's webhook (like MOCO's) refuses growing a claim whose StorageClass
 # does not allow expansion, and kind's `standard` class (local-path) does not. The cluster
@@ -41,7 +45,9 @@
 #                         is 10.11's, so another MariaDB series needs MARIADB_VERSION too)
 #   MARIADB_VERSION       the MariaDB series of the agent image's copy tools (default 10.11)
 #   KIND_NODE_IMAGE       optional kind node image (kindest/node:vX.Y.Z) for a new cluster
-#   MINIO_IMAGE, MINIO_CLIENT_IMAGE   MinIO and its client (FLAVOR=mariadb; default quay.io's)
+#   MINIO_IMAGE, MINIO_CLIENT_IMAGE   MinIO and its client (default quay.io's)
+#   MOCO_BACKUP_IMAGE     FLAVOR=mysql: the image the backup image is built on (default
+#                         the Dockerfile's, MOCO's moco-backup image)
 #   TLS=1                 the cluster is annotated moco-rs/tls: "true": every statement of this
 #                         script then verifies the server with the CA the Pods mount, and a
 #                         plain connection must be refused
@@ -65,6 +71,7 @@ MINIO_CLIENT_IMAGE=${MINIO_CLIENT_IMAGE:-quay.io/minio/mc:latest}
 
 IMAGE_NAME=ghcr.io/moco-rs/moco # as named in deploy/kustomization.yaml
 AGENT_IMAGE_NAME=ghcr.io/moco-rs/moco-agent
+BACKUP_IMAGE_NAME=ghcr.io/moco-rs/moco-backup
 IMAGE_TAG=e2e
 CTX="kind-$KIND_CLUSTER"        # every kubectl call names this context explicitly
 SYSTEM_NS=moco-system           # deploy/namespace.yaml
@@ -270,6 +277,13 @@ build_image() { # TAG [docker build flags...]
 }
 build_image "$IMAGE_NAME:$IMAGE_TAG"
 build_image "$AGENT_IMAGE_NAME:$IMAGE_TAG" --target agent --build-arg "MARIADB_VERSION=$MARIADB_VERSION"
+images=("$IMAGE_NAME:$IMAGE_TAG" "$AGENT_IMAGE_NAME:$IMAGE_TAG")
+if [[ $FLAVOR == mysql ]]; then
+  backup_build=(--target backup)
+  if [[ -n ${MOCO_BACKUP_IMAGE:-} ]]; then backup_build+=(--build-arg "MOCO_BACKUP_IMAGE=$MOCO_BACKUP_IMAGE"); fi
+  build_image "$BACKUP_IMAGE_NAME:$IMAGE_TAG" "${backup_build[@]}"
+  images+=("$BACKUP_IMAGE_NAME:$IMAGE_TAG")
+fi
 cluster_touched=1
 reused=0
 clusters=$(kind get clusters 2>/dev/null)
@@ -282,7 +296,7 @@ else
   if [[ -n $KIND_NODE_IMAGE ]]; then create+=(--image "$KIND_NODE_IMAGE"); fi
   kind "${create[@]}"
 fi
-for image in "$IMAGE_NAME:$IMAGE_TAG" "$AGENT_IMAGE_NAME:$IMAGE_TAG"; do
+for image in "${images[@]}"; do
   if ! kind load docker-image "$image" --name "$KIND_CLUSTER"; then
     note "kind load docker-image failed for $image; retrying with a single-platform archive"
     docker image save --platform "linux/$(docker version -f '{{.Server.Arch}}')" \
@@ -291,7 +305,7 @@ for image in "$IMAGE_NAME:$IMAGE_TAG" "$AGENT_IMAGE_NAME:$IMAGE_TAG"; do
   fi
 done
 k wait node --all --for=condition=Ready --timeout=5m
-pass "images $IMAGE_NAME:$IMAGE_TAG and $AGENT_IMAGE_NAME:$IMAGE_TAG built and loaded into kind cluster $KIND_CLUSTER"
+pass "images ${images[*]} built and loaded into kind cluster $KIND_CLUSTER"
 
 step "2. cert-manager $CERT_MANAGER_VERSION"
 k apply -f "https://github.com/cert-manager/cert-manager/releases/download/$CERT_MANAGER_VERSION/cert-manager.yaml"
@@ -318,6 +332,17 @@ patches:
       path: /spec/template/spec/containers/0/args/-
       value: --agent-image=$AGENT_IMAGE_NAME:$IMAGE_TAG
 EOF
+if [[ $FLAVOR == mysql ]]; then
+  cat >>"$work/overlay/kustomization.yaml" <<EOF
+- target:
+    kind: Deployment
+    name: $CONTROLLER
+  patch: |-
+    - op: add
+      path: /spec/template/spec/containers/0/args/-
+      value: --backup-image=$BACKUP_IMAGE_NAME:$IMAGE_TAG
+EOF
+fi
 kubectl kustomize "$work/overlay" >"$work/moco.yaml"
 grep -Fq "image: $IMAGE_NAME:$IMAGE_TAG" "$work/moco.yaml" || die "the overlay did not set the image"
 grep -Fq -- "--agent-image=$AGENT_IMAGE_NAME:$IMAGE_TAG" "$work/moco.yaml" ||
@@ -455,11 +480,11 @@ done
   die "the leaving instances' PVCs were deleted"
 pass "shrunk to 3 instances: members 3, Pods 3-4 removed, PVCs kept, all 350 rows on each"
 
-if [[ $FLAVOR == mariadb ]]; then
-  step "10. backup, binlog archiving and point-in-time restore (MinIO in the cluster)"
+step "10. backup and point-in-time restore (MinIO in the cluster)"
   # MinIO stands in for S3; the bucket is made by MinIO's client. The backup Job is started
-  # from the CronJob by hand, the archiver runs every 2 s, and a second cluster is restored to
-  # a second between two batches of rows.
+  # from the CronJob by hand, and a second cluster is restored to a second between two
+  # batches of rows. MariaDB: the archiver runs every 2 s. MySQL: a second backup stores the
+  # binlogs since the first (MOCO's format keeps them only from one backup to the next).
   k apply -n "$NS" -f - <<EOF
 apiVersion: v1
 kind: Secret
@@ -525,17 +550,26 @@ EOF
   k -n "$NS" create job e2e-make-bucket --image="$MINIO_CLIENT_IMAGE" -- sh -c \
     'mc alias set m http://minio:9000 e2e-access e2e-secret-key && mc mb -p m/moco'
   k -n "$NS" wait job/e2e-make-bucket --for=condition=Complete --timeout=5m
-  k patch mysqlcluster "$NAME" -n "$NS" --type=merge -p \
-    '{"metadata":{"annotations":{"moco-rs/binlog-archive-interval":"2s"}},"spec":{"backupPolicyName":"e2e"}}'
+  run_backup_job() { # JOB
+    k -n "$NS" delete job "$1" --ignore-not-found
+    k -n "$NS" create job "$1" --from="cronjob/moco-backup-$NAME"
+    k -n "$NS" wait "job/$1" --for=condition=Complete --timeout=15m
+  }
+  if [[ $FLAVOR == mariadb ]]; then
+    k patch mysqlcluster "$NAME" -n "$NS" --type=merge -p \
+      '{"metadata":{"annotations":{"moco-rs/binlog-archive-interval":"2s"}},"spec":{"backupPolicyName":"e2e"}}'
+  else
+    k patch mysqlcluster "$NAME" -n "$NS" --type=merge -p '{"spec":{"backupPolicyName":"e2e"}}'
+  fi
   wait_for 300 "CronJob moco-backup-$NAME" k get cronjob "moco-backup-$NAME" -n "$NS"
-  wait_for 300 "the archiver moco-archive-$NAME" \
-    k wait "deployment/moco-archive-$NAME" -n "$NS" --for=condition=Available --timeout=5s
-  k -n "$NS" delete job e2e-backup --ignore-not-found
-  k -n "$NS" create job e2e-backup --from="cronjob/moco-backup-$NAME"
-  k -n "$NS" wait job/e2e-backup --for=condition=Complete --timeout=15m
+  if [[ $FLAVOR == mariadb ]]; then
+    wait_for 300 "the archiver moco-archive-$NAME" \
+      k wait "deployment/moco-archive-$NAME" -n "$NS" --for=condition=Available --timeout=5s
+  fi
+  run_backup_job e2e-backup
   backup_time=$(k get mysqlcluster "$NAME" -n "$NS" -o jsonpath='{.status.backup.time}')
   [[ -n $backup_time ]] || die "status.backup.time is empty after the backup Job"
-  pass "backup Job completed (status.backup.time $backup_time), archiver Available"
+  pass "backup Job completed (status.backup.time $backup_time)"
 
   sleep 2
   wait_for 120 "rows 201-300 to be written" write_rows 201 300
@@ -544,15 +578,25 @@ EOF
   sleep 2
   wait_for 120 "rows 301-400 to be written" write_rows 301 400
   note "restore point $point: rows 1-300 before it, 301-400 after it"
-  sleep 20 # a few archiving rounds
+  if [[ $FLAVOR == mariadb ]]; then
+    sleep 20 # a few archiving rounds
+    flavor_meta='  annotations: {moco-rs/flavor: mariadb}'
+    mysqld_command='        command: ["mariadbd"]'
+  else
+    run_backup_job e2e-backup-2
+    binlog_size=$(k get mysqlcluster "$NAME" -n "$NS" -o jsonpath='{.status.backup.binlogSize}')
+    [[ ${binlog_size:-0} -gt 0 ]] || die "the second backup stored no binlogs (binlogSize ${binlog_size:-empty})"
+    pass "second backup Job stored the binlogs since the first ($binlog_size bytes)"
+    flavor_meta='  annotations: {}'
+    mysqld_command=''
+  fi
   k apply -f - <<EOF
 apiVersion: moco.cybozu.com/v1beta2
 kind: MySQLCluster
 metadata:
   namespace: $NS
   name: restored
-  annotations:
-    moco-rs/flavor: mariadb
+$flavor_meta
 spec:
   replicas: 1
   podTemplate:
@@ -560,7 +604,7 @@ spec:
       containers:
       - name: mysqld
         image: $MYSQL_IMAGE
-        command: ["mariadbd"]
+$mysqld_command
         resources: {requests: {cpu: 100m, memory: 512Mi}}
   volumeClaimTemplates:
   - metadata: {name: mysql-data}
@@ -592,7 +636,6 @@ EOF
   wait_for 120 "rows 1-300 (and none after the point) in moco-restored-0" \
     rows_are moco-restored-0 127.0.0.1 300
   pass "restored to $point: rows 1-300, none of 301-400"
-fi
 
 step "11. summary"
 for item in "${passed[@]}"; do printf '   PASS  %s\n' "$item"; done
