@@ -159,6 +159,7 @@ case $sub in
     cp $S/data "$target/app@t@@0.tsv.zst"
     echo "Dump finished" ;;
   load-dump)
+    if [ -e $S/fail-load ]; then echo "ERROR: [Worker000] app@t@@0.tsv.zst: Duplicate entry '1' for key 't.PRIMARY'" >&2; exit 1; fi
     rm -rf $S/loaded; mkdir -p $S/loaded; cp -r "$target/." $S/loaded/
     echo "Loading finished" ;;
   *) echo "unknown $sub" >&2; exit 2 ;;
@@ -468,6 +469,26 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
     assert!(target.calls.lock().unwrap().is_empty());
     assert_eq!(events("new", "RestoreFailed"), 2);
 
+    // A load that fails: the Job fails with mysqlsh's reason, and instance 0 is read-only
+    // again, as the cluster must stay.
+    std::fs::write(bin.join("fail-load"), b"").unwrap();
+    let e = restore_job(point, "", "")
+        .run_mysql(&target)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("util load-dump") && e.contains("Duplicate entry"),
+        "{e}"
+    );
+    assert_eq!(
+        std::mem::take(&mut *target.calls.lock().unwrap()),
+        ["ready?", "ready?", "open", "close"]
+    );
+    assert_eq!(events("new", "RestoreFailed"), 3);
+    assert!(fake.get_json(CLUSTERS, "new", "db2").unwrap()["status"]["restoredTime"].is_null());
+    std::fs::remove_file(bin.join("fail-load")).unwrap();
+
     let done = restore_job(point, "app", "alice@'%'")
         .run_mysql(&target)
         .await
@@ -475,10 +496,7 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
     assert_eq!(done.base, first.prefix);
     let plan = done.dump.unwrap();
     assert_eq!(plan.binlog_keys, [binlog_key]);
-    assert_eq!(
-        *target.calls.lock().unwrap(),
-        ["ready?", "ready?", "open", "close"]
-    );
+    assert_eq!(*target.calls.lock().unwrap(), ["ready?", "open", "close"]);
     // The first dump, through tar and the bucket, was what the load read.
     assert_eq!(read(&bin, "loaded/app@t@@0.tsv.zst"), "first dump's rows");
     assert_eq!(

@@ -226,7 +226,8 @@ pub async fn backup<S: BackupServers>(
         match store_binlogs(tools, bucket, &source, &job, choice.index, &files, &key).await {
             Ok((size, used)) => {
                 binlog_size = size;
-                usage += used;
+                // The dump was removed before the fetch: the peak is the larger of the two.
+                usage = usage.max(used);
                 binlog_key = Some(key);
             }
             Err(e) => {
@@ -338,7 +339,29 @@ pub async fn restore<S: RestoreServer>(
         }
     }
     server.open_for_load().await?;
+    let loaded = load(tools, bucket, &plan, filter, target, password).await;
+    if let Err(e) = &loaded {
+        // The cluster stays read-only after a failed restore, as after a good one: the
+        // clustering leaves a restoring cluster alone.
+        tracing::warn!(error = %e, "the load failed; instance 0 is made read-only again");
+        if let Err(close) = server.close_after_load().await {
+            tracing::warn!(error = %close, "instance 0 could not be made read-only again");
+        }
+    }
+    loaded?;
+    server.close_after_load().await?;
+    Ok(MysqlRestored { plan })
+}
 
+/// Loads the plan's dump into the target and replays its binlogs.
+async fn load(
+    tools: &MysqlTools,
+    bucket: &Bucket,
+    plan: &RestorePlan,
+    filter: &RestoreFilter,
+    target: &Endpoint,
+    password: &str,
+) -> Result<(), JobError> {
     let work = tools.work();
     tools.fresh(DUMP_DIR)?;
     command::run(
@@ -393,8 +416,7 @@ pub async fn restore<S: RestoreServer>(
             tools.remove(TMP_DIR);
         }
     }
-    server.close_after_load().await?;
-    Ok(MysqlRestored { plan })
+    Ok(())
 }
 
 fn cluster_error(id: &ClusterId, message: String) -> JobError {
