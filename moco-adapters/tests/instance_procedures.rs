@@ -267,9 +267,21 @@ async fn accounts_and_a_streamed_copy() {
             let position = clone::prepare(&target).await.unwrap();
             assert_eq!(position, backup_position(&target.datadir).unwrap());
             assert!(!position.is_empty());
+            // The copy's first start reads the donor's history from its binlog state file.
+            clone::write_binlog_state(&target.datadir, &donor_state, &position).unwrap();
             recipient.start_and_wait(&[], READY_TIMEOUT).await.unwrap();
+            let started_with = a1.executed_gtid().await.unwrap();
+            assert_eq!(started_with, donor_state, "the state file was not read");
             clone::seed(&a1, &donor_state, &position).await.unwrap();
-            // Seeded again, its binlog now holds the state: RESET MASTER must come first.
+            // Seeded with another history, its binlog holds GTIDs the new state lacks:
+            // RESET MASTER must come first (error 1956 without it); then back again.
+            let other = moco_core::gtid::GtidSet::from_mariadb(&format!(
+                "9-9-5,{}",
+                moco_adapters::mysql::sql::mariadb_binlog_state_text(&donor_state)
+            ))
+            .unwrap();
+            clone::seed(&a1, &other, &position).await.unwrap();
+            assert_eq!(a1.executed_gtid().await.unwrap(), other);
             clone::seed(&a1, &donor_state, &position).await.unwrap();
             let s1 = a1.status().await.unwrap();
             assert_eq!(s1.gtid_executed, donor_state);

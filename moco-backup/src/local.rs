@@ -240,6 +240,13 @@ pub async fn restore_into(
         log: layout.instance_dir(0).join("restore.log"),
     };
     let restored = physical::restore(bucket, prefix, &target).await?;
+    // The copy starts with the source's binlog history; the seed then only sets its position.
+    moco_adapters::instance::clone::write_binlog_state(
+        &target.datadir,
+        &restored.manifest.binlog_state_before,
+        &restored.position,
+    )
+    .map_err(|e| fail(e.to_string()))?;
 
     let secret = Secret::load(layout).map_err(|e| fail(e.to_string()))?;
     let passwords =

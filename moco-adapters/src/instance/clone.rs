@@ -359,6 +359,32 @@ pub fn backup_position(datadir: &Path) -> Result<GtidSet, InstanceError> {
     }
 }
 
+/// MariaDB's binlog state file in a datadir (`<log_bin>.state`; MOCO's `log_bin` is `binlog`).
+pub const BINLOG_STATE_FILE: &str = "binlog.state";
+
+/// Gives a prepared copy (which has no binlog file) the binlog state [`seed`] would set: the
+/// donor's history up to `position`. Its first start reads it, and the seed then only sets
+/// `gtid_slave_pos`: setting the state on the running copy waited 0.8 s for InnoDB.
+pub fn write_binlog_state(
+    datadir: &Path,
+    donor_state: &GtidSet,
+    position: &GtidSet,
+) -> Result<(), InstanceError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let state = mysql::clone_binlog_state(donor_state, position);
+    let path = datadir.join(BINLOG_STATE_FILE);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o640)
+        .open(&path)
+        .map_err(|e| InstanceError::io(&path, "create", e))?;
+    file.write_all(mysql::sql::mariadb_binlog_state_file(&state).as_bytes())
+        .map_err(|e| InstanceError::io(&path, "write", e))
+}
+
 /// Seeds the started copy: replication cleared, `gtid_binlog_state` = the donor's history
 /// up to `position` ([`mysql::clone_binlog_state`]), `gtid_slave_pos` = `position`.
 pub async fn seed(

@@ -203,7 +203,9 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
         .map_err(|e| fail(e.to_string()))?;
     let _ = std::fs::remove_dir_all(&scratch);
 
-    // 5. Start and seed.
+    // 5. Start (with the donor's binlog history, from the state file) and seed.
+    clone::write_binlog_state(&target.datadir, &donor_state, &position)
+        .map_err(|e| fail(e.to_string()))?;
     job.target
         .start_and_wait(&[], job.boot_timeout)
         .await

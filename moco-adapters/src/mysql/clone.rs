@@ -102,8 +102,8 @@ pub fn clone_binlog_state(donor_state: &GtidSet, position: &GtidSet) -> GtidSet 
     out
 }
 
-/// Seeds a restored MariaDB copy before it replicates: clears replication, `RESET MASTER`,
-/// sets `gtid_binlog_state` (ordered so the position is the last entry of each domain) and
+/// Seeds a restored MariaDB copy before it replicates: clears replication, sets
+/// `gtid_binlog_state` unless the copy started with it ([`sql::mariadb_seed_clone`]) and
 /// `gtid_slave_pos`, then checks that the server reports exactly that state.
 pub async fn seed_mariadb_clone(
     instance: &MysqlInstance,
@@ -120,11 +120,8 @@ pub async fn seed_mariadb_clone(
             Some(instance.opts.call_timeout),
             async {
                 let mut conn = instance.conn().await?;
-                let logged: String = instance
-                    .value(&mut conn, "SELECT @@gtid_binlog_state")
-                    .await?;
-                let statements =
-                    sql::mariadb_seed_clone(binlog_state, slave_pos, !logged.is_empty());
+                let current = instance.executed_gtid_on(&mut conn, d).await?;
+                let statements = sql::mariadb_seed_clone(binlog_state, slave_pos, &current);
                 instance.exec_all(&mut conn, &statements).await?;
                 let now = instance.executed_gtid_on(&mut conn, d).await?;
                 let pos: String = instance

@@ -540,30 +540,49 @@ pub fn mariadb_binlog_state_text(state: &GtidSet) -> String {
         .join(",")
 }
 
-/// Seeds a server restored from a mariadb-backup copy: it has the donor's data but an empty
-/// binlog and the donor's stale `gtid_slave_pos`. Replication is cleared, the binlog state
-/// set to the donor's history and the replica position to the copy's position.
-/// `logged_gtids`: the server's binlog holds GTIDs (`@@gtid_binlog_state` is not empty), so
-/// `RESET MASTER` must erase them first. A copy's first start logs none, and there the
-/// `RESET MASTER` is skipped: on a just-recovered copy it took 0.8 s (measured), and the
-/// server accepts the new state without it.
+/// The text of MariaDB's binlog state file (`<log_bin>.state`): one GTID per line, in
+/// [`mariadb_binlog_state_text`]'s order (the last line of a domain is its position). A server
+/// that starts with no binlog file takes its `gtid_binlog_state` from this file, so a copy
+/// given one starts with the donor's history and the seed need not set it.
+pub fn mariadb_binlog_state_file(state: &GtidSet) -> String {
+    let text = mariadb_binlog_state_text(state);
+    if text.is_empty() {
+        return text;
+    }
+    let mut lines = text.replace(',', "\n");
+    lines.push('\n');
+    lines
+}
+
+/// Seeds a server restored from a mariadb-backup copy: it has the donor's data, the donor's
+/// stale `gtid_slave_pos`, and (`current`) the `gtid_binlog_state` it started with.
+/// Replication is cleared, the binlog state set to the donor's history and the replica
+/// position to the copy's position.
+///
+/// Setting the binlog state rotates the binlog and waits for InnoDB's next checkpoint: 0.8 s
+/// on a just-recovered copy (measured), as does `RESET MASTER`. So neither is sent when the
+/// copy already started with that state (from [`mariadb_binlog_state_file`]); when it started
+/// with none, the state is set without the reset; only a server that has logged other GTIDs
+/// is reset first.
 pub fn mariadb_seed_clone(
     binlog_state: &GtidSet,
     slave_pos: &GtidSet,
-    logged_gtids: bool,
+    current: &GtidSet,
 ) -> Vec<String> {
     let mut out = vec![
         "SET GLOBAL rpl_semi_sync_master_enabled=OFF".to_owned(),
         "STOP SLAVE".to_owned(),
         "RESET SLAVE ALL".to_owned(),
     ];
-    if logged_gtids {
-        out.push("RESET MASTER".to_owned());
+    let text = mariadb_binlog_state_text(binlog_state);
+    // The server keeps one sequence number per source: compare in that form.
+    let already = GtidSet::from_mariadb(&text).is_ok_and(|wanted| wanted == *current);
+    if !already {
+        if !current.is_empty() {
+            out.push("RESET MASTER".to_owned());
+        }
+        out.push(format!("SET GLOBAL gtid_binlog_state={}", quote(&text)));
     }
-    out.push(format!(
-        "SET GLOBAL gtid_binlog_state={}",
-        quote(&mariadb_binlog_state_text(binlog_state))
-    ));
     out.extend(privileged(
         Dialect::Mariadb,
         vec![format!(
@@ -898,8 +917,10 @@ mod tests {
             mariadb_binlog_state_text(&state),
             "0-2-50,0-1-100,1-3-7,1-1-9"
         );
+        let pos = set("0-1-100,1-1-9");
+        let other = set("0-3-5");
         assert_eq!(
-            mariadb_seed_clone(&state, &set("0-1-100,1-1-9"), true)[3..],
+            mariadb_seed_clone(&state, &pos, &other)[3..],
             [
                 "RESET MASTER".to_owned(),
                 "SET GLOBAL gtid_binlog_state='0-2-50,0-1-100,1-3-7,1-1-9'".to_owned(),
@@ -908,12 +929,28 @@ mod tests {
                 "SET ROLE NONE".to_owned(),
             ]
         );
-        let fresh = mariadb_seed_clone(&state, &set("0-1-100,1-1-9"), false);
+        let fresh = mariadb_seed_clone(&state, &pos, &GtidSet::new());
         assert!(!fresh.contains(&"RESET MASTER".to_owned()), "{fresh:?}");
         assert_eq!(
             fresh[3],
             "SET GLOBAL gtid_binlog_state='0-2-50,0-1-100,1-3-7,1-1-9'"
         );
+        // A copy that started with the state (from its state file) is only given its position.
+        let started_with = GtidSet::from_mariadb("0-2-50,0-1-100,1-3-7,1-1-9").unwrap();
+        let seeded = mariadb_seed_clone(&state, &pos, &started_with);
+        assert_eq!(
+            seeded[3..],
+            [
+                "SET ROLE 'moco-read-only-admin'".to_owned(),
+                "SET GLOBAL gtid_slave_pos='0-1-100,1-1-9'".to_owned(),
+                "SET ROLE NONE".to_owned(),
+            ]
+        );
+        assert_eq!(
+            mariadb_binlog_state_file(&state),
+            "0-2-50\n0-1-100\n1-3-7\n1-1-9\n"
+        );
+        assert_eq!(mariadb_binlog_state_file(&GtidSet::new()), "");
         assert_eq!(mariadb_binlog_state_text(&GtidSet::new()), "");
     }
 

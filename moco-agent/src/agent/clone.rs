@@ -298,6 +298,8 @@ where
             s.phase = ClonePhase::Preparing;
         });
         let position = procedures::prepare(&target).await?;
+        // The copy starts with its binlog history, so the agent's seed only sets its position.
+        procedures::write_binlog_state(&staging, &donor_state, &position)?;
         state.update_clone(|s| s.phase = ClonePhase::Ready);
         Seed {
             donor_state,
