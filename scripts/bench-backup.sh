@@ -24,6 +24,9 @@
 #   BENCH_LAT_RUNS=1      repetitions of the latency triple (40 s each run)
 #   BENCH_STEPS=backup,s3,restore,latency,archive   which steps to run (backup is always run)
 #   BENCH_KEEP=1          keep the cluster and the data (stop it with `moco local down`)
+#   BENCH_REPLICAS=3      instances of the measured cluster; 1 leaves out the replicas' copies of
+#                         the data and binlogs (10 GB on a small disk), and then the backups
+#                         come from the primary and the latency step has no replica to use
 #   MOCO_BIN=PATH         use this moco binary instead of building one
 #   MOCO_MOTO_SERVER=PATH moto_server for the S3 step (default: scripts/lib/install.sh's cache)
 set -euo pipefail
@@ -35,6 +38,7 @@ RUNS=${BENCH_RUNS:-3}
 LAT_RUNS=${BENCH_LAT_RUNS:-1}
 STEPS=${BENCH_STEPS:-backup,s3,restore,latency,archive}
 KEEP=${BENCH_KEEP:-0}
+REPLICAS=${BENCH_REPLICAS:-3}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 source "$repo/scripts/lib/install.sh"
@@ -91,10 +95,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 status_json() { "$MOCO" local status --dir "$1" --json; }
 
 echo "== machine: $(nproc) cores, $(free -g | awk '/Mem:/ { print $2 }') GiB; $(mariadbd --version | awk '{ print $3 }'); $($MOCO --version 2>/dev/null || echo moco)" | tee -a "$RESULTS"
-echo "== data: $TABLES tables x $ROWS rows; runs: $RUNS; steps: $STEPS; out: $OUT" | tee -a "$RESULTS"
+echo "== data: $TABLES tables x $ROWS rows; instances: $REPLICAS; runs: $RUNS; steps: $STEPS; out: $OUT" | tee -a "$RESULTS"
 
 # ---------------------------------------------------------------- the cluster and its data
-"$MOCO" local up --dir "$DIR" --replicas 3 --detach >"$LOGS/up.log" 2>&1
+"$MOCO" local up --dir "$DIR" --replicas "$REPLICAS" --detach >"$LOGS/up.log" 2>&1
 PPORT=$(status_json "$DIR" | jq -r '.endpoints.primary' | cut -d: -f2)
 admin() { mariadb --defaults-extra-file="$DIR/client/moco-admin.cnf" "$@"; }
 admin -e "CREATE DATABASE sbtest; CREATE USER sbtest@'%' IDENTIFIED BY 'sbpw';
