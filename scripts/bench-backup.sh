@@ -91,6 +91,14 @@ secs() { awk -v ms="$1" 'BEGIN { printf "%.2f", ms / 1000 }'; }
 record() { printf '%-44s %s\n' "$1" "$2" | tee -a "$RESULTS"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mbps() { awk -v b="$1" -v ms="$2" 'BEGIN { printf "%.0f", b / 1e6 / (ms / 1000) }'; }
+# Before each timed step: the previous step's gigabytes are written back, and (as root) the
+# page cache is dropped, so that every step reads from the disk and none pays for or profits
+# from the one before it. At 10 GB the data no longer fits beside the copies in memory: a step
+# run after another had read the same files found them cached (the floors ran after moco).
+settle() {
+  sync
+  if [ -w /proc/sys/vm/drop_caches ]; then echo 3 >/proc/sys/vm/drop_caches; fi
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 status_json() { "$MOCO" local status --dir "$1" --json; }
 
@@ -136,6 +144,7 @@ record "sbtest data on the primary (MB)" "$((data_bytes / 1000000))"
 moco_backup() {
   local log=$1; shift
   local t0 tpid mpid hwm
+  settle
   t0=$(now_ms)
   /usr/bin/time -v -o "$log.time" "$MOCO" local backup --dir "$DIR" "$@" >"$log" 2>&1 &
   tpid=$!
@@ -210,6 +219,7 @@ floor_failures=0
 floor_retrying() {
   local try t0
   for try in 1 2 3 4 5; do
+    settle
     t0=$(now_ms)
     if [ "$1" = raw ]; then
       mariadb-backup "${FLOOR_ARGS[@]}" >/dev/null 2>"$2" && { took_ms=$(($(now_ms) - t0)); return 0; }
@@ -306,6 +316,7 @@ if has_step restore; then
   rm -rf "$OUT/restored"
   restore_ms=() floor_x_ms=() floor_p_ms=() floor_s_ms=() restore_rss=() restore_holds=() restore_copy=()
   for run in $(seq "$RUNS"); do
+    settle
     t0=$(now_ms)
     /usr/bin/time -v -o "$LOGS/restore-$run.time" "$MOCO" local restore --dir "$OUT/restored" \
       --source bench --from "$BUCKET" --replicas 1 --detach >"$LOGS/restore-$run.log" 2>&1 \
@@ -327,6 +338,7 @@ if has_step restore; then
 
     x=$FLOOR/extract
     rm -rf "$x" && mkdir -p "$x"
+    settle
     t0=$(now_ms)
     zstd -d -q -c "$newest/base.xbstream.zst" | mbstream -x -C "$x"
     floor_x_ms+=($(($(now_ms) - t0)))

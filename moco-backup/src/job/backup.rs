@@ -1,5 +1,6 @@
-//! The backup Job (`moco backup BUCKET NAMESPACE NAME`), MOCO's steps with a MariaDB
-//! physical backup in place of `mysqlsh`'s dump:
+//! The backup Job (`moco backup BUCKET NAMESPACE NAME`). A MySQL cluster is backed up in
+//! MOCO's own format ([`super::mysql`]); a MariaDB cluster by MOCO's steps with a physical
+//! backup in place of `mysqlsh`'s dump:
 //!
 //! 1. the MySQLCluster must be online and have all its Pods;
 //! 2. the source is MOCO's first choice: the ready replica of lowest ordinal, else the primary

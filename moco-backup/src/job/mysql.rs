@@ -126,8 +126,9 @@ impl MysqlTools {
         self.work_dir.display().to_string()
     }
 
-    /// Empties `dir` under the work dir (a previous attempt's leftovers: `mysqlsh` refuses a
-    /// dump directory that is not empty) and returns its path.
+    /// Removes `dir` under the work dir (a previous attempt's leftovers: `mysqlsh` refuses a
+    /// dump directory that is not empty) and returns its path; the work dir itself exists
+    /// afterwards.
     fn fresh(&self, dir: &str) -> Result<PathBuf, JobError> {
         let path = self.work_dir.join(dir);
         match std::fs::remove_dir_all(&path) {

@@ -1,10 +1,10 @@
 //! The restore Job (`moco restore BUCKET SRC_NS SRC_NAME NS NAME YYYYMMDD-hhmmss SCHEMA
-//! USERS`), MOCO's steps with a MariaDB physical backup in place of `mysqlsh`'s load:
+//! USERS`). A MySQL cluster is restored from MOCO's own format ([`super::mysql`]); a MariaDB
+//! cluster by MOCO's steps with a physical backup in place of `mysqlsh`'s load:
 //!
-//! 1. refused up front, before anything is touched: a cluster restored already, a MySQL
-//!    cluster (this build restores MariaDB's physical backups), `SCHEMA` or `USERS` (a physical
-//!    backup holds every schema and account), and a point no backup and archive reach (the
-//!    error names what can be reached);
+//! 1. refused up front, before anything is touched: a cluster restored already, `SCHEMA` or
+//!    `USERS` (a physical backup holds every schema and account), and a point no backup and
+//!    archive reach (the error names what can be reached);
 //! 2. instance 0 must answer (its agent's first start done), as MOCO waits for it;
 //! 3. the base backup is streamed from the bucket to instance 0's agent (`PUT /v1/restore`),
 //!    its size and SHA-256 checked on the way: a mismatch ends the upload with an error, so
