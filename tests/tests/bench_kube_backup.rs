@@ -138,7 +138,7 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
         let job = BackupJob {
             cluster: ClusterAccess::new(fake.client(), "prod", "db"),
             bucket,
-            agents: certs.agent.client(&certs.agent),
+            agents: Some(certs.agent.client(&certs.agent)),
             addresses: Arc::new(StaticAddresses {
                 by_index: BTreeMap::from([(0, ("127.0.0.1".to_owned(), pod.port))]),
                 agents: BTreeMap::from([(0, ("localhost".to_owned(), agent.agent.port()))]),
@@ -157,6 +157,8 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
         let started = Instant::now();
         let (state, stream) = job
             .agents
+            .as_ref()
+            .unwrap()
             .backup(
                 "localhost",
                 agent.agent.port(),

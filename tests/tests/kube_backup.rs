@@ -132,7 +132,7 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
         cluster: ClusterAccess::new(fake.client(), NS, "db"),
         bucket: bucket.clone(),
         // The Job presents the cluster's agent certificate (the Secret it mounts).
-        agents: certs.agent.client(&certs.agent),
+        agents: Some(certs.agent.client(&certs.agent)),
         addresses: Arc::new(addresses.clone()),
         donor_password,
         backup_password: test_password(Account::Backup),

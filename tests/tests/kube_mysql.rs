@@ -33,7 +33,6 @@ use moco_backup::mysql_format;
 use moco_core::time::Timestamp;
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
-use moco_tests::certs::TestCerts;
 use serde_json::json;
 
 const CLUSTERS: &str = "moco.cybozu.com/v1beta2/mysqlclusters";
@@ -203,7 +202,6 @@ fn now() -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
-    moco_http::tls::install_crypto_provider();
     let root = tempfile::tempdir().unwrap();
     let bin = root.path().join("bin");
     std::fs::create_dir_all(bin.join("binlogs")).unwrap();
@@ -220,7 +218,6 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
         b"-- events in binlog.000003\n",
     )
     .unwrap();
-    let certs = TestCerts::write(&root.path().join("certs"));
     let bucket: Bucket = BucketSpec::from_url(&root.path().join("bucket").display().to_string())
         .unwrap()
         .open(&Default::default())
@@ -239,7 +236,8 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
     let job = BackupJob {
         cluster: ClusterAccess::new(fake.client(), "prod", "db"),
         bucket: bucket.clone(),
-        agents: certs.agent.client(&certs.agent),
+        // MySQL clusters' Jobs do not mount the agent certificate: no agent is needed.
+        agents: None,
         addresses: Arc::new(addresses.clone()),
         donor_password: String::new(),
         backup_password: BACKUP_PASSWORD.into(),
@@ -433,7 +431,8 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
         schema: schema.into(),
         users: users.into(),
         bucket: bucket.clone(),
-        agents: certs.agent.client(&certs.agent),
+        // MySQL clusters' Jobs do not mount the agent certificate: no agent is needed.
+        agents: None,
         addresses: Arc::new(addresses.clone()),
         admin_password: ADMIN_PASSWORD.into(),
         binlog_tool: PathBuf::from("unused"),

@@ -122,7 +122,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     let backup_job = || BackupJob {
         cluster: ClusterAccess::new(fake.client(), "old", "db"),
         bucket: bucket.clone(),
-        agents: certs.agent.client(&certs.agent),
+        agents: Some(certs.agent.client(&certs.agent)),
         addresses: Arc::new(StaticAddresses {
             by_index: BTreeMap::from([(0, ("127.0.0.1".to_owned(), source.port))]),
             agents: BTreeMap::from([(0, ("localhost".to_owned(), a_source.agent.port()))]),
@@ -246,7 +246,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         schema: schema.into(),
         users: String::new(),
         bucket: bucket.clone(),
-        agents: certs.agent.client(&certs.agent),
+        agents: Some(certs.agent.client(&certs.agent)),
         addresses: Arc::new(StaticAddresses {
             by_index: BTreeMap::from([(0, ("127.0.0.1".to_owned(), target_port))]),
             agents: BTreeMap::from([(0, ("localhost".to_owned(), a_target_port))]),

@@ -52,11 +52,13 @@ pub struct BackupJob {
     pub cluster: ClusterAccess,
     /// Where backups go.
     pub bucket: Bucket,
-    /// Calls agents with the cluster's certificate.
-    pub agents: AgentClient,
+    /// Calls agents with the cluster's certificate; `None` when the Job has none: the
+    /// operator mounts it into MariaDB clusters' Jobs only, and a MySQL backup needs no agent.
+    pub agents: Option<AgentClient>,
     /// Where the agents are.
     pub addresses: Arc<dyn AddressResolver>,
-    /// The cluster's `moco-clone-donor` password.
+    /// The cluster's `moco-clone-donor` password (MariaDB clusters' Jobs get it; empty
+    /// otherwise).
     pub donor_password: String,
     /// The `moco-backup` account's password: the binlogs are fetched through the primary.
     pub backup_password: String,
@@ -133,8 +135,29 @@ pub fn backup_status(manifest: &Manifest, source_index: u32, elapsed: Duration) 
     }
 }
 
+/// A client of the cluster's agents with the certificate in `--grpc-cert-dir`, or `None` when
+/// that directory holds no certificate (a MySQL cluster's Job, which needs no agent).
+pub(crate) fn mounted_agent_client(common: &CommonFlags) -> Result<Option<AgentClient>, JobError> {
+    if !common.grpc_cert_dir.join("tls.crt").exists() {
+        return Ok(None);
+    }
+    agent_client(common).map(Some)
+}
+
+/// The agents' client a MariaDB Job needs.
+pub(crate) fn required_agents(agents: Option<&AgentClient>) -> Result<&AgentClient, JobError> {
+    agents.ok_or_else(|| {
+        JobError::input(
+            "--grpc-cert-dir",
+            "holds no tls.crt: a MariaDB cluster's copy goes through its agents, with the \
+             cluster's agent certificate (moco-<name>-grpc, which the operator mounts into \
+             MariaDB clusters' Jobs)",
+        )
+    })
+}
+
 /// A client of the cluster's agents with the certificate in `--grpc-cert-dir`.
-pub(crate) fn agent_client(common: &CommonFlags) -> Result<AgentClient, JobError> {
+fn agent_client(common: &CommonFlags) -> Result<AgentClient, JobError> {
     let dir = &common.grpc_cert_dir;
     let tls = moco_http::tls::mtls_client_config(
         &dir.join("tls.crt"),
@@ -154,7 +177,9 @@ impl BackupJob {
         env: &BTreeMap<String, String>,
     ) -> Result<Self, JobError> {
         let backup_password = required(env, PASSWORD_ENV)?;
-        let donor_password = required(env, DONOR_PASSWORD_ENV)?;
+        // Only MariaDB clusters' Jobs get it (and the agent certificate): it is checked where
+        // a MariaDB backup needs it, since the flavour is known only from the cluster.
+        let donor_password = env.get(DONOR_PASSWORD_ENV).cloned().unwrap_or_default();
         let bucket = args.common.bucket_spec(&args.bucket)?.open(env)?;
         let client = kube::Client::try_default()
             .await
@@ -162,7 +187,7 @@ impl BackupJob {
         Ok(BackupJob {
             cluster: ClusterAccess::new(client, &args.namespace, &args.name),
             bucket,
-            agents: agent_client(&args.common)?,
+            agents: mounted_agent_client(&args.common)?,
             addresses: Arc::new(PodNetwork),
             donor_password,
             backup_password,
@@ -276,8 +301,15 @@ impl BackupJob {
         .await?;
         let (host, port) = self.addresses.agent(&id, source_index);
         tracing::info!(source = source_index, agent = %format!("{host}:{port}"), %prefix, "backing up");
-        let (state, stream) = self
-            .agents
+        let agents = required_agents(self.agents.as_ref())?;
+        if self.donor_password.is_empty() {
+            return Err(JobError::input(
+                DONOR_PASSWORD_ENV,
+                "not set: a MariaDB cluster's backup is read from an agent with the clone-donor \
+                 password",
+            ));
+        }
+        let (state, stream) = agents
             .backup(&host, port, &self.donor_password, CopyPurpose::Backup)
             .await?;
         let manifest =
@@ -370,6 +402,32 @@ mod tests {
         assert_eq!(choose_source(&ready(&[0, 2]), 0).unwrap(), 2);
         assert_eq!(choose_source(&ready(&[1]), 1).unwrap(), 1);
         assert!(choose_source(&ready(&[]), 0).is_err());
+    }
+
+    /// Regression: a MySQL cluster's Job gets no agent certificate and no clone-donor
+    /// password (the operator renders them for MariaDB Jobs only), and `in_pod` required both,
+    /// so every MySQL backup and restore Job would have failed before looking at the cluster.
+    #[test]
+    fn the_agent_certificate_is_optional_until_a_mariadb_copy_needs_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let flags = CommonFlags {
+            work_dir: "/work".into(),
+            threads: 1,
+            region: String::new(),
+            endpoint: String::new(),
+            use_path_style: false,
+            backend_type: String::new(),
+            ca_cert: String::new(),
+            grpc_cert_dir: dir.path().to_path_buf(),
+            mysql_tls_ca: None,
+        };
+        let none = mounted_agent_client(&flags).unwrap();
+        let e = required_agents(none.as_ref()).unwrap_err().to_string();
+        assert!(e.starts_with("--grpc-cert-dir: holds no tls.crt"), "{e}");
+        // A certificate that is there but unreadable is an error at once.
+        std::fs::write(dir.path().join("tls.crt"), "not a certificate").unwrap();
+        let e = mounted_agent_client(&flags).unwrap_err().to_string();
+        assert!(e.starts_with("--grpc-cert-dir: "), "{e}");
     }
 
     #[test]

@@ -80,8 +80,9 @@ pub struct RestoreJob {
     pub users: String,
     /// Where the backups are.
     pub bucket: Bucket,
-    /// Calls agents with the cluster's certificate.
-    pub agents: AgentClient,
+    /// Calls agents with the cluster's certificate; `None` when the Job has none (a MySQL
+    /// restore needs no agent).
+    pub agents: Option<AgentClient>,
     /// Where the instances and agents are.
     pub addresses: Arc<dyn AddressResolver>,
     /// This cluster's `moco-admin` password.
@@ -158,7 +159,7 @@ impl RestoreJob {
             schema: args.schema.clone(),
             users: args.users.clone(),
             bucket,
-            agents: super::backup::agent_client(&args.common)?,
+            agents: super::backup::mounted_agent_client(&args.common)?,
             addresses: Arc::new(PodNetwork),
             admin_password,
             binlog_tool: PathBuf::from("mariadb-binlog"),
@@ -472,8 +473,7 @@ impl RestoreJob {
         });
         let body = tokio_stream_of(rx);
         let (host, port) = self.addresses.agent(id, 0);
-        let received = self
-            .agents
+        let received = super::backup::required_agents(self.agents.as_ref())?
             .restore(
                 &host,
                 port,
