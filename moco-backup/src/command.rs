@@ -10,7 +10,7 @@
 
 use std::future::Future as _;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::{ExitStatus, Stdio};
 use std::task::{Context, Poll};
@@ -20,6 +20,8 @@ use tokio::io::{
 };
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
+
+use moco_adapters::mysqld::modes::write_atomic;
 
 use crate::bucket::{Bucket, BucketError};
 use crate::mysql_format::{CommandLine, PasswordInput, Pipeline, client_option_file};
@@ -362,24 +364,26 @@ async fn log_lines(stream: impl AsyncRead + Unpin, program: &str, stderr: bool) 
             tail.push_str(line);
             tail.push('\n');
             if tail.len() > 2 * STDERR_TAIL {
-                let mut cut = tail.len() - STDERR_TAIL;
-                while !tail.is_char_boundary(cut) {
-                    cut += 1;
-                }
-                tail.drain(..cut);
+                keep_last(&mut tail, STDERR_TAIL);
             }
         } else {
             tracing::info!(program, "{line}");
         }
     }
-    if tail.len() > STDERR_TAIL {
-        let mut cut = tail.len() - STDERR_TAIL;
-        while !tail.is_char_boundary(cut) {
-            cut += 1;
-        }
-        tail.drain(..cut);
-    }
+    keep_last(&mut tail, STDERR_TAIL);
     tail
+}
+
+/// Cuts `text` to about its last `max` bytes (at a character boundary).
+fn keep_last(text: &mut String, max: usize) {
+    if text.len() <= max {
+        return;
+    }
+    let mut cut = text.len() - max;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    text.drain(..cut);
 }
 
 /// The option files of a pipeline's stages, 0600, removed when dropped.
@@ -393,7 +397,8 @@ impl OptionFiles {
         for stage in &pipeline.stages {
             if let PasswordInput::OptionFile { path } = &stage.password {
                 let path = PathBuf::from(path);
-                write_private(&path, client_option_file(password).as_bytes()).map_err(
+                // A file left by an earlier run is replaced, never reused with its old mode.
+                write_atomic(&path, client_option_file(password).as_bytes(), 0o600).map_err(
                     |source| CommandError::Io {
                         what: format!("write {}", path.display()),
                         source,
@@ -412,24 +417,6 @@ impl Drop for OptionFiles {
             let _ = std::fs::remove_file(path);
         }
     }
-}
-
-/// Writes `bytes` to a file only its owner can read, replacing what was there.
-fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    // A file left by an earlier run may be readable by others: start afresh.
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)
 }
 
 /// A process's output whose end is reported only once every stage has exited 0.
@@ -475,6 +462,7 @@ mod tests {
     use crate::mysql_format::{binlog_archive, binlog_extract};
     use std::num::NonZeroU32;
     use std::os::unix::fs::PermissionsExt as _;
+    use std::path::Path;
 
     fn bucket(dir: &Path) -> Bucket {
         BucketSpec::from_url(&dir.display().to_string())

@@ -370,19 +370,14 @@ pub fn write_binlog_state(
     donor_state: &GtidSet,
     position: &GtidSet,
 ) -> Result<(), InstanceError> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
     let state = mysql::clone_binlog_state(donor_state, position);
     let path = datadir.join(BINLOG_STATE_FILE);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o640)
-        .open(&path)
-        .map_err(|e| InstanceError::io(&path, "create", e))?;
-    file.write_all(mysql::sql::mariadb_binlog_state_file(&state).as_bytes())
-        .map_err(|e| InstanceError::io(&path, "write", e))
+    crate::mysqld::modes::write_atomic(
+        &path,
+        mysql::sql::mariadb_binlog_state_file(&state).as_bytes(),
+        0o640,
+    )
+    .map_err(|e| InstanceError::io(&path, "write", e))
 }
 
 /// Seeds the started copy: replication cleared, `gtid_binlog_state` = the donor's history

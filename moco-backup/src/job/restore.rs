@@ -183,6 +183,7 @@ impl RestoreJob {
     pub async fn run_mysql<S: RestoreServer>(&self, server: &S) -> Result<RestoreDone, JobError> {
         let result = async {
             let cluster = self.cluster.get().await?;
+            self.refuse_if_restored(&cluster)?;
             self.restore_mysql(cluster, server).await
         }
         .await;
@@ -206,15 +207,7 @@ impl RestoreJob {
 
     async fn restore(&self) -> Result<RestoreDone, JobError> {
         let cluster = self.cluster.get().await?;
-        if cluster
-            .status
-            .as_ref()
-            .is_some_and(|s| s.restored_time.is_some())
-        {
-            return Err(self
-                .cluster
-                .refuse("status.restoredTime is set: this cluster was restored already"));
-        }
+        self.refuse_if_restored(&cluster)?;
         if flavor_of(&cluster)? == Flavor::Mysql {
             let servers = SqlServers::new(
                 self.addresses.clone(),
@@ -325,15 +318,6 @@ impl RestoreJob {
         cluster: MySQLCluster,
         server: &S,
     ) -> Result<RestoreDone, JobError> {
-        if cluster
-            .status
-            .as_ref()
-            .is_some_and(|s| s.restored_time.is_some())
-        {
-            return Err(self
-                .cluster
-                .refuse("status.restoredTime is set: this cluster was restored already"));
-        }
         let filter = mysql_format::RestoreFilter::new(&self.schema, &self.users).map_err(|e| {
             let field = match &e {
                 mysql_format::RestoreSpecError::Users { field, .. }
@@ -387,6 +371,20 @@ impl RestoreJob {
             replayed: Replayed::default(),
             dump: Some(restored.plan),
         })
+    }
+
+    /// A cluster restored once is never restored again.
+    fn refuse_if_restored(&self, cluster: &MySQLCluster) -> Result<(), JobError> {
+        if cluster
+            .status
+            .as_ref()
+            .is_some_and(|s| s.restored_time.is_some())
+        {
+            return Err(self
+                .cluster
+                .refuse("status.restoredTime is set: this cluster was restored already"));
+        }
+        Ok(())
     }
 
     /// `status.restoredTime` and the `Restored` Event.
