@@ -1,4 +1,4 @@
-//! Benchmark (ignored by `cargo test`; run with `-- --ignored --nocapture`, see
+//! Benchmark (ignored by `cargo test`; run with `--release … -- --ignored --nocapture`, see
 //! `docs/benchmarks.md`): the backup Job's path on Kubernetes, a MariaDB backup streamed from
 //! the source's agent over mutual TLS, compressed and hashed into a directory bucket, against
 //! the floor measured in the same run on the same server: `mariadb-backup --stream | zstd -1`
@@ -26,6 +26,13 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a benchmark: run by hand, numbers in docs/benchmarks.md"]
 async fn bench_the_backup_job_through_the_agent_against_the_floor() {
+    // A debug build compresses (zstd's C code at -O0), encrypts and streams several times
+    // slower than the release build that runs in a Pod: its numbers say nothing about the Job.
+    assert!(
+        !cfg!(debug_assertions),
+        "run this benchmark from a release build: cargo test --release -p moco-tests \
+         --test integration bench_kube_backup:: -- --ignored --nocapture"
+    );
     let Some(binary) = server_or_skip("bench_kube_backup") else {
         return;
     };
