@@ -28,11 +28,12 @@ use serde_json::json;
 async fn bench_the_backup_job_through_the_agent_against_the_floor() {
     // A debug build compresses (zstd's C code at -O0), encrypts and streams several times
     // slower than the release build that runs in a Pod: its numbers say nothing about the Job.
-    assert!(
-        !cfg!(debug_assertions),
-        "run this benchmark from a release build: cargo test --release -p moco-tests \
-         --test integration bench_kube_backup:: -- --ignored --nocapture"
-    );
+    if cfg!(debug_assertions) {
+        panic!(
+            "run this benchmark from a release build: cargo test --release -p moco-tests \
+             --test integration bench_kube_backup:: -- --ignored --nocapture"
+        );
+    }
     let Some(binary) = server_or_skip("bench_kube_backup") else {
         return;
     };
