@@ -12,7 +12,7 @@ use moco_adapters::local::sql::admin_options;
 use moco_adapters::local::tls;
 use moco_adapters::local::{Layout, Manifest};
 use moco_adapters::mysql::MysqlInstance;
-use moco_adapters::mysqld::ServerBinary;
+use moco_adapters::mysqld::{ServerBinary, tool_beside};
 use moco_adapters::ports::{MocoUser, MysqlPort as _};
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
@@ -113,10 +113,8 @@ pub async fn backup(
     let index = choose_source(&snapshot).ok_or_else(|| {
         fail("no instance is ready to be backed up (see `moco local status`)".to_owned())
     })?;
-    let binary = manifest.server_binary().map_err(|e| fail(e.to_string()))?;
-    let tool = binary
-        .tool("mariadb-backup")
-        .or_else(|_| binary.tool("mariabackup"))
+    let tool = tool_beside(&manifest.server, "mariadb-backup")
+        .or_else(|_| tool_beside(&manifest.server, "mariabackup"))
         .map_err(|e| fail(e.to_string()))?;
     let port = manifest.instance_port(index);
     let admin = MysqlInstance::new(

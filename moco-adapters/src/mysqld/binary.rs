@@ -151,24 +151,31 @@ impl ServerBinary {
     /// `mbstream`): looked up next to the server, in `../bin`, then in `PATH` and the usual
     /// directories.
     pub fn tool(&self, name: &str) -> Result<PathBuf, MysqldError> {
-        let mut dirs = Vec::new();
-        if let Some(dir) = self.path.parent() {
-            dirs.push(dir.to_owned());
-            if let Some(prefix) = dir.parent() {
-                dirs.push(prefix.join("bin"));
-                dirs.push(prefix.join("scripts"));
-            }
-        }
-        dirs.extend(search_dirs());
-        dirs.dedup();
-        dirs.iter()
-            .map(|d| d.join(name))
-            .find(|p| is_executable(p))
-            .ok_or(MysqldError::NotFound {
-                what: name.to_owned(),
-                searched: dirs,
-            })
+        tool_beside(&self.path, name)
     }
+}
+
+/// The helper tool `name` of the server at `server` (see [`ServerBinary::tool`]), without
+/// running the server to learn its version: `--version` costs 0.17 s, a twentieth of a 1 GB
+/// backup.
+pub fn tool_beside(server: &Path, name: &str) -> Result<PathBuf, MysqldError> {
+    let mut dirs = Vec::new();
+    if let Some(dir) = server.parent() {
+        dirs.push(dir.to_owned());
+        if let Some(prefix) = dir.parent() {
+            dirs.push(prefix.join("bin"));
+            dirs.push(prefix.join("scripts"));
+        }
+    }
+    dirs.extend(search_dirs());
+    dirs.dedup();
+    dirs.iter()
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+        .ok_or(MysqldError::NotFound {
+            what: name.to_owned(),
+            searched: dirs,
+        })
 }
 
 /// The first of `names` found as a program in `PATH` or the usual directories.

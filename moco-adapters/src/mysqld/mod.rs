@@ -49,7 +49,9 @@ use crate::instance::InstanceError;
 use crate::instance::datadir::{DatadirInit, InitProgram, initialize_datadir};
 use tokio::io::AsyncReadExt;
 
-pub use binary::{MYSQLD_ENV, REAL_SERVER_LEDGER_ENV, ServerBinary, ServerKind, find_program};
+pub use binary::{
+    MYSQLD_ENV, REAL_SERVER_LEDGER_ENV, ServerBinary, ServerKind, find_program, tool_beside,
+};
 pub use config::MycnfSettings;
 pub use modes::{SERVER_DIR_UMASK, SERVER_FILE_UMASK};
 use modes::{private_dir, write_private};
