@@ -248,6 +248,34 @@ mod tests {
         assert!(err.to_string().contains("/bin/false --version"), "{err}");
     }
 
+    /// The tool is found beside a server that is never run: here the "server" is a script
+    /// that records being run, and it must not be.
+    #[test]
+    fn a_tool_beside_the_server_is_found_without_running_the_server() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let sbin = dir.path().join("sbin");
+        std::fs::create_dir_all(&sbin).unwrap();
+        let ran = dir.path().join("ran");
+        let server = sbin.join("mariadbd");
+        let tool = sbin.join("mariadb-backup-for-this-test");
+        let script = format!("#!/bin/sh\ntouch {}\n", ran.display());
+        for path in [&server, &tool] {
+            std::fs::write(path, &script).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        assert_eq!(
+            tool_beside(&server, "mariadb-backup-for-this-test").unwrap(),
+            tool
+        );
+        assert!(!ran.exists(), "the server was run");
+        let err = tool_beside(&server, "no-such-tool-for-this-test").unwrap_err();
+        assert!(
+            err.to_string().contains("no-such-tool-for-this-test"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn tail_keeps_the_last_lines() {
         assert_eq!(tail("a\nb\nc\n", 2), "b\nc");
