@@ -51,6 +51,22 @@ pub struct CommonFlags {
 }
 
 impl CommonFlags {
+    /// Flags with MOCO's defaults and the agent certificate in `grpc_cert_dir`, for tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(grpc_cert_dir: &std::path::Path) -> Self {
+        CommonFlags {
+            work_dir: "/work".into(),
+            threads: 1,
+            region: String::new(),
+            endpoint: String::new(),
+            use_path_style: false,
+            backend_type: String::new(),
+            ca_cert: String::new(),
+            grpc_cert_dir: grpc_cert_dir.to_path_buf(),
+            mysql_tls_ca: None,
+        }
+    }
+
     /// The bucket `bucket_name` with these flags; a wrong flag is named.
     pub fn bucket_spec(&self, bucket_name: &str) -> Result<BucketSpec, JobError> {
         let backend = match self.backend_type.as_str() {
@@ -201,15 +217,8 @@ mod tests {
     #[test]
     fn a_wrong_backend_and_a_missing_password_are_named() {
         let flags = CommonFlags {
-            work_dir: "/work".into(),
-            threads: 1,
-            region: String::new(),
-            endpoint: String::new(),
-            use_path_style: false,
             backend_type: "ftp".into(),
-            ca_cert: String::new(),
-            grpc_cert_dir: "/grpc-cert".into(),
-            mysql_tls_ca: None,
+            ..CommonFlags::for_tests(std::path::Path::new("/grpc-cert"))
         };
         let e = flags.bucket_spec("b").unwrap_err().to_string();
         assert!(e.starts_with("--backend-type: \"ftp\""), "{e}");

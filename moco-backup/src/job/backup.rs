@@ -410,17 +410,7 @@ mod tests {
     #[test]
     fn the_agent_certificate_is_optional_until_a_mariadb_copy_needs_it() {
         let dir = tempfile::tempdir().unwrap();
-        let flags = CommonFlags {
-            work_dir: "/work".into(),
-            threads: 1,
-            region: String::new(),
-            endpoint: String::new(),
-            use_path_style: false,
-            backend_type: String::new(),
-            ca_cert: String::new(),
-            grpc_cert_dir: dir.path().to_path_buf(),
-            mysql_tls_ca: None,
-        };
+        let flags = CommonFlags::for_tests(dir.path());
         let none = mounted_agent_client(&flags).unwrap();
         let e = required_agents(none.as_ref()).unwrap_err().to_string();
         assert!(e.starts_with("--grpc-cert-dir: holds no tls.crt"), "{e}");
