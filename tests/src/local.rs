@@ -2,10 +2,11 @@
 //! finding a server, clusters in temporary directories that are always torn down, a writer
 //! that records acknowledged rows, and condition waits.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
@@ -170,13 +171,92 @@ pub fn processes_mentioning(needle: &str) -> Vec<i32> {
 pub fn nice_of(which: &str) -> i32 {
     let stat = std::fs::read_to_string(format!("/proc/{which}/stat"))
         .unwrap_or_else(|e| panic!("/proc/{which}/stat: {e}"));
+    nice_in_stat(&stat).unwrap_or_else(|| panic!("/proc/{which}/stat: {stat}"))
+}
+
+/// Field 19 of a `/proc/<pid>/stat` line.
+fn nice_in_stat(stat: &str) -> Option<i32> {
     // The command name (field 2) may hold spaces; the fields after it do not.
     let after_name = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
-    after_name
-        .split(' ')
-        .nth(16)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("/proc/{which}/stat: {stat}"))
+    after_name.split(' ').nth(16).and_then(|n| n.parse().ok())
+}
+
+/// Records, from a thread of its own, the nice value of every process whose command line
+/// holds all of some needles, as first seen. One look after the fact raced the process: a
+/// small backup fits whole into the pipe, HTTP/2 and loopback TCP buffers, and its tool may
+/// have ended before anyone looked.
+#[derive(Debug)]
+pub struct ProcessWatch {
+    /// Nice values by pid.
+    seen: Arc<Mutex<BTreeMap<i32, i32>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProcessWatch {
+    /// Starts watching (every 2 ms) for processes mentioning every one of `needles`.
+    pub fn start(needles: &[&str]) -> Self {
+        let needles: Vec<String> = needles.iter().map(|n| (*n).to_owned()).collect();
+        let seen: Arc<Mutex<BTreeMap<i32, i32>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (seen, stop) = (Arc::clone(&seen), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let [first, rest @ ..] = needles.as_slice() else {
+                        return;
+                    };
+                    for pid in processes_mentioning(first) {
+                        let matches = std::fs::read(format!("/proc/{pid}/cmdline"))
+                            .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
+                            .is_ok_and(|line| rest.iter().all(|n| line.contains(n.as_str())));
+                        // A process that ended meanwhile has no stat: it is not recorded.
+                        let nice = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                            .ok()
+                            .and_then(|stat| nice_in_stat(&stat));
+                        if let (true, Some(nice)) = (matches, nice) {
+                            let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+                            seen.entry(pid).or_insert(nice);
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            })
+        };
+        ProcessWatch {
+            seen,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Waits (until `limit`) for at least one process to have been seen, stops watching and
+    /// returns every pid seen with its nice value; empty when none was.
+    pub fn wait_seen(mut self, limit: Duration) -> BTreeMap<i32, i32> {
+        let deadline = Instant::now() + limit;
+        while self.snapshot().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.halt();
+        self.snapshot()
+    }
+
+    fn snapshot(&self) -> BTreeMap<i32, i32> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ProcessWatch {
+    fn drop(&mut self) {
+        self.halt();
+    }
 }
 
 /// A cluster directory in a fresh temporary directory. Dropping it (also on panic) runs

@@ -260,25 +260,20 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
     nothing_of_a_copy_left(&target);
 
     // The restore: streamed, unpacked and prepared before the answer.
-    let (backup_state, stream) = pull_backup(&job, &a_source).await;
-    // Asked for as a backup, the donor's tool gives way to its mysqld (it waits on the
-    // unread stream meanwhile).
     let datadir = format!("--datadir={}", source.mysqld.settings().datadir.display());
-    let backups = moco_tests::local::processes_mentioning("--backup --stream=xbstream");
-    let tools: Vec<i32> = moco_tests::local::processes_mentioning(&datadir)
-        .into_iter()
-        .filter(|pid| backups.contains(pid))
-        .collect();
+    let watch = moco_tests::local::ProcessWatch::start(&["--backup --stream=xbstream", &datadir]);
+    let (backup_state, stream) = pull_backup(&job, &a_source).await;
+    // Asked for as a backup, the donor's tool gives way to its mysqld. (Regression: looked
+    // for once, after the answer, the tool of this 19 MB backup had sometimes ended, the
+    // whole stream in buffers.)
+    let tools = watch.wait_seen(LIMIT);
     assert!(
         !tools.is_empty(),
-        "no mariadb-backup --backup {datadir} running"
+        "no mariadb-backup --backup {datadir} seen"
     );
     let ours = moco_tests::local::nice_of("self");
-    for pid in tools {
-        assert_eq!(
-            moco_tests::local::nice_of(&pid.to_string()),
-            (ours + 10).min(19)
-        );
+    for (pid, nice) in tools {
+        assert_eq!(nice, (ours + 10).min(19), "the nice value of {pid}");
     }
     assert_eq!(backup_state, state);
     let started = Instant::now();
