@@ -11,6 +11,7 @@ pub mod command;
 pub mod job;
 pub mod local;
 pub mod local_archive;
+pub mod mysql_archive;
 pub mod mysql_format;
 pub mod physical;
 pub mod retention;
