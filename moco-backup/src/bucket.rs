@@ -82,6 +82,19 @@ pub enum BucketError {
     },
 }
 
+impl BucketError {
+    /// True when the object asked for does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            BucketError::Store {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }
+        )
+    }
+}
+
 fn invalid(field: &'static str, message: impl Into<String>) -> BucketError {
     BucketError::Invalid {
         field,

@@ -337,7 +337,8 @@ pub fn round_replay(
     pipeline
 }
 
-fn show_ms(ms: i64) -> String {
+/// `YYYY-MM-DDThh:mm:ss.mmmZ`.
+pub fn show_ms(ms: i64) -> String {
     format!(
         "{}.{:03}Z",
         show_s(ms.div_euclid(1000)).trim_end_matches('Z'),

@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_backup::binlog::{self, Timeline};
+use moco_backup::command::Tools;
 use moco_backup::job::archive::{ArchiveJob, PrimaryAccess, RoundOutcome};
 use moco_backup::job::cluster::ClusterAccess;
+use moco_backup::job::mysql::MysqlTools;
 use moco_backup::job::server_tls::ServerTls;
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
@@ -154,6 +156,12 @@ async fn archiver_drill(test: &str, with_tls: bool) {
             binlog_tool: binary.tool("mariadb-binlog").unwrap(),
             scratch: root.path().join("work").join("binlog"),
             tls: ServerTls::from_flag(ca_file.as_deref()).unwrap(),
+        },
+        // Unused: a MariaDB cluster.
+        mysql: MysqlTools {
+            tools: Tools::in_dir(root.path()),
+            work_dir: root.path().join("work"),
+            threads: std::num::NonZeroU32::MIN,
         },
         every: Duration::from_secs(1),
     };

@@ -24,12 +24,15 @@ use moco_adapters::mysql::Account;
 use moco_backup::bucket::{Bucket, BucketSpec};
 use moco_backup::command::Tools;
 use moco_backup::job::JobError;
+use moco_backup::job::archive::{ArchiveJob, Archived, PrimaryAccess};
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
-use moco_backup::job::mysql::{BackupServers, BinlogFiles, RestoreServer};
+use moco_backup::job::mysql::{BackupServers, BinlogFiles, MysqlTools, RestoreServer};
+use moco_backup::job::mysql_archive::{ArchiveServers, PrimarySnapshot};
 use moco_backup::job::restore::RestoreJob;
 use moco_backup::job::server_tls::ServerTls;
-use moco_backup::mysql_format;
+use moco_backup::{mysql_archive, mysql_format};
+use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::testing::apiserver::FakeApiServer;
@@ -560,4 +563,479 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("restored already"), "{e}");
+}
+
+// --- binlog archiving (beyond MOCO) -----------------------------------------------------------
+
+const UUID_A: &str = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa";
+const UUID_B: &str = "bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb";
+/// The backup's time: the archive's times are set against it (the stand-in servers' clocks).
+const T0: i64 = 1_800_000_000;
+
+/// GTID sets, the little the stand-ins need of them.
+const PY_GTID: &str = r#"
+import os, sys
+def parse(text):
+    s = {}
+    for entry in filter(None, (e.strip() for e in text.split(','))):
+        parts = entry.split(':')
+        for iv in parts[1:]:
+            a, _, b = iv.partition('-')
+            s.setdefault(parts[0], []).append((int(a), int(b or a)))
+    return s
+def contains(s, gtid):
+    uuid, n = gtid.rsplit(':', 1)
+    return any(a <= int(n) <= b for a, b in s.get(uuid, []))
+"#;
+
+fn python(dir: &Path, name: &str, body: &str) {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "#!/usr/bin/env python3\nS = {:?}\n{PY_GTID}\n{body}\n",
+            dir.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// MySQL's tools for archiving, as a MySQL server would make them behave: a binlog line is
+/// `<gtid> <unix time> <row>`, and `servers/<i>/` holds instance i's binlog files.
+/// `mysqlbinlog` fetches as `BINLOG-DUMP-GTIDS` does (from the first file holding a
+/// transaction not excluded, leaving out the excluded ones) and decodes with
+/// `--stop-datetime` (stopping at the first later event) and `--include-gtids`; `mysql`
+/// applies rows into `target/rows`, skipping a GTID already executed, as a server does;
+/// `mysqlsh load-dump` replaces `target/` with the dump's rows and `gtidExecuted`.
+fn archive_tools(dir: &Path) -> Tools {
+    for real in ["tar", "zstd"] {
+        let found = std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {real}")])
+            .output()
+            .unwrap();
+        let path = String::from_utf8(found.stdout).unwrap();
+        std::os::unix::fs::symlink(path.trim(), dir.join(real)).unwrap();
+    }
+    python(
+        dir,
+        "mysqlbinlog",
+        r#"
+args = sys.argv[1:]
+open(S + '/mysqlbinlog.calls', 'a').write(' '.join(args) + '\n')
+opts, files, i = {}, [], 0
+while i < len(args):
+    a = args[i]
+    if a in ('-h', '--port', '-u'):
+        opts[a] = args[i + 1]; i += 2; continue
+    if a.startswith('-'):
+        k, _, v = a.partition('='); opts[k] = v
+    else:
+        files.append(a)
+    i += 1
+if '--read-from-remote-master' in opts:
+    if os.path.exists(S + '/fail-fetch'):
+        sys.exit('ERROR: Got error reading packet from server: Lost connection')
+    server = S + '/servers/' + opts['-h'].rsplit('.', 1)[1]
+    exclude = parse(opts['--exclude-gtids'])
+    names = sorted(os.listdir(server))
+    def lines(name):
+        return open(server + '/' + name).read().splitlines()
+    start = next(i for i, n in enumerate(names) if any(not contains(exclude, l.split()[0]) for l in lines(n)))
+    for name in names[start:]:
+        kept = [l for l in lines(name) if not contains(exclude, l.split()[0])]
+        open(opts['--result-file'] + name, 'w').write(''.join(l + '\n' for l in kept))
+else:
+    import calendar, time
+    if os.environ.get('TZ') != 'Etc/UTC':
+        sys.exit('not UTC')
+    stop = calendar.timegm(time.strptime(opts['--stop-datetime'], '%Y-%m-%d %H:%M:%S'))
+    include = parse(opts['--include-gtids']) if '--include-gtids' in opts else None
+    for f in files:
+        for l in open(f).read().splitlines():
+            gtid, ts, row = l.split(' ', 2)
+            if int(ts) >= stop:
+                sys.exit(0)
+            if include is None or contains(include, gtid):
+                print('APPLY', gtid, row)
+"#,
+    );
+    python(
+        dir,
+        "mysql",
+        r#"
+open(S + '/mysql.calls', 'a').write(' '.join(sys.argv[1:]) + '\n')
+t = S + '/target'
+executed = parse(open(t + '/executed').read())
+applied = open(t + '/applied').read().split()
+with open(t + '/rows', 'a') as rows, open(t + '/applied', 'a') as out:
+    for line in sys.stdin:
+        _, gtid, row = line.rstrip('\n').split(' ', 2)
+        if contains(executed, gtid) or gtid in applied:
+            continue
+        rows.write(row + '\n'); out.write(gtid + '\n'); applied.append(gtid)
+"#,
+    );
+    python(
+        dir,
+        "mysqlsh",
+        r#"
+import json, shutil
+sys.stdin.readline()
+args = sys.argv[1:]
+dump = args[args.index('load-dump') + 1]
+t = S + '/target'
+shutil.rmtree(t, ignore_errors=True); os.makedirs(t)
+shutil.copy(dump + '/rows', t + '/rows')
+open(t + '/executed', 'w').write(json.load(open(dump + '/@.json'))['gtidExecuted'])
+open(t + '/applied', 'w').write('')
+print('Loading finished')
+"#,
+    );
+    Tools::in_dir(dir)
+}
+
+/// The stand-in instances of the archived cluster: what each executed, its clock, whether it
+/// is writable.
+struct Primaries {
+    dir: PathBuf,
+    state: Mutex<BTreeMap<u32, (String, bool, i64)>>,
+}
+
+impl Primaries {
+    fn set(&self, index: u32, executed: String, writable: bool, now: i64) {
+        self.state
+            .lock()
+            .unwrap()
+            .insert(index, (executed, writable, now));
+    }
+
+    /// Appends transactions `first..=last` of `uuid` to instance `index`'s `file`, the n-th
+    /// committed at `T0 + at(n)`.
+    fn write(
+        &self,
+        index: u32,
+        file: &str,
+        uuid: &str,
+        range: (u32, u32),
+        at: impl Fn(u32) -> i64,
+    ) {
+        let dir = self.dir.join("servers").join(index.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut text = read(&dir, file);
+        for n in range.0..=range.1 {
+            text.push_str(&format!("{uuid}:{n} {} {}-{n}\n", T0 + at(n), &uuid[..1]));
+        }
+        std::fs::write(dir.join(file), text).unwrap();
+    }
+}
+
+impl BackupServers for Primaries {
+    async fn server_uuid(&self, index: u32) -> Result<String, JobError> {
+        Ok([UUID_A, UUID_B][index as usize].to_owned())
+    }
+
+    async fn binlog_files(&self, index: u32) -> Result<BinlogFiles, JobError> {
+        let mut all: Vec<String> =
+            std::fs::read_dir(self.dir.join("servers").join(index.to_string()))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+        all.sort();
+        Ok(BinlogFiles {
+            current: all.last().cloned().unwrap_or_default(),
+            all,
+        })
+    }
+}
+
+impl ArchiveServers for Primaries {
+    async fn snapshot(&self, index: u32) -> Result<PrimarySnapshot, JobError> {
+        let (executed, writable, now) = self.state.lock().unwrap()[&index].clone();
+        Ok(PrimarySnapshot {
+            executed: GtidSet::parse(&executed).unwrap(),
+            server_uuid: [UUID_A, UUID_B][index as usize].to_owned(),
+            writable,
+            now_ms: now * 1000,
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mysql_clusters_binlogs_are_archived_across_a_failover_and_restored_to_the_second() {
+    let root = tempfile::tempdir().unwrap();
+    let bin = root.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tools = archive_tools(&bin);
+    let bucket: Bucket = BucketSpec::from_url(&root.path().join("bucket").display().to_string())
+        .unwrap()
+        .open(&Default::default())
+        .unwrap();
+    let prefix = mysql_format::cluster_prefix("prod", "db");
+
+    // A backup at T0 of instance 0 (A:1-10), its dump in MOCO's layout, recorded in the
+    // status the archiver starts from.
+    let source = root.path().join("dump-source");
+    std::fs::create_dir_all(source.join("dump")).unwrap();
+    std::fs::write(
+        source.join("dump/@.json"),
+        format!(r#"{{"gtidExecuted": "{UUID_A}:1-10"}}"#),
+    )
+    .unwrap();
+    std::fs::write(
+        source.join("dump/rows"),
+        (1..=10).map(|n| format!("a-{n}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let tar = std::process::Command::new("tar")
+        .args(["-c", "-f", "-", "-C"])
+        .arg(&source)
+        .arg("dump")
+        .output()
+        .unwrap();
+    assert!(tar.status.success());
+    bucket
+        .upload(
+            &mysql_format::dump_key("prod", "db", Timestamp(T0)),
+            &tar.stdout[..],
+        )
+        .await
+        .unwrap();
+    let fake = FakeApiServer::new();
+    let mut cluster = cluster_object("prod", "db", 3);
+    cluster["status"]["backup"] = json!({"gtidSet": format!("{UUID_A}:1-10"), "sourceIndex": 1});
+    fake.insert(cluster.clone());
+    let addresses = StaticAddresses {
+        by_index: (0..3).map(|i| (i, (format!("10.0.0.{i}"), 3306))).collect(),
+        agents: BTreeMap::new(),
+    };
+    let work = root.path().join("work");
+    let job = ArchiveJob {
+        cluster: ClusterAccess::new(fake.client(), "prod", "db"),
+        bucket: bucket.clone(),
+        access: PrimaryAccess {
+            addresses: Arc::new(addresses.clone()),
+            backup_password: BACKUP_PASSWORD.into(),
+            binlog_tool: PathBuf::from("unused"),
+            scratch: work.join("unused"),
+            tls: ServerTls::default(),
+        },
+        mysql: MysqlTools {
+            tools: tools.clone(),
+            work_dir: work.clone(),
+            threads: std::num::NonZeroU32::new(2).unwrap(),
+        },
+        every: Duration::from_secs(1),
+    };
+    let servers = Primaries {
+        dir: bin.clone(),
+        state: Mutex::default(),
+    };
+    let round = || async {
+        let cluster = job.cluster.get().await.unwrap();
+        let id = moco_operator::render::ClusterId::of(&cluster).unwrap();
+        job.mysql_round(&cluster, &id, &servers).await
+    };
+    let record = |seconds: i64| {
+        let (bucket, key) = (
+            bucket.clone(),
+            mysql_archive::round_record_key(&prefix, seconds * 1000),
+        );
+        async move {
+            let mut text = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(
+                &mut bucket.download(&key).await.unwrap(),
+                &mut text,
+            )
+            .await
+            .unwrap();
+            serde_json::from_slice::<mysql_archive::RoundRecord>(&text).unwrap()
+        }
+    };
+
+    // Instance 0, the primary: A:1-10 before the backup, A:11-15 after it.
+    servers.write(0, "binlog.000001", UUID_A, (1, 10), |n| i64::from(n) - 11);
+    servers.write(0, "binlog.000002", UUID_A, (11, 15), |n| i64::from(n) - 10);
+    servers.set(0, format!("{UUID_A}:1-15"), true, T0 + 6);
+    let first = round().await;
+    assert_eq!(first.primary, Some(0));
+    let Ok(Archived::Mysql(first)) = first.result else {
+        panic!("{first:?}")
+    };
+    let stored = first.stored.unwrap();
+    assert_eq!(stored, record(T0 + 6).await);
+    assert_eq!(stored.files, ["binlog.000002"]);
+    assert_eq!(
+        stored.excluded,
+        GtidSet::parse(&format!("{UUID_A}:1-10")).unwrap()
+    );
+    assert_eq!(
+        stored.covers,
+        GtidSet::parse(&format!("{UUID_A}:1-15")).unwrap()
+    );
+    // MOCO's fetch, from the oldest file, without what the backup holds; the password in
+    // the option file, which is gone afterwards.
+    assert_eq!(
+        read(&bin, "mysqlbinlog.calls").trim(),
+        format!(
+            "--defaults-extra-file={w}/moco-backup.cnf -h 10.0.0.0 --port 3306 --protocol=tcp \
+             -u moco-backup --get-server-public-key --read-from-remote-master=BINLOG-DUMP-GTIDS \
+             --exclude-gtids={UUID_A}:1-10 -t --raw --result-file={w}/binlog/ binlog.000001",
+            w = work.join("archive").display()
+        )
+    );
+    assert!(!work.join("archive/moco-backup.cnf").exists());
+    assert!(
+        !work.join("archive/binlog").exists(),
+        "the fetched files stayed"
+    );
+
+    // Nothing new: only the mark moves.
+    servers.set(0, format!("{UUID_A}:1-15"), true, T0 + 8);
+    let Ok(Archived::Mysql(idle)) = round().await.result else {
+        panic!()
+    };
+    assert_eq!(
+        (idle.stored, idle.progress.read_at_ms),
+        (None, (T0 + 8) * 1000)
+    );
+
+    // A:16-18 committed; A:19 written to the binlog but not committed when the round reads
+    // the primary (semi-synchronous: it waits for a replica's acknowledgement).
+    servers.write(0, "binlog.000002", UUID_A, (16, 19), |n| i64::from(n) - 7);
+    servers.set(0, format!("{UUID_A}:1-18"), true, T0 + 13);
+    let Ok(Archived::Mysql(third)) = round().await.result else {
+        panic!()
+    };
+    assert_eq!(
+        third.stored.unwrap().covers,
+        GtidSet::parse(&format!("{UUID_A}:1-18")).unwrap()
+    );
+
+    // Instance 0 fails before A:19 is acknowledged; instance 1 (B), which has A:1-18, is
+    // promoted and writes B:1-3. Until the status says so, the round finds a read-only
+    // instance and stores nothing.
+    servers.set(0, format!("{UUID_A}:1-19"), false, T0 + 14);
+    servers.write(1, "binlog.000001", UUID_A, (1, 18), |n| i64::from(n) - 11);
+    servers.write(1, "binlog.000002", UUID_B, (1, 3), |n| i64::from(n) + 14);
+    servers.set(1, format!("{UUID_A}:1-18,{UUID_B}:1-3"), true, T0 + 18);
+    let stale = round().await;
+    let e = stale.result.unwrap_err();
+    assert!(
+        e.contains("instance 0") && e.contains("read-only: not the primary"),
+        "{e}"
+    );
+    cluster["status"]["currentPrimaryIndex"] = json!(1);
+    fake.insert(cluster.clone());
+    let fourth = round().await;
+    assert_eq!(fourth.primary, Some(1));
+    let Ok(Archived::Mysql(fourth)) = fourth.result else {
+        panic!("{fourth:?}")
+    };
+    let fourth = fourth.stored.unwrap();
+    assert_eq!(
+        fourth.excluded,
+        GtidSet::parse(&format!("{UUID_A}:1-18")).unwrap()
+    );
+    assert_eq!(
+        fourth.files,
+        ["binlog.000002"],
+        "B's file only: A's is all excluded"
+    );
+
+    // A fetch that fails stores nothing, and the mark stays.
+    std::fs::write(bin.join("fail-fetch"), b"").unwrap();
+    servers.write(1, "binlog.000002", UUID_B, (4, 4), |_| 19);
+    servers.set(1, format!("{UUID_A}:1-18,{UUID_B}:1-4"), true, T0 + 20);
+    let e = round().await.result.unwrap_err();
+    assert!(
+        e.contains("mysqlbinlog") && e.contains("Lost connection"),
+        "{e}"
+    );
+    std::fs::remove_file(bin.join("fail-fetch")).unwrap();
+    let contents = moco_backup::job::mysql_archive::load(&bucket, &prefix)
+        .await
+        .unwrap();
+    assert_eq!(contents.rounds.len(), 3);
+    assert_eq!(contents.latest_ms(), Some((T0 + 18) * 1000));
+    assert!(!work.join("archive/binlog").exists());
+
+    // Restores into new clusters: MOCO's layout alone has only the dump.
+    let restore = |name: &str, point: i64| {
+        fake.insert(cluster_object("new", name, 1));
+        RestoreJob {
+            cluster: ClusterAccess::new(fake.client(), "new", name),
+            source_prefix: "moco/prod/db".into(),
+            point: Timestamp(point),
+            schema: String::new(),
+            users: String::new(),
+            bucket: bucket.clone(),
+            agents: None,
+            addresses: Arc::new(addresses.clone()),
+            admin_password: ADMIN_PASSWORD.into(),
+            binlog_tool: PathBuf::from("unused"),
+            client_tool: PathBuf::from("unused"),
+            work_dir: root.path().join(format!("restore-{name}")),
+            wait_limit: Duration::from_secs(60),
+            tls: ServerTls::default(),
+            tools: tools.clone(),
+            threads: std::num::NonZeroU32::new(2).unwrap(),
+        }
+    };
+    let rows = || {
+        read(&bin, "target/rows")
+            .lines()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let expected = |a: u32, b: u32| {
+        (1..=a)
+            .map(|n| format!("a-{n}"))
+            .chain((1..=b).map(|n| format!("b-{n}")))
+            .collect::<Vec<_>>()
+    };
+
+    // To the last round's second: everything committed, across the failover; never A:19,
+    // which was in a fetched file but never committed.
+    let target = Target::default();
+    restore("latest", T0 + 18).run_mysql(&target).await.unwrap();
+    assert_eq!(rows(), expected(18, 3));
+    assert_eq!(
+        *target.calls.lock().unwrap(),
+        ["ready?", "ready?", "open", "close"]
+    );
+    let decode = read(&bin, "mysqlbinlog.calls");
+    let decodes: Vec<&str> = decode
+        .lines()
+        .filter(|l| l.starts_with("--stop-datetime"))
+        .collect();
+    assert_eq!(decodes.len(), 3, "the three rounds, in order: {decodes:?}");
+    for d in &decodes {
+        assert!(
+            d.contains(&format!("--include-gtids={UUID_A}:11-18,{UUID_B}:1-3")),
+            "{d}"
+        );
+    }
+
+    // To a second between two rounds: A:16 (at T0+9) is in, A:17 (at T0+10) is not.
+    restore("between", T0 + 10)
+        .run_mysql(&Target::default())
+        .await
+        .unwrap();
+    assert_eq!(rows(), expected(16, 0));
+
+    // Past the archive: refused before the instance is touched, naming how far it reaches.
+    let target = Target::default();
+    let e = restore("later", T0 + 30)
+        .run_mysql(&target)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("spec.restore.restorePoint: ")
+            && e.contains("the binlog archive reaches")
+            && e.contains(&mysql_archive::show_ms((T0 + 18) * 1000)),
+        "{e}"
+    );
+    assert!(target.calls.lock().unwrap().is_empty());
 }

@@ -13,6 +13,7 @@
 //! status again each round; a round against a demoted, read-only instance stores nothing.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,19 +21,25 @@ use std::time::Duration;
 use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance};
 use moco_adapters::ports::Credentials;
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_core::facts::Flavor;
+use moco_core::gtid::GtidSet;
 use moco_operator::clustering::addresses::{AddressResolver, PodNetwork};
 use moco_operator::render::ClusterId;
+use moco_operator::render::meta::flavor_of;
 use tokio::sync::watch;
 
 use super::JobError;
 use super::args::{ArchiveArgs, PASSWORD_ENV, required};
 use super::cluster::ClusterAccess;
+use super::mysql::{MysqlTools, SqlServers};
+use super::mysql_archive::{ArchiveServers, MysqlRound};
 use super::server_tls::ServerTls;
 use crate::binlog::archive::Round;
 use crate::binlog::fetch::{BinlogFiles, RemoteFetch};
 use crate::binlog::{ArchiveError, Archiver};
 use crate::bucket::Bucket;
-use crate::mysql_format;
+use crate::command::Tools;
+use crate::mysql_format::{self, Endpoint};
 
 /// How to reach the primary for a round.
 #[derive(Clone)]
@@ -118,6 +125,8 @@ pub struct ArchiveJob {
     pub bucket: Bucket,
     /// How to reach the primary.
     pub access: PrimaryAccess,
+    /// MOCO's tools and the work dir, for a MySQL cluster ([`super::mysql_archive`]).
+    pub mysql: MysqlTools,
     /// The pause between rounds.
     pub every: Duration,
 }
@@ -128,7 +137,26 @@ pub struct RoundOutcome {
     /// The instance archived from, when the cluster could be read.
     pub primary: Option<u32>,
     /// What the round did, or why it failed.
-    pub result: Result<Round, String>,
+    pub result: Result<Archived, String>,
+}
+
+/// What a good round did, by the cluster's flavor.
+#[derive(Clone, Debug)]
+pub enum Archived {
+    /// A MariaDB cluster's round (closed binlog files).
+    Mariadb(Round),
+    /// A MySQL cluster's round (`mysqlbinlog` fetches).
+    Mysql(MysqlRound),
+}
+
+impl Archived {
+    /// The stored files and their bytes; `None` when the round stored nothing.
+    fn stored(&self) -> Option<(Vec<String>, u64)> {
+        match self {
+            Archived::Mariadb(r) => (!r.stored.is_empty()).then(|| (r.stored.clone(), r.bytes)),
+            Archived::Mysql(r) => r.stored.as_ref().map(|r| (r.files.clone(), r.bytes)),
+        }
+    }
 }
 
 impl ArchiveJob {
@@ -161,6 +189,11 @@ impl ArchiveJob {
                 scratch: args.common.work_dir.join("binlog"),
                 tls: ServerTls::from_flag(args.common.mysql_tls_ca.as_deref())?,
             },
+            mysql: MysqlTools {
+                tools: Tools::from_path(),
+                work_dir: args.common.work_dir.clone(),
+                threads: NonZeroU32::new(args.common.threads).unwrap_or(NonZeroU32::MIN),
+            },
             every,
         })
     }
@@ -174,11 +207,11 @@ impl ArchiveJob {
         let mut archiver: Option<(ClusterId, Archiver)> = None;
         loop {
             let outcome = self.round(&mut archiver).await;
-            match &outcome.result {
-                Ok(r) if !r.stored.is_empty() => {
-                    tracing::info!(primary = ?outcome.primary, files = ?r.stored, bytes = r.bytes, "binlogs archived");
+            match outcome.result.as_ref().map(Archived::stored) {
+                Ok(Some((files, bytes))) => {
+                    tracing::info!(primary = ?outcome.primary, ?files, bytes, "binlogs archived");
                 }
-                Ok(_) => {}
+                Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(primary = ?outcome.primary, error = %e, "archiving round failed")
                 }
@@ -219,6 +252,18 @@ impl ArchiveJob {
                 };
             }
         };
+        if matches!(flavor_of(&cluster), Ok(Flavor::Mysql)) {
+            let servers = SqlServers::new(
+                self.access.addresses.clone(),
+                id.clone(),
+                Credentials {
+                    user: Account::Backup.name().to_owned(),
+                    password: self.access.backup_password.clone(),
+                },
+                self.access.tls.clone(),
+            );
+            return self.mysql_round(&cluster, &id, &servers).await;
+        }
         // The archiver keeps what it learnt (files seen, the timeline) between rounds.
         if archiver.as_ref().is_some_and(|(known, _)| *known != id) {
             *archiver = None;
@@ -228,12 +273,65 @@ impl ArchiveJob {
         match round_through_primary(a, &id, &cluster, &self.access).await {
             Ok((primary, round)) => RoundOutcome {
                 primary: Some(primary),
-                result: Ok(round),
+                result: Ok(Archived::Mariadb(round)),
             },
             Err(e) => RoundOutcome {
                 primary: None,
                 result: Err(e.to_string()),
             },
+        }
+    }
+}
+
+impl ArchiveJob {
+    /// One round of the MySQL cluster `cluster` through `servers` (the program's own are
+    /// [`SqlServers`]): through the instance `status.currentPrimaryIndex` names, from the newest
+    /// backup's `gtidSet` on. Before the first backup there is nothing a restore could start
+    /// from, so nothing is archived.
+    pub async fn mysql_round<S: ArchiveServers>(
+        &self,
+        cluster: &MySQLCluster,
+        id: &ClusterId,
+        servers: &S,
+    ) -> RoundOutcome {
+        let status = cluster.status.as_ref();
+        let primary = u32::try_from(status.map_or(0, |s| s.current_primary_index)).unwrap_or(0);
+        let newest_dump = status
+            .map(|s| s.backup.gtid_set.as_str())
+            .unwrap_or_default();
+        if newest_dump.is_empty() {
+            return RoundOutcome {
+                primary: None,
+                result: Err(
+                    "no backup yet (status.backup.gtidSet is empty): archiving starts after the first backup"
+                        .to_owned(),
+                ),
+            };
+        }
+        let newest_dump = match GtidSet::parse(newest_dump) {
+            Ok(set) => set,
+            Err(e) => {
+                return RoundOutcome {
+                    primary: None,
+                    result: Err(format!("status.backup.gtidSet: {e}")),
+                };
+            }
+        };
+        let (host, port) = self.access.addresses.peers(id, primary);
+        let round = super::mysql_archive::round(
+            &self.mysql,
+            servers,
+            &self.bucket,
+            &mysql_format::cluster_prefix(&id.namespace, &id.name),
+            primary,
+            &Endpoint { host, port },
+            &newest_dump,
+            &self.access.backup_password,
+        )
+        .await;
+        RoundOutcome {
+            primary: Some(primary),
+            result: round.map(Archived::Mysql).map_err(|e| e.to_string()),
         }
     }
 }

@@ -4,13 +4,14 @@
 //!
 //! [`cluster`] reads and records on the MySQLCluster (its Pods, `status.backup`, Events);
 //! [`backup`] is the backup Job, [`restore`] the restore Job, and [`archive`] archives the
-//! binlogs every few seconds (beyond MOCO).
+//! binlogs every few seconds (beyond MOCO; [`mysql_archive`] holds its rounds on MySQL).
 
 pub mod archive;
 pub mod args;
 pub mod backup;
 pub mod cluster;
 pub mod mysql;
+pub mod mysql_archive;
 pub mod restore;
 pub mod server_tls;
 

@@ -27,6 +27,7 @@ use moco_adapters::mysql::{ConnectOptions, Dialect, MysqlInstance};
 use moco_adapters::ports::{Clock, Credentials};
 use moco_api::mysqlcluster::BackupStatus;
 use moco_core::facts::Role;
+use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
 use moco_core::validate::duration::format_go_duration;
 use moco_operator::clustering::addresses::AddressResolver;
@@ -34,6 +35,7 @@ use moco_operator::render::ClusterId;
 use mysql_async::prelude::Queryable as _;
 
 use super::JobError;
+use super::mysql_archive::{self as mysql_archive_job, ArchiveContents};
 use super::server_tls::ServerTls;
 use crate::bucket::Bucket;
 use crate::command::{self, Input, Output, Tools};
@@ -117,8 +119,11 @@ pub struct MysqlBackedUp {
 /// A restore that was planned and done.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MysqlRestored {
-    /// What was loaded and replayed.
+    /// What was loaded and replayed of MOCO's layout.
     pub plan: RestorePlan,
+    /// The binlog archive's rounds replayed after the dump (a point MOCO's tarballs do not
+    /// reach: [`crate::mysql_archive`]).
+    pub archive_keys: Vec<String>,
 }
 
 impl MysqlTools {
@@ -129,7 +134,7 @@ impl MysqlTools {
     /// Removes `dir` under the work dir (a previous attempt's leftovers: `mysqlsh` refuses a
     /// dump directory that is not empty) and returns its path; the work dir itself exists
     /// afterwards.
-    fn fresh(&self, dir: &str) -> Result<PathBuf, JobError> {
+    pub(super) fn fresh(&self, dir: &str) -> Result<PathBuf, JobError> {
         let path = self.work_dir.join(dir);
         match std::fs::remove_dir_all(&path) {
             Ok(()) => {}
@@ -141,7 +146,7 @@ impl MysqlTools {
         Ok(path)
     }
 
-    fn remove(&self, dir: &str) {
+    pub(super) fn remove(&self, dir: &str) {
         let _ = std::fs::remove_dir_all(self.work_dir.join(dir));
     }
 }
@@ -319,9 +324,15 @@ pub async fn restore<S: RestoreServer>(
         .into_iter()
         .map(|o| o.key)
         .collect();
-    let plan = mysql_format::plan_restore(namespace, name, &keys, point)
-        .map_err(|e| JobError::input(POINT_FIELD, e.to_string()))?;
-    tracing::info!(dump = %plan.dump_key, binlogs = ?plan.binlog_keys, "restoring");
+    let (plan, archive) = match mysql_format::plan_restore(namespace, name, &keys, point) {
+        Ok(plan) => (plan, None),
+        Err(e) => {
+            let prefix = mysql_format::cluster_prefix(namespace, name);
+            let (plan, contents) = through_archive(bucket, &prefix, source, &e).await?;
+            (plan, Some((prefix, contents)))
+        }
+    };
+    tracing::info!(dump = %plan.dump_key, binlogs = ?plan.binlog_keys, archive = archive.is_some(), "restoring");
 
     let deadline = Instant::now() + wait_limit;
     loop {
@@ -340,7 +351,16 @@ pub async fn restore<S: RestoreServer>(
         }
     }
     server.open_for_load().await?;
-    let loaded = load(tools, bucket, &plan, filter, target, password).await;
+    let loaded = load(
+        tools,
+        bucket,
+        &plan,
+        archive.as_ref(),
+        filter,
+        target,
+        password,
+    )
+    .await;
     if let Err(e) = &loaded {
         // The cluster stays read-only after a failed restore, as after a good one: the
         // clustering leaves a restoring cluster alone.
@@ -349,22 +369,63 @@ pub async fn restore<S: RestoreServer>(
             tracing::warn!(error = %close, "instance 0 could not be made read-only again");
         }
     }
-    loaded?;
+    let archive_keys = loaded?;
     server.close_after_load().await?;
-    Ok(MysqlRestored { plan })
+    Ok(MysqlRestored { plan, archive_keys })
 }
 
-/// Loads the plan's dump into the target and replays its binlogs.
+/// The plan for a point MOCO's tarballs do not reach (`refused`: after the newest backup, or
+/// past a backup that stored no binlogs), when the binlog archive may: the newest dump at or
+/// before it, then the archive. Whether the archive reaches the point from that dump is known
+/// only from the dump's own GTID set, which [`load`] reads before loading anything; here the
+/// point is refused when it is after everything the archive holds.
+async fn through_archive(
+    bucket: &Bucket,
+    prefix: &str,
+    (namespace, name): (&str, &str),
+    refused: &mysql_format::RestorePointError,
+) -> Result<(RestorePlan, ArchiveContents), JobError> {
+    let refuse = |more: String| JobError::input(POINT_FIELD, format!("{refused}{more}"));
+    let (point, dump_time) = match refused {
+        mysql_format::RestorePointError::AfterLatestBackup { point, latest } => (*point, *latest),
+        mysql_format::RestorePointError::BinlogMissing {
+            point, dump_time, ..
+        } => (*point, *dump_time),
+        _ => return Err(refuse(String::new())),
+    };
+    let contents = mysql_archive_job::load(bucket, prefix).await?;
+    let Some(latest_ms) = contents.latest_ms() else {
+        return Err(refuse(String::new()));
+    };
+    if latest_ms < point.0.saturating_mul(1000) {
+        return Err(refuse(format!(
+            "; the binlog archive reaches {} at most",
+            crate::mysql_archive::show_ms(latest_ms)
+        )));
+    }
+    let plan = RestorePlan {
+        dump_key: mysql_format::dump_key(namespace, name, dump_time),
+        dump_time,
+        binlog_keys: Vec::new(),
+        stop_at: Some(point),
+    };
+    Ok((plan, contents))
+}
+
+/// Loads the plan's dump into the target and replays its binlogs, MOCO's tarballs or the
+/// archive's rounds (`archive`: the cluster's prefix and what its archive holds); returns the
+/// rounds' keys.
 async fn load(
     tools: &MysqlTools,
     bucket: &Bucket,
     plan: &RestorePlan,
+    archive: Option<&(String, ArchiveContents)>,
     filter: &RestoreFilter,
     target: &Endpoint,
     password: &str,
-) -> Result<(), JobError> {
+) -> Result<Vec<String>, JobError> {
     let work = tools.work();
-    tools.fresh(DUMP_DIR)?;
+    let dump_dir = tools.fresh(DUMP_DIR)?;
     command::run(
         &tools.tools,
         &Pipeline {
@@ -378,6 +439,34 @@ async fn load(
         Output::Log,
     )
     .await?;
+    // The archive's plan needs the dump's GTID set; it is made before anything is loaded.
+    let rounds = match (archive, plan.stop_at) {
+        (Some((prefix, contents)), Some(stop_at)) => {
+            let at_json = dump_dir.join("@.json");
+            let metadata =
+                std::fs::read_to_string(&at_json).map_err(|e| io_error(&at_json, "read", e))?;
+            let dump_set = mysql_format::dump_gtid_executed(&metadata)
+                .ok()
+                .and_then(|text| GtidSet::parse(&text).ok())
+                .ok_or_else(|| {
+                    JobError::input(
+                        plan.dump_key.as_str(),
+                        "@.json: no readable gtidExecuted".to_owned(),
+                    )
+                })?;
+            let replay = crate::mysql_archive::plan_replay(
+                prefix,
+                &dump_set,
+                plan.dump_time.0,
+                &contents.rounds,
+                contents.progress.as_ref(),
+                stop_at.0,
+            )
+            .map_err(|e| JobError::input(POINT_FIELD, e.to_string()))?;
+            Some((replay, stop_at))
+        }
+        _ => None,
+    };
     command::run_one(
         &tools.tools,
         &mysql_format::load_dump(target, &work, tools.threads, filter),
@@ -388,35 +477,70 @@ async fn load(
 
     if let Some(stop_at) = plan.stop_at {
         for key in &plan.binlog_keys {
-            let dir = tools.fresh(BINLOG_DIR)?;
-            command::run(
-                &tools.tools,
-                &mysql_format::binlog_extract(&work),
-                "",
-                Input::Object { bucket, key },
-                Output::Log,
-            )
+            replay_object(tools, bucket, key, password, |files| {
+                mysql_format::binlog_replay(target, &work, stop_at, files, filter)
+            })
             .await?;
-            let names: Vec<String> = std::fs::read_dir(&dir)
-                .map_err(|e| io_error(&dir, "list", e))?
-                .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .collect();
-            let files = mysql_format::replay_files(&work, &names)
-                .map_err(|e| JobError::input(key.as_str(), e.to_string()))?;
-            let tmp = tools.fresh(TMP_DIR)?;
-            std::fs::create_dir_all(&tmp).map_err(|e| io_error(&tmp, "create", e))?;
-            command::run(
-                &tools.tools,
-                &mysql_format::binlog_replay(target, &work, stop_at, &files, filter),
-                password,
-                Input::Nothing,
-                Output::Log,
-            )
-            .await?;
-            tools.remove(BINLOG_DIR);
-            tools.remove(TMP_DIR);
         }
     }
+    let Some((replay, stop_at)) = rounds else {
+        return Ok(Vec::new());
+    };
+    if !replay.include.is_empty() {
+        for key in &replay.keys {
+            replay_object(tools, bucket, key, password, |files| {
+                crate::mysql_archive::round_replay(
+                    target,
+                    &work,
+                    stop_at,
+                    files,
+                    filter,
+                    &replay.include,
+                )
+            })
+            .await?;
+        }
+    }
+    Ok(replay.keys)
+}
+
+/// Unpacks the binlog tarball `key` into the work dir and applies its files with the
+/// pipeline `replay` builds for them.
+async fn replay_object(
+    tools: &MysqlTools,
+    bucket: &Bucket,
+    key: &str,
+    password: &str,
+    replay: impl FnOnce(&[String]) -> Pipeline,
+) -> Result<(), JobError> {
+    let work = tools.work();
+    let dir = tools.fresh(BINLOG_DIR)?;
+    command::run(
+        &tools.tools,
+        &mysql_format::binlog_extract(&work),
+        "",
+        Input::Object { bucket, key },
+        Output::Log,
+    )
+    .await?;
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| io_error(&dir, "list", e))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    let files = mysql_format::replay_files(&work, &names)
+        .map_err(|e| JobError::input(key, e.to_string()))?;
+    let tmp = tools.fresh(TMP_DIR)?;
+    std::fs::create_dir_all(&tmp).map_err(|e| io_error(&tmp, "create", e))?;
+    command::run(
+        &tools.tools,
+        &replay(&files),
+        password,
+        Input::Nothing,
+        Output::Log,
+    )
+    .await?;
+    tools.remove(BINLOG_DIR);
+    tools.remove(TMP_DIR);
     Ok(())
 }
 
@@ -503,7 +627,7 @@ impl SqlServers {
         )
     }
 
-    async fn query<T: mysql_async::prelude::FromRow + Send + 'static>(
+    pub(super) async fn query<T: mysql_async::prelude::FromRow + Send + 'static>(
         &self,
         index: u32,
         statement: &str,

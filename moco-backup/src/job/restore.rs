@@ -364,7 +364,7 @@ impl RestoreJob {
             || restored.plan.dump_key.clone(),
             |(folder, _)| folder.to_owned(),
         );
-        tracing::info!(%base, binlogs = ?restored.plan.binlog_keys, "restored");
+        tracing::info!(%base, binlogs = ?restored.plan.binlog_keys, archive = ?restored.archive_keys, "restored");
         Ok(RestoreDone {
             base,
             position: None,
