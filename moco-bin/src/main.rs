@@ -50,8 +50,8 @@ enum Command {
     /// The restore Job's program: restore a MySQLCluster from a bucket to a second, record
     /// `status.restoredTime` (MOCO's `moco-backup restore`).
     Restore(moco_backup::job::args::RestoreArgs),
-    /// Archive a MariaDB MySQLCluster's binlogs every few seconds (beyond MOCO; what the
-    /// operator runs for the annotation `moco-rs/binlog-archive-interval`).
+    /// Archive a MySQLCluster's binlogs every few seconds (beyond MOCO; what the operator runs
+    /// for the annotation `moco-rs/binlog-archive-interval`).
     Archive(moco_backup::job::args::ArchiveArgs),
 }
 

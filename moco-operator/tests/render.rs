@@ -902,12 +902,28 @@ fn the_binlog_archiver_runs_with_the_policy_when_the_annotation_asks() {
         (
             json!({"moco-rs/binlog-archive-interval": "5s"}),
             true,
-            "built for MariaDB",
+            "has no archiver",
         ),
     ] {
         let e = with(annotations, policy).unwrap_err().to_string();
         assert!(e.starts_with(field) && e.contains(wanted), "{e}");
     }
+    // A MySQL cluster's archiver runs this project's backup image, as its Jobs do.
+    let mut v = serde_json::to_value(cluster(json!({"backupPolicyName": "daily"}))).unwrap();
+    v["metadata"]["annotations"] = json!({"moco-rs/binlog-archive-interval": "5s"});
+    let c: MySQLCluster = serde_json::from_value(v).unwrap();
+    let mut inputs = Inputs::new();
+    inputs.policy = Some(policy());
+    inputs.settings.images.backup = "example.com/moco-rs-backup:1".into();
+    let d = serde_json::to_value(inputs.render(&c).unwrap().archive.unwrap()).unwrap();
+    let ctr = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(ctr["image"], "example.com/moco-rs-backup:1");
+    assert_eq!(
+        ctr["command"],
+        Value::Null,
+        "the image's own entrypoint, /moco"
+    );
+    assert_eq!(ctr["args"][0], "archive");
 }
 
 #[test]

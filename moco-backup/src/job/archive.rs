@@ -5,12 +5,14 @@
 //! its credentials. The operator then runs the Deployment `moco-archive-<name>` with the
 //! policy's Job settings, and its one Pod runs this program.
 //!
-//! Each round is the backup Job's binlog step ([`round_through_primary`]): through the
-//! instance the MySQLCluster records as primary (`status.currentPrimaryIndex`), the binlog is
-//! closed when the archive lacks a transaction, and each closed file that adds to the history
-//! is fetched with `mariadb-binlog --read-from-remote-server --raw` and stored. Nothing here
-//! needs the Pods' volumes, so the archiver follows a switchover or a failover by reading the
-//! status again each round; a round against a demoted, read-only instance stores nothing.
+//! On MariaDB, each round is the backup Job's binlog step ([`round_through_primary`]): through
+//! the instance the MySQLCluster records as primary (`status.currentPrimaryIndex`), the binlog
+//! is closed when the archive lacks a transaction, and each closed file that adds to the
+//! history is fetched with `mariadb-binlog --read-from-remote-server --raw` and stored. On
+//! MySQL ([`ArchiveJob::mysql_round`], [`super::mysql_archive`]), `mysqlbinlog` fetches what
+//! the primary executed that neither the archive nor the newest dump holds. Nothing here needs
+//! the Pods' volumes, so the archiver follows a switchover or a failover by reading the status
+//! again each round; a round against a demoted, read-only instance stores nothing.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;

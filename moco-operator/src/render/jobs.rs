@@ -500,8 +500,8 @@ pub fn restore(
     })
 }
 
-/// `moco-archive-<name>`: the Deployment whose one Pod archives the binlogs of a MariaDB
-/// cluster every `interval` (`moco archive`), with the backup policy's Job settings (service
+/// `moco-archive-<name>`: the Deployment whose one Pod archives the binlogs of the cluster
+/// every `interval` (`moco archive`; on MySQL, from this project's backup image), with the backup policy's Job settings (service
 /// account, bucket, credentials, work volume), so it may do what the backup Job does. A
 /// Deployment and not a CronJob: a round every few seconds is a process, not a schedule.
 /// `Recreate`: never two archivers of one cluster at once.
@@ -514,10 +514,17 @@ pub fn archive(
     tls: bool,
 ) -> Result<Deployment, RenderError> {
     let field = format!("metadata.annotations[\"{ARCHIVE_ANNOTATION}\"]");
-    if flavor != Flavor::Mariadb {
+    // A MySQL cluster's archiver runs the backup image, as its Jobs do; MOCO's own has no
+    // archiver, and its Pod would only fail with "unknown command".
+    if flavor == Flavor::Mysql && settings.images.backup == super::DEFAULT_BACKUP_IMAGE {
         return Err(RenderError::invalid(
             field,
-            "binlog archiving is built for MariaDB clusters (moco-rs/flavor: mariadb)",
+            format!(
+                "binlog archiving of a MySQL cluster runs moco-rs's backup image (the Dockerfile's \
+                 `backup` target); the operator's --backup-image is MOCO's ({}), which has no \
+                 archiver",
+                super::DEFAULT_BACKUP_IMAGE
+            ),
         ));
     }
     let every = moco_core::validate::duration::parse_std_duration(interval)
