@@ -16,12 +16,13 @@
 # learners and become semi-sync members (status.semiSyncMembers 5), with every row on all
 # five; the shrink keeps Pods 3-4 until no acknowledged commit needs them, and their PVCs. It
 # then runs a backup Job (MinIO in the cluster as the object store) and a point-in-time restore
-# into a second MySQLCluster, which must hold exactly the rows written before the point. With
-# FLAVOR=mariadb the backup is a physical copy and the binlogs are archived every 2 s; with
+# into a second MySQLCluster, which must hold exactly the rows written before the point. The
+# binlogs are archived every 2 s. With FLAVOR=mariadb the backup is a physical copy; with
 # FLAVOR=mysql it is MOCO's format (mysqlsh's dump, then a second backup that stores the
 # binlogs between the two), run by moco-rs's program in the `backup` image target (MOCO's
 # backup image with `moco` as its program), built as ghcr.io/moco-rs/moco-backup:e2e and
-# given to the operator as --backup-image. On failure it dumps diagnostics.
+# given to the operator as --backup-image; a third MySQLCluster is restored to a second after
+# the second backup, through the archive. On failure it dumps diagnostics.
 #
 # Volumes: the operator's webhook (like MOCO's) refuses growing a claim whose StorageClass
 # does not allow expansion, and kind's `standard` class (local-path) does not. The cluster
@@ -483,8 +484,9 @@ pass "shrunk to 3 instances: members 3, Pods 3-4 removed, PVCs kept, all 350 row
 step "10. backup and point-in-time restore (MinIO in the cluster)"
   # MinIO stands in for S3; the bucket is made by MinIO's client. The backup Job is started
   # from the CronJob by hand, and a second cluster is restored to a second between two
-  # batches of rows. MariaDB: the archiver runs every 2 s. MySQL: a second backup stores the
-  # binlogs since the first (MOCO's format keeps them only from one backup to the next).
+  # batches of rows. The archiver runs every 2 s. MySQL: a second backup stores the binlogs
+  # since the first (MOCO's format keeps them only from one backup to the next), and a third
+  # cluster is restored to a second after that backup, which only the archive reaches.
   k apply -n "$NS" -f - <<EOF
 apiVersion: v1
 kind: Secret
@@ -555,17 +557,11 @@ EOF
     k -n "$NS" create job "$1" --from="cronjob/moco-backup-$NAME"
     k -n "$NS" wait "job/$1" --for=condition=Complete --timeout=15m
   }
-  if [[ $FLAVOR == mariadb ]]; then
-    k patch mysqlcluster "$NAME" -n "$NS" --type=merge -p \
-      '{"metadata":{"annotations":{"moco-rs/binlog-archive-interval":"2s"}},"spec":{"backupPolicyName":"e2e"}}'
-  else
-    k patch mysqlcluster "$NAME" -n "$NS" --type=merge -p '{"spec":{"backupPolicyName":"e2e"}}'
-  fi
+  k patch mysqlcluster "$NAME" -n "$NS" --type=merge -p \
+    '{"metadata":{"annotations":{"moco-rs/binlog-archive-interval":"2s"}},"spec":{"backupPolicyName":"e2e"}}'
   wait_for 300 "CronJob moco-backup-$NAME" k get cronjob "moco-backup-$NAME" -n "$NS"
-  if [[ $FLAVOR == mariadb ]]; then
-    wait_for 300 "the archiver moco-archive-$NAME" \
-      k wait "deployment/moco-archive-$NAME" -n "$NS" --for=condition=Available --timeout=5s
-  fi
+  wait_for 300 "the archiver moco-archive-$NAME" \
+    k wait "deployment/moco-archive-$NAME" -n "$NS" --for=condition=Available --timeout=5s
   run_backup_job e2e-backup
   backup_time=$(k get mysqlcluster "$NAME" -n "$NS" -o jsonpath='{.status.backup.time}')
   [[ -n $backup_time ]] || die "status.backup.time is empty after the backup Job"
@@ -587,15 +583,22 @@ EOF
     binlog_size=$(k get mysqlcluster "$NAME" -n "$NS" -o jsonpath='{.status.backup.binlogSize}')
     [[ ${binlog_size:-0} -gt 0 ]] || die "the second backup stored no binlogs (binlogSize ${binlog_size:-empty})"
     pass "second backup Job stored the binlogs since the first ($binlog_size bytes)"
+    sleep 2
+    wait_for 120 "rows 401-500 to be written" write_rows 401 500
+    sleep 2
+    archive_point=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    note "archive restore point $archive_point: rows 1-500 before it, after the newest backup"
+    sleep 20 # a few archiving rounds
     flavor_meta='  annotations: {}'
     mysqld_command=''
   fi
-  k apply -f - <<EOF
+  restored_cluster() { # NAME POINT
+    k apply -f - <<EOF
 apiVersion: moco.cybozu.com/v1beta2
 kind: MySQLCluster
 metadata:
   namespace: $NS
-  name: restored
+  name: $1
 $flavor_meta
 spec:
   replicas: 1
@@ -615,7 +618,7 @@ $mysqld_command
   restore:
     sourceName: $NAME
     sourceNamespace: $NS
-    restorePoint: "$point"
+    restorePoint: "$2"
     jobConfig:
       serviceAccountName: backup-owner
       envFrom: [{secretRef: {name: minio-credentials}}]
@@ -628,14 +631,24 @@ $mysqld_command
       cpu: 100m
       memory: 256Mi
 EOF
-  restored_time() {
-    [[ -n "$(k get mysqlcluster restored -n "$NS" -o jsonpath='{.status.restoredTime}')" ]]
   }
-  wait_for 900 "MySQLCluster restored to record restoredTime" restored_time
+  restored_time() { # NAME
+    [[ -n "$(k get mysqlcluster "$1" -n "$NS" -o jsonpath='{.status.restoredTime}')" ]]
+  }
+  restored_cluster restored "$point"
+  wait_for 900 "MySQLCluster restored to record restoredTime" restored_time restored
   k wait mysqlcluster/restored -n "$NS" --for=condition=Healthy --timeout=10m
   wait_for 120 "rows 1-300 (and none after the point) in moco-restored-0" \
     rows_are moco-restored-0 127.0.0.1 300
   pass "restored to $point: rows 1-300, none of 301-400"
+  if [[ $FLAVOR == mysql ]]; then
+    restored_cluster restored-archive "$archive_point"
+    wait_for 900 "MySQLCluster restored-archive to record restoredTime" restored_time restored-archive
+    k wait mysqlcluster/restored-archive -n "$NS" --for=condition=Healthy --timeout=10m
+    wait_for 120 "rows 1-500 in moco-restored-archive-0" \
+      rows_are moco-restored-archive-0 127.0.0.1 500
+    pass "restored through the binlog archive to $archive_point: rows 1-500"
+  fi
 
 step "11. summary"
 for item in "${passed[@]}"; do printf '   PASS  %s\n' "$item"; done
