@@ -388,6 +388,10 @@ mod tests {
             Some(1_700_000_000_123)
         );
         assert_eq!(
+            progress_key(PREFIX),
+            "moco/ns/db/binlog-archive/progress.json"
+        );
+        assert_eq!(
             round_record_key(PREFIX, 999),
             "moco/ns/db/binlog-archive/0000000000999.json"
         );
