@@ -8,6 +8,7 @@
 //! the `Restored` Event are recorded. Refused inputs touch nothing and say why.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -239,7 +240,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
             }
         })
     };
-    let restore_job = |point: i64, schema: &str| RestoreJob {
+    let restore_job_with = |point: i64, schema: &str, client_tool: PathBuf| RestoreJob {
         cluster: ClusterAccess::new(fake.client(), "new", "db"),
         source_prefix: "moco/old/db".into(),
         point: Timestamp(point),
@@ -253,13 +254,15 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         }),
         admin_password: other_password(Account::Admin),
         binlog_tool: binary.tool("mariadb-binlog").unwrap(),
-        client_tool: binary.tool("mariadb").unwrap(),
+        client_tool,
         work_dir: root.path().join("restore-work"),
         wait_limit: LIMIT,
         tls: ServerTls::default(),
         tools: moco_backup::command::Tools::from_path(),
         threads: std::num::NonZeroU32::MIN,
     };
+    let restore_job =
+        |point: i64, schema: &str| restore_job_with(point, schema, binary.tool("mariadb").unwrap());
     let events = |reason: &str| {
         fake.list_json("v1/events", Some("new"))
             .into_iter()
@@ -321,7 +324,19 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     assert_eq!(restarts.load(std::sync::atomic::Ordering::SeqCst), 0);
     bucket.upload(&base_key, &original[..]).await.unwrap();
 
-    // The restore, to the second between the two backups.
+    // A run that fails after the copy is in place (its replay cannot start the client): the
+    // Job fails with the reason, and instance 0 holds the copy.
+    let e = restore_job_with(point, "", root.path().join("no-such-client"))
+        .run()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("replaying") && e.contains("No such file"), "{e}");
+    assert_eq!(events("RestoreFailed").len(), 4);
+    assert_eq!(restarts.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // The restore, to the second between the two backups: run again, it goes on from the copy
+    // in place (regression: the agent refused the instance as not empty).
     let began = Instant::now();
     let done = restore_job(point, "").run().await.unwrap();
     let took = began.elapsed();

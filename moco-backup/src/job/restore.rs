@@ -11,7 +11,9 @@
 //!    the agent drops the copy; the agent prepares it;
 //! 4. the Pod is deleted: its StatefulSet brings it back, `moco init` puts the copy in place
 //!    with this cluster's passwords, and the agent gives it the source's GTID history;
-//! 5. the archived binlogs are replayed up to the point, through SQL as MOCO does;
+//! 5. the archived binlogs are replayed up to the point, through SQL as MOCO does. A run that
+//!    finds instance 0 holding this base's copy and nothing after it (an earlier run failed
+//!    after step 4) goes on from here;
 //! 6. the instance is left read-only, `status.restoredTime` is recorded and the `Restored`
 //!    Event created; the clustering then clones the other instances from it.
 //!
@@ -248,20 +250,27 @@ impl RestoreJob {
         self.wait_until(&admin, "instance 0 to answer as moco-admin", |_| true)
             .await?;
         let manifest = physical::manifest(&self.bucket, &base).await?;
-        let received = self.push_base(&id, &base, &manifest).await?;
-        tracing::info!(bytes = received.bytes, position = %received.position, "the copy is prepared");
+        let position = match self.found_in_place(&admin, &base, &manifest).await? {
+            Some(position) => position,
+            None => {
+                let received = self.push_base(&id, &base, &manifest).await?;
+                tracing::info!(bytes = received.bytes, position = %received.position, "the copy is prepared");
 
-        // The copy is put in place while no server runs: the Pod restarts.
-        self.cluster
-            .delete_pod(&format!("{}-0", id.prefixed()))
-            .await?;
-        let expected = clone_binlog_state(&manifest.binlog_state_before, &received.position);
-        self.wait_until(
-            &admin,
-            "the restored copy to run with its history",
-            |state| *state == expected,
-        )
-        .await?;
+                // The copy is put in place while no server runs: the Pod restarts.
+                self.cluster
+                    .delete_pod(&format!("{}-0", id.prefixed()))
+                    .await?;
+                let expected =
+                    clone_binlog_state(&manifest.binlog_state_before, &received.position);
+                self.wait_until(
+                    &admin,
+                    "the restored copy to run with its history",
+                    |state| *state == expected,
+                )
+                .await?;
+                received.position
+            }
+        };
 
         let replayed = match &chosen {
             Chosen::AsItIs(_) => Replayed::default(),
@@ -306,10 +315,42 @@ impl RestoreJob {
         tracing::info!(%base, files = replayed.files, transactions = replayed.transactions, "restored");
         Ok(RestoreDone {
             base,
-            position: Some(received.position),
+            position: Some(position),
             replayed,
             dump: None,
         })
+    }
+
+    /// The copy's position when an earlier run of this Job put the copy of `base` in place and
+    /// replayed nothing after it (it failed in the replay, or died): the Job goes on from
+    /// there instead of being refused by an instance that is no longer empty. `None` when
+    /// instance 0 does not hold that copy; a copy with part of its binlogs replayed is an
+    /// error, since a replay cut short is not resumed.
+    async fn found_in_place(
+        &self,
+        admin: &MysqlInstance,
+        base: &str,
+        manifest: &Manifest,
+    ) -> Result<Option<GtidSet>, JobError> {
+        let Some(position) = &manifest.position else {
+            return Ok(None);
+        };
+        let state = binlog_state(admin)
+            .await
+            .map_err(|e| self.cluster.refuse(format!("instance 0: {e}")))?;
+        let copy = clone_binlog_state(&manifest.binlog_state_before, position);
+        match in_place(&state, &copy) {
+            InPlace::No => Ok(None),
+            InPlace::Copy => {
+                tracing::info!(%base, %position, "an earlier run put this copy in place: going on from it");
+                Ok(Some(position.clone()))
+            }
+            InPlace::CopyAndMore => Err(self.cluster.refuse(format!(
+                "instance 0 holds the copy of {base} and transactions after it ({state}): an \
+                 earlier run of this Job was cut short during its replay, which cannot be \
+                 resumed; delete the MySQLCluster and create it again"
+            ))),
+        }
     }
 
     /// MOCO's restore of a MySQL cluster from its dump and binlogs ([`super::mysql`]).
@@ -549,6 +590,27 @@ async fn choose(bucket: &Bucket, prefix: &str, point: Timestamp) -> Result<Chose
     }
 }
 
+/// What instance 0 holds of a copy whose history, once in place, is `copy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InPlace {
+    /// Not that copy: empty (the restore goes ahead) or something else (the agent refuses).
+    No,
+    /// That copy and nothing after it.
+    Copy,
+    /// That copy and transactions after it.
+    CopyAndMore,
+}
+
+fn in_place(state: &GtidSet, copy: &GtidSet) -> InPlace {
+    if copy.is_empty() || !copy.is_subset(state) {
+        InPlace::No
+    } else if state == copy {
+        InPlace::Copy
+    } else {
+        InPlace::CopyAndMore
+    }
+}
+
 async fn binlog_state(admin: &MysqlInstance) -> Result<GtidSet, String> {
     let mut c = admin.conn().await.map_err(|e| e.to_string())?;
     let text: Option<String> = c
@@ -571,6 +633,24 @@ mod tests {
     use super::*;
     use crate::bucket::BucketSpec;
     use moco_core::gtid::GtidSet;
+
+    #[test]
+    fn a_copy_in_place_is_told_from_an_empty_or_other_instance() {
+        let set = |text: &str| GtidSet::from_mariadb(text).unwrap();
+        let copy = set("0-10-120,0-12-2");
+        assert_eq!(in_place(&set(""), &copy), InPlace::No);
+        assert_eq!(in_place(&copy, &copy), InPlace::Copy);
+        assert_eq!(
+            in_place(&set("0-10-121,0-12-2"), &copy),
+            InPlace::CopyAndMore
+        );
+        // Another history, shorter or beside it.
+        assert_eq!(in_place(&set("0-10-119,0-12-2"), &copy), InPlace::No);
+        assert_eq!(in_place(&set("0-10-120"), &copy), InPlace::No);
+        assert_eq!(in_place(&set("0-30-500"), &copy), InPlace::No);
+        // A backup of an empty source tells nothing apart.
+        assert_eq!(in_place(&set(""), &set("")), InPlace::No);
+    }
 
     fn manifest(started: i64, position: &str) -> Manifest {
         Manifest {
