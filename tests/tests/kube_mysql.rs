@@ -953,7 +953,7 @@ async fn a_mysql_clusters_binlogs_are_archived_across_a_failover_and_restored_to
         "{e}"
     );
     std::fs::remove_file(bin.join("fail-fetch")).unwrap();
-    let contents = moco_backup::job::mysql_archive::load(&bucket, &prefix)
+    let contents = moco_backup::job::mysql_archive::store::load(&bucket, &prefix)
         .await
         .unwrap();
     assert_eq!(contents.rounds.len(), 3);

@@ -35,7 +35,7 @@ use moco_operator::render::ClusterId;
 use mysql_async::prelude::Queryable as _;
 
 use super::JobError;
-use super::mysql_archive::{self as mysql_archive_job, ArchiveContents};
+use super::mysql_archive::store::{self as archive_store, ArchiveContents};
 use super::server_tls::ServerTls;
 use crate::bucket::Bucket;
 use crate::command::{self, Input, Output, Tools};
@@ -393,7 +393,7 @@ async fn through_archive(
         } => (*point, *dump_time),
         _ => return Err(refuse(String::new())),
     };
-    let contents = mysql_archive_job::load(bucket, prefix).await?;
+    let contents = archive_store::load(bucket, prefix).await?;
     let Some(latest_ms) = contents.latest_ms() else {
         return Err(refuse(String::new()));
     };

@@ -1,14 +1,16 @@
 //! The rounds of binlog archiving for a MySQL cluster ([`crate::mysql_archive`] holds the
-//! rules), and what a restore reads of the archive. What a round asks the primary goes
+//! rules); [`store`] reads and writes the archive's records (what a restore reads too). What a round asks the primary goes
 //! through [`ArchiveServers`]; the archiver uses [`SqlServers`]. No MySQL server runs where
 //! this project is tested: the tests drive rounds with a stand-in server and a stand-in
 //! `mysqlbinlog`, and `scripts/e2e-kind.sh` runs them against MySQL.
 
+pub mod store;
+
 use std::future::Future;
 
 use moco_core::gtid::GtidSet;
-use tokio::io::AsyncReadExt as _;
 
+use self::store::{read_record, write_record};
 use super::JobError;
 use super::mysql::{BackupServers, MysqlTools, SqlServers};
 use crate::bucket::Bucket;
@@ -63,24 +65,6 @@ impl ArchiveServers for SqlServers {
     }
 }
 
-/// What the archive of one cluster holds.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ArchiveContents {
-    /// Its rounds, in time order.
-    pub rounds: Vec<RoundRecord>,
-    /// The progress mark.
-    pub progress: Option<Progress>,
-}
-
-impl ArchiveContents {
-    /// Up to when the archive reaches from any dump, at most: the mark or the last round.
-    pub fn latest_ms(&self) -> Option<i64> {
-        let last_round = self.rounds.iter().map(|r| r.read_at_ms).max();
-        let mark = self.progress.as_ref().map(|p| p.read_at_ms);
-        last_round.max(mark)
-    }
-}
-
 /// What one round did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MysqlRound {
@@ -88,77 +72,6 @@ pub struct MysqlRound {
     pub stored: Option<RoundRecord>,
     /// The mark written.
     pub progress: Progress,
-}
-
-/// Reads the archive of the cluster under `cluster_prefix` (MOCO's `moco/<ns>/<name>/`).
-pub async fn load(bucket: &Bucket, cluster_prefix: &str) -> Result<ArchiveContents, JobError> {
-    let folder = mysql_archive::folder(cluster_prefix);
-    let progress_key = mysql_archive::progress_key(cluster_prefix);
-    let mut contents = ArchiveContents::default();
-    for object in bucket.list(folder.trim_end_matches('/')).await? {
-        if object.key == progress_key {
-            contents.progress = Some(read_record(bucket, &object.key).await?);
-        } else if mysql_archive::parse_round_record_key(cluster_prefix, &object.key).is_some() {
-            contents
-                .rounds
-                .push(read_record(bucket, &object.key).await?);
-        }
-    }
-    contents.rounds.sort_by_key(|r| r.read_at_ms);
-    Ok(contents)
-}
-
-/// A record of [`RECORD_FORMAT`].
-async fn read_record<T: serde::de::DeserializeOwned + HasFormat>(
-    bucket: &Bucket,
-    key: &str,
-) -> Result<T, JobError> {
-    let mut text = Vec::new();
-    bucket
-        .download(key)
-        .await?
-        .read_to_end(&mut text)
-        .await
-        .map_err(|e| JobError::input(key, e.to_string()))?;
-    let record: T =
-        serde_json::from_slice(&text).map_err(|e| JobError::input(key, e.to_string()))?;
-    if record.format() != RECORD_FORMAT {
-        return Err(JobError::input(
-            key,
-            format!(
-                "format {}; this build reads format {RECORD_FORMAT}",
-                record.format()
-            ),
-        ));
-    }
-    Ok(record)
-}
-
-trait HasFormat {
-    fn format(&self) -> u32;
-}
-
-impl HasFormat for RoundRecord {
-    fn format(&self) -> u32 {
-        self.format
-    }
-}
-
-impl HasFormat for Progress {
-    fn format(&self) -> u32 {
-        self.format
-    }
-}
-
-async fn write_record<T: serde::Serialize>(
-    bucket: &Bucket,
-    key: &str,
-    record: &T,
-) -> Result<(), JobError> {
-    let text =
-        serde_json::to_vec_pretty(record).map_err(|e| JobError::input(key, e.to_string()))?;
-    bucket.upload(key, &text[..]).await?;
-    Ok(())
 }
 
 /// One round through instance `primary` (at `endpoint`) of the cluster under
