@@ -166,9 +166,13 @@ pub struct Listed {
     pub problem: Option<String>,
 }
 
-/// Every backup under `cluster_prefix` (`moco/<ns>/<name>`), oldest first.
+/// Every physical backup under `cluster_prefix` (`moco/<ns>/<name>`), oldest first. The
+/// archives' folders and MOCO's MySQL backups (`dump.tar`, `binlog.tar.zst`:
+/// [`crate::mysql_format::list_dumps`]) are not physical backups and are left out.
 pub async fn list(bucket: &Bucket, cluster_prefix: &str) -> Result<Vec<Listed>, BucketError> {
-    let mut folders: BTreeMap<String, bool> = BTreeMap::new();
+    use crate::mysql_format::{BINLOG_FILE, DUMP_FILE};
+    // Per folder: has a manifest, holds MOCO's MySQL format.
+    let mut folders: BTreeMap<String, (bool, bool)> = BTreeMap::new();
     for object in bucket.list(cluster_prefix).await? {
         let Some(rest) = object.key.strip_prefix(&format!("{cluster_prefix}/")) else {
             continue;
@@ -176,16 +180,22 @@ pub async fn list(bucket: &Bucket, cluster_prefix: &str) -> Result<Vec<Listed>, 
         let Some((folder, name)) = rest.split_once('/') else {
             continue;
         };
-        if folder == crate::binlog::archive::ARCHIVE_FOLDER {
+        if folder == crate::binlog::archive::ARCHIVE_FOLDER
+            || folder == crate::mysql_archive::ARCHIVE_FOLDER
+        {
             continue;
         }
-        let has_manifest = folders
+        let (has_manifest, moco_format) = folders
             .entry(format!("{cluster_prefix}/{folder}"))
             .or_default();
         *has_manifest |= name == MANIFEST_KEY;
+        *moco_format |= name == DUMP_FILE || name == BINLOG_FILE;
     }
     let mut out = Vec::new();
-    for (prefix, has_manifest) in folders {
+    for (prefix, (has_manifest, moco_format)) in folders {
+        if moco_format && !has_manifest {
+            continue;
+        }
         let (manifest, problem) = if has_manifest {
             match physical::manifest(bucket, &prefix).await {
                 Ok(m) => (Some(m), None),

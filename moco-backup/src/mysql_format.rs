@@ -929,6 +929,48 @@ pub fn parse_key(prefix: &str, key: &str) -> Option<(Timestamp, ObjectKind)> {
     Some((parse_backup_time(folder).ok()?, kind))
 }
 
+/// One of MOCO's MySQL backups, as `moco local backup list` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DumpListed {
+    /// Its time (its folder).
+    pub time: Timestamp,
+    /// `dump.tar`'s size.
+    pub dump_size: u64,
+    /// `binlog.tar.zst`'s size, when the next backup stored it.
+    pub binlog_size: Option<u64>,
+    /// The next backup's time; `None` for the newest.
+    pub next: Option<Timestamp>,
+}
+
+/// MOCO's backups under `prefix` ([`cluster_prefix`]) among `objects` (key and size, any
+/// order), oldest first. A folder with binlogs and no dump is not a backup and is left out.
+pub fn list_dumps(prefix: &str, objects: &[(String, u64)]) -> Vec<DumpListed> {
+    let mut dumps: BTreeMap<Timestamp, u64> = BTreeMap::new();
+    let mut binlogs: BTreeMap<Timestamp, u64> = BTreeMap::new();
+    for (key, size) in objects {
+        match parse_key(prefix, key) {
+            Some((t, ObjectKind::Dump)) => {
+                dumps.insert(t, *size);
+            }
+            Some((t, ObjectKind::Binlog)) => {
+                binlogs.insert(t, *size);
+            }
+            None => {}
+        }
+    }
+    let times: Vec<Timestamp> = dumps.keys().copied().collect();
+    times
+        .iter()
+        .enumerate()
+        .map(|(i, &time)| DumpListed {
+            time,
+            dump_size: dumps[&time],
+            binlog_size: binlogs.get(&time).copied(),
+            next: times.get(i + 1).copied(),
+        })
+        .collect()
+}
+
 /// What to restore to reach `point` from the objects listed under cluster
 /// `namespace/name` (`keys`, in any order): the newest dump at or before the point, and, unless
 /// the point is that dump's own time, the binlog tarball in the same folder, which reaches the
@@ -1012,6 +1054,48 @@ mod tests {
     }
 
     const MOCO_USERS: &str = "moco-admin,moco-agent,moco-repl,moco-clone-donor,moco-exporter,moco-backup,moco-readonly,moco-writable";
+
+    #[test]
+    fn list_dumps_pairs_each_dump_with_its_binlogs_and_the_next_backup() {
+        let prefix = "moco/ns/db/";
+        let objects = vec![
+            ("moco/ns/db/20250102-000000/dump.tar".to_owned(), 300),
+            ("moco/ns/db/20250101-000000/binlog.tar.zst".to_owned(), 20),
+            ("moco/ns/db/20250101-000000/dump.tar".to_owned(), 100),
+            ("moco/ns/db/20250103-000000/dump.tar".to_owned(), 400),
+            // Binlogs without a dump, an archive, another cluster: none is a backup.
+            ("moco/ns/db/20241231-000000/binlog.tar.zst".to_owned(), 5),
+            (
+                "moco/ns/db/binlog-archive/0001700000000000.json".to_owned(),
+                1,
+            ),
+            ("moco/ns/dbx/20250101-000000/dump.tar".to_owned(), 7),
+        ];
+        let listed = list_dumps(prefix, &objects);
+        assert_eq!(
+            listed,
+            vec![
+                DumpListed {
+                    time: t("2025-01-01T00:00:00Z"),
+                    dump_size: 100,
+                    binlog_size: Some(20),
+                    next: Some(t("2025-01-02T00:00:00Z")),
+                },
+                DumpListed {
+                    time: t("2025-01-02T00:00:00Z"),
+                    dump_size: 300,
+                    binlog_size: None,
+                    next: Some(t("2025-01-03T00:00:00Z")),
+                },
+                DumpListed {
+                    time: t("2025-01-03T00:00:00Z"),
+                    dump_size: 400,
+                    binlog_size: None,
+                    next: None,
+                },
+            ]
+        );
+    }
 
     // --- command lines, argument by argument against MOCO's (`-p<password>` replaced) ---
 

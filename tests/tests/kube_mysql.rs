@@ -1038,4 +1038,51 @@ async fn a_mysql_clusters_binlogs_are_archived_across_a_failover_and_restored_to
         "{e}"
     );
     assert!(target.calls.lock().unwrap().is_empty());
+
+    // `moco local backup list` shows MOCO's backup and the archive, and takes neither for
+    // an incomplete physical backup.
+    let bucket_dir = root.path().join("bucket").display().to_string();
+    let out = moco_tests::local::moco_ok(&[
+        "local",
+        "backup",
+        "list",
+        "--from",
+        &bucket_dir,
+        "--cluster",
+        "prod/db",
+    ]);
+    let dump_size = std::fs::metadata(root.path().join("bucket").join(mysql_format::dump_key(
+        "prod",
+        "db",
+        Timestamp(T0),
+    )))
+    .unwrap()
+    .len();
+    assert!(
+        out.contains(&format!(
+            "moco/prod/db/{}  MOCO dump  {dump_size} bytes  restores as it is; later seconds \
+             through the binlog archive",
+            mysql_format::backup_time_text(Timestamp(T0))
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "binlog archive (MySQL): 3 rounds stored, read {} .. {}",
+            mysql_archive::show_ms((T0 + 6) * 1000),
+            mysql_archive::show_ms((T0 + 18) * 1000)
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "complete up to {}",
+            mysql_archive::show_ms((T0 + 18) * 1000)
+        )),
+        "{out}"
+    );
+    assert!(
+        !out.contains("NOT RESTORABLE") && !out.contains("no backups"),
+        "{out}"
+    );
 }

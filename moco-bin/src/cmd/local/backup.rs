@@ -382,9 +382,23 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
         bucket,
         backups,
     } = backups_of(target).await?;
-    if backups.is_empty() {
+    // MOCO's MySQL backups and their archive, beside the physical ones.
+    let moco_prefix = format!("{prefix}/");
+    let objects: Vec<(String, u64)> = bucket
+        .list(&prefix)
+        .await
+        .map_err(|e| usage(e.to_string()))?
+        .into_iter()
+        .map(|o| (o.key, o.size))
+        .collect();
+    let dumps = moco_backup::mysql_format::list_dumps(&moco_prefix, &objects);
+    let mysql_archive = moco_backup::job::mysql_archive::store::load(&bucket, &moco_prefix)
+        .await
+        .map_err(|e| usage(e.to_string()))?;
+    if backups.is_empty() && dumps.is_empty() {
         say!("no backups of {name}");
     }
+    list_mysql(&moco_prefix, &dumps, &mysql_archive);
     let contents = moco_backup::binlog::archive::load(&bucket, &prefix)
         .await
         .map_err(|e| usage(e.to_string()))?;
@@ -446,6 +460,48 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The MySQL part of `list`: MOCO's backups with the seconds their binlogs reach, and the
+/// binlog archive (whether it reaches a point from a given backup needs that backup's GTID
+/// set, inside its dump: the restore finds it, and names a gap).
+fn list_mysql(
+    prefix: &str,
+    dumps: &[moco_backup::mysql_format::DumpListed],
+    archive: &moco_backup::job::mysql_archive::store::ArchiveContents,
+) {
+    use moco_backup::mysql_format::backup_time_text;
+    for d in dumps {
+        let window = match (d.binlog_size, d.next) {
+            (Some(size), Some(next)) => format!(
+                "restores to any second from {} until {next} ({size} bytes of binlogs)",
+                d.time
+            ),
+            (None, Some(next)) => {
+                format!("restores as it is (the backup of {next} stored no binlogs)")
+            }
+            (_, None) => "restores as it is; later seconds through the binlog archive".to_owned(),
+        };
+        say!(
+            "{prefix}{}  MOCO dump  {} bytes  {window}",
+            backup_time_text(d.time),
+            d.dump_size
+        );
+    }
+    let show = moco_backup::mysql_archive::show_ms;
+    let first = archive.rounds.first().map(|r| r.read_at_ms);
+    let last = archive.rounds.last().map(|r| r.read_at_ms);
+    if let (Some(first), Some(last)) = (first, last) {
+        say!(
+            "binlog archive (MySQL): {} rounds stored, read {} .. {}",
+            archive.rounds.len(),
+            show(first),
+            show(last)
+        );
+    }
+    if let Some(p) = &archive.progress {
+        say!("  complete up to {}", show(p.read_at_ms));
+    }
 }
 
 /// `moco local restore`.
