@@ -672,6 +672,62 @@ mod tests {
     use super::*;
     use moco_adapters::local::snapshot::InstanceSnapshot;
 
+    /// Regression: a MySQL cluster's MOCO backups and archive were listed as incomplete
+    /// physical backups, and `prune` deletes incomplete backups older than a complete one.
+    #[tokio::test]
+    async fn moco_mysql_backups_and_archives_are_neither_listed_nor_pruned() {
+        use crate::mysql_format::backup_time_text;
+        use crate::physical::{BASE_KEY, FORMAT_VERSION, Manifest, ObjectRecord};
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = crate::BucketSpec::from_url(&dir.path().display().to_string())
+            .unwrap()
+            .open(&Default::default())
+            .unwrap();
+        let prefix = "moco/ns/db";
+        let (old, new) = (1_795_568_400, 1_795_572_000);
+        let folder = |t: i64| format!("{prefix}/{}", backup_time_text(Timestamp(t)));
+        let keys = [
+            format!("{}/dump.tar", folder(old)),
+            format!("{}/binlog.tar.zst", folder(old)),
+            format!("{prefix}/binlog-archive/1795568401000.tar.zst"),
+            format!("{prefix}/binlog-archive/progress.json"),
+            format!("{prefix}/binlog/progress.json"),
+            format!("{}/{BASE_KEY}", folder(new)),
+        ];
+        for key in &keys {
+            bucket.upload(key, &b"x"[..]).await.unwrap();
+        }
+        let manifest = Manifest {
+            format_version: FORMAT_VERSION,
+            kind: "mariadb-physical".into(),
+            started_at: Timestamp(new),
+            finished_at: Timestamp(new + 5),
+            binlog_state_before: GtidSet::new(),
+            position: None,
+            base: ObjectRecord {
+                key: BASE_KEY.into(),
+                size: 1,
+                uncompressed_size: 1,
+                sha256: String::new(),
+            },
+        };
+        bucket
+            .upload(
+                &format!("{}/{MANIFEST_KEY}", folder(new)),
+                &serde_json::to_vec(&manifest).unwrap()[..],
+            )
+            .await
+            .unwrap();
+        let listed = list(&bucket, prefix).await.unwrap();
+        let prefixes: Vec<&str> = listed.iter().map(|l| l.prefix.as_str()).collect();
+        assert_eq!(prefixes, [folder(new)]);
+        let keep = crate::retention::Keep {
+            count: Some(1),
+            days: None,
+        };
+        assert!(crate::retention::to_delete(&listed, keep, Timestamp(new + 86_400)).is_empty());
+    }
+
     #[test]
     fn verifications_differ_by_table() {
         let t = |rows, checksum| TableCheck {
