@@ -45,6 +45,10 @@ use crate::mysql_format::{
 };
 use crate::physical;
 
+/// How far behind the Job's clock a server's may be when the restore leaves out the archive's
+/// rounds read before a dump.
+const ARCHIVE_CLOCK_MARGIN_S: i64 = 600;
+
 /// The field a restore point nothing reaches is reported on.
 const POINT_FIELD: &str = "spec.restore.restorePoint";
 
@@ -393,7 +397,13 @@ async fn through_archive(
         } => (*point, *dump_time),
         _ => return Err(refuse(String::new())),
     };
-    let contents = archive_store::load(bucket, prefix).await?;
+    // Rounds read before the dump hold nothing it lacks; the margin covers a server clock
+    // behind the Job's (the dump's folder is the Job's second, a round's time the server's).
+    let since_ms = dump_time
+        .0
+        .saturating_sub(ARCHIVE_CLOCK_MARGIN_S)
+        .saturating_mul(1000);
+    let contents = archive_store::load_since(bucket, prefix, since_ms).await?;
     let Some(latest_ms) = contents.latest_ms() else {
         return Err(refuse(String::new()));
     };

@@ -28,13 +28,26 @@ impl ArchiveContents {
 
 /// Reads the archive of the cluster under `cluster_prefix` (MOCO's `moco/<ns>/<name>/`).
 pub async fn load(bucket: &Bucket, cluster_prefix: &str) -> Result<ArchiveContents, JobError> {
+    load_since(bucket, cluster_prefix, i64::MIN).await
+}
+
+/// Reads the progress mark and the rounds read at or after `since_ms`: a restore from a dump
+/// needs no round read before it (those hold only what the dump holds), and a busy cluster
+/// stores a round every few seconds, each a download.
+pub async fn load_since(
+    bucket: &Bucket,
+    cluster_prefix: &str,
+    since_ms: i64,
+) -> Result<ArchiveContents, JobError> {
     let folder = mysql_archive::folder(cluster_prefix);
     let progress_key = mysql_archive::progress_key(cluster_prefix);
     let mut contents = ArchiveContents::default();
     for object in bucket.list(folder.trim_end_matches('/')).await? {
         if object.key == progress_key {
             contents.progress = Some(read_record(bucket, &object.key).await?);
-        } else if mysql_archive::parse_round_record_key(cluster_prefix, &object.key).is_some() {
+        } else if mysql_archive::parse_round_record_key(cluster_prefix, &object.key)
+            .is_some_and(|read_at| read_at >= since_ms)
+        {
             contents
                 .rounds
                 .push(read_record(bucket, &object.key).await?);
@@ -95,4 +108,47 @@ pub(super) async fn write_record<T: serde::Serialize>(
         serde_json::to_vec_pretty(record).map_err(|e| JobError::input(key, e.to_string()))?;
     bucket.upload(key, &text[..]).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use moco_core::gtid::GtidSet;
+
+    #[tokio::test]
+    async fn a_restore_reads_only_the_rounds_from_its_dump_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = crate::BucketSpec::from_url(&dir.path().display().to_string())
+            .unwrap()
+            .open(&Default::default())
+            .unwrap();
+        let prefix = "moco/ns/db/";
+        let round = |read_at_ms: i64| RoundRecord {
+            format: RECORD_FORMAT,
+            read_at_ms,
+            instance: 0,
+            server_uuid: String::new(),
+            excluded: GtidSet::new(),
+            covers: GtidSet::new(),
+            files: Vec::new(),
+            bytes: 0,
+        };
+        for ms in [1_000, 5_000, 9_000] {
+            let key = mysql_archive::round_record_key(prefix, ms);
+            write_record(&bucket, &key, &round(ms)).await.unwrap();
+        }
+        // An object that is not a record is not read.
+        bucket
+            .upload(&format!("{prefix}binlog-archive/1000.tar.zst"), &b"x"[..])
+            .await
+            .unwrap();
+        let times = |c: &ArchiveContents| c.rounds.iter().map(|r| r.read_at_ms).collect::<Vec<_>>();
+        assert_eq!(
+            times(&load(&bucket, prefix).await.unwrap()),
+            [1_000, 5_000, 9_000]
+        );
+        let since = load_since(&bucket, prefix, 5_000).await.unwrap();
+        assert_eq!(times(&since), [5_000, 9_000]);
+        assert_eq!(since.progress, None);
+    }
 }
