@@ -4,11 +4,13 @@
 //! keys, the records, the round's decision and the restore's choice of rounds. The runner is
 //! `job::mysql_archive`.
 //!
-//! **A round.** The archiver reads, in one statement, the primary's `@@gtid_executed` and its
-//! clock. When that set holds a transaction the archive lacks, it fetches from the primary
-//! as a replica would (`BINLOG-DUMP-GTIDS`) with `--exclude-gtids` set to what the archive
-//! (and the newest dump) already holds: the server sends only the rest, in its binlog order,
-//! and fails when it purged a file the fetch needs. The round's `tar | zstd` is stored, then
+//! **A round.** The archiver reads, in one statement, the primary's `@@gtid_executed`,
+//! `@@gtid_purged` and its clock. When the executed set holds a transaction the archive lacks,
+//! it fetches from the primary as a replica would (`BINLOG-DUMP-GTIDS`) with
+//! `--exclude-gtids` set to what the archive already holds (the newest dump's set too, on the
+//! first round and when the primary purged what the archive lacks: [`plan_round`]). The
+//! server sends only the rest, in its binlog order, and fails when it purged a file the fetch
+//! needs. The round's `tar | zstd` is stored, then
 //! its [`RoundRecord`], then [`Progress`]. A round without new transactions stores only
 //! [`Progress`]: idle clusters cost one small object write per round.
 //!
@@ -63,7 +65,8 @@ pub struct RoundRecord {
     pub instance: u32,
     /// That instance's `server_uuid`.
     pub server_uuid: String,
-    /// `--exclude-gtids` of the fetch: what the archive and the newest dump held before.
+    /// `--exclude-gtids` of the fetch: what the archive held before (and the newest dump, on
+    /// a round that started from it).
     pub excluded: GtidSet,
     /// `@@gtid_executed` read before the fetch: every one of these is in the archive now.
     pub covers: GtidSet,
@@ -81,7 +84,7 @@ pub struct Progress {
     pub format: u32,
     /// The primary's clock at the last good round, in milliseconds since the epoch.
     pub read_at_ms: i64,
-    /// Everything the archive and the newest dump hold together, as of then.
+    /// Everything the archive holds (with the dump it started from), as of then.
     pub covered: GtidSet,
 }
 
@@ -92,7 +95,7 @@ pub enum RoundPlan {
     Idle(Progress),
     /// Fetch everything but `exclude`.
     Fetch {
-        /// What the archive and the newest dump hold.
+        /// What the archive holds (and the newest dump, when the round starts from it).
         exclude: GtidSet,
     },
 }
@@ -171,16 +174,27 @@ pub fn parse_round_record_key(cluster_prefix: &str, key: &str) -> Option<i64> {
 // ---------------------------------------------------------------------------------------------
 
 /// What a round does: `progress` is the stored mark (`None` before the first round),
-/// `newest_dump` the newest backup's `gtidSet` (what a restore loads anyway), `executed` and
-/// `read_at_ms` the primary's set and clock.
+/// `newest_dump` the newest backup's `gtidSet` (what a restore loads anyway), `executed`,
+/// `purged` and `read_at_ms` the primary's `@@gtid_executed`, `@@gtid_purged` and clock.
+///
+/// The first round starts from the newest backup. Later rounds continue the archive's own
+/// history, so that every backup before them stays restorable through it; only when the
+/// primary purged binlogs holding transactions the archive lacks (the archiver was down too
+/// long) does a round start again from the newest backup. Restores from older backups then
+/// stop at that gap, and [`plan_replay`] names it.
 pub fn plan_round(
     progress: Option<&Progress>,
     newest_dump: &GtidSet,
     executed: &GtidSet,
+    purged: &GtidSet,
     read_at_ms: i64,
 ) -> RoundPlan {
-    let held = progress.map_or_else(GtidSet::new, |p| p.covered.clone());
-    let exclude = held.union(newest_dump);
+    let held = progress.map_or_else(|| newest_dump.clone(), |p| p.covered.clone());
+    let exclude = if purged.is_subset(&held) {
+        held
+    } else {
+        held.union(newest_dump)
+    };
     if executed.is_subset(&exclude) {
         RoundPlan::Idle(Progress {
             format: RECORD_FORMAT,
@@ -351,6 +365,9 @@ fn show_s(seconds: i64) -> String {
 }
 
 #[cfg(test)]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -409,11 +426,12 @@ mod tests {
     }
 
     #[test]
-    fn a_round_fetches_only_what_neither_the_archive_nor_the_dump_holds() {
+    fn a_round_continues_the_archive_and_starts_again_from_a_backup_only_after_a_purge() {
         let dump = set(&format!("{A}:1-10"));
-        // The first round: the dump is all that is held.
+        let none = GtidSet::new();
+        // The first round: the backup is all that is held.
         assert_eq!(
-            plan_round(None, &dump, &set(&format!("{A}:1-12")), 5_000),
+            plan_round(None, &dump, &set(&format!("{A}:1-12")), &none, 5_000),
             RoundPlan::Fetch {
                 exclude: dump.clone()
             }
@@ -423,31 +441,74 @@ mod tests {
             read_at_ms: 5_000,
             covered: set(&format!("{A}:1-12")),
         };
-        // Nothing new: the mark moves, and takes in a newer dump.
+        // Nothing new: the mark moves.
         assert_eq!(
-            plan_round(Some(&progress), &dump, &set(&format!("{A}:1-12")), 6_000),
+            plan_round(
+                Some(&progress),
+                &dump,
+                &set(&format!("{A}:1-12")),
+                &none,
+                6_000
+            ),
             RoundPlan::Idle(Progress {
                 format: RECORD_FORMAT,
                 read_at_ms: 6_000,
                 covered: set(&format!("{A}:1-12")),
             })
         );
-        // A new primary's own transactions; a newer dump (the archiver was down) counts too.
+        // A newer backup that holds transactions the archive lacks: the archive fetches them
+        // all the same, so that older backups stay restorable past the newer one.
         let newer_dump = set(&format!("{A}:1-20"));
+        let executed = set(&format!("{A}:1-20,{B}:1-3"));
         assert_eq!(
             plan_round(
                 Some(&progress),
                 &newer_dump,
-                &set(&format!("{A}:1-20,{B}:1-3")),
+                &executed,
+                &set(&format!("{A}:1-12")),
+                7_000
+            ),
+            RoundPlan::Fetch {
+                exclude: set(&format!("{A}:1-12"))
+            }
+        );
+        // Unless the primary purged some of them: then from the newer backup on.
+        assert_eq!(
+            plan_round(
+                Some(&progress),
+                &newer_dump,
+                &executed,
+                &set(&format!("{A}:1-15")),
                 7_000
             ),
             RoundPlan::Fetch {
                 exclude: set(&format!("{A}:1-20"))
             }
         );
+        // Idle after such a restart: the mark takes the backup in.
+        assert_eq!(
+            plan_round(
+                Some(&progress),
+                &newer_dump,
+                &newer_dump,
+                &set(&format!("{A}:1-15")),
+                8_000
+            ),
+            RoundPlan::Idle(Progress {
+                format: RECORD_FORMAT,
+                read_at_ms: 8_000,
+                covered: newer_dump.clone(),
+            })
+        );
         // A clock that went back never moves the mark back.
         assert!(matches!(
-            plan_round(Some(&progress), &dump, &set(&format!("{A}:1-5")), 4_000),
+            plan_round(
+                Some(&progress),
+                &dump,
+                &set(&format!("{A}:1-5")),
+                &none,
+                4_000
+            ),
             RoundPlan::Idle(Progress {
                 read_at_ms: 5_000,
                 ..

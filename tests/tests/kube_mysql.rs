@@ -754,6 +754,7 @@ impl ArchiveServers for Primaries {
         let (executed, writable, now) = self.state.lock().unwrap()[&index].clone();
         Ok(PrimarySnapshot {
             executed: GtidSet::parse(&executed).unwrap(),
+            purged: GtidSet::new(),
             server_uuid: [UUID_A, UUID_B][index as usize].to_owned(),
             writable,
             now_ms: now * 1000,

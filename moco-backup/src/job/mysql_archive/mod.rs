@@ -23,6 +23,8 @@ use crate::mysql_format::{self, BINLOG_DIR, Endpoint};
 pub struct PrimarySnapshot {
     /// `@@gtid_executed`.
     pub executed: GtidSet,
+    /// `@@gtid_purged`: what its binlogs no longer hold.
+    pub purged: GtidSet,
     /// `@@server_uuid`.
     pub server_uuid: String,
     /// Neither `read_only` nor `super_read_only`: it is the primary.
@@ -41,23 +43,27 @@ pub trait ArchiveServers: BackupServers {
 }
 
 /// The statement of [`ArchiveServers::snapshot`]: the set and the clock read together.
-pub const SNAPSHOT_STATEMENT: &str = "SELECT @@gtid_executed, @@server_uuid, \
+pub const SNAPSHOT_STATEMENT: &str = "SELECT @@gtid_executed, @@gtid_purged, @@server_uuid, \
      @@read_only OR @@super_read_only, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
 
 impl ArchiveServers for SqlServers {
     async fn snapshot(&self, index: u32) -> Result<PrimarySnapshot, JobError> {
-        let rows: Vec<(String, String, i64, i64)> = self.query(index, SNAPSHOT_STATEMENT).await?;
-        let (executed, server_uuid, read_only, now_ms) =
+        let rows: Vec<(String, String, String, i64, i64)> =
+            self.query(index, SNAPSHOT_STATEMENT).await?;
+        let (executed, purged, server_uuid, read_only, now_ms) =
             rows.into_iter().next().ok_or_else(|| JobError::Instance {
                 index,
                 message: format!("{SNAPSHOT_STATEMENT}: no row"),
             })?;
-        let executed = GtidSet::parse(&executed).map_err(|e| JobError::Instance {
-            index,
-            message: format!("@@gtid_executed: {e}"),
-        })?;
+        let parse = |name: &str, text: &str| {
+            GtidSet::parse(text).map_err(|e| JobError::Instance {
+                index,
+                message: format!("{name}: {e}"),
+            })
+        };
         Ok(PrimarySnapshot {
-            executed,
+            executed: parse("@@gtid_executed", &executed)?,
+            purged: parse("@@gtid_purged", &purged)?,
             server_uuid,
             writable: read_only == 0,
             now_ms,
@@ -106,6 +112,7 @@ pub async fn round<S: ArchiveServers>(
         progress.as_ref(),
         newest_dump,
         &snapshot.executed,
+        &snapshot.purged,
         snapshot.now_ms,
     ) {
         RoundPlan::Idle(progress) => {
