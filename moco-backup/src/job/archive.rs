@@ -10,7 +10,7 @@
 //! is closed when the archive lacks a transaction, and each closed file that adds to the
 //! history is fetched with `mariadb-binlog --read-from-remote-server --raw` and stored. On
 //! MySQL ([`ArchiveJob::mysql_round`], [`super::mysql_archive`]), `mysqlbinlog` fetches what
-//! the primary executed that neither the archive nor the newest dump holds. Nothing here needs
+//! the primary executed that the archive lacks (from the newest backup on, at the start). Nothing here needs
 //! the Pods' volumes, so the archiver follows a switchover or a failover by reading the status
 //! again each round; a round against a demoted, read-only instance stores nothing.
 
