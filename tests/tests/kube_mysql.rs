@@ -129,9 +129,8 @@ fn script(dir: &Path, name: &str, body: &str) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// MySQL's tools as scripts in `dir`, which also holds what they record (`*.calls`, the
-/// passwords they got) and the "server's" state (`gtid`, `data`, `binlogs/`).
-fn tools(dir: &Path) -> Tools {
+/// Links the real `tar` and `zstd` into `dir`, beside the stand-ins.
+fn link_real_tools(dir: &Path) {
     for real in ["tar", "zstd"] {
         let found = std::process::Command::new("sh")
             .args(["-c", &format!("command -v {real}")])
@@ -140,6 +139,12 @@ fn tools(dir: &Path) -> Tools {
         let path = String::from_utf8(found.stdout).unwrap();
         std::os::unix::fs::symlink(path.trim(), dir.join(real)).unwrap();
     }
+}
+
+/// MySQL's tools as scripts in `dir`, which also holds what they record (`*.calls`, the
+/// passwords they got) and the "server's" state (`gtid`, `data`, `binlogs/`).
+fn tools(dir: &Path) -> Tools {
+    link_real_tools(dir);
     script(
         dir,
         "mysqlsh",
@@ -609,14 +614,7 @@ fn python(dir: &Path, name: &str, body: &str) {
 /// applies rows into `target/rows`, skipping a GTID already executed, as a server does;
 /// `mysqlsh load-dump` replaces `target/` with the dump's rows and `gtidExecuted`.
 fn archive_tools(dir: &Path) -> Tools {
-    for real in ["tar", "zstd"] {
-        let found = std::process::Command::new("sh")
-            .args(["-c", &format!("command -v {real}")])
-            .output()
-            .unwrap();
-        let path = String::from_utf8(found.stdout).unwrap();
-        std::os::unix::fs::symlink(path.trim(), dir.join(real)).unwrap();
-    }
+    link_real_tools(dir);
     python(
         dir,
         "mysqlbinlog",
