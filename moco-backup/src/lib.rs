@@ -2,8 +2,8 @@
 //! [`physical`], MariaDB's physical backup streamed into one and restored from it, its GTID
 //! position read from the stream by [`xbstream`]; [`binlog`], archiving and replay to a
 //! second; [`local`] and [`local_archive`], the `moco local` commands; [`retention`];
-//! [`mysql_format`], MOCO's MySQL format as command lines; [`job`], the programs of the
-//! Kubernetes backup and restore Jobs.
+//! [`pace`], the rate cap; [`mysql_format`], MOCO's MySQL format as command lines; [`job`], the
+//! programs of the Kubernetes backup and restore Jobs.
 
 pub mod binlog;
 pub mod bucket;
@@ -13,6 +13,7 @@ pub mod local;
 pub mod local_archive;
 pub mod mysql_archive;
 pub mod mysql_format;
+pub mod pace;
 pub mod physical;
 pub mod retention;
 pub mod xbstream;

@@ -85,11 +85,12 @@ pub fn choose_source(snapshot: &ClusterSnapshot) -> Option<u32> {
 }
 
 /// Backs up the cluster in `dir` into `bucket`, named by the second `clock` gives when it
-/// starts.
+/// starts, reading the tool's stream at most at `max_rate`.
 pub async fn backup(
     dir: &Path,
     bucket: &Bucket,
     clock: &dyn moco_adapters::ports::Clock,
+    max_rate: Option<&moco_core::resources::ByteRate>,
 ) -> Result<Taken, LocalBackupError> {
     let fail = |message: String| LocalBackupError::Cluster {
         dir: dir.display().to_string(),
@@ -146,7 +147,7 @@ pub async fn backup(
         clock,
     )
     .await?;
-    let taken = physical::backup(&source, state, bucket, &prefix).await?;
+    let taken = physical::backup(&source, state, bucket, &prefix, max_rate).await?;
     let _ = std::fs::remove_dir_all(&source.scratch_dir);
     Ok(Taken {
         source_index: index,

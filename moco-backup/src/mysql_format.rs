@@ -26,11 +26,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroU64};
 
 use moco_adapters::mysql::option_file::quote_value;
 use moco_adapters::mysql::{Account, Dialect};
 use moco_core::facts::Role;
+use moco_core::resources::ByteRate;
 use moco_core::time::Timestamp;
 
 use crate::physical::folder_name;
@@ -413,8 +414,14 @@ fn option_file_input(account: Account, work_dir: &str) -> PasswordInput {
 
 /// The full dump (`bkop.DumpFull`): `mysqlsh … util dump-instance <work>/dump` as
 /// `moco-backup`, leaving out MOCO's own eight accounts (the restored cluster has its own),
-/// with `threads` workers. mysqlsh compresses the chunks with zstd by default.
-pub fn dump_instance(source: &Endpoint, work_dir: &str, threads: NonZeroU32) -> CommandLine {
+/// with `threads` workers. mysqlsh compresses the chunks with zstd by default. Its `maxRate`
+/// caps each thread's reads, so `max_rate` (beyond MOCO) is shared among them.
+pub fn dump_instance(
+    source: &Endpoint,
+    work_dir: &str,
+    threads: NonZeroU32,
+    max_rate: Option<&ByteRate>,
+) -> CommandLine {
     let excluded: Vec<&str> = Account::ALL.iter().map(|a| a.name()).collect();
     let mut args = mysqlsh_connection(Account::Backup, source);
     args.extend([
@@ -423,6 +430,10 @@ pub fn dump_instance(source: &Endpoint, work_dir: &str, threads: NonZeroU32) -> 
         format!("--excludeUsers={}", excluded.join(",")),
         format!("--threads={threads}"),
     ]);
+    if let Some(rate) = max_rate {
+        let per_thread = rate.per_worker(NonZeroU64::from(threads));
+        args.push(format!("--maxRate={per_thread}"));
+    }
     CommandLine {
         password: PasswordInput::Stdin,
         ..CommandLine::new("mysqlsh", args)
@@ -1101,7 +1112,7 @@ mod tests {
 
     #[test]
     fn dump_instance_is_mocos_dump_full() {
-        let cmd = dump_instance(&Endpoint::pod("10.64.0.7"), WORK_DIR, threads(4));
+        let cmd = dump_instance(&Endpoint::pod("10.64.0.7"), WORK_DIR, threads(4), None);
         assert_eq!(cmd.program, "mysqlsh");
         assert_eq!(
             cmd.args,
@@ -1124,8 +1135,24 @@ mod tests {
     }
 
     #[test]
+    fn a_rate_cap_is_shared_among_mysqlshs_threads() {
+        let rate = ByteRate::parse("100M").unwrap();
+        let endpoint = Endpoint::pod("10.64.0.7");
+        let cmd = dump_instance(&endpoint, WORK_DIR, threads(4), Some(&rate));
+        let without = dump_instance(&endpoint, WORK_DIR, threads(4), None);
+        // The same command, with the cap last: 100 MB/s over four threads.
+        assert_eq!(cmd.args[..without.args.len()], without.args[..]);
+        assert_eq!(
+            cmd.args[without.args.len()..],
+            strings(&["--maxRate=25000000"])
+        );
+        let one = dump_instance(&endpoint, WORK_DIR, threads(1), Some(&rate));
+        assert_eq!(one.args.last().unwrap(), "--maxRate=100000000");
+    }
+
+    #[test]
     fn mysqlsh_uri_brackets_ipv6_like_join_host_port() {
-        let cmd = dump_instance(&Endpoint::pod("fd00::7"), WORK_DIR, threads(1));
+        let cmd = dump_instance(&Endpoint::pod("fd00::7"), WORK_DIR, threads(1), None);
         assert_eq!(cmd.args[0], "mysql://moco-backup@[fd00::7]:3306");
         assert_eq!(cmd.args.last().unwrap(), "--threads=1");
     }
@@ -1337,7 +1364,7 @@ mod tests {
         let target = Endpoint::pod("10.0.0.1");
         let filter = RestoreFilter::new("app", "app@%").unwrap();
         let mut all = vec![
-            dump_instance(&target, WORK_DIR, threads(2)),
+            dump_instance(&target, WORK_DIR, threads(2), None),
             binlog_fetch(&target, WORK_DIR, "", "binlog.000001"),
             load_dump(&target, WORK_DIR, threads(2), &filter),
         ];

@@ -1,7 +1,8 @@
 //! MariaDB's physical backup, streamed: `mariadb-backup --stream` is compressed (zstd) and
-//! hashed (SHA-256) on its way into the bucket, without a copy on local disk; memory stays a few
-//! upload parts whatever the data size. The manifest is written last, so a backup without one
-//! is incomplete and is never taken for a restorable one. A restore streams the object back,
+//! hashed (SHA-256) on its way into the bucket, without a copy on local disk, read at most at a
+//! given rate ([`crate::pace`]); memory stays a few upload parts whatever the data size. The
+//! manifest is written last, so a backup without one is incomplete and is never taken for a
+//! restorable one. A restore streams the object back,
 //! unpacks it into an empty datadir while checking the hash, and prepares it.
 //!
 //! Keys, under the backup's prefix (MOCO's `moco/<ns>/<name>/<YYYYMMDD-hhmmss>/`):
@@ -17,12 +18,14 @@ use std::task::{Context, Poll};
 use moco_adapters::instance::InstanceError;
 use moco_adapters::instance::clone::{self as procedures, BackupSource, RestoreTarget};
 use moco_core::gtid::GtidSet;
+use moco_core::resources::ByteRate;
 use moco_core::time::Timestamp;
 use ring::digest;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt as _, BufReader, ReadBuf};
 
 use crate::bucket::{Bucket, BucketError};
+use crate::pace::Paced;
 use crate::xbstream::{Scanner, Watched};
 
 /// The key of the physical backup under a backup's prefix.
@@ -242,13 +245,14 @@ pub async fn free_folder(
 }
 
 /// Takes a physical backup of the server `source` describes into `bucket` under `prefix`
-/// (ending without `/`); `binlog_state` is the server's `@@gtid_binlog_state` read just
-/// before. Returns the manifest written.
+/// (ending without `/`), reading the tool's stream at most at `max_rate`; `binlog_state` is
+/// the server's `@@gtid_binlog_state` read just before. Returns the manifest written.
 pub async fn backup(
     source: &BackupSource,
     binlog_state: GtidSet,
     bucket: &Bucket,
     prefix: &str,
+    max_rate: Option<&ByteRate>,
 ) -> Result<Manifest, BackupError> {
     let started_at = now();
     let mut running = procedures::start_backup(source)?;
@@ -257,20 +261,23 @@ pub async fn backup(
     })?;
     // The tool's exit says whether the end of its output is the whole backup.
     let finished = async move { running.finish().await.map_err(BackupError::from) };
-    store(stdout, finished, started_at, binlog_state, bucket, prefix).await
+    let paced = Paced::new(stdout, max_rate);
+    store(paced, finished, started_at, binlog_state, bucket, prefix).await
 }
 
 /// Stores a backup streamed from elsewhere (a donor agent's `GET /v1/backup`, which ends the
-/// stream with an error when its backup fails) under `prefix`, as [`backup`] does.
+/// stream with an error when its backup fails) under `prefix`, as [`backup`] does. Reading
+/// it at most at `max_rate` slows the donor's tool through the connection's flow control.
 pub async fn store_stream<R: AsyncRead + Unpin>(
     stream: R,
     started_at: Timestamp,
     binlog_state: GtidSet,
     bucket: &Bucket,
     prefix: &str,
+    max_rate: Option<&ByteRate>,
 ) -> Result<Manifest, BackupError> {
     store(
-        stream,
+        Paced::new(stream, max_rate),
         std::future::ready(Ok(())),
         started_at,
         binlog_state,
@@ -411,6 +418,7 @@ pub async fn restore(
 mod tests {
     use std::collections::BTreeMap;
     use std::sync::Mutex;
+    use std::time::Duration;
 
     use super::*;
     use crate::bucket::BucketSpec;
@@ -467,6 +475,36 @@ mod tests {
         assert!(
             matches!(&e, BackupError::FolderTaken { prefix } if prefix == &first),
             "{e}"
+        );
+    }
+
+    /// The backup Job's path (a donor agent's stream) keeps to `--max-rate` too; on tokio's
+    /// paused clock, so the bound is exact.
+    #[tokio::test(start_paused = true)]
+    async fn a_stored_stream_is_read_no_faster_than_its_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = BucketSpec::from_url(&dir.path().display().to_string())
+            .unwrap()
+            .open(&BTreeMap::new())
+            .unwrap();
+        let stream = vec![1u8; 4 << 20];
+        let cap = ByteRate::parse("1Mi").unwrap();
+        let began = tokio::time::Instant::now();
+        let manifest = store_stream(
+            &stream[..],
+            Timestamp(0),
+            GtidSet::default(),
+            &bucket,
+            "moco/prod/db/20261125-050000",
+            Some(&cap),
+        )
+        .await
+        .unwrap();
+        assert_eq!(manifest.base.uncompressed_size, 4 << 20);
+        assert!(
+            began.elapsed() >= Duration::from_secs(4) - crate::pace::BURST,
+            "{:?}",
+            began.elapsed()
         );
     }
 }

@@ -927,6 +927,60 @@ fn the_binlog_archiver_runs_with_the_policy_when_the_annotation_asks() {
 }
 
 #[test]
+fn the_max_rate_annotation_caps_the_backup_job_and_a_bad_value_names_it() {
+    let render_with = |annotations: Value, backup_image: Option<&str>| {
+        let c = annotated(json!({"backupPolicyName": "daily"}), annotations);
+        let mut inputs = Inputs::new();
+        inputs.policy = Some(policy());
+        if let Some(image) = backup_image {
+            inputs.settings.images.backup = image.into();
+        }
+        inputs.render(&c)
+    };
+    let args = |objects: ClusterObjects| {
+        let cj = serde_json::to_value(objects.backup.unwrap().workload).unwrap();
+        cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"].clone()
+    };
+    let mariadb = json!({"moco-rs/flavor": "mariadb", "moco-rs/backup-max-rate": "60Mi"});
+    assert_eq!(
+        args(render_with(mariadb, None).unwrap()),
+        json!([
+            "backup",
+            "--threads=4",
+            "--max-rate=60Mi",
+            "--region=r",
+            "--use-path-style",
+            "--backend-type=s3",
+            "b",
+            "ns",
+            "db"
+        ])
+    );
+    // MySQL: with this project's backup image (its mysqlsh gets maxRate); MOCO's has no flag.
+    let mysql = json!({"moco-rs/backup-max-rate": "100M"});
+    let a = args(render_with(mysql.clone(), Some("example.com/moco-rs-backup:1")).unwrap());
+    assert_eq!(a[2], "--max-rate=100M");
+    let field = "metadata.annotations[\"moco-rs/backup-max-rate\"]: ";
+    for (annotations, wanted) in [
+        (mysql, "which has no --max-rate"),
+        (
+            json!({"moco-rs/flavor": "mariadb", "moco-rs/backup-max-rate": "60m"}),
+            "\"60m\": `m` means thousandths",
+        ),
+        (
+            json!({"moco-rs/flavor": "mariadb", "moco-rs/backup-max-rate": "0"}),
+            "\"0\": must be a positive",
+        ),
+    ] {
+        let e = render_with(annotations, None).unwrap_err().to_string();
+        assert!(e.starts_with(field) && e.contains(wanted), "{e}");
+    }
+    // Without the annotation, MOCO's arguments exactly (the first backup test).
+    let plain = args(render_with(json!({"moco-rs/flavor": "mariadb"}), None).unwrap());
+    assert!(!plain.to_string().contains("max-rate"), "{plain}");
+}
+
+#[test]
 fn restore_job_exists_until_the_restore_is_recorded() {
     let mut c = cluster(json!({"restore": {
         "sourceName": "src", "sourceNamespace": "old",

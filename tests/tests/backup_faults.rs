@@ -81,9 +81,15 @@ async fn a_store_lost_mid_upload_is_retried_or_leaves_no_complete_backup() {
     let bucket = bucket_via(proxy.port, Duration::from_secs(5));
     let state = pod_admin(&source).executed_gtid().await.unwrap();
     let started = std::time::Instant::now();
-    let e = physical::backup(&backup_source, state.clone(), &bucket, "moco/ns/db/down")
-        .await
-        .unwrap_err();
+    let e = physical::backup(
+        &backup_source,
+        state.clone(),
+        &bucket,
+        "moco/ns/db/down",
+        None,
+    )
+    .await
+    .unwrap_err();
     println!(
         "down for good: failed after {:.1} s: {e}",
         started.elapsed().as_secs_f64()
@@ -120,7 +126,7 @@ async fn a_store_lost_mid_upload_is_retried_or_leaves_no_complete_backup() {
         });
         (up, handle)
     };
-    let manifest = physical::backup(&backup_source, state, &bucket, "moco/ns/db/blip")
+    let manifest = physical::backup(&backup_source, state, &bucket, "moco/ns/db/blip", None)
         .await
         .unwrap();
     reviver.1.await.unwrap();

@@ -11,6 +11,7 @@ use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_adapters::ports::{Credentials, MysqlPort as _};
 use moco_backup::physical::{self, BASE_KEY};
 use moco_backup::{BucketSpec, ObjectInfo};
+use moco_core::resources::ByteRate;
 use moco_tests::local::{connect, opts, server_or_skip};
 use moco_tests::pod::{TestPod, pod_admin as admin, ready_pod, test_password};
 use mysql_async::prelude::Queryable;
@@ -44,23 +45,9 @@ async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
         .open(&BTreeMap::new())
         .unwrap();
     let prefix = "moco/ns/db/20261123-230000";
-    let backup_source = BackupSource {
-        tool: binary.tool("mariadb-backup").unwrap(),
-        defaults_file: source.mysqld.defaults_file().to_owned(),
-        datadir: source.volume().join("data"),
-        host: "127.0.0.1".into(),
-        port: source.port,
-        credentials: Credentials {
-            user: "moco-clone-donor".into(),
-            password: test_password(Account::CloneDonor),
-        },
-        ssl_ca: None,
-        scratch_dir: source.dir.join("backup-scratch"),
-        log: source.dir.join("backup.log"),
-        nice: 0,
-    };
+    let backup_source = donor(&binary, &source);
     let started = std::time::Instant::now();
-    let manifest = physical::backup(&backup_source, state_before.clone(), &bucket, prefix)
+    let manifest = physical::backup(&backup_source, state_before.clone(), &bucket, prefix, None)
         .await
         .unwrap();
     let took = started.elapsed();
@@ -162,5 +149,69 @@ async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
         .unwrap_err();
     assert!(e.to_string().contains("incomplete"), "{e}");
     drop((c, r));
+    source.stop().await;
+}
+
+/// The tool's view of `source`, as the clone donor.
+fn donor(binary: &moco_adapters::mysqld::ServerBinary, source: &TestPod) -> BackupSource {
+    BackupSource {
+        tool: binary.tool("mariadb-backup").unwrap(),
+        defaults_file: source.mysqld.defaults_file().to_owned(),
+        datadir: source.volume().join("data"),
+        host: "127.0.0.1".into(),
+        port: source.port,
+        credentials: Credentials {
+            user: "moco-clone-donor".into(),
+            password: test_password(Account::CloneDonor),
+        },
+        ssl_ca: None,
+        scratch_dir: source.dir.join("backup-scratch"),
+        log: source.dir.join("backup.log"),
+        nice: 0,
+    }
+}
+
+/// `--max-rate`: the backup reads the tool's stream no faster than the cap, so it lasts at
+/// least the stream's size over the rate (less the burst the cap forgives). A lower bound on
+/// the time, which a slow machine only makes truer: unpaced, this backup took 0.16 s, and at
+/// this rate at least 0.85 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capped_backup_reads_no_faster_than_its_rate() {
+    let test = "a_capped_backup_reads_no_faster_than_its_rate";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let source = ready_pod(&binary, root.path(), 0).await;
+    let state = admin(&source).executed_gtid().await.unwrap();
+    let bucket = BucketSpec::from_url(&root.path().join("bucket").display().to_string())
+        .unwrap()
+        .open(&BTreeMap::new())
+        .unwrap();
+    let rate = ByteRate::parse("16Mi").unwrap();
+    let prefix = "moco/ns/db/20261125-050000";
+    let started = std::time::Instant::now();
+    let manifest = physical::backup(
+        &donor(&binary, &source),
+        state,
+        &bucket,
+        prefix,
+        Some(&rate),
+    )
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    let streamed = manifest.base.uncompressed_size;
+    let at_least = Duration::from_secs_f64(streamed as f64 / rate.bytes_per_second().get() as f64)
+        .saturating_sub(moco_backup::pace::BURST);
+    println!("capped backup: {streamed} bytes in {took:?} (at least {at_least:?})");
+    assert!(
+        streamed > 8 << 20,
+        "a stream this small proves little: {streamed}"
+    );
+    assert!(took >= at_least, "{streamed} bytes in {took:?} at {rate}");
+    // Paced, it is still whole: the manifest is written and names the position.
+    assert!(manifest.position.is_some(), "{manifest:?}");
+    assert_eq!(physical::manifest(&bucket, prefix).await.unwrap(), manifest);
     source.stop().await;
 }

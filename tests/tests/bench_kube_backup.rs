@@ -158,6 +158,7 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
             tls: ServerTls::default(),
             tools: moco_backup::command::Tools::from_path(),
             threads: std::num::NonZeroU32::MIN,
+            max_rate: None,
         };
         let floor_time = floor();
         // The physical part alone: what the Job does between choosing the source and the
@@ -181,6 +182,7 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
             state,
             &job.bucket,
             &format!("moco/prod/db/bench-{run}"),
+            None,
         )
         .await
         .unwrap();

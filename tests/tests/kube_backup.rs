@@ -141,6 +141,7 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
         tls: ServerTls::default(),
         tools: moco_backup::command::Tools::from_path(),
         threads: std::num::NonZeroU32::MIN,
+        max_rate: None,
     };
     let backup_status = || fake.get_json(CLUSTERS, NS, "db").unwrap()["status"]["backup"].clone();
     let objects = || {

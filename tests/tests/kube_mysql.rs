@@ -254,6 +254,8 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
         tls: ServerTls::default(),
         tools: tools.clone(),
         threads: std::num::NonZeroU32::new(3).unwrap(),
+        // `--max-rate=30M`: mysqlsh's maxRate is per thread.
+        max_rate: Some(moco_core::resources::ByteRate::parse("30M").unwrap()),
     };
     let servers = Servers {
         uuids: Mutex::new((0..3).map(|i| (i, format!("uuid-{i}"))).collect()),
@@ -300,7 +302,7 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
          -- util dump-instance "
             .to_owned()
             + &format!(
-                "{}/dump --excludeUsers={} --threads=3",
+                "{}/dump --excludeUsers={} --threads=3 --maxRate=10000000",
                 work.display(),
                 Account::ALL.map(|a| a.name()).join(",")
             )

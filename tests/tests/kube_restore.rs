@@ -135,6 +135,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         tls: ServerTls::default(),
         tools: moco_backup::command::Tools::from_path(),
         threads: std::num::NonZeroU32::MIN,
+        max_rate: None,
     };
     let first = backup_job().run().await.unwrap();
 

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use moco_core::resources::ByteRate;
+
 use crate::bucket::{Backend, BucketSpec};
 
 use super::JobError;
@@ -96,12 +98,18 @@ impl CommonFlags {
     }
 }
 
-/// `moco backup [FLAGS] BUCKET NAMESPACE NAME`.
+/// `moco backup [FLAGS] [--max-rate RATE] BUCKET NAMESPACE NAME`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct BackupArgs {
     /// The flags.
     #[command(flatten)]
     pub common: CommonFlags,
+    /// Read the backup no faster than this many bytes per second, a Kubernetes quantity
+    /// (`60Mi`, `100M`), so that the primary keeps its latency (beyond MOCO; the operator
+    /// passes the cluster's `moco-rs/backup-max-rate` annotation). MySQL: `mysqlsh`'s
+    /// `maxRate`, shared among the threads.
+    #[arg(long, value_name = "RATE")]
+    pub max_rate: Option<ByteRate>,
     /// `bucketConfig.bucketName` (may name `$(VAR)`s of the environment).
     pub bucket: String,
     /// The MySQLCluster's namespace.
@@ -197,6 +205,7 @@ mod tests {
         assert_eq!(spec.ca_cert, None);
         assert_eq!(spec.name, "$(BUCKET)");
         assert_eq!(cli.args.common.mysql_tls_ca, None);
+        assert_eq!(cli.args.max_rate, None);
 
         // With TLS the operator puts the CA flag right after the subcommand.
         let cli = Cli::try_parse_from([
@@ -212,6 +221,22 @@ mod tests {
             cli.args.common.mysql_tls_ca.as_deref(),
             Some(std::path::Path::new("/mysql-tls/ca.crt"))
         );
+    }
+
+    #[test]
+    fn the_rate_cap_is_a_quantity_and_a_bad_one_is_named() {
+        let cli =
+            Cli::try_parse_from(["backup", "--threads=3", "--max-rate=60Mi", "b", "ns", "db"])
+                .unwrap();
+        assert_eq!(
+            cli.args.max_rate.map(|r| r.bytes_per_second().get()),
+            Some(60 << 20)
+        );
+        let e = Cli::try_parse_from(["backup", "--max-rate=60m", "b", "ns", "db"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--max-rate") && e.contains("write Mi"), "{e}");
     }
 
     #[test]

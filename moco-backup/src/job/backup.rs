@@ -45,6 +45,7 @@ use crate::command::Tools;
 use crate::mysql_format::{self, Endpoint, PreviousBackup, ReadyInstance};
 use crate::physical::{self, Manifest};
 use moco_core::facts::Role;
+use moco_core::resources::ByteRate;
 
 /// What the backup Job needs besides its arguments.
 pub struct BackupJob {
@@ -72,6 +73,8 @@ pub struct BackupJob {
     pub tools: Tools,
     /// `--threads`: the MySQL tools' workers.
     pub threads: NonZeroU32,
+    /// `--max-rate`: the cap on the backup's read rate.
+    pub max_rate: Option<ByteRate>,
 }
 
 impl std::fmt::Debug for BackupJob {
@@ -196,6 +199,7 @@ impl BackupJob {
             tls: ServerTls::from_flag(args.common.mysql_tls_ca.as_deref())?,
             tools: Tools::from_path(),
             threads: NonZeroU32::new(args.common.threads).unwrap_or(NonZeroU32::MIN),
+            max_rate: args.max_rate.clone(),
         })
     }
 
@@ -256,6 +260,7 @@ impl BackupJob {
             previous,
             ready,
             password: &self.backup_password,
+            max_rate: self.max_rate.as_ref(),
         };
         let endpoint = |index| {
             let (host, port) = self.addresses.peers(&id, index);
@@ -312,8 +317,15 @@ impl BackupJob {
         let (state, stream) = agents
             .backup(&host, port, &self.donor_password, CopyPurpose::Backup)
             .await?;
-        let manifest =
-            physical::store_stream(stream, started_at, state, &self.bucket, &prefix).await?;
+        let manifest = physical::store_stream(
+            stream,
+            started_at,
+            state,
+            &self.bucket,
+            &prefix,
+            self.max_rate.as_ref(),
+        )
+        .await?;
         let binlogs = self.archive_binlogs(&id, &cluster).await;
         let mut status = backup_status(&manifest, source_index, began.elapsed());
         match &binlogs {

@@ -28,6 +28,7 @@ use moco_adapters::ports::{Clock, Credentials};
 use moco_api::mysqlcluster::BackupStatus;
 use moco_core::facts::Role;
 use moco_core::gtid::GtidSet;
+use moco_core::resources::ByteRate;
 use moco_core::time::Timestamp;
 use moco_core::validate::duration::format_go_duration;
 use moco_operator::clustering::addresses::AddressResolver;
@@ -105,6 +106,8 @@ pub struct MysqlBackup<'a> {
     pub ready: Vec<(u32, Role)>,
     /// The `moco-backup` password.
     pub password: &'a str,
+    /// The cap on the dump's read rate (`mysqlsh`'s `maxRate`, shared among the threads).
+    pub max_rate: Option<&'a ByteRate>,
 }
 
 /// What a MySQL backup stored.
@@ -199,7 +202,7 @@ pub async fn backup<S: BackupServers>(
     let work = tools.work();
     command::run_one(
         &tools.tools,
-        &mysql_format::dump_instance(&source, &work, tools.threads),
+        &mysql_format::dump_instance(&source, &work, tools.threads, job.max_rate),
         job.password,
     )
     .await?;

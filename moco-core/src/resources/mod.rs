@@ -1,5 +1,5 @@
 //! Kubernetes resource decisions as pure functions (PDB, my.cnf, StatefulSet updates, volumes,
-//! reconciler versions).
+//! reconciler versions, a backup's rate cap).
 //!
 //! Each submodule takes plain data an adapter observed and returns what the resource should
 //! look like or which change to make; applying it is the adapter's job. `docs/resources.md`
@@ -8,6 +8,7 @@
 pub mod mycnf;
 pub mod pdb;
 pub mod quantity;
+pub mod rate;
 pub mod statefulset;
 pub mod volumes;
 
@@ -17,6 +18,7 @@ pub use mycnf::{
 };
 pub use pdb::{PdbDecision, PdbInput, decide_pdb};
 pub use quantity::{Quantity, QuantityError, QuantityErrorKind};
+pub use rate::{ByteRate, RateError};
 pub use statefulset::{
     LATEST_RECONCILER_VERSION, PodTemplateFacts, ReconcileInfo, StatefulSetAction,
     StatefulSetDecision, StatefulSetInput, UpdateReason, choose_reconciler_version,

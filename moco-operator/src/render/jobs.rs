@@ -21,6 +21,7 @@ use moco_api::backuppolicy::{
 use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAME};
 use moco_api::mysqlcluster::RestoreSpec;
 use moco_core::facts::Flavor;
+use moco_core::resources::ByteRate;
 
 use super::meta::ClusterId;
 use super::pod_template::{pod_security_context, spread_over_nodes, with_default_user};
@@ -38,6 +39,11 @@ const MYSQL_CA_VOLUME: &str = "mysql-ca";
 /// MySQLCluster annotation turning on binlog archiving every few seconds (beyond MOCO, whose
 /// API has no field for it): the pause between rounds, a Go duration from `1s` to `1h`.
 pub const ARCHIVE_ANNOTATION: &str = "moco-rs/binlog-archive-interval";
+
+/// MySQLCluster annotation capping the backup Job's read rate (beyond MOCO): bytes per second
+/// as a Kubernetes quantity (`60Mi`), passed as `moco backup --max-rate`. A backup of a
+/// replica that shares a node's disk with the primary otherwise slows the primary's writes.
+pub const MAX_RATE_ANNOTATION: &str = "moco-rs/backup-max-rate";
 
 /// `app.kubernetes.io/component` of the archiver: its Pods carry the backup labels too, and
 /// its selector must not match the backup Jobs' Pods.
@@ -343,24 +349,49 @@ fn policy_pod(
     )
 }
 
-/// `moco-backup-<name>`: the CronJob of `policy`, its Role and RoleBinding.
+/// `moco backup --max-rate` from the annotation's text, checked: a rate, and an image whose
+/// program knows the flag.
+fn max_rate_arg(
+    settings: &RenderSettings,
+    flavor: Flavor,
+    text: &str,
+) -> Result<String, RenderError> {
+    let field = format!("metadata.annotations[\"{MAX_RATE_ANNOTATION}\"]");
+    let rate =
+        ByteRate::parse(text).map_err(|e| RenderError::invalid(field.clone(), e.to_string()))?;
+    // A MySQL cluster's Job runs the backup image; MOCO's `moco-backup` has no such flag and
+    // its Job would fail at every run.
+    if flavor == Flavor::Mysql && settings.images.backup == super::DEFAULT_BACKUP_IMAGE {
+        return Err(RenderError::invalid(
+            field,
+            format!(
+                "a MySQL cluster's backup is capped by moco-rs's backup image (the Dockerfile's \
+                 `backup` target); the operator's --backup-image is MOCO's ({}), which has no \
+                 --max-rate",
+                super::DEFAULT_BACKUP_IMAGE
+            ),
+        ));
+    }
+    Ok(format!("--max-rate={rate}"))
+}
+
+/// `moco-backup-<name>`: the CronJob of `policy`, its Role and RoleBinding; the backup reads
+/// at most at `max_rate`, the text of [`MAX_RATE_ANNOTATION`].
 pub fn backup(
     id: &ClusterId,
     settings: &RenderSettings,
     policy: &BackupPolicy,
     flavor: Flavor,
     tls: bool,
+    max_rate: Option<&str>,
 ) -> Result<JobObjects<CronJob>, RenderError> {
     let p = &policy.spec;
     let config = &p.job_config;
-    let mut pod = policy_pod(
-        id,
-        settings,
-        policy,
-        flavor,
-        "backup",
-        vec!["backup".to_owned(), format!("--threads={}", config.threads)],
-    )?;
+    let mut leading = vec!["backup".to_owned(), format!("--threads={}", config.threads)];
+    if let Some(text) = max_rate {
+        leading.push(max_rate_arg(settings, flavor, text)?);
+    }
+    let mut pod = policy_pod(id, settings, policy, flavor, "backup", leading)?;
     if flavor == Flavor::Mariadb {
         with_agent_access(id, &mut pod, true);
         if tls {

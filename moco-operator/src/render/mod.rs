@@ -295,13 +295,16 @@ pub fn render_cluster(
                 name: name.clone(),
             });
         }
-        (Some(_), Some(policy)) => Some(jobs::backup(&id, settings, policy, flavor, with_tls)?),
+        (Some(_), Some(policy)) => Some(jobs::backup(
+            &id,
+            settings,
+            policy,
+            flavor,
+            with_tls,
+            annotation(cluster, jobs::MAX_RATE_ANNOTATION).map(String::as_str),
+        )?),
     };
-    let archive_interval = cluster
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(jobs::ARCHIVE_ANNOTATION));
+    let archive_interval = annotation(cluster, jobs::ARCHIVE_ANNOTATION);
     let archive = match (archive_interval, inputs.backup_policy) {
         (None, _) => None,
         (Some(interval), Some(policy)) if spec.backup_policy_name.is_some() => Some(jobs::archive(
@@ -404,6 +407,11 @@ impl ClusterObjects {
 }
 
 /// `object` as JSON; k8s-openapi writes `apiVersion` and `kind` itself.
+/// The value of the annotation `key` on `cluster`, if it has one.
+fn annotation<'a>(cluster: &'a MySQLCluster, key: &str) -> Option<&'a String> {
+    cluster.metadata.annotations.as_ref()?.get(key)
+}
+
 fn typed<K: serde::Serialize>(object: &K) -> Result<Value, serde_json::Error> {
     serde_json::to_value(object)
 }

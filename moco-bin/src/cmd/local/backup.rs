@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use moco_adapters::local::create::SeededError;
 use moco_backup::BucketSpec;
+use moco_core::resources::ByteRate;
 use moco_core::time::Timestamp;
 
 use super::{LocalCmdError, usage};
@@ -20,6 +21,11 @@ pub struct BackupArgs {
     command: Option<BackupCommand>,
     #[command(flatten)]
     target: Target,
+    /// Read the backup no faster than this many bytes per second, a Kubernetes quantity
+    /// (`60Mi`, `100M`): the backup takes longer and the primary keeps its write latency
+    /// (`docs/benchmarks.md` has what rates did on one machine).
+    #[arg(long, value_name = "RATE")]
+    max_rate: Option<ByteRate>,
 }
 
 /// Which cluster and which bucket.
@@ -134,16 +140,17 @@ pub async fn run(args: BackupArgs) -> Result<ExitCode, LocalCmdError> {
         Some(BackupCommand::Prune(args)) => prune(&args).await,
         Some(BackupCommand::Archive(args)) => archive(&args).await,
         Some(BackupCommand::Verify(args)) => verify(&args).await,
-        None => take(&args.target).await,
+        None => take(&args.target, args.max_rate.as_ref()).await,
     }
 }
 
-async fn take(target: &Target) -> Result<ExitCode, LocalCmdError> {
+async fn take(target: &Target, max_rate: Option<&ByteRate>) -> Result<ExitCode, LocalCmdError> {
     let (dir, bucket) = bucket(target)?;
     let started = std::time::Instant::now();
-    let taken = moco_backup::local::backup(&dir, &bucket, &moco_adapters::ports::SystemClock)
-        .await
-        .map_err(|e| usage(e.to_string()))?;
+    let taken =
+        moco_backup::local::backup(&dir, &bucket, &moco_adapters::ports::SystemClock, max_rate)
+            .await
+            .map_err(|e| usage(e.to_string()))?;
     let m = &taken.manifest;
     say!(
         "backed up instance {} to {} in {:.1} s: {} bytes stored ({} before compression), GTID state {}",
