@@ -10,7 +10,9 @@
 #   3. `moco local restore --replicas 1 --detach` against `zstd -d | mbstream -x` +
 #      `mariadb-backup --prepare` + starting mariadbd on the result by hand;
 #   4. the primary's write latency (sysbench oltp_write_only, p99) without a backup, with
-#      `moco local backup` of a replica started at t=10 s, and with the raw pipeline instead;
+#      `moco local backup` of a replica started at t=10 s, the same capped with --max-rate,
+#      and with the raw pipeline instead: the whole run's p99, and the median of sysbench's
+#      2 s p99s while the backup ran against the same seconds of the run without one;
 #   5. with binlog archiving on (`moco local backup archive`, every 5 s), the largest distance
 #      between now and the archive's progress mark (`checkedAt`) sampled every 200 ms while
 #      sysbench writes.
@@ -21,7 +23,11 @@
 #   the data is deleted at the end and results.txt and the logs are kept.
 # Environment:
 #   BENCH_RUNS=3          repetitions of the throughput, memory and restore measurements
-#   BENCH_LAT_RUNS=1      repetitions of the latency triple (40 s each run)
+#   BENCH_LAT_RUNS=1      repetitions of the latency runs (one per variant)
+#   BENCH_LAT_SECONDS=40  length of each latency run (the backup starts at 10 s: a capped
+#                         backup must end before the run does)
+#   BENCH_LAT_VARIANTS="none moco capped floor"   which latency runs
+#   BENCH_MAX_RATE=60Mi   the cap of the latency step's capped backup (`--max-rate`)
 #   BENCH_STEPS=backup,s3,restore,latency,archive   which steps to run (backup is always run)
 #   BENCH_KEEP=1          keep the cluster and the data (stop it with `moco local down`)
 #   BENCH_REPLICAS=3      instances of the measured cluster; 1 leaves out the replicas' copies of
@@ -36,6 +42,9 @@ ROWS=${2:-1000000}
 OUT=${3:-}
 RUNS=${BENCH_RUNS:-3}
 LAT_RUNS=${BENCH_LAT_RUNS:-1}
+MAX_RATE=${BENCH_MAX_RATE:-60Mi}
+LAT_SECONDS=${BENCH_LAT_SECONDS:-40}
+LAT_VARIANTS=${BENCH_LAT_VARIANTS:-none moco capped floor}
 STEPS=${BENCH_STEPS:-backup,s3,restore,latency,archive}
 KEEP=${BENCH_KEEP:-0}
 REPLICAS=${BENCH_REPLICAS:-3}
@@ -407,37 +416,78 @@ sb_p99() { awk '/99th percentile:/ { print $3 }' "$1"; }
 sb_max() { awk '/ max:/ { print $2 }' "$1"; }
 sb_tps() { sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.).*/\1/p' "$1"; }
 if has_step latency; then
-  echo "== write latency on the primary (40 s runs; a backup of instance $SRC from t=10 s)" >&2
+  echo "== write latency on the primary ($LAT_SECONDS s runs; a backup of instance $SRC from t=10 s)" >&2
   # Both backups write into memory: a Pod's backup goes to an object store on other machines,
   # and a file on the data disk would put its writeback beside the primary's commit fsyncs
   # (when the floor's file was deleted at once and moco's was kept, only moco's paid for it).
   LAT_BUCKET=$(mktemp -d /dev/shm/moco-bench-latency.XXXXXX)
   trap 'rm -rf "$LAT_BUCKET"; cleanup' EXIT
+  windows=$LOGS/latency-windows.txt
+  : >"$windows"
   for run in $(seq "$LAT_RUNS"); do
-    for variant in none moco floor; do
+    for variant in $LAT_VARIANTS; do
       log=$LOGS/latency-$variant-$run.log
-      sb_run "$log" 40 &
+      sb_run "$log" "$LAT_SECONDS" &
       sb_pid=$!
       extra=""
       if [ "$variant" != none ]; then
         sleep 10
         t0=$(now_ms)
-        if [ "$variant" = moco ]; then
-          no_settle=1 moco_backup "$LOGS/latency-backup-$run.log" --to "$LAT_BUCKET" \
-            || echo "  (the backup during the writes failed)" >&2
-        else
-          floor_args "$SRC"
-          mariadb-backup "${FLOOR_ARGS[@]}" 2>"$LOGS/latency-floor-$run.log" \
-            | zstd -1 -T1 -q -c >"$LAT_BUCKET/floor.xbstream.zst" \
-            || { floor_failures=$((floor_failures + 1)); echo "  (the floor backup during the writes failed)" >&2; }
-        fi
-        extra=" (backup took $(secs $(($(now_ms) - t0))) s)"
+        case $variant in
+          moco)
+            no_settle=1 moco_backup "$LOGS/latency-backup-$run.log" --to "$LAT_BUCKET" \
+              || echo "  (the backup during the writes failed)" >&2 ;;
+          capped)
+            no_settle=1 moco_backup "$LOGS/latency-capped-$run.log" --to "$LAT_BUCKET" \
+              --max-rate "$MAX_RATE" || echo "  (the capped backup during the writes failed)" >&2 ;;
+          floor)
+            floor_args "$SRC"
+            mariadb-backup "${FLOOR_ARGS[@]}" 2>"$LOGS/latency-floor-$run.log" \
+              | zstd -1 -T1 -q -c >"$LAT_BUCKET/floor.xbstream.zst" \
+              || { floor_failures=$((floor_failures + 1)); echo "  (the floor backup during the writes failed)" >&2; } ;;
+        esac
+        took=$(($(now_ms) - t0))
+        echo "$variant $run $took" >>"$windows"
+        extra=" (backup took $(secs "$took") s)"
         rm -rf "${LAT_BUCKET:?}"/*
       fi
       wait "$sb_pid"
       record "writes, backup=$variant, run $run: p99 ms" "$(sb_p99 "$log"); max $(sb_max "$log") ms; $(sb_tps "$log") tps$extra"
     done
   done
+  # While the backup ran: sysbench's 2 s p99s of the intervals overlapping [10 s, 10 s + its
+  # time], pooled over the runs, against the same intervals of the run without a backup. An
+  # interval in which no write completed (a stall) reports 0: it is counted, not pooled.
+  python3 - "$LOGS" "$windows" <<'PYEOF2' | while IFS=$'\t' read -r key value; do record "$key" "$value"; done
+import re, statistics, sys
+logs, windows = sys.argv[1], sys.argv[2]
+def intervals(path):
+    out = []
+    for line in open(path):
+        m = re.match(r'\[ (\d+)s \].*lat \(ms,99%\): ([\d.]+)', line)
+        if m:
+            out.append((int(m.group(1)), float(m.group(2))))
+    return out
+pooled = {}
+stalls = {}
+for line in open(windows):
+    variant, run, took_ms = line.split()
+    end = 10 + int(took_ms) / 1000
+    def window(v):
+        try:
+            ps = [p for t, p in intervals(f"{logs}/latency-{v}-{run}.log") if t > 10 and t - 2 < end]
+        except FileNotFoundError:
+            return []
+        stalls[v] = stalls.get(v, 0) + ps.count(0.0)
+        return [p for p in ps if p > 0]
+    mine, none = pooled.setdefault(variant, ([], []))
+    mine += window(variant)
+    none += window("none")
+for variant, (mine, none) in pooled.items():
+    if mine and none:
+        a, b = statistics.median(mine), statistics.median(none)
+        print(f"in the window, backup={variant}: 2 s p99 ms\t{a:.2f} against {b:.2f} without ({(a / b - 1) * 100:+.0f}%, {len(mine)} intervals, {stalls.get(variant, 0)} stalled)")
+PYEOF2
 fi
 
 # ---------------------------------------------------------------- RPO with binlog archiving on

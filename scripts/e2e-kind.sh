@@ -558,8 +558,11 @@ EOF
     k -n "$NS" wait "job/$1" --for=condition=Complete --timeout=15m
   }
   k patch mysqlcluster "$NAME" -n "$NS" --type=merge -p \
-    '{"metadata":{"annotations":{"moco-rs/binlog-archive-interval":"2s"}},"spec":{"backupPolicyName":"e2e"}}'
+    '{"metadata":{"annotations":{"moco-rs/binlog-archive-interval":"2s","moco-rs/backup-max-rate":"200Mi"}},"spec":{"backupPolicyName":"e2e"}}'
   wait_for 300 "CronJob moco-backup-$NAME" k get cronjob "moco-backup-$NAME" -n "$NS"
+  k get cronjob "moco-backup-$NAME" -n "$NS" \
+    -o jsonpath='{.spec.jobTemplate.spec.template.spec.containers[0].args}' | grep -q -- '--max-rate=200Mi' \
+    || die "the backup CronJob does not carry the annotation's --max-rate"
   wait_for 300 "the archiver moco-archive-$NAME" \
     k wait "deployment/moco-archive-$NAME" -n "$NS" --for=condition=Available --timeout=5s
   run_backup_job e2e-backup

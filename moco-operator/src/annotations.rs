@@ -1,5 +1,7 @@
 //! Admission rules of this build's own annotations (MOCO's API has no fields for them),
-//! applied by the validating webhook after MOCO's rules.
+//! applied by the validating webhook after MOCO's rules. A backup's rate cap
+//! ([`MAX_RATE_ANNOTATION`]) is checked as a rate here, so a typo is refused at `apply`
+//! rather than stopping the cluster's reconcile.
 //!
 //! Three annotations are fixed once the cluster exists: the server family
 //! ([`FLAVOR_ANNOTATION`]), since the data directory belongs to one, the certificate's issuer
@@ -12,6 +14,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use moco_api::mysqlcluster::MySQLCluster;
 
+use crate::render::jobs::{MAX_RATE_ANNOTATION, max_rate_of};
 use crate::render::meta::{FLAVOR_ANNOTATION, flavor_of};
 use crate::render::tls::{TLS_ANNOTATION, TLS_ISSUER_ANNOTATION, issuer_of, tls_of};
 
@@ -25,6 +28,9 @@ pub fn annotation_violations(new: &MySQLCluster, old: Option<&MySQLCluster>) -> 
     if let Err(e) = tls_of(new) {
         out.push(e.to_string());
     } else if let Err(e) = issuer_of(new) {
+        out.push(e.to_string());
+    }
+    if let Err(e) = max_rate_of(new) {
         out.push(e.to_string());
     }
     let Some(old) = old else {
@@ -197,5 +203,22 @@ mod tests {
         );
         let e = annotation_violations(&cluster(&[(TLS_ISSUER_ANNOTATION, "x")]), None);
         assert!(e.len() == 1 && e[0].contains("moco-rs/tls-issuer"), "{e:?}");
+    }
+
+    #[test]
+    fn a_backup_rate_cap_must_be_a_rate() {
+        assert!(annotation_violations(&cluster(&[(MAX_RATE_ANNOTATION, "60Mi")]), None).is_empty());
+        let e = annotation_violations(&cluster(&[(MAX_RATE_ANNOTATION, "60m")]), None);
+        assert_eq!(
+            e,
+            [
+                "metadata.annotations[\"moco-rs/backup-max-rate\"]: \"60m\": `m` means \
+                 thousandths in a quantity: write Mi (MiB/s) or M (MB/s)"
+            ]
+        );
+        // It may change at any time (the next backup takes it).
+        let slow = cluster(&[(MAX_RATE_ANNOTATION, "30Mi")]);
+        let fast = cluster(&[(MAX_RATE_ANNOTATION, "200Mi")]);
+        assert!(annotation_violations(&fast, Some(&slow)).is_empty());
     }
 }

@@ -19,7 +19,7 @@ use moco_api::backuppolicy::{
     BackendType, BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig,
 };
 use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAME};
-use moco_api::mysqlcluster::RestoreSpec;
+use moco_api::mysqlcluster::{MySQLCluster, RestoreSpec};
 use moco_core::facts::Flavor;
 use moco_core::resources::ByteRate;
 
@@ -349,21 +349,31 @@ fn policy_pod(
     )
 }
 
-/// `moco backup --max-rate` from the annotation's text, checked: a rate, and an image whose
-/// program knows the flag.
+/// The cap [`MAX_RATE_ANNOTATION`] sets on `cluster`'s backups, if any; a value that is not
+/// a rate is an error naming the annotation (the webhook refuses it too).
+pub fn max_rate_of(cluster: &MySQLCluster) -> Result<Option<ByteRate>, RenderError> {
+    let Some(text) = super::annotation(cluster, MAX_RATE_ANNOTATION) else {
+        return Ok(None);
+    };
+    ByteRate::parse(text).map(Some).map_err(|e| {
+        RenderError::invalid(
+            format!("metadata.annotations[\"{MAX_RATE_ANNOTATION}\"]"),
+            e.to_string(),
+        )
+    })
+}
+
+/// `moco backup --max-rate`, when the image's program knows the flag.
 fn max_rate_arg(
     settings: &RenderSettings,
     flavor: Flavor,
-    text: &str,
+    rate: &ByteRate,
 ) -> Result<String, RenderError> {
-    let field = format!("metadata.annotations[\"{MAX_RATE_ANNOTATION}\"]");
-    let rate =
-        ByteRate::parse(text).map_err(|e| RenderError::invalid(field.clone(), e.to_string()))?;
     // A MySQL cluster's Job runs the backup image; MOCO's `moco-backup` has no such flag and
     // its Job would fail at every run.
     if flavor == Flavor::Mysql && settings.images.backup == super::DEFAULT_BACKUP_IMAGE {
         return Err(RenderError::invalid(
-            field,
+            format!("metadata.annotations[\"{MAX_RATE_ANNOTATION}\"]"),
             format!(
                 "a MySQL cluster's backup is capped by moco-rs's backup image (the Dockerfile's \
                  `backup` target); the operator's --backup-image is MOCO's ({}), which has no \
@@ -376,20 +386,20 @@ fn max_rate_arg(
 }
 
 /// `moco-backup-<name>`: the CronJob of `policy`, its Role and RoleBinding; the backup reads
-/// at most at `max_rate`, the text of [`MAX_RATE_ANNOTATION`].
+/// at most at `max_rate` ([`max_rate_of`]).
 pub fn backup(
     id: &ClusterId,
     settings: &RenderSettings,
     policy: &BackupPolicy,
     flavor: Flavor,
     tls: bool,
-    max_rate: Option<&str>,
+    max_rate: Option<&ByteRate>,
 ) -> Result<JobObjects<CronJob>, RenderError> {
     let p = &policy.spec;
     let config = &p.job_config;
     let mut leading = vec!["backup".to_owned(), format!("--threads={}", config.threads)];
-    if let Some(text) = max_rate {
-        leading.push(max_rate_arg(settings, flavor, text)?);
+    if let Some(rate) = max_rate {
+        leading.push(max_rate_arg(settings, flavor, rate)?);
     }
     let mut pod = policy_pod(id, settings, policy, flavor, "backup", leading)?;
     if flavor == Flavor::Mariadb {

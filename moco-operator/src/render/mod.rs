@@ -301,7 +301,7 @@ pub fn render_cluster(
             policy,
             flavor,
             with_tls,
-            annotation(cluster, jobs::MAX_RATE_ANNOTATION).map(String::as_str),
+            jobs::max_rate_of(cluster)?.as_ref(),
         )?),
     };
     let archive_interval = annotation(cluster, jobs::ARCHIVE_ANNOTATION);
