@@ -97,10 +97,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for Paced<R> {
         }
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        let read = buf.filled().len() - before;
-        if let (Poll::Ready(Ok(())), Some(schedule)) = (&polled, &mut this.schedule)
-            && read > 0
-        {
+        if let (Poll::Ready(Ok(())), Some(schedule)) = (&polled, &mut this.schedule) {
+            // Only what this read added: the caller's buffer may hold earlier bytes. (A read
+            // of nothing costs nothing, and its wait is zero: the last wait was served.)
+            let read = buf.filled().len() - before;
             let wait = schedule.read(read as u64, this.origin.elapsed());
             if !wait.is_zero() {
                 this.sleep = Some(Box::pin(tokio::time::sleep(wait)));
@@ -220,6 +220,28 @@ mod tests {
             over > 1000 && under > 100 && prompt > 1000,
             "{over} {under} {prompt}"
         );
+    }
+
+    /// Regression guard: a caller's buffer that already holds bytes (a `BufReader` refilling
+    /// after a partial consume) must not be charged for them again.
+    #[tokio::test(start_paused = true)]
+    async fn only_the_bytes_a_read_adds_are_paid_for() {
+        let data = vec![7u8; 512 * 1024];
+        let cap = ByteRate::parse("1Mi").unwrap();
+        let mut paced = Paced::new(&data[..], Some(&cap));
+        let mut storage = vec![0u8; 1 << 20];
+        let mut buf = ReadBuf::new(&mut storage);
+        buf.put_slice(&[1u8; 768 * 1024]);
+        std::future::poll_fn(|cx| Pin::new(&mut paced).poll_read(cx, &mut buf))
+            .await
+            .unwrap();
+        assert_eq!(buf.filled().len(), 1 << 20, "256 KiB added");
+        let began = tokio::time::Instant::now();
+        let mut rest = vec![0u8; 1 << 20];
+        assert_eq!(paced.read(&mut rest).await.unwrap(), 256 * 1024);
+        assert_eq!(paced.read(&mut rest).await.unwrap(), 0);
+        // 256 KiB paid before the second read, 256 KiB before the end: 0.5 s, not 1.25 s.
+        assert_eq!(began.elapsed(), Duration::from_millis(500));
     }
 
     #[tokio::test(start_paused = true)]

@@ -15,7 +15,8 @@ use thiserror::Error;
 
 use super::quantity::Quantity;
 
-/// A positive whole number of bytes per second and the text it was written as.
+/// A positive whole number of bytes per second, and the text it was written as (its
+/// `Display`, so that a rendered flag says what the user wrote).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ByteRate {
     bytes_per_second: NonZeroU64,
@@ -61,11 +62,6 @@ impl ByteRate {
     /// Bytes per second.
     pub fn bytes_per_second(&self) -> NonZeroU64 {
         self.bytes_per_second
-    }
-
-    /// The text it was written as.
-    pub fn as_str(&self) -> &str {
-        &self.text
     }
 
     /// The share of one of `workers` readers that together keep to this rate (at least one

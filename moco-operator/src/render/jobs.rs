@@ -42,7 +42,7 @@ pub const ARCHIVE_ANNOTATION: &str = "moco-rs/binlog-archive-interval";
 
 /// MySQLCluster annotation capping the backup Job's read rate (beyond MOCO): bytes per second
 /// as a Kubernetes quantity (`60Mi`), passed as `moco backup --max-rate`. A backup of a
-/// replica that shares a node's disk with the primary otherwise slows the primary's writes.
+/// replica that shares a node with the primary otherwise slows the primary's writes more.
 pub const MAX_RATE_ANNOTATION: &str = "moco-rs/backup-max-rate";
 
 /// `app.kubernetes.io/component` of the archiver: its Pods carry the backup labels too, and
