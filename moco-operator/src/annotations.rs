@@ -1,6 +1,6 @@
 //! Admission rules of this build's own annotations (MOCO's API has no fields for them),
 //! applied by the validating webhook after MOCO's rules. A backup's rate cap
-//! ([`MAX_RATE_ANNOTATION`]) is checked as a rate here, so a typo is refused at `apply`
+//! ([`crate::render::jobs::MAX_RATE_ANNOTATION`]) is checked as a rate here, so a typo is refused at `apply`
 //! rather than stopping the cluster's reconcile.
 //!
 //! Three annotations are fixed once the cluster exists: the server family
@@ -14,7 +14,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use moco_api::mysqlcluster::MySQLCluster;
 
-use crate::render::jobs::{MAX_RATE_ANNOTATION, max_rate_of};
+use crate::render::jobs::max_rate_of;
 use crate::render::meta::{FLAVOR_ANNOTATION, flavor_of};
 use crate::render::tls::{TLS_ANNOTATION, TLS_ISSUER_ANNOTATION, issuer_of, tls_of};
 
@@ -130,6 +130,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::render::jobs::MAX_RATE_ANNOTATION;
 
     fn cluster(annotations: &[(&str, &str)]) -> MySQLCluster {
         let mut c: MySQLCluster = serde_json::from_value(serde_json::json!({
