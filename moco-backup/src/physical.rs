@@ -261,8 +261,16 @@ pub async fn backup(
     })?;
     // The tool's exit says whether the end of its output is the whole backup.
     let finished = async move { running.finish().await.map_err(BackupError::from) };
-    let paced = Paced::new(stdout, max_rate);
-    store(paced, finished, started_at, binlog_state, bucket, prefix).await
+    store(
+        stdout,
+        finished,
+        started_at,
+        binlog_state,
+        bucket,
+        prefix,
+        max_rate,
+    )
+    .await
 }
 
 /// Stores a backup streamed from elsewhere (a donor agent's `GET /v1/backup`, which ends the
@@ -277,18 +285,19 @@ pub async fn store_stream<R: AsyncRead + Unpin>(
     max_rate: Option<&ByteRate>,
 ) -> Result<Manifest, BackupError> {
     store(
-        Paced::new(stream, max_rate),
+        stream,
         std::future::ready(Ok(())),
         started_at,
         binlog_state,
         bucket,
         prefix,
+        max_rate,
     )
     .await
 }
 
-/// Uploads `stream`, then waits for `finished` (whether the stream was the whole backup), then
-/// writes the manifest.
+/// Uploads `stream`, read at most at `max_rate`, then waits for `finished` (whether the stream
+/// was the whole backup), then writes the manifest.
 async fn store<R: AsyncRead + Unpin>(
     stream: R,
     finished: impl std::future::Future<Output = Result<(), BackupError>>,
@@ -296,12 +305,13 @@ async fn store<R: AsyncRead + Unpin>(
     binlog_state: GtidSet,
     bucket: &Bucket,
     prefix: &str,
+    max_rate: Option<&ByteRate>,
 ) -> Result<Manifest, BackupError> {
     let key = format!("{prefix}/{BASE_KEY}");
     // The upload ends when the stream does. When the upload fails first, dropping the stream
     // closes the pipe and the tool stops on it. Either way the manifest is not written unless
     // both succeeded, so nothing half-done is ever used.
-    let mut watched = Watched::new(stream, &[SLAVE_INFO, BINLOG_INFO]);
+    let mut watched = Watched::new(Paced::new(stream, max_rate), &[SLAVE_INFO, BINLOG_INFO]);
     let uploaded = put_compressed(bucket, &key, BASE_KEY, &mut watched).await;
     let position = position_in(&watched.scanner);
     drop(watched);

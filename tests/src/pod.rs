@@ -675,6 +675,32 @@ pub fn pod_admin(pod: &TestPod) -> moco_adapters::mysql::MysqlInstance {
     ))
 }
 
+/// `pod` as a backup's donor for `binary`'s `mariadb-backup` (clone-donor account, nice 0).
+pub fn backup_donor(
+    binary: &moco_adapters::mysqld::ServerBinary,
+    pod: &TestPod,
+) -> moco_adapters::instance::clone::BackupSource {
+    let tool = match binary.tool("mariadb-backup") {
+        Ok(t) => t,
+        Err(e) => panic!("mariadb-backup beside the server: {e}"),
+    };
+    moco_adapters::instance::clone::BackupSource {
+        tool,
+        defaults_file: pod.mysqld.defaults_file().to_owned(),
+        datadir: pod.volume().join("data"),
+        host: "127.0.0.1".into(),
+        port: pod.port,
+        credentials: moco_adapters::ports::Credentials {
+            user: "moco-clone-donor".into(),
+            password: test_password(moco_adapters::mysql::Account::CloneDonor),
+        },
+        ssl_ca: None,
+        scratch_dir: pod.dir.join("backup-scratch"),
+        log: pod.dir.join("backup.log"),
+        nice: 0,
+    }
+}
+
 /// `moco init`, start, and MOCO's accounts, as in a Pod.
 pub async fn ready_pod(
     binary: &moco_adapters::mysqld::ServerBinary,

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use moco_adapters::instance::clone::{BackupSource, RestoreTarget};
-use moco_adapters::mysql::{Account, Dialect, sql};
-use moco_adapters::ports::{Credentials, MysqlPort as _};
+use moco_adapters::instance::clone::RestoreTarget;
+use moco_adapters::mysql::{Dialect, sql};
+use moco_adapters::ports::MysqlPort as _;
 use moco_backup::BucketSpec;
 use moco_backup::physical;
 use moco_tests::local::server_or_skip;
-use moco_tests::pod::{pod_admin, ready_pod, test_password};
+use moco_tests::pod::{backup_donor, pod_admin, ready_pod};
 use moco_tests::s3::{FlakyProxy, create_bucket, moto};
 use mysql_async::prelude::Queryable;
 
@@ -42,21 +42,7 @@ async fn a_store_lost_mid_upload_is_retried_or_leaves_no_complete_backup() {
         .await
         .unwrap();
     drop(c);
-    let backup_source = BackupSource {
-        tool: binary.tool("mariadb-backup").unwrap(),
-        defaults_file: source.mysqld.defaults_file().to_owned(),
-        datadir: source.volume().join("data"),
-        host: "127.0.0.1".into(),
-        port: source.port,
-        credentials: Credentials {
-            user: "moco-clone-donor".into(),
-            password: test_password(Account::CloneDonor),
-        },
-        ssl_ca: None,
-        scratch_dir: source.dir.join("backup-scratch"),
-        log: source.dir.join("backup.log"),
-        nice: 0,
-    };
+    let backup_source = backup_donor(&binary, &source);
     let env: BTreeMap<String, String> = [
         ("AWS_ACCESS_KEY_ID", "test"),
         ("AWS_SECRET_ACCESS_KEY", "test"),

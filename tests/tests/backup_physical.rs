@@ -6,14 +6,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use moco_adapters::instance::clone::{BackupSource, RestoreTarget, seed};
+use moco_adapters::instance::clone::{RestoreTarget, seed};
 use moco_adapters::mysql::{Account, Dialect, sql};
-use moco_adapters::ports::{Credentials, MysqlPort as _};
+use moco_adapters::ports::MysqlPort as _;
 use moco_backup::physical::{self, BASE_KEY};
 use moco_backup::{BucketSpec, ObjectInfo};
 use moco_core::resources::ByteRate;
 use moco_tests::local::{connect, opts, server_or_skip};
-use moco_tests::pod::{TestPod, pod_admin as admin, ready_pod, test_password};
+use moco_tests::pod::{TestPod, backup_donor, pod_admin as admin, ready_pod, test_password};
 use mysql_async::prelude::Queryable;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,7 +45,7 @@ async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
         .open(&BTreeMap::new())
         .unwrap();
     let prefix = "moco/ns/db/20261123-230000";
-    let backup_source = donor(&binary, &source);
+    let backup_source = backup_donor(&binary, &source);
     let started = std::time::Instant::now();
     let manifest = physical::backup(&backup_source, state_before.clone(), &bucket, prefix, None)
         .await
@@ -152,25 +152,6 @@ async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
     source.stop().await;
 }
 
-/// The tool's view of `source`, as the clone donor.
-fn donor(binary: &moco_adapters::mysqld::ServerBinary, source: &TestPod) -> BackupSource {
-    BackupSource {
-        tool: binary.tool("mariadb-backup").unwrap(),
-        defaults_file: source.mysqld.defaults_file().to_owned(),
-        datadir: source.volume().join("data"),
-        host: "127.0.0.1".into(),
-        port: source.port,
-        credentials: Credentials {
-            user: "moco-clone-donor".into(),
-            password: test_password(Account::CloneDonor),
-        },
-        ssl_ca: None,
-        scratch_dir: source.dir.join("backup-scratch"),
-        log: source.dir.join("backup.log"),
-        nice: 0,
-    }
-}
-
 /// `--max-rate`: the backup reads the tool's stream no faster than the cap, so it lasts at
 /// least the stream's size over the rate (less the burst the cap forgives). A lower bound on
 /// the time, which a slow machine only makes truer: unpaced, this backup took 0.16 s, and at
@@ -192,7 +173,7 @@ async fn a_capped_backup_reads_no_faster_than_its_rate() {
     let prefix = "moco/ns/db/20261125-050000";
     let started = std::time::Instant::now();
     let manifest = physical::backup(
-        &donor(&binary, &source),
+        &backup_donor(&binary, &source),
         state,
         &bucket,
         prefix,
