@@ -670,6 +670,62 @@ async fn the_restore_job_lives_until_the_restore_is_recorded() {
     );
 }
 
+/// The restore's Role and RoleBinding belong to its Job, so they go when the Job goes, and are
+/// deleted once the restore is recorded even when the Job is kept (issue 29: they were owned by
+/// the cluster and outlived the restore).
+#[tokio::test]
+async fn the_restore_rbac_goes_with_its_job_and_once_the_restore_is_recorded() {
+    const JOBS: &str = "batch/v1/jobs";
+    const ROLES: &str = "rbac.authorization.k8s.io/v1/roles";
+    const BINDINGS: &str = "rbac.authorization.k8s.io/v1/rolebindings";
+    let env = Env::new(json!({"restore": {
+        "sourceName": "src", "sourceNamespace": "old",
+        "restorePoint": "2026-05-01T12:34:56Z",
+        "jobConfig": {"serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
+                      "workVolume": {"emptyDir": {}}}
+    }}));
+    env.annotate("moco-rs/flavor", Some("mariadb"));
+    let owners = |resource: &str| {
+        env.fake
+            .get_json(resource, NS, "moco-restore-db")
+            .map(|o| o["metadata"]["ownerReferences"].clone())
+    };
+    env.ok_round().await;
+    let job = env.fake.get_json(JOBS, NS, "moco-restore-db").unwrap();
+    let by_job = json!([{"apiVersion": "batch/v1", "kind": "Job",
+                         "name": "moco-restore-db", "uid": job["metadata"]["uid"]}]);
+    for resource in [ROLES, BINDINGS] {
+        assert_eq!(owners(resource), Some(by_job.clone()), "{resource}");
+    }
+    // The Job is deleted (by hand, or a TTL): garbage collection takes its RBAC with it; the
+    // next round creates both again, the RBAC owned by the new Job.
+    assert!(env.fake.delete(JOBS, NS, "moco-restore-db"));
+    for resource in [ROLES, BINDINGS] {
+        assert_eq!(owners(resource), None, "{resource} collected with the Job");
+    }
+    env.ok_round().await;
+    let job = env.fake.get_json(JOBS, NS, "moco-restore-db").unwrap();
+    for resource in [ROLES, BINDINGS] {
+        assert_eq!(
+            owners(resource).unwrap()[0]["uid"],
+            job["metadata"]["uid"],
+            "{resource}"
+        );
+    }
+    // The restore is recorded but its Job failed afterwards: the Job stays for inspection,
+    // its RBAC does not.
+    env.fake
+        .set_status(JOBS, NS, "moco-restore-db", json!({"failed": 1}));
+    env.fake.modify(CLUSTERS, NS, "db", |c| {
+        c["status"]["restoredTime"] = json!("2026-11-23T11:00:00Z");
+    });
+    env.ok_round().await;
+    assert!(env.fake.get_json(JOBS, NS, "moco-restore-db").is_some());
+    for resource in [ROLES, BINDINGS] {
+        assert_eq!(owners(resource), None, "{resource} deleted once recorded");
+    }
+}
+
 #[tokio::test]
 async fn offline_scales_to_zero_and_drops_the_budget() {
     let env = Env::new(json!({}));

@@ -1012,7 +1012,8 @@ fn restore_job_exists_until_the_restore_is_recorded() {
     // MOCO's Job and Role for MySQL; MariaDB's streams to instance 0's agent with the
     // cluster's certificate, and deletes its Pod.
     let role = serde_json::to_value(&restore.role).unwrap();
-    assert_eq!(role["rules"][1]["verbs"], json!(["get"]));
+    assert_eq!(role["rules"][2]["verbs"], json!(["get"]));
+    assert_eq!(role["rules"][2]["resourceNames"], json!(["moco-db-0"]));
     assert_eq!(
         job["spec"]["template"]["spec"]["volumes"]
             .as_array()
@@ -1027,8 +1028,8 @@ fn restore_job_exists_until_the_restore_is_recorded() {
     )]));
     let restore = render(&mariadb).restore.unwrap();
     let role = serde_json::to_value(&restore.role).unwrap();
-    assert_eq!(role["rules"][1]["resources"], json!(["pods"]));
-    assert_eq!(role["rules"][1]["verbs"], json!(["get", "delete"]));
+    assert_eq!(role["rules"][2]["resources"], json!(["pods"]));
+    assert_eq!(role["rules"][2]["verbs"], json!(["get", "delete"]));
     let spec = &serde_json::to_value(&restore.workload).unwrap()["spec"]["template"]["spec"];
     assert_eq!(
         spec["volumes"][1],

@@ -580,6 +580,10 @@ async fn apply_rbac(
 
 /// The restore Job exists while the restore is pending; once `restoredTime` is recorded a
 /// successful Job is deleted, and a failed one is left for inspection.
+///
+/// Its Role and RoleBinding are applied before the Job, so its Pod finds them, and then owned
+/// by the Job alone ([`crate::render::jobs::owned_by_job`]): they go with the Job, whoever
+/// deletes it, and are deleted once the restore is recorded even while the Job stays.
 async fn reconcile_restore(
     cluster: &MySQLCluster,
     id: &ClusterId,
@@ -589,20 +593,27 @@ async fn reconcile_restore(
     let client = &ctx.client;
     let jobs: Api<Job> = Api::namespaced(client.clone(), &id.namespace);
     let err = || ReconcileError::api(Step::Restore);
+    let name = id.restore();
     if let Some(r) = &objects.restore {
-        apply_rbac(
-            ctx,
-            id,
-            &id.restore(),
-            &r.role,
-            &r.role_binding,
-            Step::Restore,
-        )
-        .await?;
-        // A Job's template is immutable: create it once, never update it.
-        create_once(&jobs, &id.restore(), &r.workload)
-            .await
-            .map_err(err())?;
+        let job = match retry(|| jobs.get_opt(&name)).await.map_err(err())? {
+            Some(job) => job,
+            None => {
+                apply_rbac(ctx, id, &name, &r.role, &r.role_binding, Step::Restore).await?;
+                // A Job's template is immutable: create it once, never update it.
+                create_once(&jobs, &name, &r.workload)
+                    .await
+                    .map_err(err())?
+            }
+        };
+        let (role, binding) =
+            crate::render::jobs::owned_by_job(r, &job).ok_or_else(|| ReconcileError::Input {
+                step: Step::Restore,
+                message: format!(
+                    "Job {}/{name} has no uid: cannot own its RBAC",
+                    id.namespace
+                ),
+            })?;
+        apply_rbac(ctx, id, &name, &role, &binding, Step::Restore).await?;
         return Ok(());
     }
     let restored = cluster
@@ -610,7 +621,6 @@ async fn reconcile_restore(
         .as_ref()
         .is_some_and(|s| s.restored_time.is_some());
     if cluster.spec.restore.is_some() && restored {
-        let name = id.restore();
         let job = retry(|| jobs.get_opt(&name)).await.map_err(err())?;
         let succeeded = job
             .as_ref()
@@ -619,9 +629,18 @@ async fn reconcile_restore(
             .unwrap_or(0)
             > 0;
         if succeeded {
-            delete_if_present(&jobs, &id.restore(), &DeleteParams::background())
+            delete_if_present(&jobs, &name, &DeleteParams::background())
                 .await
                 .map_err(err())?;
+        }
+        let roles: Api<Role> = Api::namespaced(client.clone(), &id.namespace);
+        let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &id.namespace);
+        let dp = DeleteParams::background();
+        for result in [
+            delete_if_present(&bindings, &name, &dp).await,
+            delete_if_present(&roles, &name, &dp).await,
+        ] {
+            result.map_err(err())?;
         }
     }
     Ok(())

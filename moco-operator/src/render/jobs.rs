@@ -1,5 +1,6 @@
 //! The backup CronJob and the restore Job of a cluster, each with the Role and RoleBinding its
-//! Pod needs to record what it did on the MySQLCluster.
+//! Pod needs to record what it did on the MySQLCluster: the verbs its program calls, on the
+//! objects it calls them on (`moco-operator/tests/rbac.rs` asks them as `kubectl auth can-i`).
 //!
 //! The program in the Job (`moco-backup`) is a separate image; this module only builds the
 //! objects and their arguments, which are that program's command line contract.
@@ -13,7 +14,7 @@ use k8s_openapi::api::core::v1::{
     SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use moco_adapters::mysql::Account;
 use moco_api::backuppolicy::{
     BackendType, BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig,
@@ -195,22 +196,30 @@ fn default_backup_affinity() -> Affinity {
     ])
 }
 
-/// The backup or restore program reads and records on its own MySQLCluster only.
-fn own_cluster_rule(id: &ClusterId) -> PolicyRule {
-    rule(
-        "moco.cybozu.com",
-        &["mysqlclusters", "mysqlclusters/status"],
-        &["get", "update"],
-        Some(&id.name),
-    )
+/// The backup or restore program reads its own MySQLCluster and writes its status (a `PUT`
+/// of `/status`: `status.backup`, `status.restoredTime`); nothing else of it. MOCO also granted
+/// `update` on the cluster itself and `get` on the status, which neither program calls.
+fn own_cluster_rules(id: &ClusterId) -> [PolicyRule; 2] {
+    [
+        rule("moco.cybozu.com", &["mysqlclusters"], &["get"], &[&id.name]),
+        rule(
+            "moco.cybozu.com",
+            &["mysqlclusters/status"],
+            &["update"],
+            &[&id.name],
+        ),
+    ]
 }
 
-fn rule(group: &str, resources: &[&str], verbs: &[&str], names: Option<&str>) -> PolicyRule {
+/// A rule of `verbs` on `resources` of `group`, on the objects `names` only (every object when
+/// empty: `list` and `create` name none).
+fn rule(group: &str, resources: &[&str], verbs: &[&str], names: &[&str]) -> PolicyRule {
     PolicyRule {
         api_groups: Some(vec![group.to_owned()]),
         resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
         verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-        resource_names: names.map(|n| vec![n.to_owned()]),
+        resource_names: (!names.is_empty())
+            .then(|| names.iter().map(|n| (*n).to_owned()).collect()),
         ..PolicyRule::default()
     }
 }
@@ -440,16 +449,15 @@ pub fn backup(
         }),
         ..CronJob::default()
     };
-    let (role, role_binding) = rbac(
-        id,
-        id.backup(),
-        vec![
-            own_cluster_rule(id),
-            rule("", &["pods"], &["get", "list", "watch"], None),
-            rule("", &["events"], &["create", "update", "patch"], None),
-        ],
-        &config.service_account_name,
-    );
+    // Both programs (MOCO's and `moco backup`) and the archiver, which runs as the same
+    // account, list the cluster's Pods by label and create Events; a list cannot be limited
+    // to names. MOCO also granted Pods get/watch and Events update/patch, which none calls.
+    let mut rules = own_cluster_rules(id).to_vec();
+    rules.extend([
+        rule("", &["pods"], &["list"], &[]),
+        rule("", &["events"], &["create"], &[]),
+    ]);
+    let (role, role_binding) = rbac(id, id.backup(), rules, &config.service_account_name);
     Ok(JobObjects {
         workload: cronjob,
         role,
@@ -459,8 +467,10 @@ pub fn backup(
 
 /// `moco-restore-<name>`: the Job restoring `restore`, its Role and RoleBinding.
 ///
-/// MariaDB: the Job also deletes instance 0's Pod once its agent has prepared the copy (the
-/// copy replaces the datadir while no server runs), so its Role may delete Pods.
+/// The Role reaches instance 0's Pod only: MOCO's program reads it for its address, and on
+/// MariaDB the Job deletes it once its agent has prepared the copy (the copy replaces the
+/// datadir while no server runs). Reconcile makes the Job the owner of both RBAC objects
+/// ([`owned_by_job`]), so they go with it.
 pub fn restore(
     id: &ClusterId,
     settings: &RenderSettings,
@@ -524,21 +534,41 @@ pub fn restore(
         }),
         ..Job::default()
     };
-    let (role, role_binding) = rbac(
-        id,
-        id.restore(),
-        vec![
-            own_cluster_rule(id),
-            rule("", &["pods"], pod_verbs, None),
-            rule("", &["events"], &["create"], None),
-        ],
-        &config.service_account_name,
-    );
+    let mut rules = own_cluster_rules(id).to_vec();
+    rules.extend([
+        rule("", &["pods"], pod_verbs, &[&id.pod(0)]),
+        rule("", &["events"], &["create"], &[]),
+    ]);
+    let (role, role_binding) = rbac(id, id.restore(), rules, &config.service_account_name);
     Ok(JobObjects {
         workload: job,
         role,
         role_binding,
     })
+}
+
+/// `rbac` (a restore Job's Role and RoleBinding) owned by `job` alone instead of the
+/// cluster: garbage collection then removes them with the Job, and they never outlive the
+/// restore that needed them. `None` when the Job has no uid yet (it was not created).
+pub fn owned_by_job(rbac: &JobObjects<Job>, job: &Job) -> Option<(Role, RoleBinding)> {
+    let uid = job.metadata.uid.clone()?;
+    let name = job.metadata.name.clone()?;
+    let owner = OwnerReference {
+        api_version: "batch/v1".into(),
+        kind: "Job".into(),
+        name,
+        uid,
+        // Not the controller: no controller manages a Role. No blockOwnerDeletion: it would
+        // need `update` on jobs/finalizers, and a foreground deletion of the Job need not
+        // wait for its Role.
+        controller: None,
+        block_owner_deletion: None,
+    };
+    let mut role = rbac.role.clone();
+    let mut binding = rbac.role_binding.clone();
+    role.metadata.owner_references = Some(vec![owner.clone()]);
+    binding.metadata.owner_references = Some(vec![owner]);
+    Some((role, binding))
 }
 
 /// `moco-archive-<name>`: the Deployment whose one Pod archives the binlogs of the cluster

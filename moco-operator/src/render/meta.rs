@@ -142,6 +142,11 @@ impl ClusterId {
         format!("moco-restore-{}", self.name)
     }
 
+    /// `moco-<name>-<ordinal>`: the Pod of instance `ordinal`.
+    pub fn pod(&self, ordinal: u32) -> String {
+        format!("{}-{ordinal}", self.prefixed())
+    }
+
     /// The host name of instance `ordinal` inside the cluster network:
     /// `moco-<name>-<ordinal>.moco-<name>.<namespace>.svc`.
     pub fn pod_fqdn(&self, ordinal: u32) -> String {

@@ -1,7 +1,7 @@
 //! Helpers for tests of the servers, in this crate and in moco-bin (which runs the real binary):
 //! throwaway certificates, a minimal HTTP/1.1 client over TCP and TLS, AdmissionReview
-//! fixtures, a reader of the metrics exposition that checks its form, and the controller
-//! container of the install manifests. Enabled by the `testing` feature only.
+//! fixtures, a reader of the metrics exposition that checks its form, the controller
+//! container of the install manifests, and an RBAC evaluator (`kubectl auth can-i` offline). Enabled by the `testing` feature only.
 //!
 //! The helpers panic on failure, with what failed, as test code does.
 
@@ -10,6 +10,7 @@ mod certs;
 mod client;
 mod exposition;
 mod manifests;
+pub mod rbac;
 mod reviews;
 
 pub use certs::write_certificates;
