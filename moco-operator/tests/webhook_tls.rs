@@ -477,3 +477,45 @@ async fn serves_from_the_cert_dir_with_os_randomness() {
     assert_eq!(status, 405, "/healthz answers GET only");
     server.stop().await;
 }
+
+/// `moco-rs/tls-issuer` may name a ClusterIssuer only: an `Issuer/...` resolves in the
+/// controller's namespace, where the Certificate lives, so a tenant could have the operator's
+/// own issuers (the agents' CA among them) sign a key that is then copied into the tenant's
+/// namespace (issue 29). The webhook refuses it at apply time, naming the annotation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tls_issuer_must_be_a_cluster_issuer() {
+    let server = start(false).await;
+    let validate = "/validate-moco-cybozu-com-v1beta2-mysqlcluster";
+    let with_issuer = |issuer: &str| {
+        let mut c = cluster("c1", 3, json!({"serverIDBase": 1}));
+        c["metadata"]["annotations"] = json!({"moco-rs/tls": "true", "moco-rs/tls-issuer": issuer});
+        review(
+            "MySQLCluster",
+            "mysqlclusters",
+            "CREATE",
+            "c1",
+            "default",
+            c,
+            Value::Null,
+        )
+    };
+    for issuer in [
+        "Issuer/moco-grpc-issuer",
+        "Issuer/moco-selfsigned-issuer",
+        "Issuer/corp-ca",
+    ] {
+        let (status, body) = post(&server, validate, &with_issuer(issuer)).await;
+        assert_eq!(status, 200);
+        let (allowed, message, code) = response(&body);
+        assert!(!allowed, "{issuer} must be refused");
+        assert_eq!(code, 422, "{message}");
+        assert!(
+            message.contains("metadata.annotations[\"moco-rs/tls-issuer\"]")
+                && message.contains("ClusterIssuer/<name>"),
+            "{issuer}: {message}"
+        );
+    }
+    let (_, body) = post(&server, validate, &with_issuer("ClusterIssuer/corp-ca")).await;
+    assert!(response(&body).0, "{body}");
+    server.stop().await;
+}

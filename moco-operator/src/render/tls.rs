@@ -25,9 +25,11 @@ pub const TLS_ANNOTATION: &str = "moco-rs/tls";
 /// The Issuer of the install manifests that signs mysqld certificates.
 pub const MYSQL_ISSUER: &str = "moco-mysql-issuer";
 /// MySQLCluster annotation naming another issuer for mysqld's certificate (an organisation's
-/// own CA): `ClusterIssuer/<name>`, or `Issuer/<name>` for an Issuer in the controller
-/// namespace (where the Certificate lives). Its Secret must carry `ca.crt`, as cert-manager's
-/// CA and Vault issuers write it. Fixed at creation, like [`TLS_ANNOTATION`].
+/// own CA): `ClusterIssuer/<name>` only. An `Issuer` would be looked up in the controller
+/// namespace, where the Certificate lives, and the Issuers there are the operator's own (the
+/// agents' CA among them): a tenant could have them sign a key that then lands in the
+/// tenant's namespace. Its Secret must carry `ca.crt`, as cert-manager's CA and Vault issuers
+/// write it. Fixed at creation, like [`TLS_ANNOTATION`].
 pub const TLS_ISSUER_ANNOTATION: &str = "moco-rs/tls-issuer";
 /// Where the mysqld and agent containers (and the Jobs) find the files.
 pub const MOUNT_PATH: &str = "/mysql-tls";
@@ -74,8 +76,8 @@ impl std::fmt::Display for IssuerRef {
 }
 
 /// The issuer of mysqld's certificate: from [`TLS_ISSUER_ANNOTATION`], else the install
-/// manifests' [`MYSQL_ISSUER`]. A malformed value, or one without TLS, is an error naming the
-/// annotation.
+/// manifests' [`MYSQL_ISSUER`]. A malformed value, an `Issuer`, or a value without TLS is an
+/// error naming the annotation (the webhook refuses it, and reconcile too if one got past).
 pub fn issuer_of(cluster: &MySQLCluster) -> Result<IssuerRef, RenderError> {
     let field = || format!("metadata.annotations[\"{TLS_ISSUER_ANNOTATION}\"]");
     let Some(value) = cluster
@@ -101,10 +103,19 @@ pub fn issuer_of(cluster: &MySQLCluster) -> Result<IssuerRef, RenderError> {
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
-    if !matches!(kind, "ClusterIssuer" | "Issuer") || !name_ok {
+    if kind == "Issuer" {
         return Err(RenderError::invalid(
             field(),
-            format!("{value:?}: use \"ClusterIssuer/<name>\" or \"Issuer/<name>\""),
+            format!(
+                "{value:?}: use \"ClusterIssuer/<name>\": an Issuer is looked up in the \
+                 operator's namespace, whose Issuers are the operator's own"
+            ),
+        ));
+    }
+    if kind != "ClusterIssuer" || !name_ok {
+        return Err(RenderError::invalid(
+            field(),
+            format!("{value:?}: use \"ClusterIssuer/<name>\""),
         ));
     }
     Ok(IssuerRef {
@@ -216,7 +227,9 @@ mod tests {
             "corp-ca",
             "ClusterIssuer/",
             "Certificate/x",
-            "Issuer/Corp_CA",
+            "ClusterIssuer/Corp_CA",
+            "Issuer/corp-ca",
+            "Issuer/moco-grpc-issuer",
         ] {
             let e = with(&[(TLS_ANNOTATION, "true"), (TLS_ISSUER_ANNOTATION, bad)])
                 .unwrap_err()
