@@ -10,6 +10,7 @@ mod agent_restore;
 mod agent_rotation;
 mod backup_azure;
 mod backup_faults;
+mod backup_hostile;
 mod backup_physical;
 mod backup_s3;
 mod bench_kube_backup;

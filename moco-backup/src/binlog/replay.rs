@@ -122,21 +122,15 @@ pub async fn replay(
         .await
         .map_err(|e| read_only_error(e.to_string()))?;
     let result = async {
-        for step in &plan.steps {
+        for (index, step) in plan.steps.iter().enumerate() {
             let segment = &segments[step.segment];
-            let key = format!("{prefix}/{ARCHIVE_FOLDER}/{}", segment.object.key);
-            let file = target.scratch.join(&segment.file);
-            fetch(bucket, &key, segment, &file).await?;
-            let summary = events::summarize_file(&file)
-                .await
-                .map_err(|e| corrupt(&key, e))?;
-            let (taken, wanted) = selected(&summary.transactions, step, plan.stop_before);
-            let Some(last) = taken.last().map(|t| t.gtid) else {
-                let _ = std::fs::remove_file(&file);
+            let file = scratch_file(&target.scratch, index);
+            let applied =
+                apply_step(bucket, prefix, segment, step, plan, target, &options, &file).await;
+            let _ = std::fs::remove_file(&file);
+            let Some((last, taken, wanted)) = applied? else {
                 break;
             };
-            apply(target, &options, &file, step.after, last).await?;
-            let _ = std::fs::remove_file(&file);
             let reached =
                 position(admin, last.domain)
                     .await
@@ -155,9 +149,9 @@ pub async fn replay(
                 });
             }
             done.files += 1;
-            done.transactions += taken.len() as u64;
+            done.transactions += taken as u64;
             done.last = Some(last);
-            if taken.len() < wanted {
+            if taken < wanted {
                 break;
             }
         }
@@ -193,6 +187,40 @@ pub async fn replay(
         })?;
     }
     Ok(done)
+}
+
+/// Where step `index` fetches its file to: named by its position in the plan. Never by the
+/// segment's `file`: that is the server's name for it as the bucket's JSON says, and whoever
+/// can write to the bucket could make it `../x` or an absolute path.
+fn scratch_file(scratch: &Path, index: usize) -> PathBuf {
+    scratch.join(format!("step-{index:06}.binlog"))
+}
+
+/// Fetches `segment` into `file`, applies what `step` takes of it; returns the last GTID
+/// applied, how many transactions were and how many the step held (`None`: nothing before
+/// the point).
+#[allow(clippy::too_many_arguments)]
+async fn apply_step(
+    bucket: &Bucket,
+    prefix: &str,
+    segment: &Segment,
+    step: &Step,
+    plan: &Plan,
+    target: &ReplayTarget,
+    options: &Path,
+    file: &Path,
+) -> Result<Option<(Gtid, usize, usize)>, ReplayError> {
+    let key = format!("{prefix}/{ARCHIVE_FOLDER}/{}", segment.object.key);
+    fetch(bucket, &key, segment, file).await?;
+    let summary = events::summarize_file(file)
+        .await
+        .map_err(|e| corrupt(&key, e))?;
+    let (taken, wanted) = selected(&summary.transactions, step, plan.stop_before);
+    let Some(last) = taken.last().map(|t| t.gtid) else {
+        return Ok(None);
+    };
+    apply(target, options, file, &segment.file, step.after, last).await?;
+    Ok(Some((last, taken.len(), wanted)))
 }
 
 /// The transactions of a file that `step` replays (those after `step.after` up to
@@ -281,16 +309,17 @@ fn binlog_args(file: &Path, after: Option<Gtid>, last: Gtid) -> Vec<String> {
     args
 }
 
+/// Applies `file` (the server's `name`, for messages) from after `after` through `last`.
 async fn apply(
     target: &ReplayTarget,
     options: &Path,
     file: &Path,
+    name: &str,
     after: Option<Gtid>,
     last: Gtid,
 ) -> Result<(), ReplayError> {
-    let name = file.display().to_string();
     let failed = |message: String| ReplayError::Apply {
-        file: name.clone(),
+        file: name.to_owned(),
         message,
     };
     let io = |what: &str, e: std::io::Error| failed(format!("{what}: {e}"));
