@@ -1378,3 +1378,59 @@ fn tls_copies_take_the_cert_manager_secret_and_a_bad_value_names_the_annotation(
         "metadata.annotations[\"moco-rs/tls\"]: \"on\" is not a boolean: use \"true\" or \"false\""
     );
 }
+
+/// The prevent-delete admission policy of `deploy/` selects the mysqld Pods the operator
+/// renders (its `objectSelector` names their labels) and no Pod of the backup or restore Jobs
+/// (issue 29: it applied to every Pod).
+#[test]
+fn the_prevent_delete_policy_selects_the_rendered_mysqld_pods_only() {
+    let path = moco_operator::testing::repo().join("deploy/admission-policy.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let vap = docs
+        .iter()
+        .find(|d| d["kind"] == "ValidatingAdmissionPolicy")
+        .unwrap();
+    let selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+        serde_json::from_value(vap["spec"]["matchConstraints"]["objectSelector"].clone()).unwrap();
+    let selects = |labels: &BTreeMap<String, String>| {
+        let by_label = selector
+            .match_labels
+            .iter()
+            .flatten()
+            .all(|(k, v)| labels.get(k) == Some(v));
+        let by_expression = selector.match_expressions.iter().flatten().all(|e| {
+            assert_eq!(e.operator, "Exists", "{e:?}");
+            labels.contains_key(&e.key)
+        });
+        by_label && by_expression
+    };
+    let mut inputs = Inputs::new();
+    inputs.policy = Some(policy());
+    let c = cluster(json!({"backupPolicyName": "daily", "restore": {
+        "sourceName": "src", "sourceNamespace": "old",
+        "restorePoint": "2026-05-01T12:34:56Z",
+        "jobConfig": {"serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
+                      "workVolume": {"emptyDir": {}}}
+    }}));
+    let objects = inputs.render(&c).unwrap();
+    let sts = objects.statefulset.spec.as_ref().unwrap();
+    let labels = sts
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .clone()
+        .unwrap();
+    assert!(selects(&labels), "the mysqld Pods: {labels:?}");
+    let backup = serde_json::to_value(&objects.backup.unwrap().workload).unwrap();
+    let restore = serde_json::to_value(&objects.restore.unwrap().workload).unwrap();
+    for pod_labels in [
+        &backup["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"],
+        &restore["spec"]["template"]["metadata"]["labels"],
+    ] {
+        let labels: BTreeMap<String, String> = serde_json::from_value(pod_labels.clone()).unwrap();
+        assert!(!selects(&labels), "a Job's Pod: {labels:?}");
+    }
+}
