@@ -6,8 +6,10 @@
 //! programs of the Kubernetes backup and restore Jobs.
 
 pub mod binlog;
+pub mod bounded;
 pub mod bucket;
 pub mod command;
+pub mod entry_name;
 pub mod job;
 pub mod local;
 pub mod local_archive;
@@ -16,6 +18,7 @@ pub mod mysql_format;
 pub mod pace;
 pub mod physical;
 pub mod retention;
+pub mod unpacked;
 pub mod xbstream;
 
 pub use bucket::{Backend, Bucket, BucketError, BucketSpec, ObjectInfo};

@@ -24,9 +24,10 @@ use ring::digest;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt as _, BufReader, ReadBuf};
 
+use crate::bounded::{Bounded, drain_at_most};
 use crate::bucket::{Bucket, BucketError};
 use crate::pace::Paced;
-use crate::xbstream::{Scanner, Watched};
+use crate::xbstream::{SafeNames, Scanner, Watched};
 
 /// The key of the physical backup under a backup's prefix.
 pub const BASE_KEY: &str = "base.xbstream.zst";
@@ -377,7 +378,9 @@ pub struct Restored {
 
 /// Restores the backup under `prefix` into `target`'s datadir (emptied first; the server must
 /// be stopped) and prepares it. A stored object whose size or hash differs from the
-/// manifest's fails the restore before the copy is prepared.
+/// manifest's fails the restore before the copy is prepared; no more than the manifest's
+/// sizes is read or unpacked, and an entry of the stream that would leave the datadir stops
+/// it ([`SafeNames`]).
 pub async fn restore(
     bucket: &Bucket,
     prefix: &str,
@@ -393,15 +396,23 @@ pub async fn restore(
         let decoder = async_compression::tokio::bufread::ZstdDecoder::new(
             BufReader::with_capacity(1 << 20, &mut checked),
         );
-        procedures::extract(decoder, target).await
+        let bounded = Bounded::new(decoder, manifest.base.uncompressed_size, &manifest.base.key);
+        procedures::extract(SafeNames::new(bounded), target).await
     };
     let corrupt = |message: String| BackupError::Corrupt {
         prefix: prefix.to_owned(),
         message,
     };
-    // Drain what the decoder left, so the hash covers the whole object.
-    let mut rest = Vec::new();
-    let drained = checked.read_to_end(&mut rest).await;
+    // Drain what the decoder left, so the hash covers the whole object; past the stored size
+    // the manifest declares, the object is damaged and the rest is not read.
+    let room = manifest.base.size.saturating_sub(checked.bytes);
+    let drained = drain_at_most(&mut checked, room).await;
+    if checked.bytes > manifest.base.size {
+        return Err(corrupt(format!(
+            "{} is damaged: more than the {} bytes the manifest declares are stored",
+            manifest.base.key, manifest.base.size
+        )));
+    }
     if checked.bytes != manifest.base.size || checked.hex() != manifest.base.sha256 {
         return Err(corrupt(format!(
             "{} is damaged: {} bytes with SHA-256 {}, the manifest says {} bytes with {}",

@@ -1,7 +1,10 @@
 //! Reading named small files out of an xbstream as it passes by, without unpacking it: the
 //! backup's GTID position is in `xtrabackup_binlog_info` / `xtrabackup_slave_info` inside
 //! the stream, which is the same wherever mariadb-backup ran (locally, or behind an agent
-//! whose messages the backup program never sees).
+//! whose messages the backup program never sees). On the way back, [`SafeNames`] stops a
+//! stream read from the bucket at its first chunk whose path is not a plain relative one,
+//! before `mbstream -x` sees it (`mbstream` refuses such a path too, but exits 0 with the
+//! copy half unpacked).
 //!
 //! The stream is a sequence of chunks (little-endian): magic `XBSTCK01`, flags u8, type u8
 //! (`P` payload, `S` sparse payload, `E` end of file), path length u32, path; then for `S`
@@ -13,6 +16,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, ReadBuf};
+
+use crate::entry_name::{UnsafeName, check_relative};
 
 const MAGIC: &[u8; 8] = b"XBSTCK01";
 /// Bytes kept of one watched file: the position files are a line or two.
@@ -38,6 +43,8 @@ pub struct Scanner {
     wanted: Vec<String>,
     state: State,
     files: BTreeMap<String, Vec<u8>>,
+    /// The first chunk path that is not a plain relative path.
+    unsafe_name: Option<UnsafeName>,
 }
 
 /// How many header bytes the chunk needs in all, once `hdr` holds enough to tell;
@@ -70,7 +77,14 @@ impl Scanner {
             wanted: wanted.iter().map(|w| (*w).to_owned()).collect(),
             state: State::Header(Vec::new()),
             files: BTreeMap::new(),
+            unsafe_name: None,
         }
+    }
+
+    /// The first chunk path seen that is not a plain relative path
+    /// ([`crate::entry_name::check_relative`]).
+    pub fn unsafe_name(&self) -> Option<&UnsafeName> {
+        self.unsafe_name.as_ref()
     }
 
     /// The watched files seen so far, whole or as far as they came.
@@ -104,6 +118,12 @@ impl Scanner {
                     {
                         let hdr = std::mem::take(hdr);
                         self.state = parse_header(&self.wanted, &hdr);
+                        if self.unsafe_name.is_none()
+                            && let Some(path) = chunk_path(&hdr)
+                            && let Err(e) = check_relative(path)
+                        {
+                            self.unsafe_name = Some(e);
+                        }
                     }
                 }
                 State::Payload(left, file) => {
@@ -122,6 +142,12 @@ impl Scanner {
             }
         }
     }
+}
+
+/// The path of a whole chunk header (`None` when its length is past [`MAX_PATH`]).
+fn chunk_path(hdr: &[u8]) -> Option<&[u8]> {
+    let path_len = u32::from_le_bytes([hdr[10], hdr[11], hdr[12], hdr[13]]) as usize;
+    (path_len <= MAX_PATH).then(|| &hdr[14..14 + path_len])
 }
 
 /// The state after a whole chunk header.
@@ -184,6 +210,56 @@ impl<R: AsyncRead + Unpin> AsyncRead for Watched<R> {
         if let Poll::Ready(Ok(())) = &polled {
             let new = buf.filled()[before..].to_vec();
             self.scanner.feed(&new);
+        }
+        polled
+    }
+}
+
+/// Passes an xbstream read from a bucket through to `mbstream -x`, failing the read (an
+/// `InvalidData` error naming the chunk's path) at the first chunk whose path would leave the
+/// directory being filled, or at bytes that are no xbstream this build can follow (whose
+/// paths it therefore cannot check). The failing read's bytes are withheld.
+#[derive(Debug)]
+pub struct SafeNames<R> {
+    inner: R,
+    scanner: Scanner,
+}
+
+impl<R> SafeNames<R> {
+    /// Checks the stream `inner`.
+    pub fn new(inner: R) -> Self {
+        SafeNames {
+            inner,
+            scanner: Scanner::new(&[]),
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for SafeNames<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &polled {
+            let new = buf.filled()[before..].to_vec();
+            self.scanner.feed(&new);
+            let refused = match (&self.scanner.unsafe_name, self.scanner.is_following()) {
+                (Some(e), _) => Some(format!("the backup's xbstream holds {e}")),
+                (None, false) => {
+                    Some("the backup's stream is not an xbstream this build can check".to_owned())
+                }
+                (None, true) => None,
+            };
+            if let Some(message) = refused {
+                buf.set_filled(before);
+                return Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    message,
+                )));
+            }
         }
         polled
     }
@@ -276,6 +352,39 @@ mod tests {
             scanner.feed(&bytes);
             proptest::prop_assert!(scanner.files().values().all(|f| f.len() <= MAX_WATCHED));
         }
+    }
+
+    /// Regression (issue 29, item 1): a chunk named `../x`, `/x` or `./x` passed through to
+    /// `mbstream -x`, which refuses it but exits 0 with the copy half unpacked. The stream now
+    /// fails at that chunk, naming it, and none of its bytes pass.
+    #[tokio::test]
+    async fn a_chunk_that_would_leave_the_datadir_stops_the_stream() {
+        use tokio::io::AsyncReadExt as _;
+        let good = stream();
+        let mut out = Vec::new();
+        SafeNames::new(&good[..])
+            .read_to_end(&mut out)
+            .await
+            .unwrap();
+        assert_eq!(out, good);
+        for bad in ["../outside", "/etc/cron.d/x", "db/../../x", "./x", "a//b"] {
+            let mut s = chunk(b'P', "ibdata1", &[1u8; 100], 0);
+            let at = s.len();
+            s.extend(chunk(b'P', bad, b"pwned", 0));
+            s.extend(chunk(b'E', bad, &[], 0));
+            let mut checked = SafeNames::new(&s[..]);
+            let mut out = Vec::new();
+            let e = checked.read_to_end(&mut out).await.unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+            assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
+            assert!(out.len() <= at, "{bad}: the bad chunk's bytes passed");
+        }
+        // Not an xbstream: nothing can be checked, so nothing passes.
+        let e = SafeNames::new(&b"garbage, not chunks"[..])
+            .read_to_end(&mut Vec::new())
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("not an xbstream"), "{e}");
     }
 
     #[tokio::test]

@@ -14,12 +14,13 @@ use moco_adapters::mysql::MysqlInstance;
 use moco_adapters::mysql::option_file::{quote_value, tls_client_options};
 use moco_adapters::ports::{Credentials, MysqlPort as _};
 use mysql_async::prelude::Queryable as _;
-use tokio::io::{AsyncReadExt as _, BufReader};
+use tokio::io::BufReader;
 use tokio::process::Command;
 
 use super::archive::ARCHIVE_FOLDER;
 use super::events::{self, Gtid};
 use super::timeline::{Plan, Segment, Step};
+use crate::bounded::{Bounded, drain_at_most};
 use crate::bucket::{Bucket, BucketError};
 use crate::physical::Hashing;
 
@@ -252,27 +253,39 @@ fn corrupt(key: &str, message: String) -> ReplayError {
     }
 }
 
-/// Downloads `key` into `file`, decompressing and checking size and hash.
+/// Downloads `key` into `file`, decompressing and checking size and hash. Neither the
+/// unpacked file nor the bytes read go past what the segment's metadata declares: the
+/// decoder stops there, and so does the read of what follows its frame.
 async fn fetch(
     bucket: &Bucket,
     key: &str,
     segment: &Segment,
     file: &Path,
 ) -> Result<(), ReplayError> {
+    let record = &segment.object;
     let stream = bucket.download(key).await?;
     let mut checked = Hashing::new(stream);
     let written = {
-        let mut decoder =
+        let decoder =
             async_compression::tokio::bufread::ZstdDecoder::new(BufReader::new(&mut checked));
+        let mut bounded = Bounded::new(decoder, record.uncompressed_size, key);
         let out = tokio::fs::File::create(file).await;
         match out {
-            Ok(mut out) => tokio::io::copy(&mut decoder, &mut out).await,
+            Ok(mut out) => tokio::io::copy(&mut bounded, &mut out).await,
             Err(e) => Err(e),
         }
     };
-    let mut rest = Vec::new();
-    let _ = checked.read_to_end(&mut rest).await;
-    let record = &segment.object;
+    let room = record.size.saturating_sub(checked.bytes);
+    let drained = drain_at_most(&mut checked, room).await;
+    if checked.bytes > record.size {
+        return Err(corrupt(
+            key,
+            format!(
+                "more than the {} bytes its metadata declares are stored; the rest is not read",
+                record.size
+            ),
+        ));
+    }
     if checked.bytes != record.size || checked.hex() != record.sha256 {
         return Err(corrupt(
             key,
@@ -286,6 +299,7 @@ async fn fetch(
         ));
     }
     let written = written.map_err(|e| corrupt(key, format!("unpacking: {e}")))?;
+    drained.map_err(|e| corrupt(key, format!("reading: {e}")))?;
     if written != record.uncompressed_size {
         return Err(corrupt(
             key,
@@ -427,6 +441,105 @@ mod tests {
             time: 100,
         }];
         assert_eq!(seqs(selected(&other_domain, &step, None)), (vec![], 0));
+    }
+
+    fn directory_bucket(dir: &Path) -> Bucket {
+        crate::bucket::BucketSpec::from_url(&dir.join("bucket").display().to_string())
+            .unwrap()
+            .open(&Default::default())
+            .unwrap()
+    }
+
+    fn segment(object: crate::physical::ObjectRecord) -> Segment {
+        Segment {
+            format_version: super::super::timeline::SEGMENT_FORMAT,
+            server_id: 1,
+            file: "binlog.000001".into(),
+            archived_at_ms: 1,
+            domain: 0,
+            start_state: Vec::new(),
+            runs: Vec::new(),
+            object,
+        }
+    }
+
+    /// Regression (issue 29, item 6): a segment was unpacked whole before its size was
+    /// compared with its metadata's, so 64 MiB of zeros declared as 1 MiB (a decompression
+    /// bomb: the stored object is a few KiB, and its hash matches) filled the scratch disk
+    /// first. The decoder now stops as soon as it passes the declared size.
+    #[tokio::test]
+    async fn a_segment_unpacking_past_its_declared_size_stops_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = directory_bucket(dir.path());
+        let key = "moco/local/db/binlog/1-s1-binlog.000001.zst";
+        let zeros = vec![0u8; 64 << 20];
+        let mut record = crate::physical::put_compressed(&bucket, key, "x", &zeros[..])
+            .await
+            .unwrap();
+        assert!(record.size < 1 << 20, "{record:?}");
+        record.uncompressed_size = 1 << 20;
+        let file = dir.path().join("scratch-file");
+        let e = fetch(&bucket, key, &segment(record), &file)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than the 1048576 bytes"), "{e}");
+        let written = std::fs::metadata(&file).map_or(0, |m| m.len());
+        assert!(written <= 1 << 20, "{written} bytes written");
+    }
+
+    /// Regression (issue 29, item 6): what followed the zstd frame was read into memory whole
+    /// before the size check, so an object with gigabytes after a small frame exhausted RAM.
+    /// Past the declared stored size, nothing more is read and the object is refused.
+    #[tokio::test]
+    async fn trailing_bytes_past_the_declared_size_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = directory_bucket(dir.path());
+        let key = "moco/local/db/binlog/1-s1-binlog.000001.zst";
+        let frame = {
+            use tokio::io::AsyncReadExt as _;
+            let mut out = Vec::new();
+            async_compression::tokio::bufread::ZstdEncoder::new(&b"a binlog"[..])
+                .read_to_end(&mut out)
+                .await
+                .unwrap();
+            out
+        };
+        let mut object = frame.clone();
+        object.extend(vec![0x55u8; 32 << 20]);
+        bucket.upload(key, &object[..]).await.unwrap();
+        let record = crate::physical::ObjectRecord {
+            key: "x".into(),
+            size: frame.len() as u64,
+            uncompressed_size: 8,
+            sha256: String::new(),
+        };
+        let e = fetch(
+            &bucket,
+            key,
+            &segment(record),
+            &dir.path().join("scratch-file"),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(&format!("more than the {} bytes", frame.len())),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_scratch_file_is_a_child_of_the_scratch_dir_named_by_position() {
+        let scratch = Path::new("/work/replay");
+        for index in [0, 7, 1_000_000] {
+            let file = scratch_file(scratch, index);
+            assert_eq!(file.parent(), Some(scratch));
+        }
+        assert_eq!(
+            scratch_file(scratch, 3),
+            Path::new("/work/replay/step-000003.binlog")
+        );
     }
 
     #[test]

@@ -55,11 +55,13 @@ use super::mysql::{MysqlTools, RestoreServer, SqlServers};
 use super::server_tls::ServerTls;
 use crate::binlog::Point;
 use crate::binlog::replay::{ReplayTarget, Replayed, replay};
+use crate::bounded::{Bounded, drain_at_most};
 use crate::bucket::Bucket;
 use crate::command::Tools;
 use crate::local::{self, PlannedRestore, list};
 use crate::mysql_format::{self, Endpoint};
 use crate::physical::{self, Hashing, Manifest};
+use crate::xbstream::SafeNames;
 
 /// A restore failed (beyond MOCO's Events).
 pub const RESTORE_FAILED: JobEvent = JobEvent {
@@ -464,9 +466,13 @@ impl RestoreJob {
             let mut checked = Hashing::new(stored);
             let mut buffer = vec![0u8; 1 << 20];
             let decoded = {
-                let mut decoder = async_compression::tokio::bufread::ZstdDecoder::new(
-                    BufReader::new(&mut checked),
-                );
+                let decoder = async_compression::tokio::bufread::ZstdDecoder::new(BufReader::new(
+                    &mut checked,
+                ));
+                // The agent unpacks what it is sent: no more than the manifest declares, and
+                // no entry that would leave its datadir.
+                let mut decoder =
+                    SafeNames::new(Bounded::new(decoder, record.uncompressed_size, &record.key));
                 loop {
                     match decoder.read(&mut buffer).await {
                         Ok(0) => break Ok(()),
@@ -484,8 +490,10 @@ impl RestoreJob {
                     }
                 }
             };
-            // Drain what the decoder left, so the hash covers the whole object.
-            let drained = tokio::io::copy(&mut checked, &mut tokio::io::sink()).await;
+            // Drain what the decoder left, so the hash covers the whole object; past the
+            // stored size the manifest declares, the rest is not read.
+            let room = record.size.saturating_sub(checked.bytes);
+            let drained = drain_at_most(&mut checked, room).await;
             let verdict = match (decoded, drained) {
                 (Err(e), _) | (_, Err(e)) => Err(e),
                 _ if checked.bytes != record.size || checked.hex() != record.sha256 => {
