@@ -648,21 +648,26 @@ pub const OPEN_FOR_LOAD: [&str; 2] = ["SET GLOBAL local_infile=1", "SET GLOBAL r
 pub const CLOSE_AFTER_LOAD: [&str; 2] =
     ["SET GLOBAL super_read_only=1", "SET GLOBAL local_infile=0"];
 
-/// The dump tarball unpacked into the work dir (it holds `dump/`).
+/// The dump tarball unpacked into the work dir (it holds `dump/`, and only that is unpacked).
 pub fn dump_extract(work_dir: &str) -> CommandLine {
-    CommandLine::new("tar", tar_extract(work_dir))
+    CommandLine::new("tar", tar_extract(work_dir, DUMP_DIR))
 }
 
-fn tar_extract(work_dir: &str) -> Vec<String> {
-    ["-C", work_dir, "-x", "-f", "-"].map(String::from).to_vec()
+/// `tar -x` of the member `top` only (and what is under it): a tarball from the bucket has
+/// no say over the rest of the work dir, where the option files with passwords are.
+fn tar_extract(work_dir: &str, top: &str) -> Vec<String> {
+    ["-C", work_dir, "-x", "-f", "-", top]
+        .map(String::from)
+        .to_vec()
 }
 
-/// The binlog tarball unpacked into the work dir (it holds `binlog/`): `zstd -d | tar -x`.
+/// The binlog tarball unpacked into the work dir (it holds `binlog/`, and only that is
+/// unpacked): `zstd -d | tar -x`.
 pub fn binlog_extract(work_dir: &str) -> Pipeline {
     Pipeline {
         stages: vec![
             CommandLine::new("zstd", vec!["-d".into(), "--no-progress".into()]),
-            CommandLine::new("tar", tar_extract(work_dir)),
+            CommandLine::new("tar", tar_extract(work_dir, BINLOG_DIR)),
         ],
     }
 }
@@ -1225,12 +1230,16 @@ mod tests {
         );
     }
 
+    /// MOCO's extractions, narrowed to the one directory each tarball holds.
     #[test]
     fn extracts_are_mocos() {
-        assert_eq!(dump_extract(WORK_DIR).to_string(), "tar -C /work -x -f -");
+        assert_eq!(
+            dump_extract(WORK_DIR).to_string(),
+            "tar -C /work -x -f - dump"
+        );
         assert_eq!(
             binlog_extract(WORK_DIR).to_string(),
-            "zstd -d --no-progress | tar -C /work -x -f -"
+            "zstd -d --no-progress | tar -C /work -x -f - binlog"
         );
     }
 

@@ -438,18 +438,14 @@ async fn load(
     password: &str,
 ) -> Result<Vec<String>, JobError> {
     let work = tools.work();
-    let dump_dir = tools.fresh(DUMP_DIR)?;
-    command::run(
-        &tools.tools,
+    let dump_dir = unpack(
+        tools,
+        bucket,
+        &plan.dump_key,
+        DUMP_DIR,
         &Pipeline {
             stages: vec![mysql_format::dump_extract(&work)],
         },
-        "",
-        Input::Object {
-            bucket,
-            key: &plan.dump_key,
-        },
-        Output::Log,
     )
     .await?;
     // The archive's plan needs the dump's GTID set; it is made before anything is loaded.
@@ -517,6 +513,30 @@ async fn load(
     Ok(replay.keys)
 }
 
+/// Unpacks the tarball `key` with `extract` into the work dir, whose `dir` (emptied first) it
+/// fills; returns that directory's path. The extraction names `dir` as its one member, and
+/// whatever it left there must be plain files and directories ([`crate::unpacked`]).
+async fn unpack(
+    tools: &MysqlTools,
+    bucket: &Bucket,
+    key: &str,
+    dir: &str,
+    extract: &Pipeline,
+) -> Result<PathBuf, JobError> {
+    let path = tools.fresh(dir)?;
+    command::run(
+        &tools.tools,
+        extract,
+        "",
+        Input::Object { bucket, key },
+        Output::Log,
+    )
+    .await?;
+    crate::unpacked::check_tree(&tools.work_dir, &path)
+        .map_err(|e| JobError::input(key, e.to_string()))?;
+    Ok(path)
+}
+
 /// Unpacks the binlog tarball `key` into the work dir and applies its files with the
 /// pipeline `replay` builds for them.
 async fn replay_object(
@@ -527,13 +547,12 @@ async fn replay_object(
     replay: impl FnOnce(&[String]) -> Pipeline,
 ) -> Result<(), JobError> {
     let work = tools.work();
-    let dir = tools.fresh(BINLOG_DIR)?;
-    command::run(
-        &tools.tools,
+    let dir = unpack(
+        tools,
+        bucket,
+        key,
+        BINLOG_DIR,
         &mysql_format::binlog_extract(&work),
-        "",
-        Input::Object { bucket, key },
-        Output::Log,
     )
     .await?;
     let names: Vec<String> = std::fs::read_dir(&dir)
@@ -732,5 +751,105 @@ impl RestoreServer for SqlServers {
 
     async fn close_after_load(&self) -> Result<(), JobError> {
         self.execute(0, &mysql_format::CLOSE_AFTER_LOAD).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bucket::BucketSpec;
+
+    /// Every entry under `dir`, relative to it (symlinks not followed).
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                }
+                out.push(e.path().strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// A tarball made by the real `tar` of what `build` puts in a fresh directory.
+    fn tarball(build: impl FnOnce(&Path)) -> Vec<u8> {
+        let src = tempfile::tempdir().unwrap();
+        build(src.path());
+        let mut top: Vec<_> = std::fs::read_dir(src.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        top.sort();
+        let out = std::process::Command::new("tar")
+            .arg("-c")
+            .arg("-f")
+            .arg("-")
+            .arg("-C")
+            .arg(src.path())
+            .args(top)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        out.stdout
+    }
+
+    /// Regression (issue 29, item 1): a MOCO `dump.tar` from the bucket was unpacked whole
+    /// into the work dir, so its entries could replace the Job's option files beside `dump/`
+    /// (`moco-admin.cnf`) or leave a symlink in `dump/` for `mysqlsh` to load a file of the
+    /// Job's Pod (its service account token) into a table. Only `dump/` is unpacked now,
+    /// and an entry that is neither a file nor a directory refuses the tarball, by name.
+    #[tokio::test]
+    async fn a_dump_tarball_unpacks_only_plain_files_under_dump() {
+        let root = tempfile::tempdir().unwrap();
+        let work = root.path().join("work");
+        let tools = MysqlTools {
+            tools: Tools::from_path(),
+            work_dir: work.clone(),
+            threads: NonZeroU32::MIN,
+        };
+        let bucket = BucketSpec::from_url(&root.path().join("bucket").display().to_string())
+            .unwrap()
+            .open(&Default::default())
+            .unwrap();
+        let hostile = tarball(|dir| {
+            std::fs::create_dir_all(dir.join("dump")).unwrap();
+            std::fs::write(dir.join("dump/@.json"), b"{}").unwrap();
+            std::fs::write(dir.join("moco-admin.cnf"), b"[client]\nuser=attacker\n").unwrap();
+            std::os::unix::fs::symlink(
+                "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                dir.join("dump/app@t@@0.tsv.zst"),
+            )
+            .unwrap();
+        });
+        bucket
+            .upload("moco/ns/db/20261124-000000/dump.tar", &hostile[..])
+            .await
+            .unwrap();
+        let e = unpack(
+            &tools,
+            &bucket,
+            "moco/ns/db/20261124-000000/dump.tar",
+            DUMP_DIR,
+            &Pipeline {
+                stages: vec![mysql_format::dump_extract(&tools.work())],
+            },
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("dump/app@t@@0.tsv.zst"), "{e}");
+        assert!(e.contains("a symbolic link"), "{e}");
+        assert!(
+            entries(&work)
+                .iter()
+                .all(|e| e == "dump" || e.starts_with("dump/")),
+            "{:?}",
+            entries(&work)
+        );
     }
 }
