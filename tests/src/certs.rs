@@ -1,7 +1,9 @@
 //! Throwaway certificates as cert-manager would issue them for a cluster: one CA, the agents'
-//! certificate (for `localhost`, server and client), the controller's client certificate
-//! (CN `moco-controller`), and two that must be refused: another client of the same CA, and
-//! a client of another CA.
+//! certificate (for `localhost` and, as the operator's Certificate names it, every Pod of
+//! cluster `db`: `*.moco-db.default.svc`; server and client), the controller's client
+//! certificate (CN `moco-controller`), and three that must be refused: the agents' certificate
+//! of another cluster of the same CA, another client of the same CA, and a client of another
+//! CA.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +11,10 @@ use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
     ExtendedKeyUsagePurpose, IsCa, KeyPair,
 };
+
+/// The name the operator's agent Certificate gives every Pod of the tests' cluster `db` (the
+/// agents' `CLUSTER_NAME`) in namespace `default`: what makes a client one of this cluster's.
+pub const AGENT_DNS_NAME: &str = "*.moco-db.default.svc";
 
 /// A directory as the Secrets are mounted: `tls.crt`, `tls.key`, `ca.crt`.
 #[derive(Debug, Clone)]
@@ -21,6 +27,8 @@ pub struct TestCerts {
     pub agent: CertDir,
     /// The controller's.
     pub controller: CertDir,
+    /// Same CA: the agents' certificate of cluster `other` (`*.moco-other.default.svc`).
+    pub other_cluster: CertDir,
     /// Same CA, CN `intruder`.
     pub intruder: CertDir,
     /// Another CA.
@@ -78,7 +86,18 @@ impl TestCerts {
         let ca = new_ca();
         let other = new_ca();
         TestCerts {
-            agent: leaf(&dir.join("agent"), &ca, &["localhost"], "moco-agent"),
+            agent: leaf(
+                &dir.join("agent"),
+                &ca,
+                &["localhost", AGENT_DNS_NAME],
+                "moco-agent",
+            ),
+            other_cluster: leaf(
+                &dir.join("other-cluster"),
+                &ca,
+                &["localhost", "*.moco-other.default.svc"],
+                "moco-agent",
+            ),
             controller: leaf(&dir.join("controller"), &ca, &[], "moco-controller"),
             intruder: leaf(&dir.join("intruder"), &ca, &[], "intruder"),
             foreign: leaf(&dir.join("foreign"), &other, &[], "moco-controller"),

@@ -397,3 +397,81 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
     source.stop().await;
     target.stop().await;
 }
+
+/// Issue 29: every cluster's agents share one CA, so the certificate only proved "some
+/// cluster of this operator", and the password alone kept another cluster's Jobs (or agents)
+/// from pulling this one's data or pushing a copy into it. Now the agent also requires the
+/// client's certificate to be of its own cluster (the operator's Certificate names every Pod of
+/// the cluster, `*.moco-<name>.<ns>.svc`) or the controller's: another cluster's certificate
+/// is refused with 403 before the password is looked at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_and_restore_refuse_another_clusters_certificate() {
+    let test = "backup_and_restore_refuse_another_clusters_certificate";
+    let Some(binary) = server_or_skip(test) else {
+        return;
+    };
+    moco_http::tls::install_crypto_provider();
+    let root = tempfile::tempdir().unwrap();
+    let certs = TestCerts::write(&root.path().join("certs"));
+    let pod = TestPod::new(&binary, &root.path().join("db"), 0);
+    pod.init_and_start(SOURCE_BASE).await;
+    let agent = AgentProcess::start(&pod, &certs.agent.0, &[]);
+    agent.wait_started(LIMIT).await;
+    let port = agent.agent.port();
+    let state = GtidSet::from_mariadb("0-10-1").unwrap();
+
+    // Another cluster's agents' certificate (same CA) with this cluster's passwords, and a
+    // client of the CA that names no cluster: refused, naming the certificate.
+    for (client, who) in [
+        (
+            certs.other_cluster.client(&certs.agent),
+            "*.moco-other.default.svc",
+        ),
+        (certs.intruder.client(&certs.agent), "CN=intruder"),
+    ] {
+        let e = match client
+            .backup(
+                "localhost",
+                port,
+                &test_password(Account::CloneDonor),
+                CopyPurpose::Backup,
+            )
+            .await
+        {
+            Ok(_) => panic!("{who}: a backup was streamed to another cluster's certificate"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains("403") && e.contains("not of this cluster") && e.contains(who),
+            "{who}: {e}"
+        );
+        let e = client
+            .restore(
+                "localhost",
+                port,
+                &test_password(Account::Admin),
+                &state,
+                zeros(),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("403") && e.contains("not of this cluster") && e.contains(who),
+            "{who}: {e}"
+        );
+    }
+    // Nothing was received: the instance is as it was.
+    let status = status(&certs.controller.client(&certs.agent), &agent).await;
+    assert_eq!(status.phase, ClonePhase::Idle, "{status:?}");
+
+    // This cluster's certificate (a backup Job's, a recipient agent's) with the password: the
+    // backup streams.
+    let (_, mut stream) = pull_backup(&certs.agent.client(&certs.agent), &agent).await;
+    let mut first = vec![0u8; 1 << 16];
+    stream.read_exact(&mut first).await.unwrap();
+    drop(stream);
+
+    drop(agent);
+    pod.stop().await;
+}

@@ -412,6 +412,14 @@ async fn backup(
     peer: Option<axum::Extension<PeerIdentity>>,
     headers: HeaderMap,
 ) -> Response {
+    if let Err(why) = super::peers::check(
+        peer.as_deref(),
+        state.cluster_dns_name.as_deref(),
+        &state.controller_name,
+    ) {
+        tracing::warn!(error = %why, "backup refused");
+        return refuse(StatusCode::FORBIDDEN, why);
+    }
     let given = headers
         .get(HEADER_DONOR_PASSWORD)
         .map(HeaderValue::as_bytes)

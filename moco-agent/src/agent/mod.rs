@@ -4,6 +4,7 @@
 pub mod clone;
 pub mod config;
 pub mod metrics;
+pub mod peers;
 pub mod probes;
 pub mod readiness;
 pub mod restore;
@@ -26,7 +27,10 @@ use moco_adapters::mysql::Account;
 use moco_adapters::mysqld::find_program;
 use moco_http::limits::{PROBE_LIMITS, ServerLimits, limit_requests, limited_server};
 use moco_http::listen::bind;
-use moco_http::tls::{MtlsAcceptor, mtls_client_config, mtls_server_config, spawn_reloader_with};
+use moco_http::tls::{
+    MtlsAcceptor, PeerIdentity, load_identity, mtls_client_config, mtls_server_config,
+    spawn_reloader_with,
+};
 
 use self::config::AgentArgs;
 use self::metrics::{AgentMetrics, metrics_router};
@@ -77,13 +81,29 @@ pub fn state(args: &AgentArgs) -> Result<Arc<AgentState>, AgentError> {
     let passwords = pod::passwords()?;
     let metrics = Arc::new(AgentMetrics::new(&args.cluster_name, index));
     let (cert, key, ca) = cert_files(&args.grpc_cert_dir);
-    let client = if cert.exists() {
-        Some(AgentClient::new(
+    let (client, cluster_dns_name) = if cert.exists() {
+        let client = AgentClient::new(
             mtls_client_config(&cert, &key, &ca)?,
             Duration::from_secs(30),
-        ))
+        );
+        let (chain, _) = load_identity(&cert, &key)?;
+        let own = chain
+            .first()
+            .map(PeerIdentity::from_certificate)
+            .unwrap_or_default();
+        let name = peers::cluster_dns_name(&own.dns_names, &args.cluster_name);
+        if name.is_none() {
+            tracing::warn!(
+                cert = %cert.display(),
+                cluster = %args.cluster_name,
+                names = ?own.dns_names,
+                "the agent's certificate names no Pod of this cluster (*.moco-<cluster>.<namespace>.svc): \
+                 only the controller may pull or push copies"
+            );
+        }
+        (Some(client), name)
     } else {
-        None
+        (None, None)
     };
     let tools = match (
         find_program(&["mariadb-backup", "mariabackup"]),
@@ -123,6 +143,7 @@ pub fn state(args: &AgentArgs) -> Result<Arc<AgentState>, AgentError> {
         tools,
         client,
         controller_name: args.controller_name.clone(),
+        cluster_dns_name,
         readiness: ReadinessLimits {
             max_delay: args.max_delay,
             queueing_wait: args.transaction_queueing_wait,

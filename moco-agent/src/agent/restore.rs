@@ -125,7 +125,8 @@ pub async fn restore(
     }
 }
 
-/// The checks before any byte of the body is read: the admin password (`403`), the source's
+/// The checks before any byte of the body is read: a client of this cluster or the controller
+/// and the admin password (`403`), the source's
 /// history (`400`), nothing else running or waiting (`409`), an empty MariaDB instance with
 /// the copy tools (`412`). Holds the clone slot when it admits.
 async fn admit(
@@ -133,6 +134,14 @@ async fn admit(
     peer: Option<&PeerIdentity>,
     headers: &HeaderMap,
 ) -> Result<(OwnedSemaphorePermit, GtidSet, BackupTools), Response> {
+    if let Err(why) = super::peers::check(
+        peer,
+        state.cluster_dns_name.as_deref(),
+        &state.controller_name,
+    ) {
+        tracing::warn!(error = %why, "restore refused");
+        return Err(refuse(StatusCode::FORBIDDEN, why));
+    }
     let given = headers
         .get(HEADER_ADMIN_PASSWORD)
         .map(HeaderValue::as_bytes)

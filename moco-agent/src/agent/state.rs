@@ -48,6 +48,10 @@ pub struct AgentState {
     pub client: Option<AgentClient>,
     /// The controller's certificate CN.
     pub controller_name: String,
+    /// The name this cluster's certificates give its Pods (`*.moco-<name>.<ns>.svc`, from the
+    /// agent's own certificate): a client must carry it, or be the controller, to pull or push
+    /// a copy ([`super::peers`]). `None` when the certificate names no cluster.
+    pub cluster_dns_name: Option<String>,
     /// `/readyz`'s limits.
     pub readiness: ReadinessLimits,
     /// Metrics.
