@@ -12,10 +12,16 @@ use futures::TryStreamExt as _;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+use object_store::list::PaginatedListStore;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, ObjectStore, ObjectStoreExt as _, WriteMultipart};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
+
+mod listing;
+
+use listing::Lister;
+pub use listing::Listing;
 
 /// How much of a directory bucket's file one read takes ([`Bucket::download`]).
 const LOCAL_READ_SIZE: usize = 1 << 20;
@@ -79,6 +85,24 @@ pub enum BucketError {
         target: String,
         /// The IO error.
         source: std::io::Error,
+    },
+    /// Reading an object failed after its download began.
+    #[error("{target}: reading: {source}")]
+    Download {
+        /// The bucket and object.
+        target: String,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// A JSON object is larger than [`MAX_JSON_BYTES`].
+    #[error(
+        "{target}: larger than {limit} bytes, the most a manifest, record or progress mark may hold"
+    )]
+    TooLarge {
+        /// The bucket and object.
+        target: String,
+        /// The limit.
+        limit: u64,
     },
 }
 
@@ -254,7 +278,11 @@ impl BucketSpec {
             target: self.describe(),
             source: e,
         };
-        let store: Arc<dyn ObjectStore> = match self.backend {
+        fn paged<S: ObjectStore + PaginatedListStore>(s: S) -> (Arc<dyn ObjectStore>, Lister) {
+            let s = Arc::new(s);
+            (s.clone(), Lister::Paged(s))
+        }
+        let (store, lister) = match self.backend {
             Backend::S3 => {
                 let mut b = AmazonS3Builder::new();
                 // Only `AWS_*`: object_store also knows bare names (`BUCKET`, `ENDPOINT`,
@@ -283,7 +311,7 @@ impl BucketSpec {
                 if let Some(e) = &self.endpoint {
                     b = b.with_endpoint(e);
                 }
-                Arc::new(b.build().map_err(target)?)
+                paged(b.build().map_err(target)?)
             }
             Backend::Azure => {
                 let mut b = MicrosoftAzureBuilder::new();
@@ -331,7 +359,7 @@ impl BucketSpec {
                 if let Some(e) = endpoint {
                     b = b.with_endpoint(e.trim_end_matches('/').to_owned());
                 }
-                Arc::new(b.build().map_err(target)?)
+                paged(b.build().map_err(target)?)
             }
             Backend::Gcs => {
                 let mut b = GoogleCloudStorageBuilder::new();
@@ -348,17 +376,20 @@ impl BucketSpec {
                 if let Some(e) = &self.endpoint {
                     b = b.with_base_url(e);
                 }
-                Arc::new(b.build().map_err(target)?)
+                paged(b.build().map_err(target)?)
             }
             Backend::Directory => {
                 std::fs::create_dir_all(&name).map_err(|e| {
                     invalid("url", format!("{name}: cannot create the directory: {e}"))
                 })?;
-                Arc::new(LocalFileSystem::new_with_prefix(&name).map_err(target)?)
+                let store: Arc<dyn ObjectStore> =
+                    Arc::new(LocalFileSystem::new_with_prefix(&name).map_err(target)?);
+                (store, Lister::Directory(PathBuf::from(&name)))
             }
         };
         Ok(Bucket {
             store,
+            lister,
             describe: match self.backend {
                 Backend::Directory => format!("dir:{name}"),
                 _ => BucketSpec {
@@ -440,8 +471,14 @@ pub struct ObjectInfo {
 #[derive(Clone, Debug)]
 pub struct Bucket {
     store: Arc<dyn ObjectStore>,
+    lister: Lister,
     describe: String,
 }
+
+/// The most a JSON object of the bucket may hold: a manifest, a segment's metadata, a
+/// progress mark, a round's record or a verification is kilobytes (a verification of 80,000
+/// tables would reach it). A larger one is damage or an attack, and is not read into memory.
+pub const MAX_JSON_BYTES: u64 = 8 << 20;
 
 /// The part size of uploads: object_store's default (S3's minimum is 5 MiB).
 const PART: usize = 5 * 1024 * 1024;
@@ -532,28 +569,58 @@ impl Bucket {
         ))
     }
 
+    /// The whole of `key`, a JSON document: at most [`MAX_JSON_BYTES`], and no more than one
+    /// byte past that is read.
+    pub async fn read_json_bytes(&self, key: &str) -> Result<Vec<u8>, BucketError> {
+        let mut text = Vec::new();
+        self.download(key)
+            .await?
+            .take(MAX_JSON_BYTES + 1)
+            .read_to_end(&mut text)
+            .await
+            .map_err(|source| BucketError::Download {
+                target: self.target(key),
+                source,
+            })?;
+        if text.len() as u64 > MAX_JSON_BYTES {
+            return Err(BucketError::TooLarge {
+                target: self.target(key),
+                limit: MAX_JSON_BYTES,
+            });
+        }
+        Ok(text)
+    }
+
     /// The objects whose keys start with `prefix` (a whole path segment, or empty for all).
+    /// A key this program cannot read (an empty, `.` or `..` segment, a control character,
+    /// not UTF-8: legal in S3) is left out with a warning naming it ([`Bucket::listing`]).
     pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, BucketError> {
+        let listing = self.listing(prefix).await?;
+        for key in &listing.skipped {
+            tracing::warn!(
+                bucket = %self.describe,
+                key = ?key,
+                "an object left out of the listing: its key has an empty, `.` or `..` segment, \
+                 a control character or bytes that are not UTF-8"
+            );
+        }
+        Ok(listing.objects)
+    }
+
+    /// [`Bucket::list`], with the keys it leaves out.
+    pub async fn listing(&self, prefix: &str) -> Result<Listing, BucketError> {
         let prefix = if prefix.is_empty() {
-            None
+            String::new()
         } else {
-            Some(self.path(prefix)?)
+            self.path(prefix)?.to_string()
         };
-        let mut out: Vec<ObjectInfo> = self
-            .store
-            .list(prefix.as_ref())
-            .map_ok(|m| ObjectInfo {
-                key: m.location.to_string(),
-                size: m.size,
-            })
-            .try_collect()
+        self.lister
+            .list(&prefix)
             .await
             .map_err(|e| BucketError::Store {
-                target: self.target(""),
+                target: self.target(&prefix),
                 source: e,
-            })?;
-        out.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(out)
+            })
     }
 
     /// Deletes every object under `prefix` (a whole path segment); returns how many.
@@ -692,6 +759,80 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(bucket.list("").await.unwrap(), []);
+    }
+
+    /// Regression (issue 29, item 5): object_store fails the whole listing of a directory
+    /// bucket at a file whose name it cannot take as a key (a control character, not UTF-8),
+    /// so one stray file broke restore, list, prune, verify and the archiver. Such a file is
+    /// now left out and reported; the rest is listed.
+    #[tokio::test]
+    async fn a_file_that_is_no_key_is_skipped_and_the_rest_listed() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = BucketSpec::from_url(&dir.path().display().to_string())
+            .unwrap()
+            .open(&BTreeMap::new())
+            .unwrap();
+        for key in [
+            "moco/ns/db/a/manifest.json",
+            "moco/ns/db/z/base.xbstream.zst",
+        ] {
+            bucket.upload(key, &b"x"[..]).await.unwrap();
+        }
+        let folder = dir.path().join("moco/ns/db/m");
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("bad\u{1}name"), b"x").unwrap();
+        std::fs::write(
+            folder.join(std::ffi::OsStr::from_bytes(b"not-utf8-\xff")),
+            b"x",
+        )
+        .unwrap();
+        let listed = bucket.list("moco/ns/db").await.unwrap();
+        assert_eq!(
+            listed.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
+            [
+                "moco/ns/db/a/manifest.json",
+                "moco/ns/db/z/base.xbstream.zst"
+            ]
+        );
+        let listing = bucket.listing("moco/ns/db").await.unwrap();
+        assert_eq!(listing.objects, listed);
+        assert_eq!(
+            listing.skipped,
+            [
+                "moco/ns/db/m/bad\u{1}name",
+                "moco/ns/db/m/not-utf8-\u{fffd}"
+            ]
+        );
+    }
+
+    /// Regression (issue 29, item 5): a JSON object of the bucket was read whole into memory,
+    /// whatever its size. One larger than [`MAX_JSON_BYTES`] is now an error naming the key
+    /// and the limit, read no further than one byte past it.
+    #[tokio::test]
+    async fn a_json_object_past_the_limit_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = BucketSpec::from_url(&dir.path().display().to_string())
+            .unwrap()
+            .open(&BTreeMap::new())
+            .unwrap();
+        let key = "moco/ns/db/20261123-000000/manifest.json";
+        let big = vec![b' '; (MAX_JSON_BYTES + 1) as usize];
+        bucket.upload(key, &big[..]).await.unwrap();
+        let e = bucket.read_json_bytes(key).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "dir:{}/{key}: larger than {MAX_JSON_BYTES} bytes, the most a manifest, \
+                 record or progress mark may hold",
+                dir.path().display()
+            )
+        );
+        bucket.upload(key, &big[1..]).await.unwrap();
+        assert_eq!(
+            bucket.read_json_bytes(key).await.unwrap().len(),
+            big.len() - 1
+        );
     }
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -630,15 +630,10 @@ pub async fn verify(
         tables: checked,
     };
     let key = format!("{prefix}/{VERIFY_KEY}");
-    let recorded: Option<Verification> = match bucket.download(&key).await {
-        Ok(mut r) => {
-            let mut text = Vec::new();
-            tokio::io::AsyncReadExt::read_to_end(&mut r, &mut text)
-                .await
-                .map_err(|e| fail(format!("{key}: {e}")))?;
-            Some(serde_json::from_slice(&text).map_err(|e| fail(format!("{key}: {e}")))?)
-        }
-        Err(_) => None,
+    let recorded: Option<Verification> = match bucket.read_json_bytes(&key).await {
+        Ok(text) => Some(serde_json::from_slice(&text).map_err(|e| fail(format!("{key}: {e}")))?),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(fail(e.to_string())),
     };
     match recorded {
         Some(recorded) => {

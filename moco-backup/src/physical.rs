@@ -22,7 +22,7 @@ use moco_core::resources::ByteRate;
 use moco_core::time::Timestamp;
 use ring::digest;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncReadExt as _, BufReader, ReadBuf};
+use tokio::io::{AsyncRead, BufReader, ReadBuf};
 
 use crate::bounded::{Bounded, drain_at_most};
 use crate::bucket::{Bucket, BucketError};
@@ -344,14 +344,16 @@ pub async fn manifest(bucket: &Bucket, prefix: &str) -> Result<Manifest, BackupE
         prefix: prefix.to_owned(),
         message,
     };
-    let mut text = Vec::new();
-    bucket
-        .download(&format!("{prefix}/{MANIFEST_KEY}"))
+    let text = bucket
+        .read_json_bytes(&format!("{prefix}/{MANIFEST_KEY}"))
         .await
-        .map_err(|e| corrupt(format!("no manifest, so the backup is incomplete ({e})")))?
-        .read_to_end(&mut text)
-        .await
-        .map_err(|e| corrupt(format!("reading the manifest: {e}")))?;
+        .map_err(|e| {
+            if e.is_not_found() {
+                corrupt(format!("no manifest, so the backup is incomplete ({e})"))
+            } else {
+                corrupt(format!("reading the manifest: {e}"))
+            }
+        })?;
     let manifest: Manifest =
         serde_json::from_slice(&text).map_err(|e| corrupt(format!("the manifest: {e}")))?;
     if manifest.format_version != FORMAT_VERSION || manifest.kind != "mariadb-physical" {

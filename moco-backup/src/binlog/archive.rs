@@ -23,7 +23,6 @@ use std::path::{Path, PathBuf};
 
 use moco_adapters::mysql::MysqlInstance;
 use mysql_async::prelude::Queryable as _;
-use tokio::io::AsyncReadExt as _;
 
 use super::events::{self, Gtid};
 use super::fetch::{BinlogFiles, RemoteFetch};
@@ -86,16 +85,7 @@ async fn read_json<T: serde::de::DeserializeOwned>(
     bucket: &Bucket,
     key: &str,
 ) -> Result<T, ArchiveError> {
-    let mut text = Vec::new();
-    bucket
-        .download(key)
-        .await?
-        .read_to_end(&mut text)
-        .await
-        .map_err(|e| ArchiveError::Archive {
-            key: key.to_owned(),
-            message: e.to_string(),
-        })?;
+    let text = bucket.read_json_bytes(key).await?;
     serde_json::from_slice(&text).map_err(|e| ArchiveError::Archive {
         key: key.to_owned(),
         message: e.to_string(),

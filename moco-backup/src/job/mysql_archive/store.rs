@@ -2,8 +2,6 @@
 //! restore reads of it ([`load`]). Apart from the rounds so that the restore, which reads the
 //! archive, does not depend on the archiver.
 
-use tokio::io::AsyncReadExt as _;
-
 use crate::bucket::Bucket;
 use crate::job::JobError;
 use crate::mysql_archive::{self, Progress, RECORD_FORMAT, RoundRecord};
@@ -62,13 +60,7 @@ pub(super) async fn read_record<T: serde::de::DeserializeOwned + HasFormat>(
     bucket: &Bucket,
     key: &str,
 ) -> Result<T, JobError> {
-    let mut text = Vec::new();
-    bucket
-        .download(key)
-        .await?
-        .read_to_end(&mut text)
-        .await
-        .map_err(|e| JobError::input(key, e.to_string()))?;
+    let text = bucket.read_json_bytes(key).await?;
     let record: T =
         serde_json::from_slice(&text).map_err(|e| JobError::input(key, e.to_string()))?;
     if record.format() != RECORD_FORMAT {
