@@ -165,6 +165,10 @@ pub struct Listed {
     pub manifest: Option<BackupManifest>,
     /// Why the manifest could not be read, when it could not.
     pub problem: Option<String>,
+    /// Whether the folder holds a `manifest.json`, read or not. One that holds an unreadable
+    /// manifest (`manifest` is `None`) is not incomplete: it may be a newer release's backup,
+    /// or the read may have failed, and no rule deletes it.
+    pub has_manifest: bool,
 }
 
 /// Every physical backup under `cluster_prefix` (`moco/<ns>/<name>`), oldest first. The
@@ -209,6 +213,7 @@ pub async fn list(bucket: &Bucket, cluster_prefix: &str) -> Result<Vec<Listed>, 
             prefix,
             manifest,
             problem,
+            has_manifest,
         });
     }
     Ok(out)
