@@ -689,6 +689,127 @@ async fn stopping_replication_from_a_frozen_source_does_not_wait_for_it() {
     fleet.stop().await;
 }
 
+/// Issue 35 (the manager stalled after a thawed ex-primary): a MariaDB primary whose commit
+/// waits for an acknowledgement no replica can give, with more commits queued behind it, blocks
+/// `SHOW BINARY LOGS` and `SHOW BINLOG EVENTS` on the binlog lock until the wait ends, which
+/// on a one-day semi-sync timeout is never. The status probe read its purged set with them, so
+/// such an instance never answered a probe: a thawed ex-primary stayed unreachable and
+/// unfenced, and a primary whose replicas all left stalled every round. The probe must answer,
+/// and the fence must end the wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_with_commits_waiting_for_acknowledgements_still_answers_probes() {
+    let Some(binary) = server_binary("a_primary_with_commits_waiting_for_acknowledgements") else {
+        return;
+    };
+    let flavor = match binary.kind() {
+        ServerKind::Mariadb => Flavor::Mariadb,
+        ServerKind::Mysql => Flavor::Mysql,
+    };
+    let fleet = Fleet::start(binary, 2).await;
+    let pw = MocoPasswords::generate().unwrap();
+    initialise_all(&fleet, &pw).await;
+    let n = &fleet.nodes;
+    let (primary, replica) = (admin(&n[0], 0, &pw), admin(&n[1], 1, &pw));
+    replica
+        .configure_replication(&source(0, &n[0]), &repl_credentials(&pw), true)
+        .await
+        .unwrap();
+    primary
+        .configure_primary_semi_sync(1, SEMI_SYNC_TIMEOUT_MS)
+        .await
+        .unwrap();
+    primary.set_writable().await.unwrap();
+    wait_semi_sync_clients(&primary, flavor, 1).await;
+    let mut w = client(&n[0], Account::Writable.name(), &pw.writable).await;
+    w.query_drop("CREATE DATABASE moco_test").await.unwrap();
+    w.query_drop("CREATE TABLE moco_test.t (id INT PRIMARY KEY, v TEXT)")
+        .await
+        .unwrap();
+    let before = primary.status().await.unwrap();
+
+    // The only replica leaves: from here no commit is ever acknowledged.
+    replica.stop_replica_io().await.unwrap();
+    eventually("the replica disconnected", WAIT, || async {
+        let s = primary.status().await.unwrap();
+        (s.semi_sync.source_clients == Some(0)).then_some(())
+    })
+    .await;
+    // Three writers: one waits for the acknowledgement, the others queue behind it.
+    let writers: Vec<_> = (0..3)
+        .map(|id| {
+            let port = n[0].port();
+            let password = pw.writable.clone();
+            tokio::spawn(async move {
+                let opts = mysql_async::OptsBuilder::default()
+                    .ip_or_hostname("127.0.0.1")
+                    .tcp_port(port)
+                    .prefer_socket(false)
+                    .user(Some(Account::Writable.name()))
+                    .pass(Some(password));
+                let mut c = mysql_async::Conn::new(opts).await.unwrap();
+                c.exec_drop("INSERT INTO moco_test.t (id, v) VALUES (?, 'stuck')", (id,))
+                    .await
+            })
+        })
+        .collect();
+    let mut watcher = client(&n[0], Account::Admin.name(), &pw.admin).await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let states: Vec<String> = watcher
+            .query(
+                "SELECT STATE FROM information_schema.PROCESSLIST \
+                 WHERE USER = 'moco-writable' AND INFO LIKE 'INSERT%'",
+            )
+            .await
+            .unwrap();
+        if states.len() == 3 && states.iter().any(|s| s.contains("semi-sync")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "writers never queued: {states:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+
+    let started = Instant::now();
+    let status = tokio::time::timeout(Duration::from_secs(10), primary.status())
+        .await
+        .expect("the probe of a primary with waiting commits did not answer within 10 s")
+        .unwrap();
+    eprintln!("probe with waiting commits: {:?}", started.elapsed());
+    assert!(!status.read_only, "{status:?}");
+    assert!(status.semi_sync.wait_sessions >= 1, "{status:?}");
+    // The purged set is the one read before the wait (nothing was purged since).
+    assert_eq!(status.gtid_purged, before.gtid_purged);
+
+    // The fence ends the wait: read-only after killing the waiting sessions, none of the
+    // three writes acknowledged.
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        primary.set_super_read_only(Duration::from_secs(1)),
+    )
+    .await
+    .expect("the fence did not finish")
+    .unwrap();
+    for w in writers {
+        let outcome = tokio::time::timeout(WAIT, w)
+            .await
+            .expect("writer ended")
+            .unwrap();
+        assert!(
+            outcome.is_err(),
+            "a write was acknowledged without a replica"
+        );
+    }
+    let after = primary.status().await.unwrap();
+    assert!(
+        after.read_only && after.semi_sync.wait_sessions == 0,
+        "{after:?}"
+    );
+    fleet.stop().await;
+}
+
 /// Issue 12, item 1: on MariaDB the writable account could `DROP USER 'moco-admin'@'%'` (and
 /// lock, rename or re-key it, or edit the grant tables), which replicates and leaves a failed
 /// primary without failover. No application account may touch the operator's accounts; the

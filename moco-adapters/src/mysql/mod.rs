@@ -193,6 +193,10 @@ pub struct MysqlInstance {
     /// What a replacement pool is made from.
     pool_opts: mysql_async::Opts,
     server: tokio::sync::OnceCell<ServerInfo>,
+    /// MariaDB: the purged set last read from the first binlog's `Gtid_list`, reported while
+    /// reading it would block (see [`commits_stuck`]). It only grows on one datadir;
+    /// [`MysqlPort::forget_connections`] (a re-initialised or copied datadir) drops it.
+    purged: std::sync::Mutex<Option<GtidSet>>,
 }
 
 impl fmt::Debug for MysqlInstance {
@@ -235,6 +239,7 @@ impl MysqlInstance {
             pool_opts,
             opts,
             server: tokio::sync::OnceCell::new(),
+            purged: std::sync::Mutex::new(None),
         }
     }
 
@@ -530,11 +535,24 @@ impl MysqlInstance {
                     false,
                 )
             };
-        if d == Dialect::Mariadb && log_bin {
-            gtid_purged = self.mariadb_purged(&mut conn).await?;
-        }
-
         let semi_sync = self.semi_sync(&mut conn).await?;
+        if d == Dialect::Mariadb && log_bin {
+            gtid_purged = if commits_stuck(&semi_sync) {
+                // `SHOW BINARY LOGS` and `SHOW BINLOG EVENTS` would wait for the binlog lock
+                // until an acknowledgement that cannot come (issue 35).
+                let cached = self.cached_purged();
+                tracing::debug!(instance = %self.opts.name, wait_sessions = semi_sync.wait_sessions,
+                    cached = cached.is_some(), "commits wait for acknowledgements no replica can give; binlogs not read");
+                cached.unwrap_or_default()
+            } else {
+                let purged = self.mariadb_purged(&mut conn).await?;
+                *self
+                    .purged
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(purged.clone());
+                purged
+            };
+        }
         let replica_status = self.replica_status(&mut conn, d).await?;
 
         let q = sql::replica_hosts(d);
@@ -581,6 +599,13 @@ impl MysqlInstance {
 
     /// MariaDB has no `gtid_purged`: the `Gtid_list` event at the head of the oldest binlog
     /// is the state of everything no longer in the binlogs.
+    fn cached_purged(&self) -> Option<GtidSet> {
+        self.purged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     async fn mariadb_purged(&self, conn: &mut Conn) -> Result<GtidSet, PortError> {
         let Some(first) = self.first_row(conn, sql::BINARY_LOGS).await? else {
             return Ok(GtidSet::new());
@@ -770,6 +795,17 @@ pub fn redact(statement: &str) -> String {
     out
 }
 
+/// True when a semi-sync primary has commits waiting for acknowledgements that fewer connected
+/// replicas than it waits for cannot give: a primary whose replicas left, or a thawed former
+/// primary. MariaDB then holds its binlog lock for commits queued behind the waiting one, so
+/// `SHOW BINARY LOGS` and `SHOW BINLOG EVENTS` wait as long (measured on 10.11: blocked until
+/// the waiting session was killed; one waiting session alone does not block them). The wait
+/// ends only when the sessions are killed, which the fence does.
+pub fn commits_stuck(s: &SemiSyncFacts) -> bool {
+    let need = s.wait_for_replica_count.unwrap_or(1).max(1);
+    s.source_enabled && s.wait_sessions > 0 && s.source_clients.unwrap_or(0) < need
+}
+
 #[async_trait]
 impl MysqlPort for MysqlInstance {
     async fn status(&self) -> Result<MysqldStatus, PortError> {
@@ -784,6 +820,10 @@ impl MysqlPort for MysqlInstance {
 
     async fn forget_connections(&self) {
         self.replace_pool();
+        *self
+            .purged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 
     async fn executed_gtid(&self) -> Result<GtidSet, PortError> {
@@ -1004,6 +1044,32 @@ impl MysqlPort for MysqlInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Commits are stuck only while some wait and fewer replicas are connected than the
+    /// primary waits for; a busy primary with its replicas (sessions waiting a moment for
+    /// each acknowledgement) still has its binlogs read.
+    #[test]
+    fn commits_are_stuck_only_without_enough_replicas_to_acknowledge_them() {
+        let facts = |enabled, waiting, clients, count| SemiSyncFacts {
+            source_enabled: enabled,
+            replica_enabled: false,
+            wait_for_replica_count: count,
+            source_timeout_ms: Some(86_400_000),
+            wait_sessions: waiting,
+            source_clients: clients,
+        };
+        // A thawed ex-primary, or a primary whose replicas left (MariaDB waits for one).
+        assert!(commits_stuck(&facts(true, 1, Some(0), None)));
+        assert!(commits_stuck(&facts(true, 3, None, None)));
+        // MySQL waiting for two with one connected.
+        assert!(commits_stuck(&facts(true, 1, Some(1), Some(2))));
+        // A busy primary with its replicas: waits end.
+        assert!(!commits_stuck(&facts(true, 5, Some(1), None)));
+        assert!(!commits_stuck(&facts(true, 5, Some(2), Some(2))));
+        // Nothing waits, or semi-sync is off (a replica).
+        assert!(!commits_stuck(&facts(true, 0, Some(0), None)));
+        assert!(!commits_stuck(&facts(false, 2, Some(0), None)));
+    }
 
     #[test]
     fn redaction_hides_passwords_only() {
