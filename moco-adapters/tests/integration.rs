@@ -7,6 +7,7 @@
 mod support;
 
 mod instance_procedures;
+mod instance_rekey;
 mod mysql_launcher;
 mod mysql_mariadb;
 mod mysql_pool;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use moco_adapters::instance::datadir::{DatadirInit, InitProgram, initialize_datadir};
-use moco_adapters::instance::rekey::rekey_accounts;
+use moco_adapters::instance::rekey::{Rekeyed, rekey_accounts};
 use moco_adapters::mysqld::{LocalMysqld, ServerBinary, ServerKind, free_port, running_as_root};
 use moco_core::facts::Flavor;
 use moco_core::resources::mycnf::{InstanceConfig, instance_mycnf};
@@ -86,6 +86,11 @@ pub struct InitReport {
     pub swapped_clone: bool,
     /// A restored copy's accounts got this cluster's passwords.
     pub rekeyed: bool,
+    /// The restored copy's accounts dropped because they would win over MOCO's at login
+    /// (other hosts of MOCO's names, anonymous ones), `'user'@'host'`.
+    pub rekey_dropped: Vec<String>,
+    /// The restored copy's other accounts with global privileges, kept and reported.
+    pub rekey_privileged: Vec<String>,
     /// The datadir was created.
     pub initialized: bool,
     /// The time zone tables were loaded.
@@ -112,7 +117,11 @@ pub async fn run(args: &InitArgs) -> Result<InitReport, AgentError> {
         ..InitReport::default()
     };
     report.swapped_clone = put_clone_in_place(&volume)?;
-    report.rekeyed = rekey_copy(args, &volume, &binary).await?;
+    if let Some(rekeyed) = rekey_copy(args, &volume, &binary).await? {
+        report.rekeyed = true;
+        report.rekey_dropped = rekeyed.dropped;
+        report.rekey_privileged = rekeyed.privileged;
+    }
     if !volume.initialized_marker().exists() {
         initialize(args, &volume, &binary).await?;
         report.initialized = true;
@@ -188,19 +197,20 @@ pub fn put_clone_in_place(volume: &DataVolume) -> Result<bool, AgentError> {
 
 /// Gives a restored copy in `data/` this cluster's passwords when its seed asks for it, then
 /// clears the seed's `rekey` (atomically: a crash before re-keys again, after does not);
-/// `false` when no copy needs it. Not only right after the swap: a run that crashed between
-/// the swap and the rewrite left the copy in place with the seed still asking.
+/// `None` when no copy needs it, else what re-keying dropped and found. Not only right after
+/// the swap: a run that crashed between the swap and the rewrite left the copy in place with
+/// the seed still asking.
 async fn rekey_copy(
     args: &InitArgs,
     volume: &DataVolume,
     binary: &ServerBinary,
-) -> Result<bool, AgentError> {
+) -> Result<Option<Rekeyed>, AgentError> {
     let Some(mut seed) = Seed::load(volume)? else {
-        return Ok(false);
+        return Ok(None);
     };
     if !seed.rekey || volume.clone_ready().exists() || volume.clone_staging().exists() {
         // Nothing to do, or the copy is not in data/ (the agent is still receiving it).
-        return Ok(false);
+        return Ok(None);
     }
     let passwords = pod::passwords()?;
     let dir = scratch_dir().join("rekey-server");
@@ -223,13 +233,17 @@ async fn rekey_copy(
         tracing::error!(log = %server.log_tail(20), "the copy's server while re-keying");
     }
     let stopped = server.stop(Duration::from_secs(60)).await;
-    rekeyed?;
+    let rekeyed = rekeyed?;
     stopped?;
     seed.rekey = false;
     seed.store(volume)?;
     let _ = std::fs::remove_dir_all(&dir);
-    tracing::info!("the restored copy's accounts have this cluster's passwords");
-    Ok(true)
+    tracing::info!(
+        dropped = ?rekeyed.dropped,
+        privileged = ?rekeyed.privileged,
+        "the restored copy's accounts have this cluster's passwords"
+    );
+    Ok(Some(rekeyed))
 }
 
 /// The options file the tools get: nothing of the Pod's my.cnf is mounted here (as in MOCO),
