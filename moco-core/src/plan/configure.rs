@@ -264,9 +264,22 @@ fn acknowledging(v: &View<'_>) -> u32 {
     u32::try_from(count).unwrap_or(u32::MAX)
 }
 
-/// Makes a writable non-primary read-only, then ends the sessions that could still write.
+/// Makes a writable non-primary read-only, ending the sessions that could still write before
+/// and after. Before: on a thawed former primary, commits wait for acknowledgements no replica
+/// will give, and MariaDB's `read_only` waits for them (for `READ_ONLY_TIMEOUT_SECONDS`, then
+/// kills): nothing a non-primary's clients do deserves that grace (a switchover, which does
+/// give it, fences the primary elsewhere), so unless this plan already ended them (a role
+/// change does), they are ended first. After: a session that connected in between.
 fn fence(raw: &MysqldStatus, index: u32, p: &mut Planned) {
     if !raw.super_read_only {
+        let killed = p
+            .steps
+            .iter()
+            .any(|s| s.operation == Operation::KillConnections { index });
+        if !killed {
+            p.steps
+                .push(Step::new(Operation::KillConnections { index }));
+        }
         p.steps.push(Step::new(Operation::SetSuperReadOnly {
             index,
             timeout_seconds: READ_ONLY_TIMEOUT_SECONDS,
