@@ -406,7 +406,8 @@ impl BucketSpec {
 pub const AZURE_CONNECTION_STRING: &str = "AZURE_STORAGE_CONNECTION_STRING";
 
 /// `env` with `AZURE_STORAGE_CONNECTION_STRING`, when set, spelt out as the account, key and
-/// endpoint variables (it wins over them, as in MOCO). The key never appears in an error.
+/// endpoint variables (it wins over them, as in MOCO). An error names the part that is wrong
+/// by its place, never by its value: the key never appears in a log or an Event.
 fn azure_connection_string(
     env: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>, BucketError> {
@@ -415,15 +416,28 @@ fn azure_connection_string(
         return Ok(out);
     };
     let mut parts = BTreeMap::new();
-    for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+    // A part is named by its place and the name before it, never by its text: a part without
+    // `=` may well be the key itself.
+    let mut previous: Option<&str> = None;
+    for (i, part) in text
+        .split(';')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .enumerate()
+    {
         let Some((k, v)) = part.split_once('=') else {
-            let name = part.chars().take(20).collect::<String>();
+            let after = previous.map_or_else(String::new, |name| format!(" (after {name})"));
             return Err(invalid(
                 AZURE_CONNECTION_STRING,
-                format!("{name:?}…: expected Name=value parts separated by `;`"),
+                format!(
+                    "part {}{after} is not Name=value; expected Name=value parts separated by `;`",
+                    i + 1
+                ),
             ));
         };
-        parts.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+        let name = k.trim();
+        previous = Some(name);
+        parts.insert(name.to_ascii_lowercase(), v.trim().to_owned());
     }
     if parts
         .get("usedevelopmentstorage")
@@ -1021,13 +1035,29 @@ mod tests {
         for bad in [
             "AccountKey=secretkey",
             "garbage-without-equals;AccountName=a",
+            // Regression (issue 29, item 10): the key pasted without its name. The error
+            // quoted the part's first 20 characters: the key's.
+            "AccountName=a;c2VjcmV0a2V5LXNlY3JldGtleS1zZWNyZXQx",
         ] {
             let e = azure_connection_string(&vars(&[(AZURE_CONNECTION_STRING, bad)]))
                 .unwrap_err()
                 .to_string();
             assert!(e.starts_with(AZURE_CONNECTION_STRING), "{e}");
             assert!(!e.contains("secretkey"), "{e}");
+            assert!(!e.contains("c2VjcmV0"), "{e}");
+            assert!(!e.contains("garbage"), "{e}");
         }
+        let e = azure_connection_string(&vars(&[(
+            AZURE_CONNECTION_STRING,
+            "AccountName=a;c2VjcmV0a2V5LXNlY3JldGtleS1zZWNyZXQx",
+        )]))
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "AZURE_STORAGE_CONNECTION_STRING: part 2 (after AccountName) is not Name=value; \
+             expected Name=value parts separated by `;`"
+        );
     }
 
     #[test]

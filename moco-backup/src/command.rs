@@ -292,8 +292,10 @@ fn invalid(stage: &CommandLine, message: &str) -> CommandError {
     }
 }
 
+/// What a failed stage reports: its exit and an excerpt of what it wrote on stderr, values
+/// redacted ([`crate::tool_output::excerpt`]; the log has every line).
 fn failure(stage: &CommandLine, status: ExitStatus, stderr_tail: &str) -> String {
-    let tail = stderr_tail.trim();
+    let tail = crate::tool_output::excerpt(stderr_tail);
     if tail.is_empty() {
         format!("{stage} exited with {status}")
     } else {

@@ -18,6 +18,7 @@ pub mod mysql_format;
 pub mod pace;
 pub mod physical;
 pub mod retention;
+pub mod tool_output;
 pub mod unpacked;
 pub mod xbstream;
 

@@ -103,7 +103,7 @@ impl RemoteFetch {
                 "fetching {name} from {}:{} failed ({status}): {}",
                 self.host,
                 self.port,
-                moco_adapters::instance::error::file_tail(&log)
+                crate::tool_output::log_excerpt(&log)
             ));
         }
         Ok(path)

@@ -368,7 +368,7 @@ async fn apply(
         return Err(failed(format!(
             "mariadb-binlog {decoded}, mariadb {applied}; {}:\n{}",
             target.log.display(),
-            moco_adapters::instance::error::file_tail(&target.log)
+            crate::tool_output::log_excerpt(&target.log)
         )));
     }
     Ok(())

@@ -332,7 +332,9 @@ impl BackupJob {
             Ok(round) => status.binlog_size = i64::try_from(round.bytes).unwrap_or(i64::MAX),
             Err(e) => {
                 tracing::warn!(error = %e, "the binlogs were not archived");
-                status.warnings = Some(vec![format!("the binlogs were not archived: {e}")]);
+                status.warnings = Some(vec![crate::tool_output::for_status(&format!(
+                    "the binlogs were not archived: {e}"
+                ))]);
             }
         }
         self.cluster.record_backup(status.clone()).await?;

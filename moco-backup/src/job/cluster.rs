@@ -165,13 +165,16 @@ impl ClusterAccess {
         self.event_with_message(cluster, event, event.message).await
     }
 
-    /// Creates `event` with `message` in place of its own.
+    /// Creates `event` with `message` in place of its own, single-quoted values redacted and
+    /// cut to size ([`crate::tool_output::for_status`]): whoever reads the cluster's Events
+    /// reads it.
     pub async fn event_with_message(
         &self,
         cluster: &MySQLCluster,
         event: JobEvent,
         message: &str,
     ) -> Result<(), JobError> {
+        let message = crate::tool_output::for_status(message);
         let now = k8s_openapi::jiff::Timestamp::now();
         let object = Event {
             metadata: ObjectMeta {
@@ -189,7 +192,7 @@ impl ClusterAccess {
                 ..ObjectReference::default()
             },
             reason: Some(event.reason.into()),
-            message: Some(message.into()),
+            message: Some(message),
             type_: Some(
                 match event.kind {
                     EventType::Normal => "Normal",

@@ -245,7 +245,8 @@ pub async fn backup<S: BackupServers>(
             }
             Err(e) => {
                 tracing::warn!(error = %e, "the binlogs were not stored");
-                let warning = format!("the binlogs were not stored: {e}");
+                let warning =
+                    crate::tool_output::for_status(&format!("the binlogs were not stored: {e}"));
                 warnings.push(warning.clone());
                 no_binlog = Some(warning);
             }
