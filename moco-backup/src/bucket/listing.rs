@@ -7,7 +7,9 @@
 //! The cloud stores are listed a page at a time ([`PaginatedListStore`]). A page that fails
 //! on a key is listed again from the last key known, `max_keys` doubling while pages pass
 //! and halving when one fails, until the very next key is the bad one; the listing then
-//! continues after it. A bad key costs a few requests, never a page lost.
+//! continues after it. A bad key costs a few requests, never a page lost. That needs a store
+//! that lists from a key (S3's and GCS's `start-after`); Azure's `startFrom` needs a service
+//! version object_store 0.14 does not speak, so there the listing fails, naming the key.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -69,14 +71,29 @@ fn generic(e: impl std::error::Error + Send + Sync + 'static) -> object_store::E
     }
 }
 
+/// A page read after a key held that key or one before it: the store ignores the listing
+/// offset (Azure does before service version 2026-02-06, which object_store 0.14 does not
+/// speak).
+#[derive(Debug)]
+struct OffsetIgnored;
+
+/// A key object_store refuses, on a store that cannot list past it.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the store listed {key:?} when asked for keys after {after:?}: it ignores the listing \
-     offset, so the listing cannot go past the key it cannot read"
+    "{key:?} is not a key this program can read (an empty, `.` or `..` segment, a control \
+     character), and this store cannot list past it (it ignores the listing offset): rename \
+     or delete that object"
 )]
-struct OffsetIgnored {
+struct CannotSkip {
     key: String,
-    after: String,
+}
+
+fn cannot_skip(key: &str) -> impl FnOnce(OffsetIgnored) -> object_store::Error + '_ {
+    move |OffsetIgnored| {
+        generic(CannotSkip {
+            key: key.to_owned(),
+        })
+    }
 }
 
 impl Lister {
@@ -112,16 +129,11 @@ impl Walk {
         &mut self,
         objects: Vec<object_store::ObjectMeta>,
         after: Option<&str>,
-    ) -> Result<(), object_store::Error> {
+    ) -> Result<(), OffsetIgnored> {
         for o in objects {
             let key = o.location.to_string();
-            if let Some(after) = after
-                && key.as_str() <= after
-            {
-                return Err(generic(OffsetIgnored {
-                    key,
-                    after: after.to_owned(),
-                }));
+            if after.is_some_and(|after| key.as_str() <= after) {
+                return Err(OffsetIgnored);
             }
             self.position = Some(key.clone());
             self.listing.objects.push(ObjectInfo { key, size: o.size });
@@ -148,7 +160,10 @@ async fn list_paged(
         };
         match store.list_paginated(prefix, opts).await {
             Ok(page) => {
-                walk.take(page.result.objects, after.as_deref())?;
+                // `after` is set only right after a skipped key.
+                let skipped = after.clone().unwrap_or_default();
+                walk.take(page.result.objects, after.as_deref())
+                    .map_err(cannot_skip(&skipped))?;
                 match page.page_token {
                     Some(t) => {
                         token = Some(t);
@@ -161,8 +176,10 @@ async fn list_paged(
                 let Some(bad) = bad_key(&e) else {
                     return Err(e);
                 };
-                if !close_in(store, prefix, &mut walk).await? {
-                    break;
+                match close_in(store, prefix, &mut walk).await? {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(ignored) => return Err(cannot_skip(&bad)(ignored)),
                 }
                 walk.listing.skipped.push(bad.clone());
                 walk.position = Some(bad.clone());
@@ -181,7 +198,7 @@ async fn close_in(
     store: &dyn PaginatedListStore,
     prefix: Option<&str>,
     walk: &mut Walk,
-) -> Result<bool, object_store::Error> {
+) -> Result<Result<bool, OffsetIgnored>, object_store::Error> {
     let mut max_keys = 1;
     loop {
         let after = walk.position.clone();
@@ -193,15 +210,17 @@ async fn close_in(
         match store.list_paginated(prefix, opts).await {
             Ok(page) => {
                 let empty = page.result.objects.is_empty();
-                walk.take(page.result.objects, after.as_deref())?;
+                if let Err(ignored) = walk.take(page.result.objects, after.as_deref()) {
+                    return Ok(Err(ignored));
+                }
                 if empty || page.page_token.is_none() {
-                    return Ok(false);
+                    return Ok(Ok(false));
                 }
                 max_keys = (max_keys * 2).min(MAX_PAGE);
             }
             Err(e) if bad_key(&e).is_some() => {
                 if max_keys == 1 {
-                    return Ok(true);
+                    return Ok(Ok(true));
                 }
                 max_keys /= 2;
             }
