@@ -384,7 +384,12 @@ impl BucketSpec {
                 })?;
                 let store: Arc<dyn ObjectStore> =
                     Arc::new(LocalFileSystem::new_with_prefix(&name).map_err(target)?);
-                (store, Lister::Directory(PathBuf::from(&name)))
+                // The directory object_store resolved: listed whatever the working directory
+                // becomes.
+                let root = std::fs::canonicalize(&name).map_err(|e| {
+                    invalid("url", format!("{name}: cannot resolve the directory: {e}"))
+                })?;
+                (store, Lister::Directory(root))
             }
         };
         Ok(Bucket {
