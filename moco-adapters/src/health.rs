@@ -54,6 +54,8 @@ pub enum Liveness {
 struct Seen {
     /// The last answer, or when the watch started.
     last_answer: Instant,
+    /// The last status the manager got, or when the watch started.
+    last_status: Instant,
     /// The verdict last reported (a change wakes the manager).
     unresponsive: bool,
 }
@@ -87,6 +89,7 @@ impl InstanceWatch {
     ) -> Self {
         let seen = Arc::new(Mutex::new(Seen {
             last_answer: Instant::now(),
+            last_status: Instant::now(),
             unresponsive: false,
         }));
         let task = tokio::spawn(watch(name, port, config, Arc::clone(&seen), wake));
@@ -114,7 +117,14 @@ impl InstanceWatch {
 
     /// Records an answer seen elsewhere (a successful status probe).
     pub fn answered(&self) {
-        lock(&self.seen).last_answer = Instant::now();
+        let mut s = lock(&self.seen);
+        s.last_answer = Instant::now();
+        s.last_status = s.last_answer;
+    }
+
+    /// How long since the manager last got this instance's status (or the watch started).
+    pub fn status_age(&self) -> std::time::Duration {
+        lock(&self.seen).last_status.elapsed()
     }
 }
 

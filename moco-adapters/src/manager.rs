@@ -20,12 +20,15 @@ use thiserror::Error;
 use tokio::sync::{Notify, watch};
 
 use crate::health::{HealthConfig, InstanceWatch, Liveness};
+pub use crate::ports::RoundTiming;
 use crate::ports::{
     Clock, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
     SystemClock,
 };
 
-/// Timing knobs of the loop.
+/// Timing knobs of the loop. Every wait of a round has a limit taken from here or from the
+/// engine's plan, so that a round ends within [`Manager::round_limit`] whatever any instance
+/// does (issue 35: a manager that stops deciding cannot fail over).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ManagerConfig {
     /// Pause between rounds when nothing changed (MOCO's `--check-interval`).
@@ -36,8 +39,17 @@ pub struct ManagerConfig {
     pub probe_attempts: u32,
     /// Pause between two probes of the same instance.
     pub probe_retry_delay: Duration,
-    /// Upper bound of any single operation (the engine's own timeouts are shorter).
-    pub operation_timeout: Duration,
+    /// Limit of one step the engine sets no time for (a statement, a label, a status write)
+    /// and of each platform call (observing, recording an event). A wait without limit in the
+    /// plan (the new primary applying its relay log) also waits this long per round, then
+    /// the round ends and the next one decides again.
+    pub step_timeout: Duration,
+    /// Limit of a clone (copying a whole instance), the one step that may take long.
+    pub clone_timeout: Duration,
+    /// How long a primary that answers pings but not the status probe is waited for (rounds
+    /// given up, no failover) before it counts as unreachable like a silent one: a slow
+    /// primary rides out a load spike, but one whose status never comes cannot be managed.
+    pub slow_primary_limit: Duration,
     /// The continuous health watch: ping interval and the detection window (how long an
     /// instance may stay silent before it counts as unreachable).
     pub health: HealthConfig,
@@ -50,8 +62,44 @@ impl Default for ManagerConfig {
             probe_timeout: Duration::from_millis(1000),
             probe_attempts: 2,
             probe_retry_delay: Duration::from_millis(100),
-            operation_timeout: Duration::from_secs(600),
+            step_timeout: Duration::from_secs(30),
+            clone_timeout: Duration::from_secs(600),
+            slow_primary_limit: Duration::from_secs(15),
             health: HealthConfig::default(),
+        }
+    }
+}
+
+impl ManagerConfig {
+    /// The longest one probe of one instance may take: until the instance would count as
+    /// silent (at most the detection window) or `probe_timeout`, plus the pauses between
+    /// attempts, plus building its port.
+    pub fn probe_limit(&self) -> Duration {
+        self.health.detection_window.max(self.probe_timeout)
+            + self.probe_retry_delay * self.probe_attempts.max(1)
+            + self.step_timeout
+    }
+
+    /// The longest `step` may take (its own time from the plan plus one statement's).
+    pub fn step_limit(&self, step: &Step) -> Duration {
+        let secs = |s: u32| Duration::from_secs(u64::from(s));
+        match &step.operation {
+            Operation::Clone { .. } => self.clone_timeout,
+            Operation::SetSuperReadOnly {
+                timeout_seconds, ..
+            } => secs(*timeout_seconds) + self.step_timeout * 2,
+            Operation::WaitForCatchUp {
+                timeout_seconds, ..
+            } => secs(*timeout_seconds) + self.step_timeout * 2,
+            Operation::WaitForGtid {
+                timeout_seconds: Some(t),
+                ..
+            } => secs(*t) + self.step_timeout,
+            Operation::WaitForGtid {
+                timeout_seconds: None,
+                ..
+            } => self.step_timeout * 2,
+            _ => self.step_timeout,
         }
     }
 }
@@ -208,7 +256,9 @@ impl Manager {
                 return Ok((Arc::clone(&c.mysql), Arc::clone(&c.watch)));
             }
         }
-        let mysql = self.platform.mysql(slot).await?;
+        let mysql = self
+            .platform_call("build the SQL port", self.platform.mysql(slot))
+            .await?;
         let watch = Arc::new(InstanceWatch::start(
             format!("{} ({}:{})", slot.index, slot.host, slot.port),
             Arc::clone(&mysql),
@@ -283,6 +333,16 @@ impl Manager {
                     tracing::debug!(index = slot.index, "probe timed out");
                     return match watch.liveness() {
                         Liveness::Unresponsive => Probe::Unreachable,
+                        Liveness::Answering
+                            if watch.status_age() >= self.config.slow_primary_limit =>
+                        {
+                            tracing::warn!(
+                                index = slot.index,
+                                age_s = watch.status_age().as_secs(),
+                                "answers pings but no status for too long: unreachable"
+                            );
+                            Probe::Unreachable
+                        }
                         Liveness::Answering => Probe::Slow,
                     };
                 }
@@ -294,8 +354,7 @@ impl Manager {
     /// Observes the platform and every instance (concurrently).
     pub async fn gather(&self) -> Result<(Observation, ClusterFacts), ManagerError> {
         let view = self
-            .platform
-            .observe()
+            .platform_call("observe the cluster", self.platform.observe())
             .await
             .map_err(ManagerError::Observe)?;
         // The primary is probed first, then the others together: a replica's received set
@@ -371,17 +430,93 @@ impl Manager {
         }
     }
 
-    /// One observe → decide → act round.
+    /// One observe → decide → act round. It ends within [`Manager::round_limit`] of the
+    /// plan it made, whatever any instance or the platform does; its duration is logged and
+    /// handed to [`Platform::round_finished`].
     pub async fn run_once(&self) -> Result<RoundReport, ManagerError> {
+        let started = tokio::time::Instant::now();
+        let mut limit = self.observe_limit();
+        let result = self.round(&mut limit).await;
+        let timing = RoundTiming {
+            took: started.elapsed(),
+            limit,
+            ok: result.is_ok(),
+        };
+        if timing.took > timing.limit {
+            // Only a blocked runtime thread can do this: every wait above has a limit.
+            tracing::error!(
+                took_ms = timing.took.as_millis() as u64,
+                limit_ms = timing.limit.as_millis() as u64,
+                "a round outlasted its limit"
+            );
+        } else if timing.took > self.config.step_timeout {
+            tracing::info!(
+                took_ms = timing.took.as_millis() as u64,
+                limit_ms = timing.limit.as_millis() as u64,
+                ok = timing.ok,
+                "a long round"
+            );
+        } else {
+            tracing::debug!(
+                took_ms = timing.took.as_millis() as u64,
+                limit_ms = timing.limit.as_millis() as u64,
+                ok = timing.ok,
+                "round finished"
+            );
+        }
+        self.bounded(self.platform.round_finished(&timing)).await;
+        result
+    }
+
+    /// The longest a round may take before it has decided: observing the platform, probing
+    /// the primary, then the others together, and the platform's hook.
+    fn observe_limit(&self) -> Duration {
+        self.config.step_timeout * 2 + self.config.probe_limit() * 2
+    }
+
+    /// The longest a round that made `decision` may take: [`Manager::observe_limit`], the
+    /// status write and the events, and each step's limit with its event
+    /// ([`ManagerConfig::step_limit`]).
+    pub fn round_limit(&self, decision: &Decision) -> Duration {
+        let c = &self.config;
+        let events = u32::try_from(decision.events.len()).unwrap_or(u32::MAX);
+        let steps: Duration = decision
+            .steps
+            .iter()
+            .map(|s| c.step_limit(s) + c.step_timeout)
+            .sum();
+        self.observe_limit() + c.step_timeout * events.saturating_add(1) + steps
+    }
+
+    /// Runs a platform call with the step limit; one that does not finish is given up (its
+    /// effect, a metric or a snapshot, is not worth a stalled round).
+    async fn bounded<F: std::future::Future<Output = ()>>(&self, fut: F) {
+        if tokio::time::timeout(self.config.step_timeout, fut)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                limit_s = self.config.step_timeout.as_secs(),
+                "a platform call did not finish in time"
+            );
+        }
+    }
+
+    async fn round(&self, limit: &mut Duration) -> Result<RoundReport, ManagerError> {
         let (view, facts) = self.gather().await?;
         let decision = decide(&facts)?;
-        self.platform.observed(&facts, &decision).await;
+        *limit = self.round_limit(&decision);
+        self.bounded(self.platform.observed(&facts, &decision))
+            .await;
         let mut persisted = view.status.clone();
         if decision.status != persisted {
-            self.platform
-                .write_status(&ClusteringStatus::of(&decision.status))
-                .await
-                .map_err(ManagerError::Status)?;
+            self.platform_call(
+                "write the status",
+                self.platform
+                    .write_status(&ClusteringStatus::of(&decision.status)),
+            )
+            .await
+            .map_err(ManagerError::Status)?;
             persisted = decision.status.clone();
         }
         for event in &decision.events {
@@ -405,11 +540,11 @@ impl Manager {
                 .take_while(|s| matches!(s.operation, Operation::StopReplicaIoThread { .. }))
                 .count()
                 .max(1);
-            let limit = self.config.operation_timeout;
             let runs = decision.steps[position..position + batch]
                 .iter()
                 .map(|step| {
                     let persisted = persisted.clone();
+                    let limit = self.config.step_limit(step);
                     async move {
                         let mut persisted = persisted;
                         tokio::time::timeout(
@@ -429,6 +564,17 @@ impl Manager {
                         persisted = next;
                         None
                     }
+                    Ok(Err(PortError::Timeout { .. })) if unlimited_wait(step) => {
+                        // The plan waits without limit; the round does not. The next round
+                        // decides again and, if nothing else changed, waits again.
+                        tracing::info!(step = %operation, slice_s = self.config.step_timeout.as_secs(),
+                            "still applying the relay log; deciding again");
+                        return Ok(RoundReport {
+                            facts,
+                            decision,
+                            steps_done,
+                        });
+                    }
                     Ok(Err(source)) => Some(ManagerError::Step {
                         position: position + offset,
                         operation,
@@ -437,7 +583,7 @@ impl Manager {
                     Err(_) => Some(ManagerError::StepTimeout {
                         position: position + offset,
                         operation,
-                        seconds: limit.as_secs(),
+                        seconds: self.config.step_limit(step).as_secs(),
                     }),
                 };
                 if let Some(err) = error {
@@ -462,6 +608,22 @@ impl Manager {
             facts,
             decision,
             steps_done,
+        })
+    }
+
+    /// A platform call within the step limit; one that does not finish is a timeout of `what`.
+    async fn platform_call<T>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = Result<T, PortError>>,
+    ) -> Result<T, PortError> {
+        let limit = self.config.step_timeout;
+        tokio::time::timeout(limit, fut).await.unwrap_or_else(|_| {
+            Err(PortError::Timeout {
+                target: "platform".to_owned(),
+                what: what.to_owned(),
+                seconds: limit.as_secs(),
+            })
         })
     }
 
@@ -499,7 +661,10 @@ impl Manager {
         if let Some(d) = detail {
             event.message = format!("{}: {d}", event.message);
         }
-        if let Err(err) = self.platform.record_event(&event).await {
+        let recorded = self
+            .platform_call("record an event", self.platform.record_event(&event))
+            .await;
+        if let Err(err) = recorded {
             tracing::warn!(%err, reason = %event.reason, "recording an event failed");
         }
     }
@@ -559,10 +724,13 @@ impl Manager {
                 gtid,
                 timeout_seconds,
             } => {
-                let limit = timeout_seconds.map(|s| Duration::from_secs(u64::from(s)));
+                // Without a limit from the plan, one slice per round (see `unlimited_wait`).
+                let limit = timeout_seconds.map_or(self.config.step_timeout, |s| {
+                    Duration::from_secs(u64::from(s))
+                });
                 self.port(view, *index)
                     .await?
-                    .wait_for_gtid(gtid, limit)
+                    .wait_for_gtid(gtid, Some(limit))
                     .await
             }
             Operation::SetPrimaryIndex {
@@ -671,6 +839,17 @@ impl Manager {
             }
         }
     }
+}
+
+/// True for a wait the plan sets no limit for: the manager waits one slice per round.
+fn unlimited_wait(step: &Step) -> bool {
+    matches!(
+        step.operation,
+        Operation::WaitForGtid {
+            timeout_seconds: None,
+            ..
+        }
+    )
 }
 
 /// Refuses to open an instance that is no longer the one the round observed: its data

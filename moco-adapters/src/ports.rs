@@ -260,6 +260,17 @@ impl Clock for SystemClock {
     }
 }
 
+/// How long a round took, against the limit it had (`Manager::round_limit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoundTiming {
+    /// From the start of the observation to the end of the last step.
+    pub took: Duration,
+    /// The limit of this round: what its plan allowed.
+    pub limit: Duration,
+    /// False when the round failed (its error is reported separately).
+    pub ok: bool,
+}
+
 /// What hosts the instances (Kubernetes, local processes, the simulator).
 #[async_trait]
 pub trait Platform: Send + Sync + std::fmt::Debug {
@@ -297,6 +308,9 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     async fn observed(&self, _facts: &ClusterFacts, _decision: &Decision) {}
     /// Called when a round fails, with the failure's category (metrics).
     async fn round_failed(&self, _category: ErrorCategory) {}
+    /// Called at the end of every round, failed or not, with its duration (metrics, the
+    /// local status): a manager whose rounds stop is seen by the age of the last one.
+    async fn round_finished(&self, _timing: &RoundTiming) {}
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@
 //! | `moco_cluster_checks_total`, `…_errors_total`, `…_switchover_total`, `…_failover_total` | counter | `name`, `namespace` |
 //! | `moco_cluster_available`, `…_healthy`, `…_replicas`, `…_ready_replicas`, `…_errant_replicas` | gauge | `name`, `namespace` |
 //! | `moco_cluster_processing_time_seconds` | histogram | `name`, `namespace` |
+//! | `moco_cluster_round_duration_seconds` | histogram | `name`, `namespace` |
+//! | `moco_cluster_last_round_timestamp_seconds` | gauge | `name`, `namespace` |
 //! | `moco_cluster_volume_resized_total`, `…_errors_total` | counter | `name`, `namespace` |
 //! | `moco_cluster_statefulset_recreate_total`, `…_errors_total` | counter | `name`, `namespace` |
 //! | `moco_cluster_reconciliation_stopped`, `moco_cluster_clustering_stopped` | gauge | `name`, `namespace` |
@@ -129,6 +131,17 @@ fn processing_histogram() -> Histogram {
     Histogram::new(PROCESSING_TIME_BUCKETS)
 }
 
+/// Buckets of `moco_cluster_round_duration_seconds`: a round that waits for a silent instance
+/// takes the detection window (1.5 s), one whose step runs into its limit 30 s or more, a
+/// clone up to 600 s.
+pub const ROUND_DURATION_BUCKETS: [f64; 12] = [
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 600.0,
+];
+
+fn round_histogram() -> Histogram {
+    Histogram::new(ROUND_DURATION_BUCKETS)
+}
+
 /// A family of histograms with MOCO's buckets.
 pub type HistogramFamily = Family<ClusterLabels, Histogram, fn() -> Histogram>;
 
@@ -155,6 +168,11 @@ pub struct ClusterMetrics {
     pub errant_replicas: Family<ClusterLabels, FloatGauge>,
     /// Seconds from observing the cluster to its decision, per round.
     pub processing_time: HistogramFamily,
+    /// Seconds of whole rounds, steps included.
+    pub round_duration: HistogramFamily,
+    /// When the last round ended (Unix seconds): `time() - it` is how long the manager has
+    /// not finished one, which an alert can watch.
+    pub last_round: Family<ClusterLabels, FloatGauge>,
     /// Rounds that grew at least one PVC.
     pub volume_resized: Family<ClusterLabels, Counter>,
     /// Rounds whose PVC growth failed.
@@ -184,6 +202,8 @@ impl Default for ClusterMetrics {
             ready_replicas: Family::default(),
             errant_replicas: Family::default(),
             processing_time: Family::new_with_constructor(processing_histogram),
+            round_duration: Family::new_with_constructor(round_histogram),
+            last_round: Family::default(),
             volume_resized: Family::default(),
             volume_resized_errors: Family::default(),
             statefulset_recreate: Family::default(),
@@ -248,6 +268,16 @@ impl ClusterMetrics {
             self.processing_time.clone(),
         );
         registry.register(
+            "moco_cluster_round_duration_seconds",
+            "The length of time in seconds of a whole clustering round, steps included",
+            self.round_duration.clone(),
+        );
+        registry.register(
+            "moco_cluster_last_round_timestamp_seconds",
+            "When the last clustering round ended, in seconds since the epoch",
+            self.last_round.clone(),
+        );
+        registry.register(
             "moco_cluster_volume_resized",
             "The number of successful volume resizes",
             self.volume_resized.clone(),
@@ -304,10 +334,12 @@ impl ClusterMetrics {
             &self.replicas,
             &self.ready_replicas,
             &self.errant_replicas,
+            &self.last_round,
         ] {
             family.remove(labels);
         }
         self.processing_time.remove(labels);
+        self.round_duration.remove(labels);
         self.reconciliation_stopped.remove(labels);
         self.clustering_stopped.remove(labels);
     }

@@ -12,8 +12,8 @@ use moco_core::time::Timestamp;
 use tokio::sync::Notify;
 
 use super::model::{
-    FrozenSpan, OpFault, PORT, Promotion, RelayPurge, SimGtid, State, WriteOutcome, WriteRecord,
-    WriteState, WriteTarget, host_of,
+    FrozenSpan, OpFault, PORT, Promotion, RelayPurge, SimGtid, Stall, State, WriteOutcome,
+    WriteRecord, WriteState, WriteTarget, host_of,
 };
 use super::records::{AppliedOp, ErrantWrite, WipeRecord};
 use moco_adapters::manager::{Manager, ManagerConfig};
@@ -53,6 +53,8 @@ struct Shared {
     changed: Notify,
     /// How many SQL ports the platform handed out (a manager should build one per instance).
     ports_built: std::sync::atomic::AtomicU64,
+    /// Every round's timing, as the manager reported it.
+    rounds: Mutex<Vec<moco_adapters::ports::RoundTiming>>,
 }
 
 /// An in-memory cluster of simulated mysqld instances, deterministic: nothing happens unless
@@ -84,6 +86,7 @@ impl SimCluster {
                 killed: Arc::new(Notify::new()),
                 changed: Notify::new(),
                 ports_built: std::sync::atomic::AtomicU64::new(0),
+                rounds: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -116,9 +119,35 @@ impl SimCluster {
     /// Waits while instance `i` is frozen and still reachable (a crash or a cut ends the
     /// wait: the caller's reach check then fails). Woken by every fault change, and looks
     /// again after each second of (virtual) time in any case.
+    /// Waits while a statement other than the probe sent to `i` would get no answer (frozen,
+    /// or its commands stalled).
     pub(crate) async fn wait_while_frozen(&self, i: u32) {
+        self.wait_while(|st| {
+            (st.frozen(i)
+                || st
+                    .inst(i)
+                    .is_some_and(|x| matches!(x.stall, Stall::Commands | Stall::Statements)))
+                && reach(st, i).is_ok()
+        })
+        .await;
+    }
+
+    /// Waits while a ping to `i` would get no answer (frozen only).
+    pub(crate) async fn wait_while_silent(&self, i: u32) {
         self.wait_while(|st| st.frozen(i) && reach(st, i).is_ok())
             .await;
+    }
+
+    /// Waits while `i`'s status probe would get no answer (frozen, or its probe stalled).
+    pub(crate) async fn wait_while_probe_stalled(&self, i: u32) {
+        self.wait_while(|st| {
+            (st.frozen(i)
+                || st
+                    .inst(i)
+                    .is_some_and(|x| matches!(x.stall, Stall::Probe | Stall::Statements)))
+                && reach(st, i).is_ok()
+        })
+        .await;
     }
 
     /// Waits while `blocked` holds, looking again at every fault change and after each second
@@ -274,6 +303,15 @@ impl SimCluster {
         self.changed();
     }
 
+    /// Instance `i` keeps answering pings but leaves statements waiting as `stall` says, until
+    /// stalled again with [`Stall::None`] or healed ([`SimCluster::heal_all`]).
+    pub fn stall(&self, i: u32, stall: Stall) {
+        if let Some(x) = self.lock().inst_mut(i) {
+            x.stall = stall;
+        }
+        self.changed();
+    }
+
     /// True while instance `i` is frozen.
     pub fn is_frozen(&self, i: u32) -> bool {
         self.lock().frozen(i)
@@ -393,6 +431,7 @@ impl SimCluster {
             for i in 0..n {
                 if let Some(x) = st.inst_mut(i) {
                     x.slow = None;
+                    x.stall = Stall::None;
                 }
                 if st.inst(i).is_some_and(|x| x.pod.deleting) {
                     st.crash(i, true);
@@ -578,6 +617,23 @@ impl SimCluster {
     /// True while the Pod of instance `i` carries the demote annotation.
     pub fn demote_requested(&self, i: u32) -> bool {
         self.lock().inst(i).is_some_and(|x| x.pod.demote)
+    }
+
+    /// The timing of every round so far, in order (see [`moco_adapters::ports::RoundTiming`]).
+    pub fn round_timings(&self) -> Vec<moco_adapters::ports::RoundTiming> {
+        self.shared
+            .rounds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn note_round(&self, timing: &moco_adapters::ports::RoundTiming) {
+        self.shared
+            .rounds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(*timing);
     }
 
     /// The facts and decision of the manager's last round.

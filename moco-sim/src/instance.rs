@@ -70,7 +70,7 @@ impl SimInstance {
 #[async_trait]
 impl MysqlPort for SimInstance {
     async fn status(&self) -> Result<MysqldStatus, PortError> {
-        self.cluster.wait_while_frozen(self.index).await;
+        self.cluster.wait_while_probe_stalled(self.index).await;
         let mut st = self.cluster.lock();
         reach(&st, self.index)?;
         let status = st
@@ -85,7 +85,7 @@ impl MysqlPort for SimInstance {
 
     /// `COM_PING`: only whether the server answers, no status.
     async fn ping(&self) -> Result<(), PortError> {
-        self.cluster.wait_while_frozen(self.index).await;
+        self.cluster.wait_while_silent(self.index).await;
         reach(&self.cluster.lock(), self.index)
     }
 

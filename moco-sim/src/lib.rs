@@ -25,7 +25,8 @@
 //! * faults: crashes (with or without the pending tail), restarts (read-only, replication
 //!   stopped), partitions between the manager and an instance or between two instances,
 //!   hung instances ([`SimCluster::freeze`]: every call waits until the thaw, nothing
-//!   replicates, the state is kept), slow replicas, Pod deletion and demotion, data loss,
+//!   replicates, the state is kept), stalled ones ([`SimCluster::stall`]: pings answered,
+//!   the probe or every statement waiting), slow replicas, Pod deletion and demotion, data loss,
 //!   manager crashes mid-round, errant writes on replicas ([`SimCluster::errant_write`]);
 //! * ground truth for the checks: the lineage (the transactions of the primaries' history),
 //!   which instances hold data outside it (errant), which of those a round could see, and
@@ -46,7 +47,7 @@ mod truth;
 pub use cluster::{SIM_EPOCH, SimCluster, SimConfig};
 pub use instance::SimInstance;
 pub use model::{
-    FrozenSpan, OpFault, PORT as INSTANCE_PORT, Promotion, RelayPurge, SimGtid, SpanEnd,
+    FrozenSpan, OpFault, PORT as INSTANCE_PORT, Promotion, RelayPurge, SimGtid, SpanEnd, Stall,
     WriteOutcome, WriteRecord, WriteState, WriteTarget, host_of as instance_host,
 };
 pub use records::{AppliedOp, ErrantWrite, SimOp, WipeRecord};

@@ -212,11 +212,29 @@ pub(crate) struct Inst {
     /// SIGSTOPped (or its node dead, or a network black hole): it answers nothing, serves and
     /// receives no replication and accepts no writes, but keeps its whole state.
     pub frozen: bool,
+    /// Answers pings but leaves some statements waiting (see [`Stall`]).
+    pub stall: Stall,
     pub pod: PodState,
     /// MariaDB `gtid_slave_pos` (domain 0): the last transaction the SQL thread applied, or the
     /// binlog position `CHANGE MASTER` started from (the adapter sets it to
     /// `@@gtid_binlog_pos` first), or a clone's position. Local commits do not move it.
     pub slave_pos: Option<SimGtid>,
+}
+
+/// What a running instance leaves unanswered while its process still answers pings: a server
+/// whose statements wait on a lock (issue 35: a MariaDB primary's binlog lock held behind
+/// commits that wait for acknowledgements no replica can give).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stall {
+    /// Everything is answered.
+    #[default]
+    None,
+    /// The status probe waits; every other statement is answered.
+    Probe,
+    /// The probe is answered; every other statement waits (a fence behind stuck commits).
+    Commands,
+    /// Every statement waits, the probe too; only pings are answered.
+    Statements,
 }
 
 impl Inst {
@@ -238,6 +256,7 @@ impl Inst {
             clone_state: None,
             slow: None,
             frozen: false,
+            stall: Stall::None,
             pod: PodState::default(),
             slave_pos: None,
         }

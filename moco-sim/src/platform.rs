@@ -201,4 +201,8 @@ impl Platform for SimCluster {
         st.last_round = Some((facts.clone(), decision.clone()));
         st.note_facts(facts, decision);
     }
+
+    async fn round_finished(&self, timing: &moco_adapters::ports::RoundTiming) {
+        self.note_round(timing);
+    }
 }

@@ -9,6 +9,7 @@ mod common;
 mod sim_faults;
 mod sim_growth;
 mod sim_hung;
+mod sim_liveness;
 mod sim_model;
 mod sim_shrink;
 mod slow_primary;

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 /// The manager as the property tests configure it (default health watch: 2 s window).
 fn config() -> ManagerConfig {
     ManagerConfig {
-        operation_timeout: Duration::from_secs(120),
+        clone_timeout: Duration::from_secs(120),
         ..ManagerConfig::default()
     }
 }

@@ -201,3 +201,65 @@ async fn a_primary_with_slow_status_but_live_pings_is_not_failed_over() {
     assert_eq!(r.state(), ClusterState::Healthy);
     assert_eq!(sim.status().current_primary_index, 0);
 }
+
+/// Issue 35: a primary whose status never comes while it answers pings (before the fix, a
+/// MariaDB primary whose replicas left with commits queued on the binlog lock) cannot be
+/// managed. Its rounds are given up for `slow_primary_limit`, then it counts as unreachable
+/// like a silent one and is failed over, so the manager goes on deciding.
+#[tokio::test(start_paused = true)]
+async fn a_primary_whose_status_never_comes_is_failed_over_after_the_slow_limit() {
+    let sim = SimCluster::new(SimConfig::new(3, Flavor::Mariadb));
+    let config = ManagerConfig::default();
+    let limit = config.slow_primary_limit;
+    let slow = Arc::new(AtomicBool::new(false));
+    let platform = Arc::new(Wrapped {
+        sim: sim.clone(),
+        slow_index: 0,
+        slow: Arc::clone(&slow),
+        // Never within a round.
+        delay: Duration::from_secs(3600),
+    });
+    let manager =
+        Manager::new(platform as Arc<dyn Platform>, config).with_clock(Arc::new(sim.clone()));
+    for _ in 0..12 {
+        sim.tick();
+        if let Ok(r) = manager.run_once().await
+            && r.state() == ClusterState::Healthy
+        {
+            break;
+        }
+    }
+    assert_eq!(sim.status().current_primary_index, 0);
+    sim.client_write(WriteTarget::Primary);
+    sim.tick_n(2);
+
+    slow.store(true, Ordering::SeqCst);
+    let since = tokio::time::Instant::now();
+    let mut failed_over_after = None;
+    for _ in 0..40 {
+        sim.tick();
+        let _ = manager.run_once().await;
+        if sim.status().current_primary_index != 0 {
+            failed_over_after = Some(since.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let after = failed_over_after.unwrap_or_else(|| {
+        panic!(
+            "a primary whose status never came was never failed over: {:?}\n{:?}",
+            sim.last_round()
+                .map(|(f, d)| (f.instances, d.state, d.steps)),
+            sim.events()
+        )
+    });
+    assert!(
+        after >= limit,
+        "failed over after {after:?}, before the slow limit {limit:?}"
+    );
+    assert!(
+        sim.events().iter().any(|e| e.reason == "FailOver"),
+        "{:?}",
+        sim.events()
+    );
+}

@@ -552,10 +552,15 @@ impl Writer {
 
     /// Starts writing through `o`.
     pub fn start_with(o: mysql_async::Opts) -> Writer {
+        Self::start_at(o, 1)
+    }
+
+    /// Starts writing through `o`, ids from `first` on (several writers, each its own range).
+    pub fn start_at(o: mysql_async::Opts, first: u64) -> Writer {
         let (stop, mut stop_rx) = watch::channel(false);
         let handle = tokio::spawn(async move {
             let mut report = WriterReport::default();
-            let mut next_id: u64 = 1;
+            let mut next_id: u64 = first;
             let mut conn: Option<mysql_async::Conn> = None;
             while !*stop_rx.borrow() {
                 if conn.is_none() {

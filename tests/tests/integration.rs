@@ -31,6 +31,7 @@ mod local_pitr;
 mod local_recovery;
 mod local_scale;
 mod local_shrink;
+mod local_soak;
 mod local_switchover;
 mod local_tls;
 mod test_layout;

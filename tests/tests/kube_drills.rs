@@ -262,6 +262,36 @@ async fn switchover_then_kill9_failover(drill: &Arc<KubeDrill>, writer: Writer) 
 
     let acked = writer.finish().await;
     assert_no_acked_write_lost(drill, &acked).await;
+
+    // Issue 35: the manager's liveness is visible. Its rounds are counted in
+    // `moco_cluster_round_duration_seconds`, and `moco_cluster_last_round_timestamp_seconds`
+    // is recent (an alert fires on its age).
+    let labels = drill.labels();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let last = drill.metrics.last_round.get_or_create(&labels).get();
+    assert!(
+        (0.0..30.0).contains(&(now - last)),
+        "last round ended {}s ago",
+        now - last
+    );
+    let mut text = String::new();
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register(
+        "moco_cluster_round_duration_seconds",
+        "rounds",
+        drill.metrics.round_duration.clone(),
+    );
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let count = text
+        .lines()
+        .find(|l| l.starts_with("moco_cluster_round_duration_seconds_count"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(count > 10, "{text}");
 }
 
 /// The healthy reason of the cluster (the state name).

@@ -37,11 +37,11 @@ use super::manifest::Manifest;
 use super::pods::{PodsFile, now_ms};
 use super::proxy::{Backend, Endpoints, Routes};
 use super::secret::Secret;
-use super::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot};
+use super::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot, RoundSnapshot};
 use super::sql;
 use crate::mysqld::{LocalMysqld, ServerBinary};
 use crate::ports::{
-    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
+    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError, RoundTiming,
 };
 
 /// Timing of the platform's own work (not of the manager's rounds).
@@ -116,6 +116,8 @@ struct Observed {
     writable: Vec<bool>,
     /// The last round's facts and decision.
     round: Option<(ClusterFacts, Decision)>,
+    /// The last round's timing and when it ended (Unix ms).
+    timing: Option<RoundSnapshot>,
 }
 
 /// Silent readiness probes in a row before a running instance is not ready (about 1.2 s with
@@ -737,6 +739,7 @@ impl LocalPlatform {
             },
             instances,
             last_error,
+            last_round: observed.timing,
         };
         drop(observed);
         snapshot.save(&self.layout)
@@ -989,6 +992,14 @@ impl Platform for LocalPlatform {
             ),
         ));
         Ok(())
+    }
+
+    async fn round_finished(&self, timing: &RoundTiming) {
+        lock(&self.observed).timing = Some(RoundSnapshot {
+            ended_at_ms: now_ms(),
+            took_ms: u64::try_from(timing.took.as_millis()).unwrap_or(u64::MAX),
+            limit_ms: u64::try_from(timing.limit.as_millis()).unwrap_or(u64::MAX),
+        });
     }
 
     async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {

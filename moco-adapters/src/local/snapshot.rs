@@ -80,6 +80,23 @@ pub struct ClusterSnapshot {
     pub instances: Vec<InstanceSnapshot>,
     /// The last round's error, if it failed.
     pub last_error: Option<String>,
+    /// When the manager last finished a round and how long it took; absent from snapshots of
+    /// older releases.
+    #[serde(default)]
+    pub last_round: Option<RoundSnapshot>,
+}
+
+/// One finished round, as `moco local status` shows it: a manager whose rounds stop shows an
+/// ever older `endedAtMs` (issue 35).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoundSnapshot {
+    /// Unix milliseconds when it ended.
+    pub ended_at_ms: u64,
+    /// How long it took.
+    pub took_ms: u64,
+    /// The limit its plan allowed.
+    pub limit_ms: u64,
 }
 
 /// `state` as MOCO's name, or `Unknown`: the file format tools and older readers expect.

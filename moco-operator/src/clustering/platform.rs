@@ -22,7 +22,8 @@ use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Reco
 use moco_adapters::mysql::tls::MysqlTls;
 use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
 use moco_adapters::ports::{
-    Credentials, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
+    Credentials, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform,
+    PortError, RoundTiming,
 };
 use moco_api::labels::{
     ANNOTATION_DEMOTE, ANNOTATION_PREVENT_DELETE, LABEL_ROLE, ROLE_PRIMARY, ROLE_REPLICA,
@@ -659,6 +660,17 @@ impl Platform for KubePlatform {
 
     async fn round_failed(&self, _category: ErrorCategory) {
         self.metrics.errors.get_or_create(&self.labels).inc();
+    }
+
+    async fn round_finished(&self, timing: &RoundTiming) {
+        let m = &self.metrics;
+        m.round_duration
+            .get_or_create(&self.labels)
+            .observe(timing.took.as_secs_f64());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        m.last_round.get_or_create(&self.labels).set(now);
     }
 }
 

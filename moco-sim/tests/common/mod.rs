@@ -15,7 +15,9 @@ pub fn manager_config() -> ManagerConfig {
         probe_timeout: Duration::from_secs(1),
         probe_attempts: 2,
         probe_retry_delay: Duration::from_millis(100),
-        operation_timeout: Duration::from_secs(120),
+        step_timeout: Duration::from_secs(30),
+        clone_timeout: Duration::from_secs(120),
+        slow_primary_limit: Duration::from_secs(15),
         health: Default::default(),
     }
 }

@@ -48,12 +48,38 @@ pub struct LocalStatus {
     pub updated_at: Option<String>,
     /// The last round's error, if it failed.
     pub last_error: Option<String>,
+    /// The manager's last finished round: how long ago it ended and how long it took.
+    pub last_round: Option<LastRound>,
     /// Per instance: the last round's view, with pid, role and hold as they are now.
     pub instances: Vec<InstanceSnapshot>,
     /// Where the client option files are (text view only).
     #[serde(skip)]
     pub client_dir: PathBuf,
 }
+
+/// The manager's last finished round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastRound {
+    /// Milliseconds since it ended.
+    pub age_ms: u64,
+    /// How long it took.
+    pub took_ms: u64,
+    /// The limit its plan allowed.
+    pub limit_ms: u64,
+}
+
+impl LastRound {
+    /// True when no round has ended for longer than the last one's limit plus a few check
+    /// intervals: the manager is stuck (a round cannot outlast its limit) or gone.
+    pub fn stale(&self) -> bool {
+        self.age_ms > self.limit_ms.saturating_add(STALE_SLACK_MS)
+    }
+}
+
+/// Slack over a round's limit before the last round counts as stale: the pauses between
+/// rounds (the check interval, 1 s by default) and the snapshot's own write.
+const STALE_SLACK_MS: u64 = 10_000;
 
 /// The manager process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -132,6 +158,14 @@ impl LocalStatus {
             conditions: status.conditions,
             updated_at: snapshot.map(|s| s.updated_at.clone()),
             last_error: snapshot.and_then(|s| s.last_error.clone()),
+            last_round: snapshot
+                .filter(|_| running)
+                .and_then(|s| s.last_round)
+                .map(|r| LastRound {
+                    age_ms: now.saturating_sub(r.ended_at_ms),
+                    took_ms: r.took_ms,
+                    limit_ms: r.limit_ms,
+                }),
             instances,
             client_dir: layout.client_dir(),
         }
@@ -161,6 +195,23 @@ impl LocalStatus {
             self.endpoints.replica,
             self.client_dir.display()
         );
+        if let Some(r) = &self.last_round {
+            if r.stale() {
+                let _ = writeln!(
+                    out,
+                    "WARNING: the manager has finished no round for {:.1} s (its last one had {:.1} s): it is stuck or gone, and nothing fails over",
+                    r.age_ms as f64 / 1000.0,
+                    r.limit_ms as f64 / 1000.0
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "last round: {:.1} s ago, took {} ms",
+                    r.age_ms as f64 / 1000.0,
+                    r.took_ms
+                );
+            }
+        }
         if let Some(err) = &self.last_error {
             let _ = writeln!(out, "last round failed: {err}");
         }
@@ -382,7 +433,22 @@ mod tests {
                 })
                 .collect(),
             last_error: None,
+            last_round: None,
         }
+    }
+
+    /// Issue 35: a manager that finishes no round is named as stuck once the last round's
+    /// limit and the pauses between rounds have passed, not before.
+    #[test]
+    fn a_manager_without_rounds_is_reported_stuck_after_its_limit() {
+        let round = |age_ms| super::LastRound {
+            age_ms,
+            took_ms: 12,
+            limit_ms: 95_000,
+        };
+        assert!(!round(500).stale());
+        assert!(!round(100_000).stale());
+        assert!(round(106_000).stale());
     }
 
     /// Issue 12, item 10: killing the primary of a cluster nobody wrote to leaves it Lost for
