@@ -4,6 +4,11 @@
 //! second; [`local`] and [`local_archive`], the `moco local` commands; [`retention`];
 //! [`pace`], the rate cap; [`mysql_format`], MOCO's MySQL format as command lines; [`job`], the
 //! programs of the Kubernetes backup and restore Jobs.
+//!
+//! A bucket may hold what others wrote (`docs/backup.md`, "A bucket others can write"):
+//! [`entry_name`] and [`unpacked`] keep an object's entries inside the directory they are
+//! unpacked into, [`bounded`] holds readers to the sizes a record declares, and
+//! [`tool_output`] redacts what tools say before it reaches an Event or the status.
 
 pub mod binlog;
 pub mod bounded;
@@ -22,4 +27,4 @@ pub mod tool_output;
 pub mod unpacked;
 pub mod xbstream;
 
-pub use bucket::{Backend, Bucket, BucketError, BucketSpec, ObjectInfo};
+pub use bucket::{Backend, Bucket, BucketError, BucketSpec, Listing, ObjectInfo};

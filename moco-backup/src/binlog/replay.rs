@@ -91,7 +91,7 @@ pub async fn replay(
     admin: &MysqlInstance,
 ) -> Result<Replayed, ReplayError> {
     let mut done = Replayed::default();
-    let options = target.scratch.join("replay.cnf");
+    let options = options_file(target);
     std::fs::create_dir_all(&target.scratch).map_err(|e| ReplayError::Apply {
         file: target.scratch.display().to_string(),
         message: e.to_string(),
@@ -126,8 +126,7 @@ pub async fn replay(
         for (index, step) in plan.steps.iter().enumerate() {
             let segment = &segments[step.segment];
             let file = scratch_file(&target.scratch, index);
-            let applied =
-                apply_step(bucket, prefix, segment, step, plan, target, &options, &file).await;
+            let applied = apply_step(bucket, prefix, segment, step, plan, target, &file).await;
             let _ = std::fs::remove_file(&file);
             let Some((last, taken, wanted)) = applied? else {
                 break;
@@ -197,10 +196,14 @@ fn scratch_file(scratch: &Path, index: usize) -> PathBuf {
     scratch.join(format!("step-{index:06}.binlog"))
 }
 
+/// The client's option file of a replay into `target` (its password), in the scratch dir.
+fn options_file(target: &ReplayTarget) -> PathBuf {
+    target.scratch.join("replay.cnf")
+}
+
 /// Fetches `segment` into `file`, applies what `step` takes of it; returns the last GTID
 /// applied, how many transactions were and how many the step held (`None`: nothing before
 /// the point).
-#[allow(clippy::too_many_arguments)]
 async fn apply_step(
     bucket: &Bucket,
     prefix: &str,
@@ -208,7 +211,6 @@ async fn apply_step(
     step: &Step,
     plan: &Plan,
     target: &ReplayTarget,
-    options: &Path,
     file: &Path,
 ) -> Result<Option<(Gtid, usize, usize)>, ReplayError> {
     let key = format!("{prefix}/{ARCHIVE_FOLDER}/{}", segment.object.key);
@@ -220,7 +222,15 @@ async fn apply_step(
     let Some(last) = taken.last().map(|t| t.gtid) else {
         return Ok(None);
     };
-    apply(target, options, file, &segment.file, step.after, last).await?;
+    apply(
+        target,
+        &options_file(target),
+        file,
+        &segment.file,
+        step.after,
+        last,
+    )
+    .await?;
     Ok(Some((last, taken.len(), wanted)))
 }
 
