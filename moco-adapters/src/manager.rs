@@ -909,6 +909,63 @@ mod tests {
         s
     }
 
+    /// The limits the liveness bound is made of, by hand from their documented rule: a step's
+    /// own time from the plan plus one statement's (two for the steps that send two), a clone's
+    /// own limit, a wait without limit one slice of two statements.
+    #[test]
+    fn each_step_is_limited_by_its_own_time_and_a_statement() {
+        let c = ManagerConfig::default();
+        let limit = |op| c.step_limit(&Step::new(op)).as_secs();
+        let gtid = moco_core::gtid::GtidSet::new();
+        assert_eq!(
+            limit(Operation::SetSuperReadOnly {
+                index: 0,
+                timeout_seconds: 10
+            }),
+            10 + 60
+        );
+        assert_eq!(
+            limit(Operation::WaitForCatchUp {
+                index: 1,
+                source: 0,
+                timeout_seconds: 50
+            }),
+            50 + 60
+        );
+        assert_eq!(
+            limit(Operation::WaitForGtid {
+                index: 1,
+                gtid: gtid.clone(),
+                timeout_seconds: Some(50)
+            }),
+            50 + 30
+        );
+        assert_eq!(
+            limit(Operation::WaitForGtid {
+                index: 1,
+                gtid,
+                timeout_seconds: None
+            }),
+            60
+        );
+        assert_eq!(
+            limit(Operation::Clone {
+                index: 1,
+                donor: ReplicationSource::Instance {
+                    index: 0,
+                    host: "h".into(),
+                    port: 3306
+                },
+                boot_timeout_seconds: 3600
+            }),
+            600
+        );
+        assert_eq!(limit(Operation::KillConnections { index: 0 }), 30);
+        // A probe: the detection window (1.5 s) over the probe timeout, two pauses of 100 ms,
+        // and building the port.
+        assert_eq!(c.probe_limit(), Duration::from_millis(1500 + 200 + 30_000));
+    }
+
     const A: &str = "00000000-0000-0000-0000-000000000001";
     const B: &str = "00000000-0000-0000-0000-000000000009";
 
