@@ -726,7 +726,11 @@ mod tests {
             count: Some(1),
             days: None,
         };
-        assert!(crate::retention::to_delete(&listed, keep, Timestamp(new + 86_400)).is_empty());
+        assert!(
+            crate::retention::decide(&listed, keep, Timestamp(new + 86_400))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -182,6 +182,24 @@ async fn local_backup_streams_a_replica_into_a_directory_and_s3_and_lists_them()
     assert_eq!(dry.matches("would delete").count(), 2, "{dry}");
     assert!(dry.contains("20000101-000000"), "{dry}");
     assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 3);
+    // A backup whose manifest is there but cannot be read (a newer release's) stops the
+    // prune: nothing is deleted, and the error names it (issue 29, item 2).
+    let unreadable = folder.join("20991231-000000");
+    std::fs::create_dir_all(&unreadable).unwrap();
+    std::fs::write(
+        unreadable.join("manifest.json"),
+        br#"{"formatVersion": 99}"#,
+    )
+    .unwrap();
+    let err = moco_tests::local::moco_err(&[
+        "local", "backup", "prune", "--dir", &dir_arg, "--keep", "1",
+    ]);
+    assert!(
+        err.contains("20991231-000000") && err.contains("deleted nothing"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 4);
+    std::fs::remove_dir_all(&unreadable).unwrap();
     let pruned = moco_ok(&["local", "backup", "prune", "--dir", &dir_arg, "--keep", "1"]);
     assert_eq!(pruned.matches("deleted ").count(), 2, "{pruned}");
     let listed = moco_ok(&["local", "backup", "list", "--dir", &dir_arg]);

@@ -228,7 +228,9 @@ async fn prune(args: &PruneArgs) -> Result<ExitCode, LocalCmdError> {
         count: args.keep,
         days: args.keep_days,
     };
-    let doomed = moco_backup::retention::to_delete(&backups, keep, now());
+    // A backup whose manifest is there but unreadable stops the prune: it may be complete.
+    let doomed = moco_backup::retention::decide(&backups, keep, now())
+        .map_err(|e| usage(format!("prune deleted nothing: {e}")))?;
     if doomed.is_empty() {
         say!(
             "nothing to delete among the {} backups of {name}",
