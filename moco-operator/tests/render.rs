@@ -739,7 +739,11 @@ fn backup_objects_exist_with_the_policy_and_a_missing_policy_names_the_field() {
     let pod = &cj["spec"]["jobTemplate"]["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], "sa");
     assert_eq!(pod["restartPolicy"], "Never");
-    assert_eq!(pod["volumes"], json!([{"name": "work", "emptyDir": {}}]));
+    // The emptyDir given gets the data claim's 1Gi as its limit (the tests of the work volume).
+    assert_eq!(
+        pod["volumes"],
+        json!([{"name": "work", "emptyDir": {"sizeLimit": "1Gi"}}])
+    );
     let ctr = &pod["containers"][0];
     assert_eq!(
         ctr["args"],
@@ -797,7 +801,10 @@ fn a_mariadb_backup_job_reaches_the_agents_and_mysql_ones_stay_mocos() {
         )
     };
     let (mysql, init) = job_pod(json!({}));
-    assert_eq!(mysql["volumes"], json!([{"name": "work", "emptyDir": {}}]));
+    assert_eq!(
+        mysql["volumes"],
+        json!([{"name": "work", "emptyDir": {"sizeLimit": "1Gi"}}])
+    );
     assert_eq!(mysql["containers"][0]["env"].as_array().unwrap().len(), 1);
     assert!(
         init.env_from.is_none(),
@@ -1043,6 +1050,118 @@ fn restore_job_exists_until_the_restore_is_recorded() {
         ..MySQLClusterStatus::default()
     });
     assert!(render(&c).restore.is_none());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Jobs' work volume: an emptyDir without a limit gets one (issue 29).
+
+/// The work volume of the backup CronJob, the archiver and the restore Job of a cluster of
+/// `flavor` whose data claim requests `storage` (none when `None`), all with `work`.
+fn work_volumes(flavor: &str, storage: Option<&str>, work: Value) -> Vec<Value> {
+    let job_config = json!({"serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
+                            "workVolume": work});
+    let resources = match storage {
+        Some(s) => json!({"requests": {"storage": s}}),
+        None => json!({}),
+    };
+    let mut c = annotated(
+        json!({"backupPolicyName": "daily",
+               "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
+                                         "spec": {"resources": resources}}],
+               "restore": {"sourceName": "src", "sourceNamespace": "old",
+                           "restorePoint": "2026-05-01T12:34:56Z", "jobConfig": job_config}}),
+        json!({"moco-rs/flavor": flavor, "moco-rs/binlog-archive-interval": "5s"}),
+    );
+    if flavor == "mysql" {
+        c.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .remove("moco-rs/flavor");
+    }
+    let mut policy = serde_json::to_value(policy()).unwrap();
+    policy["spec"]["jobConfig"]["workVolume"] = work;
+    let mut inputs = Inputs::new();
+    inputs.policy = Some(serde_json::from_value(policy).unwrap());
+    inputs.settings.images.backup = "example.com/moco-rs-backup:1".into();
+    let objects = inputs.render(&c).unwrap();
+    let backup = serde_json::to_value(&objects.backup.unwrap().workload).unwrap();
+    let archive = serde_json::to_value(objects.archive.unwrap()).unwrap();
+    let restore = serde_json::to_value(&objects.restore.unwrap().workload).unwrap();
+    vec![
+        backup["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"][0].clone(),
+        archive["spec"]["template"]["spec"]["volumes"][0].clone(),
+        restore["spec"]["template"]["spec"]["volumes"][0].clone(),
+    ]
+}
+
+#[test]
+fn a_mariadb_work_emptydir_without_a_limit_holds_two_binlogs_and_a_gibibyte() {
+    let limited = json!({"name": "work", "emptyDir": {"sizeLimit": "3Gi"}});
+    assert_eq!(
+        work_volumes("mariadb", Some("10Gi"), json!({"emptyDir": {}})),
+        vec![limited.clone(), limited.clone(), limited]
+    );
+}
+
+#[test]
+fn a_mysql_work_emptydir_without_a_limit_is_bounded_by_the_data_claim() {
+    let limited = json!({"name": "work", "emptyDir": {"sizeLimit": "10Gi"}});
+    assert_eq!(
+        work_volumes("mysql", Some("10Gi"), json!({"emptyDir": {}})),
+        vec![limited.clone(), limited.clone(), limited]
+    );
+    // No storage request (the webhook refuses it; `moco render` does not): no bound known.
+    let unlimited = json!({"name": "work", "emptyDir": {}});
+    assert_eq!(
+        work_volumes("mysql", None, json!({"emptyDir": {}})),
+        vec![unlimited.clone(), unlimited.clone(), unlimited]
+    );
+}
+
+#[test]
+fn a_user_size_limit_is_kept_and_only_a_missing_one_is_filled() {
+    for flavor in ["mysql", "mariadb"] {
+        let work = json!({"emptyDir": {"medium": "Memory", "sizeLimit": "500Mi"}});
+        let kept = json!({"name": "work", "emptyDir": {"medium": "Memory", "sizeLimit": "500Mi"}});
+        assert_eq!(
+            work_volumes(flavor, Some("10Gi"), work),
+            vec![kept.clone(), kept.clone(), kept]
+        );
+        let filled = work_volumes(
+            flavor,
+            Some("10Gi"),
+            json!({"emptyDir": {"medium": "Memory"}}),
+        );
+        assert!(
+            filled[0]["emptyDir"]["sizeLimit"].is_string(),
+            "{flavor}: {filled:?}"
+        );
+    }
+}
+
+#[test]
+fn a_claim_or_ephemeral_work_volume_is_left_as_given_and_only_an_emptydir_is_limited() {
+    let ephemeral = json!({"ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "5Gi"}}}}}});
+    for flavor in ["mysql", "mariadb"] {
+        for work in [
+            json!({"persistentVolumeClaim": {"claimName": "scratch"}}),
+            ephemeral.clone(),
+        ] {
+            let mut given = work.clone();
+            given["name"] = json!("work");
+            assert_eq!(
+                work_volumes(flavor, Some("10Gi"), work),
+                vec![given.clone(), given.clone(), given]
+            );
+        }
+        let empty = work_volumes(flavor, Some("10Gi"), json!({"emptyDir": {}}));
+        assert!(
+            empty[0]["emptyDir"]["sizeLimit"].is_string(),
+            "{flavor}: {empty:?}"
+        );
+    }
 }
 
 /// A shrink keeps the StatefulSet at its deployed size (the leaving Pods are its highest

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{
     SecretKeySelector, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use moco_adapters::mysql::Account;
 use moco_api::backuppolicy::{
@@ -23,6 +24,7 @@ use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAM
 use moco_api::mysqlcluster::{MySQLCluster, RestoreSpec};
 use moco_core::facts::Flavor;
 use moco_core::resources::ByteRate;
+use moco_core::validate::DATA_CLAIM_NAME;
 
 use super::meta::ClusterId;
 use super::pod_template::{pod_security_context, spread_over_nodes, with_default_user};
@@ -159,19 +161,58 @@ fn job_container(
     }
 }
 
+/// `max_binlog_size` in GiB: its default, and the most MySQL and MariaDB accept.
+const MAX_BINLOG_SIZE_GIB: u64 = 1;
+
+/// The `sizeLimit` a work `emptyDir` without one gets, so that a bucket's bytes (issue 29)
+/// end in the Pod's eviction instead of a full node disk; `None` leaves it unlimited.
+///
+/// MariaDB: the base backup streams both ways and is never stored; the only large file is one
+/// binlog at a time (the archiver's closed file, the replay's segment, bounded by its declared
+/// size), which may pass `max_binlog_size` by one transaction: twice that, plus 1 GiB. The
+/// 1 GiB used is `max_binlog_size`'s default and the servers' maximum, so it bounds whatever
+/// the mysqlConfigMap sets, and a restore's binlogs come from a source cluster whose setting
+/// this one does not know.
+///
+/// MySQL: MOCO's dump is written and unpacked whole in `/work`, so no fixed size fits; a
+/// compressed dump of the data is no larger than the data claim's request. Without a request
+/// (`moco render` of a spec the webhook would refuse) there is no bound.
+pub fn work_size_limit(cluster: &MySQLCluster, flavor: Flavor) -> Option<Quantity> {
+    match flavor {
+        Flavor::Mariadb => Some(Quantity(format!("{}Gi", 2 * MAX_BINLOG_SIZE_GIB + 1))),
+        Flavor::Mysql => cluster
+            .spec
+            .volume_claim_templates
+            .iter()
+            .find(|t| t.metadata.name == DATA_CLAIM_NAME)
+            .and_then(|t| t.spec.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("storage"))
+            .cloned(),
+    }
+}
+
+/// The Pod of a Job. The work volume is the user's as given, except that an `emptyDir`
+/// without a `sizeLimit` gets `work_limit` ([`work_size_limit`]).
 fn job_pod_spec(
     config: &JobConfig,
     settings: &RenderSettings,
     container: Container,
     affinity: Option<Affinity>,
     field: &str,
+    work_limit: Option<&Quantity>,
 ) -> Result<PodSpec, RenderError> {
-    let work = config.work_volume.to_volume(WORK_VOLUME).map_err(|e| {
+    let mut work = config.work_volume.to_volume(WORK_VOLUME).map_err(|e| {
         RenderError::invalid(
             format!("{field}.workVolume"),
             format!("not a volume source: {e}"),
         )
     })?;
+    if let Some(dir) = work.empty_dir.as_mut()
+        && dir.size_limit.is_none()
+    {
+        dir.size_limit = work_limit.cloned();
+    }
     let mut volumes = vec![work];
     volumes.extend(config.volumes.iter().cloned());
     Ok(PodSpec {
@@ -325,6 +366,7 @@ fn policy_pod(
     flavor: Flavor,
     name: &str,
     leading: Vec<String>,
+    work_limit: Option<&Quantity>,
 ) -> Result<PodSpec, RenderError> {
     let config = &policy.spec.job_config;
     let mut args = leading;
@@ -355,6 +397,7 @@ fn policy_pod(
         container,
         Some(affinity),
         "BackupPolicy spec.jobConfig",
+        work_limit,
     )
 }
 
@@ -395,7 +438,7 @@ fn max_rate_arg(
 }
 
 /// `moco-backup-<name>`: the CronJob of `policy`, its Role and RoleBinding; the backup reads
-/// at most at `max_rate` ([`max_rate_of`]).
+/// at most at `max_rate` ([`max_rate_of`]); `work_limit` is [`work_size_limit`]'s.
 pub fn backup(
     id: &ClusterId,
     settings: &RenderSettings,
@@ -403,6 +446,7 @@ pub fn backup(
     flavor: Flavor,
     tls: bool,
     max_rate: Option<&ByteRate>,
+    work_limit: Option<&Quantity>,
 ) -> Result<JobObjects<CronJob>, RenderError> {
     let p = &policy.spec;
     let config = &p.job_config;
@@ -410,7 +454,7 @@ pub fn backup(
     if let Some(rate) = max_rate {
         leading.push(max_rate_arg(settings, flavor, rate)?);
     }
-    let mut pod = policy_pod(id, settings, policy, flavor, "backup", leading)?;
+    let mut pod = policy_pod(id, settings, policy, flavor, "backup", leading, work_limit)?;
     if flavor == Flavor::Mariadb {
         with_agent_access(id, &mut pod, true);
         if tls {
@@ -465,7 +509,8 @@ pub fn backup(
     })
 }
 
-/// `moco-restore-<name>`: the Job restoring `restore`, its Role and RoleBinding.
+/// `moco-restore-<name>`: the Job restoring `restore`, its Role and RoleBinding;
+/// `work_limit` is [`work_size_limit`]'s.
 ///
 /// The Role reaches instance 0's Pod only: MOCO's program reads it for its address, and on
 /// MariaDB the Job deletes it once its agent has prepared the copy (the copy replaces the
@@ -477,6 +522,7 @@ pub fn restore(
     restore: &RestoreSpec,
     flavor: Flavor,
     tls: bool,
+    work_limit: Option<&Quantity>,
 ) -> Result<JobObjects<Job>, RenderError> {
     let config = &restore.job_config;
     let point = restore
@@ -512,7 +558,14 @@ pub fn restore(
         config,
         sc,
     );
-    let mut pod = job_pod_spec(config, settings, container, None, "spec.restore.jobConfig")?;
+    let mut pod = job_pod_spec(
+        config,
+        settings,
+        container,
+        None,
+        "spec.restore.jobConfig",
+        work_limit,
+    )?;
     let pod_verbs: &[&str] = if flavor == Flavor::Mariadb {
         with_agent_access(id, &mut pod, false);
         if tls {
@@ -575,7 +628,8 @@ pub fn owned_by_job(rbac: &JobObjects<Job>, job: &Job) -> Option<(Role, RoleBind
 /// every `interval` (`moco archive`; on MySQL, from this project's backup image), with the backup policy's Job settings (service
 /// account, bucket, credentials, work volume), so it may do what the backup Job does. A
 /// Deployment and not a CronJob: a round every few seconds is a process, not a schedule.
-/// `Recreate`: never two archivers of one cluster at once.
+/// `Recreate`: never two archivers of one cluster at once. `work_limit` is
+/// [`work_size_limit`]'s.
 pub fn archive(
     id: &ClusterId,
     settings: &RenderSettings,
@@ -583,6 +637,7 @@ pub fn archive(
     flavor: Flavor,
     interval: &str,
     tls: bool,
+    work_limit: Option<&Quantity>,
 ) -> Result<Deployment, RenderError> {
     let field = format!("metadata.annotations[\"{ARCHIVE_ANNOTATION}\"]");
     // A MySQL cluster's archiver runs the backup image, as its Jobs do; MOCO's own has no
@@ -613,6 +668,7 @@ pub fn archive(
         flavor,
         "archive",
         vec!["archive".to_owned(), format!("--every={interval}")],
+        work_limit,
     )?;
     pod.restart_policy = Some("Always".into());
     if tls {

@@ -287,6 +287,7 @@ pub fn render_cluster(
         PdbDecision::Present { max_unavailable } => Some(statefulset::pdb(&id, max_unavailable)),
     };
 
+    let work_limit = jobs::work_size_limit(cluster, flavor);
     let backup = match (&spec.backup_policy_name, inputs.backup_policy) {
         (None, _) => None,
         (Some(name), None) => {
@@ -302,13 +303,20 @@ pub fn render_cluster(
             flavor,
             with_tls,
             jobs::max_rate_of(cluster)?.as_ref(),
+            work_limit.as_ref(),
         )?),
     };
     let archive_interval = annotation(cluster, jobs::ARCHIVE_ANNOTATION);
     let archive = match (archive_interval, inputs.backup_policy) {
         (None, _) => None,
         (Some(interval), Some(policy)) if spec.backup_policy_name.is_some() => Some(jobs::archive(
-            &id, settings, policy, flavor, interval, with_tls,
+            &id,
+            settings,
+            policy,
+            flavor,
+            interval,
+            with_tls,
+            work_limit.as_ref(),
         )?),
         (Some(_), _) => {
             return Err(RenderError::invalid(
@@ -319,7 +327,14 @@ pub fn render_cluster(
     };
     let restore = match (&spec.restore, cluster.status.as_ref()) {
         (Some(_), Some(status)) if status.restored_time.is_some() => None,
-        (Some(restore), _) => Some(jobs::restore(&id, settings, restore, flavor, with_tls)?),
+        (Some(restore), _) => Some(jobs::restore(
+            &id,
+            settings,
+            restore,
+            flavor,
+            with_tls,
+            work_limit.as_ref(),
+        )?),
         (None, _) => None,
     };
 
