@@ -154,6 +154,9 @@ async fn freeze_and_thaw_cycles_end_healthy_with_bounded_rounds_and_no_acknowled
         ])
         .await;
         tokio::time::sleep(stall).await;
+        let log_before = std::fs::metadata(dir.path().join("manager.log"))
+            .map(|m| m.len())
+            .unwrap_or(0);
         moco_async(vec![
             "local".into(),
             "thaw".into(),
@@ -185,6 +188,17 @@ async fn freeze_and_thaw_cycles_end_healthy_with_bounded_rounds_and_no_acknowled
             took.as_secs_f64(),
             if moved { "; failed over" } else { "" }
         );
+        if took > Duration::from_secs(5) {
+            // What the manager did meanwhile, for the record.
+            let log = std::fs::read(dir.path().join("manager.log")).unwrap_or_default();
+            let start = usize::try_from(log_before).unwrap_or(0).min(log.len());
+            for line in String::from_utf8_lossy(&log[start..])
+                .lines()
+                .filter(|l| !l.contains("round finished"))
+            {
+                println!("    {line}");
+            }
+        }
         back.push(took);
     }
 
