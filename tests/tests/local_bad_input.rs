@@ -258,3 +258,47 @@ fn occupied_port_and_wrong_flavor_are_named() {
     assert!(err.contains(&format!("--flavor {other}")), "{err}");
     assert!(!dir.exists());
 }
+
+/// Issue 30, section 0: a restore that finds no backup names the bucket it looked in, and a
+/// `--source` that is a cluster's directory is looked for in the `backups/` beside that
+/// directory (under the cluster's own name), not beside the new one.
+#[test]
+fn a_restore_names_the_bucket_and_finds_the_source_clusters_own_backups() {
+    let t = tmp();
+    let new_dir = t.path().join("elsewhere").join("restored");
+    std::fs::create_dir_all(new_dir.parent().unwrap()).unwrap();
+    let err = moco_err(&[
+        "local",
+        "restore",
+        "--dir",
+        &new_dir.display().to_string(),
+        "--source",
+        "db",
+    ]);
+    let beside_new = t.path().join("elsewhere").join("backups");
+    assert!(
+        err.contains(&beside_new.display().to_string()) && err.contains("\"db\""),
+        "{err}"
+    );
+
+    let source = t.path().join("home").join("db");
+    fake_cluster(&source);
+    let err = moco_err(&[
+        "local",
+        "restore",
+        "--dir",
+        &new_dir.display().to_string(),
+        "--source",
+        &source.display().to_string(),
+    ]);
+    let beside_source = t.path().join("home").join("backups");
+    assert!(
+        err.contains(&beside_source.display().to_string()) && err.contains("\"fake\""),
+        "{err}"
+    );
+    assert!(
+        !new_dir.exists(),
+        "a refused restore made {}",
+        new_dir.display()
+    );
+}

@@ -101,6 +101,28 @@ struct PruneArgs {
     dry_run: bool,
 }
 
+/// The bucket and cluster name of a restore's `--source` and `--from`. A `--source` that is a
+/// cluster's directory gives its name, and without `--from` the `backups/` beside it; a name
+/// alone looks in `backups/` beside the new directory (where `up` and `backup` put them when
+/// both clusters live side by side).
+fn restore_source(
+    new_dir: &Path,
+    source: &str,
+    from: Option<&str>,
+) -> Result<(String, String), LocalCmdError> {
+    let as_dir = Path::new(source);
+    let layout = moco_adapters::local::Layout::new(as_dir);
+    let (name, beside) = if layout.manifest().is_file() {
+        let manifest = moco_adapters::local::Manifest::load(&layout)
+            .map_err(|e| usage(format!("--source {source}: {e}")))?;
+        (manifest.name, default_bucket(as_dir))
+    } else {
+        (source.to_owned(), default_bucket(new_dir))
+    };
+    let url = from.map_or_else(|| beside.display().to_string(), str::to_owned);
+    Ok((url, name))
+}
+
 /// The default bucket: `backups/` beside the cluster directory.
 fn default_bucket(dir: &Path) -> PathBuf {
     dir.parent()
@@ -519,12 +541,13 @@ pub struct RestoreArgs {
     /// The new cluster's directory (must not exist, or be empty).
     #[arg(long, value_name = "NEWDIR")]
     dir: PathBuf,
-    /// The bucket the backups are in (as `moco local backup --to`; default: `backups`
-    /// beside NEWDIR).
+    /// The bucket the backups are in (as `moco local backup --to`; default: `backups` beside
+    /// the source cluster's directory when `--source` names one, else beside NEWDIR).
     #[arg(long, value_name = "URL")]
     from: Option<String>,
-    /// The name of the cluster whose backup to restore (its directory's name).
-    #[arg(long, value_name = "NAME")]
+    /// The cluster whose backup to restore: its name (its directory's name), or its
+    /// directory.
+    #[arg(long, value_name = "NAME|DIR")]
     source: String,
     /// Which moment: an RFC 3339 time (`2026-11-23T08:29:06Z`: every transaction committed
     /// before that second, as MOCO's restorePoint), or `latest` (the newest the backups and
@@ -559,19 +582,21 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
         })?;
         moco_backup::binlog::Point::Before(t.seconds())
     };
-    let url = a
-        .from
-        .clone()
-        .unwrap_or_else(|| default_bucket(&a.dir).display().to_string());
+    let (url, source) = restore_source(&a.dir, &a.source, a.from.as_deref())?;
     let spec = BucketSpec::from_url(&url).map_err(|e| usage(format!("--from: {e}")))?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let bucket = spec
         .open(&env)
         .map_err(|e| usage(format!("--from {url}: {e}")))?;
     // Decided before a new cluster is made for it.
-    let planned = moco_backup::local::plan_restore(&bucket, &a.source, point)
+    let planned = moco_backup::local::plan_restore(&bucket, &source, point)
         .await
-        .map_err(|e| usage(format!("--source {} --point {}: {e}", a.source, a.point)))?;
+        .map_err(|e| {
+            usage(format!(
+                "--source {} --point {} (bucket {url}): {e}",
+                a.source, a.point
+            ))
+        })?;
     let started = std::time::Instant::now();
     let mut options = moco_adapters::local::create::CreateOptions::new(&a.dir, a.replicas);
     options.base_port = a.base_port;
