@@ -34,5 +34,6 @@ mod local_shrink;
 mod local_soak;
 mod local_switchover;
 mod local_tls;
+mod readme_first_command;
 mod test_layout;
 mod test_scripts;
