@@ -13,19 +13,32 @@ use moco_adapters::ports::{
     Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
 };
 use moco_core::Decision;
-use moco_core::facts::{ClusterFacts, Flavor, MysqldStatus, Role};
+use moco_core::facts::{ClusterFacts, Flavor, MysqldStatus, Role, ThreadState};
 use moco_core::gtid::GtidSet;
 use moco_core::operation::{Event, Operation, ReplicationSource};
 use moco_core::state::ClusterState;
 use moco_core::status::ClusteringStatus;
 use moco_sim::{SimCluster, SimConfig, WriteTarget};
 
-/// A port whose `status` takes `delay` while `slow` is set; everything else is the inner one.
+/// A port whose `status` takes `delay` while `slow` is set; while `applying` is set it also
+/// reports a relay log it has not applied (its IO thread running), never finishes applying it
+/// (a wait for it runs out of time, as the MySQL port's does), and, while `stop_times_out` is
+/// set, its IO thread's stop times out. Everything else is the inner one.
 #[derive(Debug)]
 struct SlowStatus {
     inner: Arc<dyn MysqlPort>,
     slow: Arc<AtomicBool>,
     delay: Duration,
+    applying: Arc<AtomicBool>,
+    stop_times_out: Arc<AtomicBool>,
+}
+
+fn timed_out(what: &str, limit: Duration) -> PortError {
+    PortError::Timeout {
+        target: "instance 0".into(),
+        what: what.into(),
+        seconds: limit.as_secs(),
+    }
 }
 
 #[async_trait]
@@ -34,7 +47,23 @@ impl MysqlPort for SlowStatus {
         if self.slow.load(Ordering::SeqCst) {
             tokio::time::sleep(self.delay).await;
         }
-        self.inner.status().await
+        let mut status = self.inner.status().await?;
+        if self.applying.load(Ordering::SeqCst) {
+            let retrieved = status.gtid_executed.union(&unapplied());
+            status.replica_status = Some(moco_core::facts::ReplicaStatus {
+                source_host: "sim-9.sim.svc".into(),
+                source_port: 3306,
+                io_running: ThreadState::Yes,
+                sql_running: ThreadState::Yes,
+                last_io_errno: 0,
+                last_io_error: String::new(),
+                last_sql_errno: 0,
+                last_sql_error: String::new(),
+                retrieved_gtid_set: retrieved,
+                seconds_behind_source: Some(100),
+            });
+        }
+        Ok(status)
     }
     async fn ping(&self) -> Result<(), PortError> {
         self.inner.ping().await
@@ -49,9 +78,20 @@ impl MysqlPort for SlowStatus {
         self.inner.kill_connections().await
     }
     async fn wait_for_gtid(&self, gtid: &GtidSet, t: Option<Duration>) -> Result<(), PortError> {
+        if self.applying.load(Ordering::SeqCst) {
+            let limit = t.unwrap_or(Duration::from_secs(3600));
+            tokio::time::sleep(limit).await;
+            return Err(timed_out("wait for GTID", limit));
+        }
         self.inner.wait_for_gtid(gtid, t).await
     }
     async fn stop_replica_io(&self) -> Result<(), PortError> {
+        if self.stop_times_out.load(Ordering::SeqCst) {
+            return Err(timed_out("stop replica IO thread", Duration::from_secs(30)));
+        }
+        if self.applying.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         self.inner.stop_replica_io().await
     }
     async fn start_replica(&self, sql_only: bool) -> Result<(), PortError> {
@@ -91,6 +131,8 @@ struct Wrapped {
     slow_index: u32,
     slow: Arc<AtomicBool>,
     delay: Duration,
+    applying: Arc<AtomicBool>,
+    stop_times_out: Arc<AtomicBool>,
 }
 
 #[async_trait]
@@ -107,6 +149,8 @@ impl Platform for Wrapped {
             inner,
             slow: Arc::clone(&self.slow),
             delay: self.delay,
+            applying: Arc::clone(&self.applying),
+            stop_times_out: Arc::clone(&self.stop_times_out),
         }))
     }
     async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
@@ -155,6 +199,8 @@ async fn a_primary_with_slow_status_but_live_pings_is_not_failed_over() {
         slow: Arc::clone(&slow),
         // Longer than the window: a round cannot wait for it.
         delay: window * 2,
+        applying: Arc::default(),
+        stop_times_out: Arc::default(),
     });
     let manager =
         Manager::new(platform as Arc<dyn Platform>, config).with_clock(Arc::new(sim.clone()));
@@ -218,6 +264,8 @@ async fn a_primary_whose_status_never_comes_is_failed_over_after_the_slow_limit(
         slow: Arc::clone(&slow),
         // Never within a round.
         delay: Duration::from_secs(3600),
+        applying: Arc::default(),
+        stop_times_out: Arc::default(),
     });
     let manager =
         Manager::new(platform as Arc<dyn Platform>, config).with_clock(Arc::new(sim.clone()));
@@ -259,6 +307,93 @@ async fn a_primary_whose_status_never_comes_is_failed_over_after_the_slow_limit(
     );
     assert!(
         sim.events().iter().any(|e| e.reason == "FailOver"),
+        "{:?}",
+        sim.events()
+    );
+}
+
+/// A transaction of another server that the primary received but never applies.
+fn unapplied() -> GtidSet {
+    GtidSet::from_mariadb("9-9-1").unwrap()
+}
+
+/// Issue 35: a primary that applies its relay log without end does not hold a round for ever.
+/// The plan waits without limit (MOCO's rule); the manager waits one slice per round, ends the
+/// round without an error or an event, and decides again. A step of the plan that runs out of
+/// its own time is still an error.
+#[tokio::test(start_paused = true)]
+async fn a_wait_without_limit_takes_one_slice_per_round_and_a_timed_out_step_is_an_error() {
+    let sim = SimCluster::new(SimConfig::new(3, Flavor::Mariadb));
+    let config = ManagerConfig::default();
+    let slice = config.step_timeout;
+    let applying = Arc::new(AtomicBool::new(false));
+    let stop_times_out = Arc::new(AtomicBool::new(false));
+    let platform = Arc::new(Wrapped {
+        sim: sim.clone(),
+        slow_index: 0,
+        slow: Arc::default(),
+        delay: Duration::ZERO,
+        applying: Arc::clone(&applying),
+        stop_times_out: Arc::clone(&stop_times_out),
+    });
+    let manager =
+        Manager::new(platform as Arc<dyn Platform>, config).with_clock(Arc::new(sim.clone()));
+    for _ in 0..12 {
+        sim.tick();
+        if let Ok(r) = manager.run_once().await
+            && r.state() == ClusterState::Healthy
+        {
+            break;
+        }
+    }
+    sim.client_write(WriteTarget::Primary);
+    sim.tick_n(2);
+
+    applying.store(true, Ordering::SeqCst);
+    // A replica down: the cluster is configured again (a Healthy one plans nothing).
+    sim.crash(2, true);
+    for _ in 0..3 {
+        sim.tick();
+        let started = tokio::time::Instant::now();
+        let r = manager
+            .run_once()
+            .await
+            .unwrap_or_else(|e| panic!("a wait without limit failed the round: {e}"));
+        let waits = r.decision.steps.iter().any(|s| {
+            matches!(
+                s.operation,
+                Operation::WaitForGtid {
+                    timeout_seconds: None,
+                    ..
+                }
+            )
+        });
+        assert!(
+            waits,
+            "no wait without limit planned: {:?}",
+            r.decision.steps
+        );
+        let took = started.elapsed();
+        assert!(took >= slice && took < slice * 2, "{took:?}");
+    }
+    assert!(
+        !sim.events().iter().any(|e| e.reason == "OperationFailed"),
+        "{:?}",
+        sim.events()
+    );
+
+    // A step with a time of its own that runs out is an error, with its event.
+    stop_times_out.store(true, Ordering::SeqCst);
+    sim.tick();
+    match manager.run_once().await {
+        Err(ManagerError::Step { .. }) => {}
+        other => panic!(
+            "a timed-out stop was not an error: {:?}",
+            other.map(|r| r.decision.steps)
+        ),
+    }
+    assert!(
+        sim.events().iter().any(|e| e.reason == "OperationFailed"),
         "{:?}",
         sim.events()
     );
