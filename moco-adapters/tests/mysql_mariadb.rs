@@ -644,15 +644,11 @@ async fn replication_switchover_and_errant_detection() {
     );
 }
 
-/// Regression (hung-primary drill): stopping a semi-sync replica's IO thread while its source
-/// answers nothing. MariaDB's `STOP SLAVE` first connects to the source to end the dump
-/// thread, bounded only by `rpl_semi_sync_slave_kill_conn_timeout` (0 = no bound: 24 s
-/// measured); the port stops it on the replica alone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stopping_replication_from_a_frozen_source_does_not_wait_for_it() {
-    let Some(binary) = server_binary("stopping_replication_from_a_frozen_source") else {
-        return;
-    };
+/// Two instances: 0 a writable primary waiting for one semi-sync acknowledgement, 1 its
+/// connected semi-sync replica; with the passwords, the flavour and both admin ports.
+async fn semi_sync_pair(
+    binary: moco_adapters::mysqld::ServerBinary,
+) -> (Fleet, MocoPasswords, Flavor, MysqlInstance, MysqlInstance) {
     let flavor = match binary.kind() {
         ServerKind::Mariadb => Flavor::Mariadb,
         ServerKind::Mysql => Flavor::Mysql,
@@ -672,6 +668,20 @@ async fn stopping_replication_from_a_frozen_source_does_not_wait_for_it() {
         .unwrap();
     primary.set_writable().await.unwrap();
     wait_semi_sync_clients(&primary, flavor, 1).await;
+    (fleet, pw, flavor, primary, replica)
+}
+
+/// Regression (hung-primary drill): stopping a semi-sync replica's IO thread while its source
+/// answers nothing. MariaDB's `STOP SLAVE` first connects to the source to end the dump
+/// thread, bounded only by `rpl_semi_sync_slave_kill_conn_timeout` (0 = no bound: 24 s
+/// measured); the port stops it on the replica alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_replication_from_a_frozen_source_does_not_wait_for_it() {
+    let Some(binary) = server_binary("stopping_replication_from_a_frozen_source") else {
+        return;
+    };
+    let (fleet, pw, flavor, _primary, replica) = semi_sync_pair(binary).await;
+    let n = &fleet.nodes;
     if flavor == Flavor::Mariadb {
         let mut c = client(&n[1], Account::Admin.name(), &pw.admin).await;
         c.query_drop("SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout = 0")
@@ -701,25 +711,8 @@ async fn a_primary_with_commits_waiting_for_acknowledgements_still_answers_probe
     let Some(binary) = server_binary("a_primary_with_commits_waiting_for_acknowledgements") else {
         return;
     };
-    let flavor = match binary.kind() {
-        ServerKind::Mariadb => Flavor::Mariadb,
-        ServerKind::Mysql => Flavor::Mysql,
-    };
-    let fleet = Fleet::start(binary, 2).await;
-    let pw = MocoPasswords::generate().unwrap();
-    initialise_all(&fleet, &pw).await;
+    let (fleet, pw, _, primary, replica) = semi_sync_pair(binary).await;
     let n = &fleet.nodes;
-    let (primary, replica) = (admin(&n[0], 0, &pw), admin(&n[1], 1, &pw));
-    replica
-        .configure_replication(&source(0, &n[0]), &repl_credentials(&pw), true)
-        .await
-        .unwrap();
-    primary
-        .configure_primary_semi_sync(1, SEMI_SYNC_TIMEOUT_MS)
-        .await
-        .unwrap();
-    primary.set_writable().await.unwrap();
-    wait_semi_sync_clients(&primary, flavor, 1).await;
     let mut w = client(&n[0], Account::Writable.name(), &pw.writable).await;
     w.query_drop("CREATE DATABASE moco_test").await.unwrap();
     w.query_drop("CREATE TABLE moco_test.t (id INT PRIMARY KEY, v TEXT)")
