@@ -187,23 +187,32 @@ impl Platform for Wrapped {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_primary_with_slow_status_but_live_pings_is_not_failed_over() {
-    let sim = SimCluster::new(SimConfig::new(3, Flavor::Mysql));
-    let config = ManagerConfig::default();
-    let window = config.health.detection_window;
-    let slow = Arc::new(AtomicBool::new(false));
+/// What a test turns on in instance 0's port (see [`SlowStatus`]).
+struct Switches {
+    slow: Arc<AtomicBool>,
+    applying: Arc<AtomicBool>,
+    stop_times_out: Arc<AtomicBool>,
+}
+
+/// A 3-instance cluster of `flavor` brought to Healthy by a manager (default configuration)
+/// whose port of instance 0 takes `delay` for a status once `slow` is switched on.
+async fn healthy(flavor: Flavor, delay: Duration) -> (SimCluster, Manager, Switches) {
+    let sim = SimCluster::new(SimConfig::new(3, flavor));
+    let switches = Switches {
+        slow: Arc::default(),
+        applying: Arc::default(),
+        stop_times_out: Arc::default(),
+    };
     let platform = Arc::new(Wrapped {
         sim: sim.clone(),
         slow_index: 0,
-        slow: Arc::clone(&slow),
-        // Longer than the window: a round cannot wait for it.
-        delay: window * 2,
-        applying: Arc::default(),
-        stop_times_out: Arc::default(),
+        slow: Arc::clone(&switches.slow),
+        delay,
+        applying: Arc::clone(&switches.applying),
+        stop_times_out: Arc::clone(&switches.stop_times_out),
     });
-    let manager =
-        Manager::new(platform as Arc<dyn Platform>, config).with_clock(Arc::new(sim.clone()));
+    let manager = Manager::new(platform as Arc<dyn Platform>, ManagerConfig::default())
+        .with_clock(Arc::new(sim.clone()));
     for _ in 0..12 {
         sim.tick();
         if let Ok(r) = manager.run_once().await
@@ -212,6 +221,14 @@ async fn a_primary_with_slow_status_but_live_pings_is_not_failed_over() {
             break;
         }
     }
+    (sim, manager, switches)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_primary_with_slow_status_but_live_pings_is_not_failed_over() {
+    let window = ManagerConfig::default().health.detection_window;
+    // Longer than the window: a round cannot wait for it.
+    let (sim, manager, Switches { slow, .. }) = healthy(Flavor::Mysql, window * 2).await;
     assert_eq!(sim.status().current_primary_index, 0);
     sim.client_write(WriteTarget::Primary);
     sim.tick();
@@ -254,29 +271,10 @@ async fn a_primary_with_slow_status_but_live_pings_is_not_failed_over() {
 /// like a silent one and is failed over, so the manager goes on deciding.
 #[tokio::test(start_paused = true)]
 async fn a_primary_whose_status_never_comes_is_failed_over_after_the_slow_limit() {
-    let sim = SimCluster::new(SimConfig::new(3, Flavor::Mariadb));
-    let config = ManagerConfig::default();
-    let limit = config.slow_primary_limit;
-    let slow = Arc::new(AtomicBool::new(false));
-    let platform = Arc::new(Wrapped {
-        sim: sim.clone(),
-        slow_index: 0,
-        slow: Arc::clone(&slow),
-        // Never within a round.
-        delay: Duration::from_secs(3600),
-        applying: Arc::default(),
-        stop_times_out: Arc::default(),
-    });
-    let manager =
-        Manager::new(platform as Arc<dyn Platform>, config).with_clock(Arc::new(sim.clone()));
-    for _ in 0..12 {
-        sim.tick();
-        if let Ok(r) = manager.run_once().await
-            && r.state() == ClusterState::Healthy
-        {
-            break;
-        }
-    }
+    let limit = ManagerConfig::default().slow_primary_limit;
+    // Never within a round.
+    let (sim, manager, Switches { slow, .. }) =
+        healthy(Flavor::Mariadb, Duration::from_secs(3600)).await;
     assert_eq!(sim.status().current_primary_index, 0);
     sim.client_write(WriteTarget::Primary);
     sim.tick_n(2);
@@ -323,29 +321,16 @@ fn unapplied() -> GtidSet {
 /// its own time is still an error.
 #[tokio::test(start_paused = true)]
 async fn a_wait_without_limit_takes_one_slice_per_round_and_a_timed_out_step_is_an_error() {
-    let sim = SimCluster::new(SimConfig::new(3, Flavor::Mariadb));
-    let config = ManagerConfig::default();
-    let slice = config.step_timeout;
-    let applying = Arc::new(AtomicBool::new(false));
-    let stop_times_out = Arc::new(AtomicBool::new(false));
-    let platform = Arc::new(Wrapped {
-        sim: sim.clone(),
-        slow_index: 0,
-        slow: Arc::default(),
-        delay: Duration::ZERO,
-        applying: Arc::clone(&applying),
-        stop_times_out: Arc::clone(&stop_times_out),
-    });
-    let manager =
-        Manager::new(platform as Arc<dyn Platform>, config).with_clock(Arc::new(sim.clone()));
-    for _ in 0..12 {
-        sim.tick();
-        if let Ok(r) = manager.run_once().await
-            && r.state() == ClusterState::Healthy
-        {
-            break;
-        }
-    }
+    let slice = ManagerConfig::default().step_timeout;
+    let (
+        sim,
+        manager,
+        Switches {
+            applying,
+            stop_times_out,
+            ..
+        },
+    ) = healthy(Flavor::Mariadb, Duration::ZERO).await;
     sim.client_write(WriteTarget::Primary);
     sim.tick_n(2);
 
