@@ -1,0 +1,1 @@
+//! A container's environment and its `$(VAR)` expansion. (Being written.)

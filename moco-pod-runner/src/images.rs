@@ -1,0 +1,1 @@
+//! Images mapped to local programs. (Being written.)

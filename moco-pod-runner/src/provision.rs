@@ -1,0 +1,1 @@
+//! The default StorageClass's provisioner and resizer. (Being written.)

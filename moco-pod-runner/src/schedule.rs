@@ -1,0 +1,1 @@
+//! Binding unscheduled Pods to Nodes (there is no kube-scheduler). (Being written.)
