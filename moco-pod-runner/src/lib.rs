@@ -12,6 +12,7 @@
 
 pub mod cidr;
 pub mod container;
+pub mod context;
 pub mod env;
 pub mod images;
 pub mod net;

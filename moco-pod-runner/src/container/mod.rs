@@ -2,7 +2,11 @@
 //! network namespace and their own mount and UTS namespaces, tracked by a freezer cgroup so
 //! that every process of a container can be signalled, frozen and killed. (Being written.)
 
+mod spec;
+
 use std::path::PathBuf;
+
+pub use spec::{BindMount, ContainerSpec, ExecOutput, Exit};
 
 /// `pod-runner container-init`.
 #[derive(Debug, clap::Args)]
