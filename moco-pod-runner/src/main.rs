@@ -34,12 +34,17 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
-        // Before any thread exists: entering namespaces needs a single-threaded process.
+        // Before any thread exists: entering namespaces needs a single-threaded process. They
+        // return only on failure, before the program ran: 127, as a runtime's "cannot run".
         Command::ContainerInit(args) => {
-            moco_pod_runner::container::init_main(&args).map_err(Into::into)
+            let Err(e) = moco_pod_runner::container::init_main(&args);
+            eprintln!("pod-runner container-init: {e}");
+            return ExitCode::from(127);
         }
         Command::ContainerExec(args) => {
-            moco_pod_runner::container::exec_main(&args).map_err(Into::into)
+            let Err(e) = moco_pod_runner::container::exec_main(&args);
+            eprintln!("pod-runner container-exec: {e}");
+            return ExitCode::from(127);
         }
         Command::NetworkUp(args) => moco_pod_runner::net::up(&args).map_err(Into::into),
         Command::Down(args) => moco_pod_runner::net::down(&args).map_err(Into::into),
