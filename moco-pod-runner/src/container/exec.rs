@@ -22,6 +22,9 @@ use super::{Cgroup, ContainerError, ExecArgs, ExecOutput, StepContext};
 /// hold the pipe open for ever).
 const AFTER_EXIT: Duration = Duration::from_millis(100);
 
+/// How long the end of a command killed at its time limit is waited for.
+const AFTER_KILL: Duration = Duration::from_secs(1);
+
 /// Runs `argv` inside the container of process `pid` through `exe container-exec`, with
 /// stdout and stderr captured together; kills it (its whole process group) at `timeout`.
 pub async fn exec(
@@ -86,7 +89,11 @@ pub async fn exec(
                     if let Some(p) = child_pid {
                         let _ = killpg(Pid::from_raw(pid_t(p)), Signal::SIGKILL);
                     }
-                    status = Some(child.wait().await.map_err(spawn_error)?);
+                    // In a frozen container the kill lands only at the thaw: the answer does
+                    // not wait for it (tokio reaps the dropped child when it ends).
+                    if let Ok(ended) = tokio::time::timeout(AFTER_KILL, child.wait()).await {
+                        status = Some(ended.map_err(spawn_error)?);
+                    }
                 }
                 break;
             },

@@ -2,9 +2,11 @@
 //! runner) and its cgroup.
 
 use std::fs;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
@@ -24,9 +26,8 @@ pub struct Running {
 
 /// Starts the container `spec` describes: makes its cgroup, writes the spec to
 /// `spec.root/spec.json` and spawns `exe container-init` on it, stdout and stderr appended to
-/// `spec.log`, stdin from /dev/null. Returns once the process exists and is in the cgroup
-/// (the program itself may still be starting, or failing: its log says why, and its exit
-/// code is then 127).
+/// `spec.log`, stdin from /dev/null. Returns once the program runs in the container (or
+/// container-init has failed: its log says why, and its exit code is 127).
 pub async fn start(exe: &Path, spec: &ContainerSpec) -> Result<Running, ContainerError> {
     let cgroup = Cgroup::from_relative(&spec.cgroup);
     cgroup.create()?;
@@ -70,18 +71,43 @@ pub async fn start(exe: &Path, spec: &ContainerSpec) -> Result<Running, Containe
         what: format!("container-init for {}", spec.program.display()),
         source: std::io::Error::other("the process has no pid (already reaped)"),
     })?;
-    // container-init joins the cgroup itself before doing anything; joining it from here too
-    // means it is in it when start returns (a freeze or kill right after start finds it). It
-    // fails only when the process has already ended, and then nothing needs the cgroup.
-    if let Err(e) = cgroup.add(pid) {
-        tracing::debug!(pid, error = %e, "adding a container's process to its cgroup");
-    }
+    // container-init has joined the cgroup before the exec waited for here.
+    until_exec(pid, exe).await;
     Ok(Running {
         pid,
         child,
         cgroup,
         exit: None,
     })
+}
+
+/// How long `start` waits for `container-init` to become the program.
+const EXEC_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Waits until process `pid` is no longer `exe` (container-init has exec'd the program, or
+/// has ended), as a runtime's start returns once the program runs: an exec probe or an
+/// `exec` right after `start` then finds the container's namespaces and root, not the
+/// host's. Compared by inode: the path of /proc/PID/exe is relative to the container's root.
+async fn until_exec(pid: u32, exe: &Path) {
+    let Ok(ours) = fs::metadata(exe) else {
+        return;
+    };
+    let proc_exe = format!("/proc/{pid}/exe");
+    let end = Instant::now() + EXEC_DEADLINE;
+    loop {
+        match fs::metadata(&proc_exe) {
+            Ok(m) if m.dev() == ours.dev() && m.ino() == ours.ino() => {}
+            _ => return,
+        }
+        if Instant::now() >= end {
+            tracing::warn!(
+                pid,
+                "container-init has not exec'd its program after {EXEC_DEADLINE:?}"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 impl Running {
