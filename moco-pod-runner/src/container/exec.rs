@@ -39,6 +39,10 @@ pub async fn exec(
         what: what(),
         source,
     };
+    let run_error = |source| ContainerError::Step {
+        step: format!("running {} {}", exe.display(), what()),
+        source,
+    };
     let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
     let writer2 = writer.try_clone().map_err(spawn_error)?;
     let mut command = tokio::process::Command::new(exe);
@@ -74,10 +78,10 @@ pub async fn exec(
             read = reader.read(&mut buf), if !eof => match read {
                 Ok(0) => eof = true,
                 Ok(n) => output.extend_from_slice(&buf[..n]),
-                Err(e) => return Err(spawn_error(e)),
+                Err(e) => return Err(run_error(e)),
             },
             ended = child.wait(), if status.is_none() => {
-                status = Some(ended.map_err(spawn_error)?);
+                status = Some(ended.map_err(run_error)?);
                 let soon = tokio::time::Instant::now() + AFTER_EXIT;
                 if soon < deadline.deadline() {
                     deadline.as_mut().reset(soon);
@@ -92,7 +96,7 @@ pub async fn exec(
                     // In a frozen container the kill lands only at the thaw: the answer does
                     // not wait for it (tokio reaps the dropped child when it ends).
                     if let Ok(ended) = tokio::time::timeout(AFTER_KILL, child.wait()).await {
-                        status = Some(ended.map_err(spawn_error)?);
+                        status = Some(ended.map_err(run_error)?);
                     }
                 }
                 break;
