@@ -460,7 +460,8 @@ async fn freeze_thaw_and_kill_reach_every_process() {
     let t = Instant::now();
     let killed = running.kill_all().await.unwrap();
     eprintln!("kill_all of {killed}: {:?}", t.elapsed());
-    assert!(killed >= 3, "{killed}");
+    // The shell and the orphan, and the loop's sleep or mv when it was in one.
+    assert!(killed >= 2, "{killed}");
     assert!(running.cgroup().pids().unwrap().is_empty());
     let exit = running.wait().await;
     assert_eq!(exit.signal, Some(Signal::SIGKILL as i32));
