@@ -23,6 +23,8 @@ enum Command {
     Run(moco_pod_runner::runner::RunArgs),
     /// Remove every process, namespace, interface, route, mount and cgroup the runner made.
     Down(moco_pod_runner::net::DownArgs),
+    /// Run a command in a running container (the stand-in for `kubectl exec`).
+    Exec(moco_pod_runner::pod::exec::ExecArgs),
     /// Inside a new container: enter its namespaces and run its program (internal).
     #[command(hide = true)]
     ContainerInit(moco_pod_runner::container::InitArgs),
@@ -44,6 +46,11 @@ fn main() -> ExitCode {
         Command::ContainerExec(args) => {
             let Err(e) = moco_pod_runner::container::exec_main(&args);
             eprintln!("pod-runner container-exec: {e}");
+            return ExitCode::from(127);
+        }
+        Command::Exec(args) => {
+            let Err(e) = moco_pod_runner::pod::exec::main(&args);
+            eprintln!("pod-runner exec: {e}");
             return ExitCode::from(127);
         }
         Command::NetworkUp(args) => moco_pod_runner::net::up(&args).map_err(Into::into),

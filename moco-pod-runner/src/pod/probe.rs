@@ -79,6 +79,11 @@ impl Tracker {
         }
     }
 
+    /// Failed runs in a row.
+    pub fn failed_in_a_row(&self) -> u32 {
+        self.failed_in_a_row
+    }
+
     /// Counts one run; returns whether the result changed.
     pub fn observe(&mut self, ok: bool, timing: &Timing) -> bool {
         if ok {

@@ -334,12 +334,14 @@ mod tests {
         let t1 = Timestamp::from_second(1000).unwrap();
         let t2 = Timestamp::from_second(2000).unwrap();
         let t3 = Timestamp::from_second(3000).unwrap();
-        let mut scheduled = PodStatus::default();
-        scheduled.conditions = Some(vec![PodCondition {
-            type_: "PodScheduled".into(),
-            status: "True".into(),
-            ..PodCondition::default()
-        }]);
+        let scheduled = PodStatus {
+            conditions: Some(vec![PodCondition {
+                type_: "PodScheduled".into(),
+                status: "True".into(),
+                ..PodCondition::default()
+            }]),
+            ..PodStatus::default()
+        };
         let a = build(&view(false), Some(&scheduled), &[], t1);
         assert_eq!(cond(&a, "Ready").status, "False");
         assert_eq!(
