@@ -694,6 +694,18 @@ mod tests {
         remove_dir(&dir).unwrap();
     }
 
+    /// The Pod worker runs these on a multi-threaded runtime.
+    #[allow(dead_code)]
+    fn futures_are_send(client: kube::Client, pod: Pod, mut vols: PodVolumes) {
+        fn send<T: Send>(_: &T) {}
+        let classes = BTreeMap::new();
+        send(&prepare(&client, &pod, Path::new("/x"), &classes));
+        send(&vols.refresh(&client, &pod));
+        let c = Container::default();
+        let api = std::net::SocketAddr::from(([127, 0, 0, 1], 6443));
+        send(&crate::env::resolve(&client, &pod, &c, api));
+    }
+
     #[test]
     fn unsupported_kinds_are_named() {
         let v = Volume {
