@@ -45,6 +45,17 @@ pub struct RunArgs {
     /// The default StorageClass, made at start unless it exists.
     #[arg(long, default_value = "standard")]
     pub storage_class: String,
+    /// moco-rs's `moco` binary, which MOCO's images map to (default: `moco` beside this
+    /// binary, where cargo puts both).
+    #[arg(long, env = "MOCO_BIN")]
+    pub moco: Option<PathBuf>,
+    /// Debian's mysqld exporter, which the mysqld_exporter images map to.
+    #[arg(
+        long,
+        env = "MOCO_MYSQLD_EXPORTER",
+        default_value = "/usr/bin/prometheus-mysqld-exporter"
+    )]
+    pub mysqld_exporter: PathBuf,
 }
 
 /// Why the runner stopped other than by a signal.
@@ -110,6 +121,9 @@ pub enum RunError {
     /// The provisioner failed.
     #[error(transparent)]
     Provision(#[from] crate::provision::ProvisionError),
+    /// The Pod worker failed.
+    #[error(transparent)]
+    Pod(#[from] crate::pod::PodError),
     /// A part ended on its own before any signal (a bug: each runs until told to stop).
     #[error("the {0} task ended before the runner was told to stop")]
     Ended(&'static str),
@@ -172,11 +186,24 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
     let mut sigint = signal(tokio::signal::unix::SignalKind::interrupt(), "SIGINT")?;
 
     let network = read_network(&args.state_dir)?;
+    let exe = std::env::current_exe().map_err(RunError::Exe)?;
+    let programs = crate::pod::Programs {
+        moco: args.moco.unwrap_or_else(|| exe.with_file_name("moco")),
+        mysqld_exporter: args.mysqld_exporter,
+    };
+    for (what, path) in [
+        ("moco", &programs.moco),
+        ("mysqld exporter", &programs.mysqld_exporter),
+    ] {
+        if !path.is_file() {
+            warn!(path = %path.display(), "no {what} binary there: containers of the images mapped to it will fail to start");
+        }
+    }
     let ctx = Arc::new(Context {
         client: client(&args.kubeconfig).await?,
         state_dir: args.state_dir,
         network,
-        exe: std::env::current_exe().map_err(RunError::Exe)?,
+        exe,
         api_server: args.api_server,
         cluster_domain: args.cluster_domain,
         storage_class: args.storage_class,
@@ -219,14 +246,15 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         "provisioner",
         crate::provision::run(ctx.clone(), shutdown.clone()),
     );
-    // ---- THE POD WORKER (moco-pod-runner/src/pod/, being written): not started yet. ----
-    // Once `crate::pod::run(ctx: Arc<Context>, shutdown: CancellationToken)
-    //     -> Result<(), PodError>` exists, add a `Pod(#[from] crate::pod::PodError)` variant
-    // to RunError and start it here like the others:
-    //     spawn(&mut tasks, &mut parts, "pod worker", crate::pod::run(ctx.clone(), shutdown.clone()));
-    // It stops every container when `shutdown` is cancelled; the wait below waits for it.
-    // Until then Pods are bound to Nodes but nothing runs them.
-    info!("running: Nodes, scheduler, provisioner (the Pod worker is not written yet)");
+    // The Pod worker last: on the shutdown it stops every container, and the wait below
+    // waits for that.
+    spawn(
+        &mut tasks,
+        &mut parts,
+        "Pod worker",
+        crate::pod::run(ctx.clone(), programs, shutdown.clone()),
+    );
+    info!("running: Nodes, scheduler, provisioner, Pods");
 
     let mut failure = None;
     tokio::select! {
