@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test of moco-rs; installs what the tests need (MariaDB from Debian, moto's S3
-# server and the manifest validators from PyPI). Real-server tests start their own mariadbd processes on
-# free loopback ports and stop them.
+# Runs every test of moco-rs; installs what the tests need (MariaDB and mysqld_exporter from
+# Debian, moto's S3 server and the manifest validators from PyPI, Azurite from npm, a
+# Kubernetes control plane built from Go modules). Real-server tests start their own mariadbd
+# processes on free loopback ports and stop them; the control-plane tests share one control
+# plane (scripts/kube.sh), started here and stopped at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/install.sh
@@ -9,13 +11,14 @@ source scripts/lib/disk.sh
 ensure_mariadb
 ensure_moto
 ensure_azurite
+ensure_kube_deps
 export CARGO_TERM_COLOR=never
 # A clean checkout gains nothing from incremental compilation, and its files doubled the
 # target directory; CI's disk is not large (a run once failed with "No space left on device").
 export CARGO_INCREMENTAL=0
 # The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
 # adding one.
-MIN_REAL_SERVER_TESTS=70
+MIN_REAL_SERVER_TESTS=77
 
 step() { printf '\n=== %s\n' "$*"; }
 
@@ -35,6 +38,17 @@ export MOCO_REAL_SERVER_LEDGER="$ledger"
 # (moco-bin's own tests need it). Left to themselves they would run `cargo build -p moco-bin`,
 # whose feature set differs: a second build of the shared dependencies, ~45 s and ~0.5 GB.
 export MOCO_BIN="$PWD/${CARGO_TARGET_DIR:-target}/debug/moco"
+# The tests' binaries first: the control plane runs the `pod-runner` and `moco` they build.
+cargo test --workspace --no-run
+step "control plane (scripts/kube.sh up: kube-apiserver, kube-controller-manager, etcd, Pod runner)"
+kube_dir="$PWD/${CARGO_TARGET_DIR:-target}/kube-test"
+scripts/kube.sh down --dir "$kube_dir" >/dev/null 2>&1 || true # a killed run's leftovers
+trap 'scripts/kube.sh down --dir "$kube_dir" || true; rm -rf "$ledger"' EXIT
+MOCO_POD_RUNNER="$PWD/${CARGO_TARGET_DIR:-target}/debug/pod-runner" \
+    scripts/kube.sh up --dir "$kube_dir" --nodes 3
+export MOCO_KUBE_DIR="$kube_dir"
+unset MOCO_SKIP_KUBE
+step "tests (the same, run)"
 cargo test --workspace
 ran=$(find "$ledger" -type f | wc -l)
 echo "real-server tests that ran: $ran (want at least $MIN_REAL_SERVER_TESTS)"

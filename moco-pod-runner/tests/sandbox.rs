@@ -3,8 +3,6 @@
 //! `ip`, a cgroup v1 freezer hierarchy and /usr/bin/python3. Each test has its own bridge and
 //! address ranges, and runs `down` at its end, failed or not.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::Path;

@@ -3,8 +3,6 @@
 //! PersistentVolumes, POST of TokenRequests): the requests the runner makes and what it does
 //! with the answers. The real control plane is tested elsewhere.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::fs;

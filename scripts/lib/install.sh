@@ -43,3 +43,22 @@ ensure_azurite() {
   fi
   export MOCO_AZURITE_BLOB="$prefix/node_modules/.bin/azurite-blob"
 }
+
+# ensure_kube_deps: what the real control plane and the Pod runner use besides their own
+# builds (scripts/kube.sh): Go for the build, openssl for the certificates, iproute2 for the
+# Pods' network, and Debian's mysqld_exporter, which the runner's image table maps MOCO's
+# exporter image to. Exports MOCO_MYSQLD_EXPORTER.
+ensure_kube_deps() {
+  local missing=()
+  command -v openssl >/dev/null || missing+=(openssl)
+  command -v ip >/dev/null || missing+=(iproute2)
+  [ -x /usr/bin/prometheus-mysqld-exporter ] || missing+=(prometheus-mysqld-exporter)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]} ..." >&2
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  fi
+  command -v go >/dev/null || { echo "no go command: the control plane is built from Go modules (Go 1.26)" >&2; return 1; }
+  export MOCO_MYSQLD_EXPORTER=/usr/bin/prometheus-mysqld-exporter
+}

@@ -2,6 +2,7 @@
 
 pub mod azurite;
 pub mod certs;
+pub mod control_plane;
 pub mod kube;
 pub mod local;
 pub mod pod;

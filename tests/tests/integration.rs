@@ -20,6 +20,7 @@ mod kube_clone;
 mod kube_drills;
 mod kube_mysql;
 mod kube_restore;
+mod kube_runner;
 mod local_backup;
 mod local_bad_input;
 mod local_bringup;

@@ -219,8 +219,10 @@ pub async fn probe_loop(
         }
     };
     let liveness = async {
-        if let Some(p) = &container.liveness_probe {
-            watch_probe(p, Kind::Liveness, &target, &send).await;
+        match &container.liveness_probe {
+            Some(p) => watch_probe(p, Kind::Liveness, &target, &send).await,
+            // Without one nothing ever restarts the container from here.
+            None => std::future::pending().await,
         }
     };
     // Liveness ends only by failing: then the loop ends (the container is restarted).

@@ -169,8 +169,9 @@ async fn run_exec(exec: &ExecAction, target: &Target<'_>, timeout: Duration) -> 
     match out.code {
         Some(0) => Ok(()),
         _ if out.timed_out => Err(format!("command timed out after {timeout:?}")),
+        Some(code) if text.is_empty() => Err(format!("command exited {code}")),
         Some(code) => Err(format!("command exited {code}: {}", tail(text))),
-        None => Err(format!("command killed by a signal: {}", tail(text))),
+        None => Err(format!("command killed by a signal {}", tail(text))),
     }
 }
 

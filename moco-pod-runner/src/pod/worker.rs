@@ -312,8 +312,11 @@ impl Worker {
                 EventType::Normal
             },
             reason: reason.to_owned(),
+            // The recorder merges events of one action into a series that keeps the first
+            // note; the kubelet's events are told apart by their message, so the message
+            // (cut to the field's 128 characters) is the action here.
+            action: note.chars().take(128).collect(),
             note: Some(note),
-            action: reason.to_owned(),
             secondary: None,
         };
         tokio::spawn(async move {
