@@ -34,6 +34,8 @@ pub struct ImageFile {
 pub struct Image {
     /// The files of its own, bind-mounted read-only over the host's view.
     pub files: Vec<ImageFile>,
+    /// Directories it holds (with their modes).
+    pub dirs: Vec<crate::container::ImageDir>,
     /// Its `ENTRYPOINT`.
     pub entrypoint: Vec<String>,
     /// Its `CMD`.
@@ -158,11 +160,18 @@ impl ImageTable {
             repo.starts_with("ghcr.io/moco-rs/") || repo.starts_with("ghcr.io/cybozu-go/");
         let image = match (repo.as_str(), name) {
             ("docker.io/library/debian" | "docker.io/library/ubuntu", _) => Image {
+                dirs: vec![],
                 files: vec![],
                 entrypoint: vec![],
                 cmd: strings(&["bash"]),
             },
+            // The official image makes /run/mysqld (mode 1777), where Debian's my.cnf puts
+            // the socket and the pid file.
             (_, "mariadb") => Image {
+                dirs: vec![crate::container::ImageDir {
+                    path: PathBuf::from("/run/mysqld"),
+                    mode: 0o1777,
+                }],
                 files: vec![file(
                     &format!("/usr/local/bin/{MARIADB_ENTRYPOINT}"),
                     &self.scripts.join(MARIADB_ENTRYPOINT),
@@ -171,6 +180,7 @@ impl ImageTable {
                 cmd: strings(&["mariadbd"]),
             },
             (_, "moco-agent") if moco_org => Image {
+                dirs: vec![],
                 files: vec![
                     file("/moco-init", &self.moco),
                     file("/usr/local/bin/moco-init", &self.moco),
@@ -180,6 +190,7 @@ impl ImageTable {
                 cmd: vec![],
             },
             (_, "moco-backup") if moco_org => Image {
+                dirs: vec![],
                 files: vec![
                     file("/moco-backup", &self.moco),
                     file("/usr/local/bin/moco-backup", &self.moco),
@@ -188,16 +199,19 @@ impl ImageTable {
                 cmd: vec![],
             },
             ("ghcr.io/moco-rs/moco", _) => Image {
+                dirs: vec![],
                 files: vec![file("/usr/local/bin/moco", &self.moco)],
                 entrypoint: strings(&["moco"]),
                 cmd: vec![],
             },
             (_, "mysqld_exporter" | "mysqld-exporter") => Image {
+                dirs: vec![],
                 files: vec![file("/bin/mysqld_exporter", &self.mysqld_exporter)],
                 entrypoint: strings(&["/bin/mysqld_exporter"]),
                 cmd: vec![],
             },
             (_, "fluent-bit") => Image {
+                dirs: vec![],
                 files: vec![file(
                     "/fluent-bit/bin/fluent-bit",
                     &self.scripts.join(FLUENT_BIT),
@@ -315,6 +329,7 @@ mod tests {
     #[test]
     fn command_and_args_follow_the_runtime_rules() {
         let image = Image {
+            dirs: vec![],
             files: vec![],
             entrypoint: vec!["ep".into()],
             cmd: vec!["c1".into()],

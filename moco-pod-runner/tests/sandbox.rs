@@ -109,6 +109,7 @@ impl Sandbox {
             hostname: name.into(),
             netns: pod.netns_path(),
             mounts: vec![],
+            dirs: vec![],
             hosts,
             root: pod_dir.join("containers").join(format!("{name}-0")),
             log: self

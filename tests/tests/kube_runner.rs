@@ -257,7 +257,14 @@ spec:
     // Events come from the runner as the kubelet's: each failed run, then the kill.
     wait_for("the Unhealthy and Killing events", LIMIT, || async {
         let out = cp.kubectl(
-            &["-n", &ns, "get", "events", "--field-selector", "involvedObject.name=probed"],
+            &[
+                "-n",
+                &ns,
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=probed",
+            ],
             None,
         );
         let events = String::from_utf8_lossy(&out.stdout).to_string();
@@ -609,5 +616,105 @@ spec:
         .unwrap();
     assert_eq!(last.exit_code, 137);
     pod_ready(&cp, &ns, "victim", true).await;
+    cp.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+async fn images_map_to_local_programs_and_an_unmapped_one_fails_naming_it() {
+    let Some((cp, ns)) = plane("runner_images").await else {
+        return;
+    };
+    cp.apply(
+        &ns,
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: db}
+spec:
+  terminationGracePeriodSeconds: 10
+  initContainers:
+  # MOCO's agent image: moco is its /moco-init.
+  - name: copy-init
+    image: ghcr.io/moco-rs/moco-agent:0.1.0
+    command: ["cp", "/moco-init", "/shared/moco-init"]
+    volumeMounts: [{name: shared, mountPath: /shared}]
+  # MariaDB's image runs the machine's mariadb-install-db.
+  - name: install
+    image: mariadb:10.11
+    command: ["mariadb-install-db", "--datadir=/var/lib/mysql", "--user=root", "--skip-test-db"]
+    volumeMounts: [{name: data, mountPath: /var/lib/mysql}]
+  containers:
+  # Arguments only: the image's entrypoint hands options to mariadbd.
+  - name: mysqld
+    image: mariadb:10.11
+    args: ["--datadir=/var/lib/mysql", "--user=root", "--port=3306", "--bind-address=0.0.0.0", "--socket=/tmp/mysqld.sock", "--skip-log-bin"]
+    readinessProbe:
+      tcpSocket: {port: 3306}
+      periodSeconds: 1
+    volumeMounts: [{name: data, mountPath: /var/lib/mysql}]
+  # MOCO's exporter image runs Debian's prometheus-mysqld-exporter.
+  - name: exporter
+    image: ghcr.io/cybozu-go/moco/mysqld_exporter:0.19.0.1
+    args: ["--web.listen-address=:9104"]
+    env: [{name: DATA_SOURCE_NAME, value: "root@unix(/tmp/none.sock)/"}]
+    readinessProbe:
+      httpGet: {path: /metrics, port: 9104}
+      periodSeconds: 1
+  - name: agent-files
+    image: debian:12
+    command: ["sleep", "infinity"]
+    volumeMounts: [{name: shared, mountPath: /shared}]
+  volumes:
+  - {name: shared, emptyDir: {}}
+  - {name: data, emptyDir: {}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mysql}
+spec:
+  containers:
+  - name: mysqld
+    image: ghcr.io/cybozu-go/moco/mysql:8.4.4
+"#,
+    );
+    let pod = pod_ready(&cp, &ns, "db", true).await;
+    // mariadbd answers on the Pod's address (with its refusal of a host it has no account
+    // for: the greeting of a server that is there).
+    let addr: std::net::SocketAddr = format!("{}:3306", ip_of(&pod)).parse().unwrap();
+    let mut greeting = [0u8; 256];
+    {
+        use std::io::Read;
+        let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let n = s.read(&mut greeting).unwrap();
+        let text = String::from_utf8_lossy(&greeting[..n]).to_string();
+        assert!(text.contains("MariaDB server"), "{text:?}");
+    }
+    // The copied program is moco, answering under MOCO's name.
+    let out = cp.exec(&ns, "db", "agent-files", &["/shared/moco-init", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && help.contains("moco"), "{help}");
+
+    // No local stand-in for MySQL's image: the container waits as after a failed pull.
+    let (reason, message) = wait_for("the unmapped image refused", LIMIT, || async {
+        let pod = cp.pod(&ns, "mysql").await?;
+        let waiting = pod
+            .status?
+            .container_statuses?
+            .first()?
+            .state
+            .clone()?
+            .waiting?;
+        Some((waiting.reason?, waiting.message?))
+    })
+    .await;
+    assert!(
+        reason == "ErrImagePull" || reason == "ImagePullBackOff",
+        "{reason}"
+    );
+    assert!(
+        message.contains("ghcr.io/cybozu-go/moco/mysql:8.4.4"),
+        "{message}"
+    );
     cp.delete_namespace(&ns).await;
 }

@@ -24,7 +24,7 @@ pub use cgroup::{Cgroup, CgroupError, FREEZER_ROOT, TreeRemoval};
 pub use exec::{exec, exec_main};
 pub use init::init_main;
 pub use run::{Running, start};
-pub use spec::{BindMount, ContainerSpec, ExecOutput, Exit};
+pub use spec::{BindMount, ContainerSpec, ExecOutput, Exit, ImageDir};
 
 /// `pod-runner container-init`.
 #[derive(Debug, clap::Args)]

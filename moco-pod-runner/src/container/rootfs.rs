@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
@@ -83,6 +84,13 @@ pub(super) fn make(spec: &ContainerSpec) -> Result<PathBuf, ContainerError> {
     fresh(&merged, "/tmp", "tmpfs", nosuid_nodev, Some("mode=1777"))?;
     fresh(&merged, "/run", "tmpfs", nosuid_nodev, Some("mode=755"))?;
 
+    for dir in &spec.dirs {
+        let inside = resolve(&merged, &dir.path)?;
+        fs::create_dir_all(&inside)
+            .step(|| format!("making the image's {}", dir.path.display()))?;
+        fs::set_permissions(&inside, fs::Permissions::from_mode(dir.mode))
+            .step(|| format!("setting the mode of the image's {}", dir.path.display()))?;
+    }
     // In order: a later volume may sit inside an earlier one.
     for BindMount {
         source,

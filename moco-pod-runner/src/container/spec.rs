@@ -32,6 +32,10 @@ pub struct ContainerSpec {
     /// Volumes, in the order of the container's `volumeMounts` (a later mount may sit inside
     /// an earlier one).
     pub mounts: Vec<BindMount>,
+    /// Directories the image holds (made in the copy-on-write layer, with their modes, before
+    /// the volumes are mounted): the runtime directories an image's Dockerfile makes.
+    #[serde(default)]
+    pub dirs: Vec<ImageDir>,
     /// The file bind-mounted at `/etc/hosts`.
     pub hosts: PathBuf,
     /// A directory of this start: the copy-on-write layer (`upper/`, `work/`) and the view
@@ -42,6 +46,16 @@ pub struct ContainerSpec {
     /// The freezer cgroup of the container, relative to the freezer hierarchy's root
     /// (`moco-pod-runner/<bridge>/<pod-uid>/<container>`).
     pub cgroup: PathBuf,
+}
+
+/// A directory of an image, made in each container of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageDir {
+    /// Absolute path inside the container.
+    pub path: PathBuf,
+    /// Its mode (`0o1777` for a runtime directory any user may use).
+    pub mode: u32,
 }
 
 /// A host path seen at `target` inside the container.

@@ -149,6 +149,7 @@ pub fn spec(inputs: Inputs<'_>) -> Result<ContainerSpec, NotStarted> {
         hostname: hostname(pod),
         netns: inputs.netns,
         mounts,
+        dirs: image.dirs.clone(),
         hosts: inputs.hosts,
         root: inputs.root,
         log: inputs.log,
