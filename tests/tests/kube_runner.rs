@@ -718,3 +718,68 @@ spec:
     );
     cp.delete_namespace(&ns).await;
 }
+
+#[tokio::test]
+async fn a_deleted_pod_runs_its_pre_stop_hook_gets_sigterm_and_its_grace_then_nothing_of_it_runs() {
+    let Some((cp, ns)) = plane("runner_deletion").await else {
+        return;
+    };
+    let out = host_dir("deletion");
+    let o = out.path().display();
+    cp.apply(
+        &ns,
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: stopping}}
+spec:
+  terminationGracePeriodSeconds: 4
+  containers:
+  - name: main
+    image: debian:12
+    # Notes SIGTERM and carries on: only the SIGKILL at the end of the grace ends it.
+    command: ["sh", "-c", "trap 'echo term >> /out/log' TERM; echo started >> /out/log; while true; do sleep 0.1; done"]
+    lifecycle:
+      preStop:
+        exec: {{command: ["sh", "-c", "echo prestop >> /out/log"]}}
+    volumeMounts: [{{name: out, mountPath: /out}}]
+  volumes:
+  - name: out
+    hostPath: {{path: "{o}"}}
+"#
+        ),
+    );
+    let log = out.path().join("log");
+    wait_for("started", LIMIT, || async {
+        (read(&log) == "started\n").then_some(())
+    })
+    .await;
+    let pid = read(
+        &cp.runner_state()
+            .join(format!("exec/{ns}/stopping/main.pid")),
+    );
+    let pid = pid.trim().to_owned();
+    assert!(Path::new(&format!("/proc/{pid}")).exists());
+    let asked = std::time::Instant::now();
+    pods(&cp, &ns)
+        .delete("stopping", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the Pod gone", LIMIT, || async {
+        cp.pod(&ns, "stopping").await.is_none().then_some(())
+    })
+    .await;
+    let took = asked.elapsed();
+    assert!(
+        took >= Duration::from_millis(3500),
+        "the grace period of 4 s was not given: gone after {took:?}"
+    );
+    assert_eq!(read(&log), "started\nprestop\nterm\n");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || read(Path::new(&format!("/proc/{pid}/stat"))).contains(") Z "),
+        "the container's process {pid} still runs"
+    );
+    cp.delete_namespace(&ns).await;
+}

@@ -690,19 +690,45 @@ async fn probe_greeting(address: &str, limit: Duration) -> Result<(), String> {
         .unwrap_or_else(|_| Err(format!("no greeting within {limit:?}")))
 }
 
-/// An unused TCP port on 127.0.0.1 (the OS picks it; it may be taken again before use, which
-/// tests accept).
+/// An unused TCP port on 127.0.0.1 below the ephemeral range (see [`free_ports`]).
 pub fn free_port() -> std::io::Result<u16> {
     Ok(free_ports(1)?.first().copied().unwrap_or_default())
 }
 
-/// `n` distinct unused TCP ports on 127.0.0.1 (all held open until every one is chosen).
+/// The ports [`free_ports`] chooses from: below Linux's default ephemeral range (32768–60999),
+/// so that no client connection's source port can take a port between its choice and the
+/// server's bind. Choosing with port 0 gave ports of that range, and a test's agent once lost
+/// its probe port to a connection of the control plane running beside it.
+const TEST_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// `n` distinct unused TCP ports on 127.0.0.1, chosen at random in [`TEST_PORTS`] (all held
+/// open until every one is chosen; another process may still take one before it is used).
 pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
-    let listeners = (0..n)
-        .map(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))
-        .collect::<std::io::Result<Vec<_>>>()?;
-    listeners
-        .iter()
+    use std::hash::{BuildHasher, Hasher};
+    let mut held = Vec::with_capacity(n);
+    let span = u64::from(TEST_PORTS.end - TEST_PORTS.start);
+    for attempt in 0u32..10_000 {
+        if held.len() == n {
+            break;
+        }
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u32(attempt);
+        let port = TEST_PORTS.start + u16::try_from(h.finish() % span).unwrap_or(0);
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            held.push(l);
+        }
+    }
+    if held.len() < n {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            format!(
+                "no {n} free ports between {} and {}",
+                TEST_PORTS.start, TEST_PORTS.end
+            ),
+        ));
+    }
+    held.iter()
         .map(|l| l.local_addr().map(|a| a.port()))
         .collect()
 }
@@ -719,6 +745,20 @@ mod tests {
         assert!(ports[0] != ports[1] && ports[1] != ports[2] && ports[0] != ports[2]);
         std::net::TcpListener::bind(("127.0.0.1", ports[0])).unwrap();
         assert_ne!(free_port().unwrap(), 0);
+    }
+
+    #[test]
+    fn free_ports_are_below_the_ephemeral_range() {
+        let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+        let low: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+        for _ in 0..20 {
+            for p in free_ports(4).unwrap() {
+                assert!(
+                    p < low && TEST_PORTS.contains(&p),
+                    "{p} (ephemeral from {low})"
+                );
+            }
+        }
     }
 
     #[tokio::test]
