@@ -783,3 +783,107 @@ spec:
     );
     cp.delete_namespace(&ns).await;
 }
+
+#[tokio::test]
+async fn kube_sh_refuses_a_running_dir_and_bad_nodes_naming_them_and_leaves_the_cluster_running() {
+    let Some(cp) = control_plane("runner_kube_sh_bad_input").await else {
+        return;
+    };
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let kube_sh = |args: &[&str]| {
+        std::process::Command::new(repo.join("scripts/kube.sh"))
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let dir = cp.dir.display().to_string();
+    let again = kube_sh(&["up", "--dir", &dir]);
+    let why = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success());
+    assert!(
+        why.contains("already running") && why.contains(&dir),
+        "{why}"
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let empty = empty.path().display().to_string();
+    for (args, named) in [
+        (vec!["up", "--dir", &empty, "--nodes", "0"], "--nodes"),
+        (vec!["up"], "--dir"),
+        (vec!["sideways", "--dir", &empty], "sideways"),
+    ] {
+        let out = kube_sh(&args);
+        let why = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && why.contains(named),
+            "{args:?}: {why}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&empty).unwrap().count(),
+        0,
+        "nothing started"
+    );
+    // The running cluster did not notice.
+    cp.client.apiserver_version().await.unwrap();
+    let nodes = cp.kubectl(&["get", "nodes", "-o", "name"], None);
+    assert!(String::from_utf8_lossy(&nodes.stdout).contains("node/node-0"));
+}
+
+#[tokio::test]
+async fn a_startup_probe_holds_readiness_back_until_it_passes() {
+    let Some((cp, ns)) = plane("runner_startup").await else {
+        return;
+    };
+    let probe = host_dir("startup");
+    let p = probe.path().display();
+    cp.apply(
+        &ns,
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: slow}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: debian:12
+    command: ["sleep", "infinity"]
+    startupProbe:
+      exec: {{command: ["test", "-f", "/probe/started"]}}
+      periodSeconds: 1
+      failureThreshold: 600
+    readinessProbe:
+      exec: {{command: ["true"]}}
+      periodSeconds: 1
+    volumeMounts: [{{name: probe, mountPath: /probe}}]
+  volumes:
+  - name: probe
+    hostPath: {{path: "{p}"}}
+"#
+        ),
+    );
+    let started = |pod: &Pod| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.first())
+            .and_then(|c| c.started)
+    };
+    wait_for("running, not started", LIMIT, || async {
+        cp.pod(&ns, "slow").await.filter(|p| {
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                && started(p) == Some(false)
+        })
+    })
+    .await;
+    // A readiness probe that would pass at once is not run before the startup probe passes.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pod = cp.pod(&ns, "slow").await.unwrap();
+    assert!(!is_ready(&pod) && started(&pod) == Some(false));
+    std::fs::write(probe.path().join("started"), "").unwrap();
+    let pod = pod_ready(&cp, &ns, "slow", true).await;
+    assert_eq!(started(&pod), Some(true));
+    cp.delete_namespace(&ns).await;
+}
