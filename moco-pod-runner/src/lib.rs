@@ -22,4 +22,5 @@ pub mod provision;
 pub mod runner;
 pub mod schedule;
 pub mod state;
+pub mod store;
 pub mod volumes;

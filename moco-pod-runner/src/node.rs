@@ -391,8 +391,8 @@ const TICK: Duration = Duration::from_secs(1);
 pub async fn run(ctx: Arc<Context>, shutdown: CancellationToken) -> Result<(), NodeError> {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let store: Store<Node> =
-        crate::runner::reflect(nodes.clone(), Arc::new(Notify::new()), shutdown.clone());
-    if !crate::runner::ready(&store, &shutdown).await {
+        crate::store::reflect(nodes.clone(), Arc::new(Notify::new()), shutdown.clone());
+    if !crate::store::ready(&store, &shutdown).await {
         return Ok(());
     }
     let machine = Machine::read();

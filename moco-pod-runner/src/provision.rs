@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::context::Context;
-use crate::runner::{ready, reflect};
+use crate::store::{ready, reflect};
 
 /// The provisioner name the runner's StorageClasses carry.
 pub const PROVISIONER: &str = "moco-rs.test/pod-runner";

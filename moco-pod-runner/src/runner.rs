@@ -7,18 +7,11 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
-use std::hash::Hash;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use futures::StreamExt;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Resource};
-use serde::de::DeserializeOwned;
-use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
@@ -319,46 +312,5 @@ fn ended(
             part: part(parts, source.id()),
             source,
         },
-    }
-}
-
-/// A store of every `K` the API server has, kept up to date by a task until `shutdown`;
-/// `wake` is notified on each change so that the loop reading the store runs again. The
-/// watch retries with backoff on its own (the API server restarting is no failure).
-pub(crate) fn reflect<K>(api: Api<K>, wake: Arc<Notify>, shutdown: CancellationToken) -> Store<K>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-{
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
-    );
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                item = stream.next() => match item {
-                    Some(Ok(_)) => wake.notify_one(),
-                    Some(Err(e)) => warn!("watching {}: {e} (retrying)", K::plural(&K::DynamicType::default())),
-                    None => break,
-                },
-            }
-        }
-    });
-    reader
-}
-
-/// Waits for the store's first list, or the shutdown (then false).
-pub(crate) async fn ready<K>(store: &Store<K>, shutdown: &CancellationToken) -> bool
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + Hash + Clone,
-{
-    tokio::select! {
-        _ = shutdown.cancelled() => false,
-        r = store.wait_until_ready() => r.is_ok(),
     }
 }

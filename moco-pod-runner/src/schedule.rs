@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::context::Context;
-use crate::runner::{ready, reflect};
+use crate::store::{ready, reflect};
 
 /// The scheduler name whose Pods the runner binds (and Pods naming none).
 pub const SCHEDULER_NAME: &str = "default-scheduler";
