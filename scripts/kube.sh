@@ -5,6 +5,7 @@
 # the container runtime, the scheduler and a volume provisioner.
 #
 #   scripts/kube.sh up --dir DIR [--nodes N]   # returns once every Node is Ready
+#   scripts/kube.sh install --dir DIR [--helm] # cert-manager, then moco-rs's operator
 #   scripts/kube.sh status --dir DIR
 #   scripts/kube.sh down --dir DIR             # idempotent
 #
@@ -12,7 +13,7 @@
 #   kubeconfig          cluster admin (client certificate, O=system:masters)
 #   runner.kubeconfig   the runner's identity
 #   env                 `export KEY=VALUE` lines for tests: KUBECONFIG, PATH, the addresses
-#   bin/                kubectl, helm, pod-runner (links)
+#   bin/                kubectl, helm, pod-runner (links); install adds cert-manager's programs
 #   pids                `NAME PID` per started process, in start order
 #   logs/NAME.log       each process's output
 #   pki/ etcd/ runner/  certificates, etcd's data, the runner's state (runner/volumes: PVs)
@@ -23,8 +24,20 @@
 # 10.(200+KK).(i+1).0/24. kube-apiserver listens on Node 0's address only, port 6443, so that
 # Pods reach it on the bridge; etcd and kube-controller-manager listen on 127.0.0.1.
 #
+# install, into a DIR that `up` started, as a user installs: cert-manager (its controller,
+# cainjector and webhook built by `scripts/kube/build.sh cert-manager`, its own Helm chart
+# rendered by helm with crds.enabled=true and applied; ready once a self-signed Issuer has
+# issued a Certificate through its webhook), then the operator: `kubectl apply -k deploy/`,
+# or with --helm `helm install moco charts/moco`, both into moco-system, the image
+# ghcr.io/moco-rs/moco mapped by the Pod runner to moco-rs's `moco` (MOCO_BIN when `up` ran,
+# else the one beside pod-runner). It returns once the Deployment moco-controller is
+# Available and its webhooks answer over TLS (a server-side dry run of
+# docs/examples/invalid/missing-mysqld-container.yaml refused with MOCO's message). A failed
+# install stops where it failed and leaves what it made (down removes everything).
+#
 # Environment: MOCO_POD_RUNNER (a pod-runner binary to use instead of building one with
-# cargo), MOCO_KUBE_UP_TIMEOUT (seconds for each start-up step, 120 by default), and those of
+# cargo), MOCO_KUBE_UP_TIMEOUT (seconds for each start-up step, 120 by default),
+# MOCO_KUBE_INSTALL_TIMEOUT (seconds for each install step, 300 by default), and those of
 # scripts/kube/build.sh.
 set -euo pipefail
 
@@ -41,7 +54,7 @@ die() {
 }
 log() { echo "$me: $*" >&2; }
 usage() {
-    sed -n '7,9p' "${BASH_SOURCE[0]}" | sed 's/^#   //'
+    sed -n '7,10p' "${BASH_SOURCE[0]}" | sed 's/^#   //'
 }
 
 [[ $# -ge 1 ]] || {
@@ -52,6 +65,7 @@ command=$1
 shift
 dir=""
 nodes=1
+helm_install=0
 while (($#)); do
     case $1 in
     --dir)
@@ -72,21 +86,26 @@ while (($#)); do
         nodes=${1#--nodes=}
         shift
         ;;
+    --helm)
+        helm_install=1
+        shift
+        ;;
     -h | --help)
         usage
         exit 0
         ;;
-    *) die "unknown argument: $1 (usage: $me up|status|down --dir DIR [--nodes N])" ;;
+    *) die "unknown argument: $1 (usage: $me up|install|status|down --dir DIR [--nodes N] [--helm])" ;;
     esac
 done
 case $command in
-up | down | status) ;;
+up | down | status | install) ;;
 -h | --help)
     usage
     exit 0
     ;;
-*) die "unknown command: $command (up, status or down)" ;;
+*) die "unknown command: $command (up, install, status or down)" ;;
 esac
+((helm_install == 0)) || [[ $command == install ]] || die "--helm is an option of install only"
 [[ -n $dir ]] || die "$command: --dir DIR is required"
 if ! [[ $nodes =~ ^[0-9]+$ ]] || ((nodes < 1 || nodes > 50)); then
     die "--nodes: $nodes is not a number from 1 to 50"
@@ -224,6 +243,125 @@ if [[ $command == status ]]; then
         "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" get nodes -o wide --request-timeout 5s || down=1
     fi
     exit "$down"
+fi
+
+# --- install ------------------------------------------------------------------------------
+
+if [[ $command == install ]]; then
+    install_timeout=${MOCO_KUBE_INSTALL_TIMEOUT:-300}
+    [[ -f $dir/env && -f $dir/kubeconfig ]] ||
+        die "install: $dir was not started by \`$me up\` (no $dir/env); \`$me up --dir $dir\` first"
+    running=$(alive)
+    for p in etcd kube-apiserver kube-controller-manager pod-runner; do
+        grep -q "^$p " <<<"$running" ||
+            die "install: $dir is not running ($p is not alive); \`$me up --dir $dir\` first"
+    done
+    [[ -x $dir/bin/kubectl ]] || die "install: no kubectl in $dir/bin"
+    [[ -x $dir/bin/helm ]] ||
+        die "install: no helm in $dir/bin (it renders cert-manager's chart, and installs moco-rs's with --helm)"
+    lock_dir
+    k() { "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" --request-timeout 30s "$@"; }
+    helm() { "$dir/bin/helm" --kubeconfig "$dir/kubeconfig" "$@"; }
+    k get --raw /readyz >/dev/null 2>&1 || die "install: the API server of $dir does not answer /readyz"
+    if k get crd mysqlclusters.moco.cybozu.com >/dev/null 2>&1; then
+        die "install: moco-rs's operator is already installed in $dir (the CRD mysqlclusters.moco.cybozu.com exists); \`$me down\`, then \`up\`, for a fresh cluster"
+    fi
+
+    # diagnose NAMESPACE: what a timed-out step leaves to read: its Pods and their events.
+    diagnose() {
+        echo "--- Pods and events in $1:" >&2
+        k -n "$1" get pods -o wide >&2 || true
+        k -n "$1" get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 15 >&2 || true
+        echo "--- container logs: $state/logs/" >&2
+    }
+    # retry WHAT NAMESPACE COMMAND...: until COMMAND succeeds, at most $install_timeout s; its
+    # last output is shown on failure.
+    retry() {
+        local what=$1 ns=$2 deadline=$((SECONDS + install_timeout)) out
+        shift 2
+        until out=$("$@" 2>&1); do
+            if ((SECONDS >= deadline)); then
+                echo "$out" | tail -n 5 >&2
+                diagnose "$ns"
+                die "install: $what: not so after $install_timeout s"
+            fi
+            sleep 1
+        done
+    }
+    elapsed() { python3 -c "import time; print(f'{time.time() - $1:.1f}')"; }
+
+    # --- cert-manager
+    cm_started=$(date +%s.%N)
+    cm=$("$repo/scripts/kube/build.sh" cert-manager) || die "install: scripts/kube/build.sh cert-manager failed (above)"
+    for c in controller cainjector webhook; do
+        ln -sfn "$cm/bin/cert-manager-$c" "$dir/bin/cert-manager-$c"
+    done
+    server_version=$(k version -o json | python3 -c 'import json, sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') ||
+        die "install: could not read the API server's version"
+    # --kube-version: helm's own default (without the build's version flags) is v1.20, which
+    # the chart's kubeVersion refuses. The startupapicheck Job is left out: its program is
+    # not built (install checks issuance itself, below).
+    helm template cert-manager "$cm/charts/cert-manager" --namespace cert-manager \
+        --kube-version "$server_version" --set crds.enabled=true \
+        --set startupapicheck.enabled=false >"$dir/cert-manager.yaml" ||
+        die "install: helm template of $cm/charts/cert-manager failed (above)"
+    log "install: cert-manager $(sed -n 's/^appVersion: //p' "$cm/charts/cert-manager/Chart.yaml") ($(grep -c '^kind:' "$dir/cert-manager.yaml") objects)"
+    k create namespace cert-manager --dry-run=client -o yaml | k apply -f - >/dev/null ||
+        die "install: creating the namespace cert-manager failed"
+    k apply --server-side -f "$dir/cert-manager.yaml" >/dev/null ||
+        die "install: kubectl apply of cert-manager's chart ($dir/cert-manager.yaml) failed (above)"
+    retry "cert-manager's Deployments Available" cert-manager \
+        k -n cert-manager wait deployment --all --for=condition=Available --timeout=5s
+    # Its webhook and CA injector work once a self-signed Issuer passes the webhook (which the
+    # API server calls with the caBundle the injector set) and its Certificate is issued.
+    check="apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: moco-rs-install-check, namespace: cert-manager}
+spec: {selfSigned: {}}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: moco-rs-install-check, namespace: cert-manager}
+spec:
+  secretName: moco-rs-install-check
+  commonName: moco-rs-install-check
+  issuerRef: {name: moco-rs-install-check, kind: Issuer}"
+    apply_check() { k apply -f - <<<"$check"; }
+    retry "cert-manager's webhook admitting an Issuer" cert-manager apply_check
+    retry "a self-signed Certificate issued by cert-manager" cert-manager \
+        k -n cert-manager wait certificate/moco-rs-install-check --for=condition=Ready --timeout=5s
+    k -n cert-manager delete certificate/moco-rs-install-check issuer/moco-rs-install-check \
+        secret/moco-rs-install-check --wait=false >/dev/null 2>&1 || true
+    log "install: cert-manager issues certificates, $(elapsed "$cm_started") s"
+
+    # --- moco-rs's operator
+    op_started=$(date +%s.%N)
+    if ((helm_install)); then
+        helm install moco "$repo/charts/moco" --namespace moco-system --create-namespace >/dev/null ||
+            die "install: helm install moco $repo/charts/moco failed (above)"
+        how="helm install moco charts/moco"
+    else
+        k apply -k "$repo/deploy" >/dev/null || die "install: kubectl apply -k $repo/deploy failed (above)"
+        how="kubectl apply -k deploy/"
+    fi
+    retry "the Deployment moco-system/moco-controller Available" moco-system \
+        k -n moco-system wait deployment/moco-controller --for=condition=Available --timeout=5s
+    # The webhooks answer over TLS (the caBundle injected by cert-manager) with MOCO's message.
+    invalid=$repo/docs/examples/invalid/missing-mysqld-container.yaml
+    # answered: the API server called the webhook and it gave a verdict (either way).
+    answered() {
+        local out
+        out=$(k create --dry-run=server -f "$invalid" 2>&1) && return 0
+        echo "$out"
+        grep -q 'containers must include a container named "mysqld"' <<<"$out"
+    }
+    retry "the webhooks refusing $invalid with MOCO's message" moco-system answered
+    if out=$(k create --dry-run=server -f "$invalid" 2>&1); then
+        die "install: the webhooks let $invalid through: $out"
+    fi
+    log "install: the operator ($how) Available and its webhooks answering, $(elapsed "$op_started") s"
+    log "install: done in $(elapsed "$cm_started") s"
+    exit 0
 fi
 
 # --- up -----------------------------------------------------------------------------------
@@ -537,9 +675,10 @@ kcm_ready() { [[ $(curl -sk "https://127.0.0.1:$kcm_port/healthz" 2>/dev/null) =
 wait_for "kube-controller-manager /healthz on 127.0.0.1:$kcm_port" kcm_ready
 
 # --- pod-runner -------------------------------------------------------------------------
+# --kube-bin: cert-manager's images run DIR/bin/cert-manager-*, which install links.
 start pod-runner "$runner" run --state-dir "$state" --kubeconfig "$dir/runner.kubeconfig" \
     --api-server "$api_ip:$api_port" --cluster-domain "$cluster_domain" \
-    --storage-class "$storage_class"
+    --storage-class "$storage_class" --kube-bin "$dir/bin"
 
 node_count() { test "$(kubectl get nodes -o name 2>/dev/null | wc -l)" -ge "$nodes"; }
 wait_for "$nodes Node(s) registered" node_count

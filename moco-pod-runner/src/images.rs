@@ -12,11 +12,15 @@
 //! | `ghcr.io/moco-rs/moco`                                        | `moco` (the entrypoint)                    |
 //! | `…/mysqld_exporter`, `…/mysqld-exporter`                      | Debian's `prometheus-mysqld-exporter` as `mysqld_exporter` |
 //! | `…/fluent-bit`                                                | a stand-in that copies the slow log to stdout (`tail -F`) |
+//! | `quay.io/jetstack/cert-manager-controller`, `-cainjector`, `-webhook` | cert-manager's programs from `--kube-bin` (`scripts/kube/build.sh cert-manager`) at `/app/cmd/<name>/<name>` (the entrypoint, as upstream's `hack/containers/Containerfile.<name>` has it) |
 //!
 //! The MariaDB entrypoint keeps the official image's dispatch (arguments starting with `-` go to
 //! `mariadbd`; another program runs as given) but not its first-run initialisation
 //! (`MARIADB_ROOT_PASSWORD` and friends): MOCO's Pods initialise the data directory with
 //! `moco-init`. MySQL's images have no entry: MySQL cannot be installed on these machines.
+//! cert-manager's other images (`-acmesolver`, `-startupapicheck`) have none either: their
+//! programs are not built here. cert-manager's images run as the distroless `nonroot` user
+//! (65532); here, as everywhere in the runner, a container without `runAsUser` runs as root.
 
 use std::path::{Path, PathBuf};
 
@@ -51,6 +55,8 @@ pub struct ImageTable {
     pub mysqld_exporter: PathBuf,
     /// Scripts the runner writes once (the MariaDB entrypoint, the fluent-bit stand-in).
     pub scripts: PathBuf,
+    /// The directory with cert-manager's programs (`cert-manager-controller`, …), if given.
+    pub kube_bin: Option<PathBuf>,
 }
 
 /// Why an image or its program could not be used.
@@ -59,12 +65,24 @@ pub enum ImageError {
     /// No entry in the table: like a failed pull.
     #[error(
         "image {image:?} has no local stand-in (the Pod runner maps debian, ubuntu, mariadb, \
-         moco-rs's and MOCO's agent and backup images, mysqld_exporter and fluent-bit; see \
+         moco-rs's and MOCO's agent and backup images, mysqld_exporter, fluent-bit and \
+         cert-manager's controller, cainjector and webhook; see \
          moco-pod-runner/src/images.rs)"
     )]
     Unmapped {
         /// The image reference as the Pod gave it.
         image: String,
+    },
+    /// A cert-manager image, but the runner was started without `--kube-bin`.
+    #[error(
+        "image {image:?} runs cert-manager's {program}, but the Pod runner was started without \
+         --kube-bin (the directory holding it; scripts/kube.sh passes it)"
+    )]
+    NoKubeBin {
+        /// The image reference as the Pod gave it.
+        image: String,
+        /// The program it needs.
+        program: String,
     },
     /// Neither `command`, `args` nor the image give a program.
     #[error(
@@ -121,6 +139,7 @@ impl ImageTable {
         moco: PathBuf,
         mysqld_exporter: PathBuf,
         scripts: PathBuf,
+        kube_bin: Option<PathBuf>,
     ) -> std::io::Result<Self> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::create_dir_all(&scripts)?;
@@ -144,6 +163,7 @@ impl ImageTable {
             moco,
             mysqld_exporter,
             scripts,
+            kube_bin,
         })
     }
 
@@ -210,6 +230,13 @@ impl ImageTable {
                 entrypoint: strings(&["/bin/mysqld_exporter"]),
                 cmd: vec![],
             },
+            ("quay.io/jetstack/cert-manager-controller", _) => {
+                self.cert_manager(image, "controller")?
+            }
+            ("quay.io/jetstack/cert-manager-cainjector", _) => {
+                self.cert_manager(image, "cainjector")?
+            }
+            ("quay.io/jetstack/cert-manager-webhook", _) => self.cert_manager(image, "webhook")?,
             (_, "fluent-bit") => Image {
                 dirs: vec![],
                 files: vec![file(
@@ -226,6 +253,31 @@ impl ImageTable {
             }
         };
         Ok(image)
+    }
+}
+
+impl ImageTable {
+    /// cert-manager's image of `name` (controller, cainjector, webhook): its program at
+    /// `/app/cmd/<name>/<name>`, the entrypoint, as `hack/containers/Containerfile.<name>`
+    /// builds it upstream.
+    fn cert_manager(&self, image: &str, name: &str) -> Result<Image, ImageError> {
+        let program = format!("cert-manager-{name}");
+        let Some(dir) = &self.kube_bin else {
+            return Err(ImageError::NoKubeBin {
+                image: image.to_owned(),
+                program,
+            });
+        };
+        let target = format!("/app/cmd/{name}/{name}");
+        Ok(Image {
+            dirs: vec![],
+            files: vec![ImageFile {
+                target: PathBuf::from(&target),
+                source: dir.join(program),
+            }],
+            entrypoint: vec![target],
+            cmd: vec![],
+        })
     }
 }
 
@@ -275,6 +327,7 @@ mod tests {
             moco: "/opt/moco".into(),
             mysqld_exporter: "/usr/bin/prometheus-mysqld-exporter".into(),
             scripts: "/state/images".into(),
+            kube_bin: Some("/cache/cm/bin".into()),
         }
     }
 
@@ -324,6 +377,56 @@ mod tests {
         );
         // Someone else's image named like ours is not ours.
         assert!(t.lookup("example.com/evil/moco-agent:1").is_err());
+    }
+
+    #[test]
+    fn cert_managers_images_run_its_programs_from_kube_bin_at_upstreams_paths() {
+        let t = table();
+        for name in ["controller", "cainjector", "webhook"] {
+            for image in [
+                format!("quay.io/jetstack/cert-manager-{name}:v1.21.2"),
+                format!("quay.io/jetstack/cert-manager-{name}@sha256:abc"),
+            ] {
+                let i = t.lookup(&image).unwrap();
+                let target = format!("/app/cmd/{name}/{name}");
+                assert_eq!(i.entrypoint, std::slice::from_ref(&target), "{image}");
+                assert!(i.cmd.is_empty(), "{image}");
+                assert_eq!(
+                    i.files,
+                    [ImageFile {
+                        target: PathBuf::from(&target),
+                        source: PathBuf::from(format!("/cache/cm/bin/cert-manager-{name}")),
+                    }],
+                    "{image}"
+                );
+                // The chart gives only args: the entrypoint runs with them.
+                assert_eq!(
+                    i.command_line(None, Some(&["--v=2".to_owned()])),
+                    [target, "--v=2".to_owned()]
+                );
+            }
+        }
+        // Images of cert-manager's not built here, and look-alikes elsewhere, are refused.
+        for image in [
+            "quay.io/jetstack/cert-manager-acmesolver:v1.21.2",
+            "quay.io/jetstack/cert-manager-startupapicheck:v1.21.2",
+            "example.com/jetstack/cert-manager-controller:v1.21.2",
+        ] {
+            let e = t.lookup(image).unwrap_err();
+            assert!(matches!(e, ImageError::Unmapped { .. }), "{image}: {e}");
+        }
+        // Without --kube-bin the image is known but its program is not: say so.
+        let without = ImageTable {
+            kube_bin: None,
+            ..table()
+        };
+        let e = without
+            .lookup("quay.io/jetstack/cert-manager-webhook:v1.21.2")
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("--kube-bin") && e.to_string().contains("cert-manager-webhook"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -49,6 +49,11 @@ pub struct RunArgs {
         default_value = "/usr/bin/prometheus-mysqld-exporter"
     )]
     pub mysqld_exporter: PathBuf,
+    /// The directory holding cert-manager's programs (`cert-manager-controller`,
+    /// `-cainjector`, `-webhook`), which its images map to; they are looked up when such a
+    /// container starts (scripts/kube.sh passes DIR/bin, where `install` links them).
+    #[arg(long, env = "MOCO_KUBE_BIN")]
+    pub kube_bin: Option<PathBuf>,
 }
 
 /// Why the runner stopped other than by a signal.
@@ -183,6 +188,7 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
     let programs = crate::pod::Programs {
         moco: args.moco.unwrap_or_else(|| exe.with_file_name("moco")),
         mysqld_exporter: args.mysqld_exporter,
+        kube_bin: args.kube_bin,
     };
     for (what, path) in [
         ("moco", &programs.moco),

@@ -1,31 +1,64 @@
 #!/usr/bin/env bash
 # Build a Kubernetes control plane for moco-rs's tests from Go modules, once per version:
 # kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes), etcd and etcdctl
-# (go.etcd.io/etcd), helm (helm.sh/helm/v3).
+# (go.etcd.io/etcd), helm (helm.sh/helm/v3); and, as a second target with a cache key of its
+# own, cert-manager's controller, cainjector and webhook (github.com/cert-manager/cert-manager)
+# with its Helm chart.
 #
 #   BIN=$(scripts/kube/build.sh)      # progress on stderr, the bin directory on stdout
+#   CM=$(scripts/kube/build.sh cert-manager)   # CM/bin/cert-manager-{controller,cainjector,
+#                                              # webhook}, CM/charts/cert-manager
 #
 # Nothing upstream is committed: each program is built in a small wrapper module generated
 # under the cache directory, from this directory's main packages (ours) and, for k8s, the
 # replace lines k8s-replaces.py reads from the upstream go.mod. `go install pkg@version` cannot
 # do it: it refuses modules that carry replace lines, as k8s.io/kubernetes and etcd's do.
-# The three wrappers are separate modules, so that etcd's, helm's and kubernetes' shared
-# dependencies (grpc, otel, k8s.io/*) stay at the versions each was released with.
+# The four wrappers are separate modules, so that etcd's, helm's, kubernetes' and
+# cert-manager's shared dependencies (grpc, otel, k8s.io/*) stay at the versions each was
+# released with.
 #
-# The binaries go to $MOCO_KUBE_CACHE/<versions>/bin (default
+# cert-manager's commands live in modules the proxy does not serve (cmd/controller's go.mod
+# names itself github.com/cert-manager/cert-manager/controller-binary and reaches the root
+# module through `replace => ../../`; no version of it is published), so its wrapper holds our
+# own main packages (cert-manager/: flags -> cert-manager's configuration -> its controllers,
+# injectors and webhook server). They import cert-manager's internal packages, which Go allows
+# only below github.com/cert-manager/cert-manager/, so the wrapper is named
+# github.com/cert-manager/cert-manager/moco-rs-wrapper, as upstream's own command modules are.
+# The proxy refuses github.com/Venafi/vcert/v5 v5.13.x (which cert-manager v1.21's Venafi
+# issuer imports), so the wrapper builds a copy of the cert-manager module (extracted from the
+# module cache) whose pkg/issuer/venafi/client is our stand-in (cert-manager/_stubs/), and
+# points vcert at a module holding only the two error types cert-manager names.
+#
+# The control plane's binaries go to $MOCO_KUBE_CACHE/<versions>/bin (default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/moco-rs/kube); <versions> names every version and the Go
 # toolchain, plus a hash of this directory's recipe (the main packages, the generator, the
 # flags below), so a changed recipe builds anew. When every binary is there, the script only
 # prints the directory: a second run builds nothing. Go's own caches (GOMODCACHE, GOCACHE)
 # are wherever the environment puts them.
 #
-# Environment: KUBE_VERSION, ETCD_VERSION, HELM_VERSION (the versions below by default),
-# MOCO_KUBE_CACHE, KUBE_BUILD_NICE (niceness of the Go commands, 10 by default).
+# cert-manager's go to $MOCO_KUBE_CACHE/cert-manager-<version>_<go>_<hash>/bin, its chart
+# (the module's deploy/charts/cert-manager, version filled in) to .../charts/cert-manager; the
+# hash covers cert-manager-module.py, cert-manager/ and the flags. A separate key, so that
+# a change to one recipe rebuilds only its own programs.
+#
+# Environment: KUBE_VERSION, ETCD_VERSION, HELM_VERSION, CERT_MANAGER_VERSION (the versions
+# below by default), MOCO_KUBE_CACHE, KUBE_BUILD_NICE (niceness of the Go commands, 10 by
+# default).
 set -euo pipefail
+
+target=${1:-kube}
+case $target in
+kube | cert-manager) ;;
+*)
+    echo "scripts/kube/build.sh: unknown target $target (kube, the default, or cert-manager)" >&2
+    exit 2
+    ;;
+esac
 
 KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
+CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-v1.21.2}
 NICE=${KUBE_BUILD_NICE:-10}
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -52,28 +85,47 @@ done
 helm_ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 helm_ld+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 etcd_ld="-s -w"
+cm_ld="-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION"
 build_flags=(-trimpath -buildvcs=false -mod=readonly)
 
-recipe=$(
-    cd "$here"
-    {
-        cat k8s-replaces.py k8s/*/main.go etcd/*/main.go
-        echo "$kube_ld|$helm_ld|$etcd_ld|${build_flags[*]}"
-    } | sha256sum | cut -c1-10
-)
-key="k8s-${KUBE_VERSION}_etcd-${ETCD_VERSION}_helm-${HELM_VERSION}_${go_version}_${recipe}"
+hash_of() { sha256sum | cut -c1-10; }
 root=${MOCO_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/moco-rs/kube}
+if [[ $target == kube ]]; then
+    recipe=$(
+        cd "$here"
+        {
+            cat k8s-replaces.py k8s/*/main.go etcd/*/main.go
+            echo "$kube_ld|$helm_ld|$etcd_ld|${build_flags[*]}"
+        } | hash_of
+    )
+    key="k8s-${KUBE_VERSION}_etcd-${ETCD_VERSION}_helm-${HELM_VERSION}_${go_version}_${recipe}"
+    binaries=(kube-apiserver kube-controller-manager kubectl etcd etcdctl helm)
+else
+    recipe=$(
+        cd "$here"
+        {
+            cat cert-manager-module.py cert-manager/*/*.go
+            echo "$cm_ld|${build_flags[*]}"
+        } | hash_of
+    )
+    key="cert-manager-${CERT_MANAGER_VERSION}_${go_version}_${recipe}"
+    binaries=(cert-manager-controller cert-manager-cainjector cert-manager-webhook)
+fi
 dir="$root/$key"
 bin="$dir/bin"
-binaries=(kube-apiserver kube-controller-manager kubectl etcd etcdctl helm)
+cm_chart="$dir/charts/cert-manager"
+# What the target prints: the bin directory, or cert-manager's directory (bin/ and charts/).
+result=$bin
+[[ $target == kube ]] || result=$dir
 
 all_built() {
     local b
     for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
+    [[ $target == kube || -f "$cm_chart/Chart.yaml" ]]
 }
 
 if all_built; then
-    echo "$bin"
+    echo "$result"
     exit 0
 fi
 
@@ -81,7 +133,7 @@ mkdir -p "$dir"
 exec 9>"$dir/.lock"
 flock 9 # another build of the same key: wait for it, then use what it built
 if all_built; then
-    echo "$bin"
+    echo "$result"
     exit 0
 fi
 
@@ -173,7 +225,7 @@ build() {
 }
 
 # --- kubernetes: kube-apiserver, kube-controller-manager, kubectl
-if ! [[ -x "$bin/kube-apiserver" && -x "$bin/kube-controller-manager" && -x "$bin/kubectl" ]]; then
+if [[ $target == kube ]] && ! [[ -x "$bin/kube-apiserver" && -x "$bin/kube-controller-manager" && -x "$bin/kubectl" ]]; then
     src=$(wrapper k8s)
     step k8s "go.mod with replaces from k8s.io/kubernetes@$KUBE_VERSION" k8s_module "$src"
     step k8s "download modules" download "$src" ./...
@@ -183,7 +235,7 @@ if ! [[ -x "$bin/kube-apiserver" && -x "$bin/kube-controller-manager" && -x "$bi
 fi
 
 # --- etcd, etcdctl: one release of one repository, so one module
-if ! [[ -x "$bin/etcd" && -x "$bin/etcdctl" ]]; then
+if [[ $target == kube ]] && ! [[ -x "$bin/etcd" && -x "$bin/etcdctl" ]]; then
     src=$(wrapper etcd)
     etcd_go=$(go_line go.etcd.io/etcd/server/v3@"$ETCD_VERSION") ||
         die "etcd: go mod download go.etcd.io/etcd/server/v3@$ETCD_VERSION failed"
@@ -195,7 +247,7 @@ if ! [[ -x "$bin/etcd" && -x "$bin/etcdctl" ]]; then
 fi
 
 # --- helm: helm v3's command is a main package with nothing to import, so it is built as is
-if ! [[ -x "$bin/helm" ]]; then
+if [[ $target == kube ]] && ! [[ -x "$bin/helm" ]]; then
     src=$(wrapper helm)
     helm_go=$(go_line helm.sh/helm/v3@"$HELM_VERSION") ||
         die "helm: go mod download helm.sh/helm/v3@$HELM_VERSION failed"
@@ -204,6 +256,17 @@ if ! [[ -x "$bin/helm" ]]; then
     build helm "$src" helm.sh/helm/v3/cmd/helm "$helm_ld"
 fi
 
+# --- cert-manager: controller, cainjector, webhook (our main packages, its code) and its chart
+if [[ $target == cert-manager ]]; then
+    src=$(wrapper cert-manager)
+    step cert-manager "go.mod, the module copy and the chart from $CERT_MANAGER_VERSION" \
+        python3 "$here/cert-manager-module.py" "$CERT_MANAGER_VERSION" "$src" "$cm_chart"
+    step cert-manager "download modules" download "$src" ./...
+    for c in controller cainjector webhook; do
+        build "cert-manager-$c" "$src" "./$c" "$cm_ld"
+    done
+fi
+
 all_built || die "not every binary is in $bin after the build: ${binaries[*]}"
 log "done: $(du -sh "$bin" | cut -f1) in $bin"
-echo "$bin"
+echo "$result"

@@ -59,7 +59,9 @@ pub fn spec(inputs: Inputs<'_>) -> Result<ContainerSpec, NotStarted> {
     let pod = inputs.pod;
     let image_ref = c.image.clone().unwrap_or_default();
     let image = inputs.images.lookup(&image_ref).map_err(|e| match e {
-        ImageError::Unmapped { .. } => NotStarted::Image(e.to_string()),
+        ImageError::Unmapped { .. } | ImageError::NoKubeBin { .. } => {
+            NotStarted::Image(e.to_string())
+        }
         other => NotStarted::Start(other.to_string()),
     })?;
     let expand = |v: &Option<Vec<String>>| {
@@ -338,6 +340,7 @@ mod tests {
             moco: "/opt/moco".into(),
             mysqld_exporter: "/usr/bin/prometheus-mysqld-exporter".into(),
             scripts: "/state/images".into(),
+            kube_bin: None,
         }
     }
 

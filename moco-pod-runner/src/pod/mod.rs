@@ -35,6 +35,8 @@ pub struct Programs {
     pub moco: PathBuf,
     /// Debian's `prometheus-mysqld-exporter`.
     pub mysqld_exporter: PathBuf,
+    /// The directory of cert-manager's programs (`--kube-bin`).
+    pub kube_bin: Option<PathBuf>,
 }
 
 /// Why the Pod loop stopped.
@@ -58,11 +60,16 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), PodError> {
     let scripts = ctx.state_dir.join("images");
-    let images = ImageTable::prepare(programs.moco, programs.mysqld_exporter, scripts.clone())
-        .map_err(|source| PodError::Images {
-            path: scripts,
-            source,
-        })?;
+    let images = ImageTable::prepare(
+        programs.moco,
+        programs.mysqld_exporter,
+        scripts.clone(),
+        programs.kube_bin,
+    )
+    .map_err(|source| PodError::Images {
+        path: scripts,
+        source,
+    })?;
     let shared = Arc::new(Shared {
         ips: Mutex::new(IpBook::load(ctx.state_dir.join("ips.json"))),
         hosts: watch::channel(BTreeMap::new()).0,
