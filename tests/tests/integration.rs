@@ -18,6 +18,7 @@ mod kube_archive;
 mod kube_backup;
 mod kube_clone;
 mod kube_drills;
+mod kube_install;
 mod kube_mysql;
 mod kube_restore;
 mod kube_runner;
