@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of moco-rs; installs what the tests need (MariaDB and mysqld_exporter from
 # Debian, moto's S3 server and the manifest validators from PyPI, Azurite from npm, a
-# Kubernetes control plane built from Go modules). Real-server tests start their own mariadbd
-# processes on free loopback ports and stop them; the control-plane tests share one control
-# plane (scripts/kube.sh), started here and stopped at the end.
+# Kubernetes control plane and cert-manager built from Go modules). Real-server tests start
+# their own mariadbd processes on free loopback ports and stop them; the control-plane tests
+# share one control plane (scripts/kube.sh), started here and stopped at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/install.sh
@@ -18,7 +18,7 @@ export CARGO_TERM_COLOR=never
 export CARGO_INCREMENTAL=0
 # The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
 # adding one.
-MIN_REAL_SERVER_TESTS=81
+MIN_REAL_SERVER_TESTS=83
 
 step() { printf '\n=== %s\n' "$*"; }
 
@@ -46,6 +46,9 @@ scripts/kube.sh down --dir "$kube_dir" >/dev/null 2>&1 || true # a killed run's 
 trap 'scripts/kube.sh down --dir "$kube_dir" || true; rm -rf "$ledger"' EXIT
 MOCO_POD_RUNNER="$PWD/${CARGO_TARGET_DIR:-target}/debug/pod-runner" \
     scripts/kube.sh up --dir "$kube_dir" --nodes 3
+# cert-manager, built once here (a cold build takes minutes): kube_install's control planes
+# install it with the operator (`scripts/kube.sh install`); the shared one stays without both.
+scripts/kube/build.sh cert-manager >/dev/null
 export MOCO_KUBE_DIR="$kube_dir"
 unset MOCO_SKIP_KUBE
 step "tests (the same, run)"
