@@ -458,6 +458,37 @@ async fn kustomize_install_runs_the_operator_under_its_rbac_with_webhooks_over_t
     ca_bundles_are_injected(&p).await;
     examples_are_admitted_and_refused(&p);
 
+    // The examples left MySQLCluster default/bad: the operator's Certificate for its agents
+    // (`moco-agent-default.bad`, of its CA Issuer) is issued by cert-manager, and the operator
+    // copies the Secret into the cluster's namespace.
+    wait_for("the agents' Certificate of default/bad", LIMIT, || async {
+        p.kubectl(&["-n", SYSTEM, "get", "certificate", "moco-agent-default.bad"])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    p.kubectl_ok(
+        &[
+            "-n",
+            SYSTEM,
+            "wait",
+            "certificate/moco-agent-default.bad",
+            "--for=condition=Ready",
+            "--timeout=120s",
+        ],
+        None,
+    );
+    let copied = wait_for("Secret default/moco-bad-grpc", LIMIT, || async {
+        Api::<Secret>::namespaced(p.cp.client.clone(), "default")
+            .get_opt("moco-bad-grpc")
+            .await
+            .unwrap()
+    })
+    .await;
+    let issued = secret_data(&p, SYSTEM, "moco-agent-default.bad", "tls.crt").await;
+    assert_eq!(copied.data.unwrap()["tls.crt"].0, issued);
+
     // Bad input, each named: a second install, a missing helm, a control plane that is down.
     let again = p.kube_sh(&["install"]);
     assert!(!again.status.success());
