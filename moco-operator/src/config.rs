@@ -106,6 +106,13 @@ pub struct ReconcilerFlags {
         value_parser = parse_go_bool
     )]
     pub disable_default_security_context: bool,
+    /// Reconcile and run clustering only for the MySQLClusters of this namespace, and watch
+    /// only it; empty (the default) means every namespace, as MOCO does. Beyond MOCO: several
+    /// operators can then share one API server, each with a namespace of its own (the tests
+    /// on the real control plane run one per test this way). The controller's own namespace
+    /// (`POD_NAMESPACE`) still holds its Secrets and Certificates.
+    #[arg(long, value_name = "NAMESPACE", default_value = "")]
+    pub watch_namespace: String,
     /// Directory of the client certificate the controller presents to the agents (`tls.crt`,
     /// `tls.key`, and `ca.crt` to check them with), re-read for every clone.
     #[arg(long, value_name = "DIR", default_value = "/grpc-cert")]

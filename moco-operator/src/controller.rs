@@ -32,6 +32,39 @@ pub const INPUT_RETRY: Duration = Duration::from_secs(60);
 /// Delay before retrying a round that failed on the API.
 pub const API_RETRY: Duration = Duration::from_secs(10);
 
+/// The namespaces the operator watches: every one (MOCO's only choice), or one
+/// (`--watch-namespace`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// Every namespace.
+    #[default]
+    All,
+    /// This namespace alone.
+    Namespace(String),
+}
+
+impl Scope {
+    /// `--watch-namespace`: empty means every namespace.
+    pub fn from_flag(namespace: &str) -> Self {
+        match namespace.trim() {
+            "" => Scope::All,
+            ns => Scope::Namespace(ns.to_owned()),
+        }
+    }
+
+    /// The API of the namespaced resource `K` in this scope.
+    pub fn api<K>(&self, client: kube::Client) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        match self {
+            Scope::All => Api::all(client),
+            Scope::Namespace(ns) => Api::namespaced(client, ns),
+        }
+    }
+}
+
 /// Where reconcile's clustering decisions go: the clustering managers, one per cluster.
 pub trait ClusteringControl: Send + Sync + Debug {
     /// Starts, wakes, pauses or stops the manager of `cluster`.
@@ -99,8 +132,18 @@ pub fn cluster_of_certificate(name: &str) -> Option<(String, String)> {
         .then(|| (namespace.to_owned(), cluster.to_owned()))
 }
 
-/// Runs the controller until `shutdown` completes.
+/// Runs the controller over every namespace until `shutdown` completes.
 pub async fn run_controller(
+    shared: Arc<Shared>,
+    concurrency: u16,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    run_controller_in(&Scope::All, shared, concurrency, shutdown).await;
+}
+
+/// Runs the controller over the namespaces of `scope` until `shutdown` completes.
+pub async fn run_controller_in(
+    scope: &Scope,
     shared: Arc<Shared>,
     concurrency: u16,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
@@ -109,7 +152,7 @@ pub async fn run_controller(
     let system = shared.ctx.settings.system_namespace.clone();
     let owned = watcher::Config::default().labels(&format!("{LABEL_CREATED_BY}={CREATED_BY}"));
     let controller = Controller::new(
-        Api::<MySQLCluster>::all(client.clone()),
+        scope.api::<MySQLCluster>(client.clone()),
         watcher::Config::default(),
     )
     .with_config(ControllerConfig::default().concurrency(concurrency));
@@ -117,22 +160,22 @@ pub async fn run_controller(
     let policies = store.clone();
     let config_maps = store.clone();
     controller
-        .owns(Api::<StatefulSet>::all(client.clone()), owned.clone())
-        .owns(Api::<Service>::all(client.clone()), owned.clone())
-        .owns(Api::<ConfigMap>::all(client.clone()), owned.clone())
-        .owns(Api::<Secret>::all(client.clone()), owned.clone())
-        .owns(Api::<ServiceAccount>::all(client.clone()), owned.clone())
+        .owns(scope.api::<StatefulSet>(client.clone()), owned.clone())
+        .owns(scope.api::<Service>(client.clone()), owned.clone())
+        .owns(scope.api::<ConfigMap>(client.clone()), owned.clone())
+        .owns(scope.api::<Secret>(client.clone()), owned.clone())
+        .owns(scope.api::<ServiceAccount>(client.clone()), owned.clone())
         .owns(
-            Api::<PodDisruptionBudget>::all(client.clone()),
+            scope.api::<PodDisruptionBudget>(client.clone()),
             owned.clone(),
         )
-        .owns(Api::<CronJob>::all(client.clone()), owned.clone())
-        .owns(Api::<Deployment>::all(client.clone()), owned.clone())
-        .owns(Api::<Job>::all(client.clone()), owned.clone())
-        .owns(Api::<Role>::all(client.clone()), owned.clone())
-        .owns(Api::<RoleBinding>::all(client.clone()), owned)
+        .owns(scope.api::<CronJob>(client.clone()), owned.clone())
+        .owns(scope.api::<Deployment>(client.clone()), owned.clone())
+        .owns(scope.api::<Job>(client.clone()), owned.clone())
+        .owns(scope.api::<Role>(client.clone()), owned.clone())
+        .owns(scope.api::<RoleBinding>(client.clone()), owned)
         .watches(
-            Api::<BackupPolicy>::all(client.clone()),
+            scope.api::<BackupPolicy>(client.clone()),
             watcher::Config::default(),
             move |p: BackupPolicy| {
                 clusters_naming(
@@ -144,7 +187,7 @@ pub async fn run_controller(
             },
         )
         .watches(
-            Api::<ConfigMap>::all(client.clone()),
+            scope.api::<ConfigMap>(client.clone()),
             watcher::Config::default(),
             move |cm: ConfigMap| {
                 clusters_naming(

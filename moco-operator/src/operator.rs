@@ -21,7 +21,7 @@ use crate::clustering::deleted::stop_deleted;
 use crate::clustering::platform::MysqlConnector;
 use crate::clustering::pods::watch_pods;
 use crate::config::ControllerArgs;
-use crate::controller::{Shared, run_controller};
+use crate::controller::{Scope, Shared, run_controller_in};
 use crate::metrics::ClusterMetrics;
 use crate::reconcile::{Context, wall_clock};
 use crate::render::{Images, RenderSettings};
@@ -58,6 +58,8 @@ pub struct OperatorConfig {
     pub manager: ManagerConfig,
     /// The client certificate for the agents (`--grpc-cert-dir`).
     pub grpc_cert_dir: std::path::PathBuf,
+    /// The namespaces watched (`--watch-namespace`).
+    pub scope: Scope,
 }
 
 impl OperatorConfig {
@@ -96,6 +98,7 @@ impl OperatorConfig {
                 ..ManagerConfig::default()
             },
             grpc_cert_dir: r.grpc_cert_dir.clone(),
+            scope: Scope::from_flag(&r.watch_namespace),
         }
     }
 }
@@ -141,7 +144,7 @@ pub async fn lead(
         clustering: managers.clone(),
     });
     let (stop_tx, mut stop_rx) = watch::channel(false);
-    let controller = run_controller(shared, config.concurrency, async move {
+    let controller = run_controller_in(&config.scope, shared, config.concurrency, async move {
         let _ = stop_rx.wait_for(|v| *v).await;
     });
     tokio::pin!(controller);
@@ -161,8 +164,8 @@ pub async fn lead(
                 tracing::warn!("reconciles still running {DRAIN:?} after losing the lead; dropped");
             }
         }
-        () = watch_pods(client.clone(), managers.clone()) => {}
-        () = stop_deleted(client, managers.clone()) => {}
+        () = watch_pods(client.clone(), &config.scope, managers.clone()) => {}
+        () = stop_deleted(client, &config.scope, managers.clone()) => {}
     }
     managers.stop_all();
 }

@@ -93,6 +93,7 @@ pub fn announce(args: &ControllerArgs) {
     let r = &args.reconciler;
     tracing::info!(
         leader_election_id = %r.leader_election_id,
+        watch_namespace = if r.watch_namespace.is_empty() { "(every namespace)" } else { r.watch_namespace.as_str() },
         check_interval = ?r.check_interval,
         max_concurrent_reconciles = r.max_concurrent_reconciles,
         mysql_configmap_history_limit = r.mysql_configmap_history_limit,

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use moco_adapters::manager::ManagerConfig;
+use moco_operator::controller::Scope;
 use moco_operator::metrics::ClusterMetrics;
 use moco_operator::operator::{OperatorConfig, run_operator};
 use moco_operator::render::RenderSettings;
@@ -28,6 +29,7 @@ fn config() -> OperatorConfig {
             ..ManagerConfig::default()
         },
         grpc_cert_dir: "/nonexistent/grpc-cert".into(),
+        scope: Scope::All,
     }
 }
 
@@ -212,7 +214,10 @@ async fn the_manager_of_a_cluster_deleted_without_its_finalizer_stops() {
     ));
     managers.control(&serde_json::from_value(cluster).unwrap(), Clustering::Run);
     assert_eq!(managers.clusters(), [("ns".to_owned(), "db".to_owned())]);
-    let watch = tokio::spawn(stop_deleted(fake.client(), managers.clone()));
+    let watch = tokio::spawn({
+        let (client, managers) = (fake.client(), managers.clone());
+        async move { stop_deleted(client, &Scope::All, managers).await }
+    });
     // Let the watch list the cluster before it goes.
     eventually("the deletion watch", || {
         fake.requests()

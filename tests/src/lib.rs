@@ -5,6 +5,7 @@ pub mod certs;
 pub mod control_plane;
 pub mod kube;
 pub mod local;
+pub mod operator_host;
 pub mod pod;
 pub mod s3;
 

@@ -11,12 +11,13 @@ use kube::runtime::watcher;
 use moco_api::mysqlcluster::MySQLCluster;
 
 use super::Managers;
-use crate::controller::ClusteringControl;
+use crate::controller::{ClusteringControl, Scope};
 use crate::reconcile::Clustering;
 
-/// Watches MySQLClusters until the stream ends, stopping the manager of each deleted one.
-pub async fn stop_deleted(client: Client, managers: Arc<Managers>) {
-    let api: Api<MySQLCluster> = Api::all(client);
+/// Watches the MySQLClusters of `scope` until the stream ends, stopping the manager of each
+/// deleted one.
+pub async fn stop_deleted(client: Client, scope: &Scope, managers: Arc<Managers>) {
+    let api: Api<MySQLCluster> = scope.api(client);
     let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
     while let Some(event) = events.next().await {
         match event {

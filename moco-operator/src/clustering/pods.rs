@@ -14,6 +14,7 @@ use moco_api::labels::{
 };
 
 use super::Managers;
+use crate::controller::Scope;
 
 /// The cluster whose manager `pod` should wake, as `(namespace, name)`: a MOCO mysqld Pod
 /// that is terminating or asked to step down.
@@ -34,9 +35,9 @@ pub fn wakes(pod: &Pod) -> Option<(String, String)> {
     ))
 }
 
-/// Watches the Pods of every cluster until the stream ends.
-pub async fn watch_pods(client: Client, managers: Arc<Managers>) {
-    let api: Api<Pod> = Api::all(client);
+/// Watches the Pods of every cluster of `scope` until the stream ends.
+pub async fn watch_pods(client: Client, scope: &Scope, managers: Arc<Managers>) {
+    let api: Api<Pod> = scope.api(client);
     let config = watcher::Config::default().labels(&format!(
         "{LABEL_NAME}={APP_MYSQL},{LABEL_CREATED_BY}={CREATED_BY}"
     ));
