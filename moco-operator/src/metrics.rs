@@ -177,9 +177,11 @@ pub struct ClusterMetrics {
     pub volume_resized: Family<ClusterLabels, Counter>,
     /// Rounds whose PVC growth failed.
     pub volume_resized_errors: Family<ClusterLabels, Counter>,
-    /// StatefulSets deleted (orphaning Pods) and re-created for new volume templates.
+    /// StatefulSets re-created for new claim templates: deleted (orphaning the Pods) and
+    /// created again, counted once created.
     pub statefulset_recreate: Family<ClusterLabels, Counter>,
-    /// Failed re-creations.
+    /// Rounds whose re-creation failed: the deletion, the wait for it, or the creation
+    /// again, which every round retries (and counts) until it succeeds.
     pub statefulset_recreate_errors: Family<ClusterLabels, Counter>,
     /// 1 while the cluster is annotated `reconciliation-stopped`.
     pub reconciliation_stopped: Family<ClusterLabels, Gauge>,

@@ -20,6 +20,7 @@ mod kube_clone;
 mod kube_drills;
 mod kube_install;
 mod kube_mysql;
+mod kube_operator;
 mod kube_rbac;
 mod kube_restore;
 mod kube_runner;

@@ -140,11 +140,52 @@ pub struct KubePlatform {
     addresses: Arc<dyn AddressResolver>,
     connector: Arc<dyn SqlConnector>,
     cloner: Option<Arc<dyn InstanceCloner>>,
-    recorder: Recorder,
+    reporter: Reporter,
+    /// Per event reason, the message last recorded and the recorder that holds its Event.
+    recorders: std::sync::Mutex<std::collections::HashMap<String, (String, Recorder)>>,
     metrics: ClusterMetrics,
     labels: ClusterLabels,
     /// When the current round observed the cluster (for the processing time).
     round_started: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Pods missing this round, and what was last reported of it.
+    missing: std::sync::Mutex<MissingPods>,
+}
+
+/// The reason of the engine's warning while Pods of the cluster do not exist.
+pub const PODS_MISSING: &str = "PodsMissing";
+
+/// Missing Pods as a manager saw them: in the current round (the engine's `PodsMissing`
+/// message, which names the missing instances) and as last reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MissingPods {
+    /// The message of this round's decision; `None` when every Pod exists.
+    pub round: Option<String>,
+    /// The message last recorded as an event, since Pods last went missing.
+    pub reported: Option<String>,
+}
+
+impl MissingPods {
+    /// A round whose decision says `message` (`None`: no Pod is missing): a new outage, or a
+    /// change of the missing set, will be reported; the end of an outage forgets the report.
+    pub fn observed(&mut self, message: Option<&str>) {
+        self.round = message.map(str::to_owned);
+        if message.is_none() {
+            self.reported = None;
+        }
+    }
+
+    /// Whether the status is written this round. MOCO's round does nothing while Pods are
+    /// missing ("too few pods"): the status keeps what it said before the Pods went, and no
+    /// condition flips while the StatefulSet re-creates a Pod.
+    pub fn write_status(&self) -> bool {
+        self.round.is_none()
+    }
+
+    /// Whether the `PodsMissing` event with `message` is recorded: once per missing set, not
+    /// once per round.
+    pub fn record(&self, message: &str) -> bool {
+        self.reported.as_deref() != Some(message)
+    }
 }
 
 impl fmt::Debug for KubePlatform {
@@ -226,13 +267,10 @@ impl KubePlatform {
         cloner: Option<Arc<dyn InstanceCloner>>,
         metrics: ClusterMetrics,
     ) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "moco-controller".into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        );
+        let reporter = Reporter {
+            controller: "moco-controller".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
         let labels = ClusterLabels {
             name: id.name.clone(),
             namespace: id.namespace.clone(),
@@ -243,11 +281,39 @@ impl KubePlatform {
             addresses,
             connector,
             cloner,
-            recorder,
+            reporter,
+            recorders: std::sync::Mutex::new(std::collections::HashMap::new()),
             metrics,
             labels,
             round_started: std::sync::Mutex::new(None),
+            missing: std::sync::Mutex::new(MissingPods::default()),
         }
+    }
+
+    /// The recorder of an event `reason` with `message`. kube's recorder makes a repeat of
+    /// an Event of the same reason within minutes one more of its series, keeping the first
+    /// one's note: a second switchover would read "changed to instance 1" again, a new set of
+    /// missing Pods the old set. The same message repeats the Event (client-go's recorder,
+    /// which MOCO uses, does that too); another message starts an Event of its own.
+    fn recorder(&self, reason: &str, message: &str) -> Recorder {
+        let mut recorders = self
+            .recorders
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match recorders.get(reason) {
+            Some((last, recorder)) if last == message => recorder.clone(),
+            _ => {
+                let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+                recorders.insert(reason.to_owned(), (message.to_owned(), recorder.clone()));
+                recorder
+            }
+        }
+    }
+
+    fn missing(&self) -> std::sync::MutexGuard<'_, MissingPods> {
+        self.missing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn target(&self) -> String {
@@ -523,6 +589,9 @@ impl Platform for KubePlatform {
     }
 
     async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {
+        if !self.missing().write_status() {
+            return Ok(());
+        }
         let api: Api<MySQLCluster> = Api::namespaced(self.client.clone(), &self.id.namespace);
         let mut attempt = 1;
         loop {
@@ -548,6 +617,10 @@ impl Platform for KubePlatform {
     }
 
     async fn record_event(&self, event: &moco_core::operation::Event) -> Result<(), PortError> {
+        let missing = event.reason == PODS_MISSING;
+        if missing && !self.missing().record(&event.message) {
+            return Ok(());
+        }
         let reference = ObjectReference {
             api_version: Some(crate::render::meta::CLUSTER_API_VERSION.into()),
             kind: Some(crate::render::meta::CLUSTER_KIND.into()),
@@ -571,10 +644,14 @@ impl Platform for KubePlatform {
             "FailOver" => self.metrics.failover.get_or_create(&self.labels).inc(),
             _ => 0,
         };
-        self.recorder
+        self.recorder(&event.reason, &event.message)
             .publish(&kube_event, &reference)
             .await
-            .map_err(|e| unreachable(self.target(), &e))
+            .map_err(|e| unreachable(self.target(), &e))?;
+        if missing {
+            self.missing().reported = Some(event.message.clone());
+        }
+        Ok(())
     }
 
     async fn clone_instance(
@@ -624,6 +701,13 @@ impl Platform for KubePlatform {
     }
 
     async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {
+        self.missing().observed(
+            decision
+                .events
+                .iter()
+                .find(|e| e.reason == PODS_MISSING)
+                .map(|e| e.message.as_str()),
+        );
         let m = &self.metrics;
         let l = &self.labels;
         m.checks.get_or_create(l).inc();
@@ -677,6 +761,34 @@ impl Platform for KubePlatform {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (issue 31, defect 6): a `PodsMissing` warning and a status write every
+    /// round while a Pod was missing. One event per missing set, no status write.
+    #[test]
+    fn missing_pods_are_reported_once_per_missing_set_and_hold_the_status() {
+        let mut m = MissingPods::default();
+        m.observed(None);
+        assert!(m.write_status());
+        let two = "waiting for the Pods of instance(s) 2 to exist again";
+        let one = "waiting for the Pods of instance(s) 1 to exist again";
+        m.observed(Some(two));
+        assert!(!m.write_status());
+        assert!(m.record(two));
+        m.reported = Some(two.into());
+        for _ in 0..3 {
+            m.observed(Some(two));
+            assert!(!m.record(two) && !m.write_status());
+        }
+        // Another set: reported.
+        m.observed(Some(one));
+        assert!(m.record(one));
+        m.reported = Some(one.into());
+        // Back, then missing again: reported again.
+        m.observed(None);
+        assert!(m.write_status());
+        m.observed(Some(one));
+        assert!(m.record(one));
+    }
 
     #[test]
     fn pod_ordinals_come_from_the_name_suffix() {

@@ -6,7 +6,8 @@
 //! 2. the agent Certificate (created once) and the copy of its Secret;
 //! 3. the my.cnf ConfigMap (old ones pruned) and the slow-log ConfigMap (or none);
 //! 4. the ServiceAccount and the three Services;
-//! 5. PVC growth and, when the claim templates changed, the StatefulSet's re-creation;
+//! 5. PVC growth and, when the claim templates differ in anything, the StatefulSet's deletion
+//!    with its Pods orphaned (its creation in step 6 is the re-creation, counted as one);
 //! 6. the StatefulSet, applied only when its rendering changed or a field the operator owns
 //!    drifted ([`drift`]);
 //! 7. the PodDisruptionBudget; the backup CronJob and the restore Job with their RBAC.
@@ -417,24 +418,42 @@ async fn apply_all(
             .map_err(ReconcileError::api(Step::Services))?;
     }
 
-    // 5–6. Volumes, then the StatefulSet.
-    let deployed = volumes::reconcile(cluster, id, ctx, inputs.deployed_statefulset).await?;
-    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    // 5–6. Volumes, then the StatefulSet. Its claim templates cannot be updated: when the
+    // rendered ones differ in anything, the volume step deletes the StatefulSet (orphaning the
+    // Pods) and its creation below is the re-creation, counted by the re-creation metrics in
+    // this round and in every later one until it succeeds.
     let mut statefulset = objects.statefulset.clone();
-    if let Some(d) = &deployed {
+    if let Some(d) = &inputs.deployed_statefulset {
         keep_claim_owner_api_version(&mut statefulset, d, &id.uid);
     }
     let rendered = with_hash(to_value(&statefulset, Step::StatefulSet)?);
+    let recreation = match &inputs.deployed_statefulset {
+        Some(d) => drift::recreation(&rendered, Some(&to_value(d, Step::StatefulSet)?), false),
+        None => drift::recreation(&rendered, None, read::orphaned_pods(ctx, id).await?),
+    };
+    let deployed =
+        volumes::reconcile(cluster, id, ctx, inputs.deployed_statefulset, &recreation).await?;
     let deployed_value = deployed
         .as_ref()
         .map(|d| to_value(d, Step::StatefulSet))
         .transpose()?;
     let reason = apply_reason(&rendered, deployed_value.as_ref());
     if let Some(reason) = &reason {
-        tracing::info!(cluster = %id.name, namespace = %id.namespace, ?reason, "applying the StatefulSet");
-        apply(&statefulsets, &id.prefixed(), &rendered)
-            .await
-            .map_err(ReconcileError::api(Step::StatefulSet))?;
+        let recreating = deployed.is_none() && recreation.recreates();
+        tracing::info!(cluster = %id.name, namespace = %id.namespace, ?reason, recreating, "applying the StatefulSet");
+        let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+        let applied = apply(&statefulsets, &id.prefixed(), &rendered).await;
+        if recreating {
+            let metric = labels(id);
+            let counter = match &applied {
+                Ok(_) => &ctx.metrics.statefulset_recreate,
+                Err(_) => &ctx.metrics.statefulset_recreate_errors,
+            };
+            counter.get_or_create(&metric).inc();
+            applied.map_err(ReconcileError::api(Step::Volumes))?;
+        } else {
+            applied.map_err(ReconcileError::api(Step::StatefulSet))?;
+        }
     }
 
     // 7. PDB, backup, restore.

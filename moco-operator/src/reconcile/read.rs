@@ -7,14 +7,15 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Secret};
-use kube::api::Api;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
+use kube::api::{Api, ListParams};
 use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::labels::ANNOTATION_SECRET_VERSION;
 use moco_api::mysqlcluster::MySQLCluster;
 
-use super::apply::{create_once, retry};
+use super::apply::{FIELD_MANAGER, create_once, retry};
+use super::drift::owned_part;
 use super::{Context, ReconcileError, Step};
 use crate::render::ClusterId;
 use crate::render::pod_template::names;
@@ -146,12 +147,7 @@ impl Inputs {
         let deployed_slow_log = if reconciled_generation.is_some()
             && reconciled_generation == cluster.metadata.generation
         {
-            deployed_statefulset
-                .as_ref()
-                .and_then(|s| s.spec.as_ref())
-                .and_then(|s| s.template.spec.as_ref())
-                .and_then(|p| p.containers.iter().find(|c| c.name == names::SLOW_LOG))
-                .cloned()
+            deployed_statefulset.as_ref().and_then(applied_slow_log)
         } else {
             None
         };
@@ -167,6 +163,52 @@ impl Inputs {
     }
 }
 
+/// The `slow-log` container as the operator last applied it: the part of the deployed one
+/// its field manager owns (MOCO extracts it the same way). The deployed container as a whole
+/// also holds what the API server defaulted (`imagePullPolicy`, `terminationMessagePath`,
+/// …), which the rendering never has: kept, it made every round after an apply render
+/// something new and apply again.
+fn applied_slow_log(sts: &StatefulSet) -> Option<Container> {
+    let fields = sts
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|m| {
+            m.manager.as_deref() == Some(FIELD_MANAGER)
+                && m.operation.as_deref() == Some("Apply")
+                && m.subresource.as_deref().is_none_or(str::is_empty)
+        })?
+        .fields_v1
+        .as_ref()?;
+    let owned = owned_part(&serde_json::to_value(sts).ok()?, &fields.0)?;
+    let container = owned
+        .pointer("/spec/template/spec/containers")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("name").and_then(serde_json::Value::as_str) == Some(names::SLOW_LOG))?;
+    serde_json::from_value(container.clone()).ok()
+}
+
+/// Whether Pods of the cluster are there without a controller (none of them being deleted):
+/// left by a StatefulSet deleted with `propagationPolicy: Orphan`.
+pub(super) async fn orphaned_pods(ctx: &Context, id: &ClusterId) -> Result<bool, ReconcileError> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &id.namespace);
+    let params = ListParams::default().labels(&super::label_selector(&id.labels()));
+    let pods = retry(|| api.list(&params))
+        .await
+        .map_err(ReconcileError::api(Step::Read))?;
+    Ok(pods.items.iter().any(|p| {
+        p.metadata.deletion_timestamp.is_none()
+            && !p
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.controller == Some(true))
+    }))
+}
+
 /// The cluster's StatefulSet, if any.
 pub(super) async fn statefulset(
     ctx: &Context,
@@ -175,4 +217,45 @@ pub(super) async fn statefulset(
     let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &id.namespace);
     let name = id.prefixed();
     retry(|| api.get_opt(&name)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Regression (issue 31, defect 4): the deployed container with the API server's
+    /// defaults was kept, so the round after each apply rendered it anew and applied again.
+    #[test]
+    fn the_slow_log_container_kept_is_the_one_applied_without_the_servers_defaults() {
+        let sts: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "moco-db", "managedFields": [
+                {"manager": "kube-controller-manager", "operation": "Update",
+                 "subresource": "status", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:status": {"f:replicas": {}}}},
+                {"manager": "moco-controller", "operation": "Apply", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {
+                    "k:{\"name\":\"slow-log\"}": {".": {}, "f:name": {}, "f:image": {},
+                        "f:resources": {"f:limits": {"f:cpu": {}, "f:memory": {}}}}}}}}}}
+            ]},
+            "spec": {"selector": {}, "serviceName": "moco-db", "template": {"spec": {"containers": [
+                {"name": "mysqld", "image": "mariadb:10.11"},
+                {"name": "slow-log", "image": "fluent-bit:old", "imagePullPolicy": "IfNotPresent",
+                 "terminationMessagePath": "/dev/termination-log",
+                 "terminationMessagePolicy": "File",
+                 "resources": {"limits": {"cpu": "100m", "memory": "20Mi"}}}
+            ]}}}
+        }))
+        .unwrap();
+        let kept = applied_slow_log(&sts).unwrap();
+        assert_eq!(
+            serde_json::to_value(&kept).unwrap(),
+            json!({"name": "slow-log", "image": "fluent-bit:old",
+                "resources": {"limits": {"cpu": "100m", "memory": "20Mi"}}})
+        );
+        // Applied by someone else (no entry of the operator's): nothing is kept.
+        let mut other = sts;
+        other.metadata.managed_fields = None;
+        assert!(applied_slow_log(&other).is_none());
+    }
 }

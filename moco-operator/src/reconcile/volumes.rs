@@ -19,6 +19,7 @@ use moco_core::resources::{
 use serde_json::json;
 
 use super::apply::{delete_if_present, retry};
+use super::drift::Recreation;
 use super::{Context, ReconcileError, Step, label_selector, labels};
 use crate::render::ClusterId;
 
@@ -139,13 +140,16 @@ fn sync_patch(
         .collect()
 }
 
-/// Step 5. Returns the StatefulSet as it stands afterwards (`None` once deleted for
-/// re-creation, or when there was none).
+/// Step 5, given the deployed StatefulSet and whether its claim templates differ from the
+/// rendered ones (`recreation`, decided by [`super::drift::recreation`]). Returns the
+/// StatefulSet as it stands afterwards: `None` once deleted for re-creation, or when there
+/// was none.
 pub(super) async fn reconcile(
     cluster: &MySQLCluster,
     id: &ClusterId,
     ctx: &Context,
     deployed: Option<StatefulSet>,
+    recreation: &Recreation,
 ) -> Result<Option<StatefulSet>, ReconcileError> {
     let Some(deployed) = deployed else {
         return Ok(None);
@@ -251,12 +255,14 @@ pub(super) async fn reconcile(
     if !plan.resizes.is_empty() {
         ctx.metrics.volume_resized.get_or_create(&metric).inc();
     }
-    if !plan.recreate_statefulset() {
+    // The names and sizes of `plan_volumes` are part of what `recreation` compares; both are
+    // asked so that neither alone decides.
+    if !plan.recreate_statefulset() && !matches!(recreation, Recreation::Needed(_)) {
         return Ok(Some(deployed));
     }
     let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &id.namespace);
     tracing::info!(cluster = %id.name, namespace = %id.namespace, changes = ?plan.template_changes,
-        "re-creating the StatefulSet for new volume claim templates (Pods keep running)");
+        ?recreation, "re-creating the StatefulSet for new volume claim templates (Pods keep running)");
     let recreate = async {
         delete_if_present(&sts_api, &sts_name, &DeleteParams::orphan())
             .await
@@ -276,14 +282,9 @@ pub(super) async fn reconcile(
             tokio::time::sleep(RECREATE_POLL).await;
         }
     };
+    // Counted once the StatefulSet is created again (by the caller), as MOCO does.
     match recreate.await {
-        Ok(()) => {
-            ctx.metrics
-                .statefulset_recreate
-                .get_or_create(&metric)
-                .inc();
-            Ok(None)
-        }
+        Ok(()) => Ok(None),
         Err(e) => {
             ctx.metrics
                 .statefulset_recreate_errors

@@ -1,0 +1,976 @@
+//! The operator (`moco controller`, run on this machine by [`OperatorHost`]) against the real
+//! control plane (`scripts/kube.sh up`, `MOCO_KUBE_DIR`): what the fake API server could not
+//! show, because it has no validation, no defaulting, no immutable fields, no quota and no
+//! controllers. Each test has a namespace of its own and an operator watching only it
+//! (`--watch-namespace`); MariaDB clusters, whose Pods the Pod runner runs.
+//!
+//! * claim-template edits of every kind (labels, annotations, `storageClassName`,
+//!   `accessModes`) re-create the StatefulSet with its Pods orphaned and adopted, unrestarted,
+//!   and the steps after it run (issue 31, defect 2);
+//! * the four volume metrics by name and labels, on success and on the server's refusals: a
+//!   PVC growth and a re-creation beyond a ResourceQuota (defect 3);
+//! * an unchanged cluster's StatefulSet is never written again, across many rounds and an
+//!   operator restart, and one spec edit writes it once (defect 4);
+//! * Pods the StatefulSet controller cannot create (a Pod quota) give one `PodsMissing` event
+//!   per change of the missing set, not one per round (defect 6).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Service};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use moco_api::mysqlcluster::MySQLCluster;
+use moco_tests::control_plane::{ControlPlane, control_plane, is_ready, wait_for};
+use moco_tests::operator_host::{OperatorHost, issue_agent_certificate};
+use serde_json::{Value, json};
+
+/// Limit of each wait: MariaDB's first start on 2 busy cores is the slowest step.
+const LIMIT: Duration = Duration::from_secs(240);
+/// The cluster of every test.
+const NAME: &str = "db";
+const STS: &str = "moco-db";
+
+struct Fixture {
+    cp: ControlPlane,
+    ns: String,
+    host: OperatorHost,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // The operator first, so that nothing re-creates what the namespace's deletion takes.
+        self.host.stop();
+        let _ = self
+            .cp
+            .kubectl(&["delete", "namespace", &self.ns, "--wait=false"], None);
+    }
+}
+
+async fn setup(test: &str) -> Option<Fixture> {
+    let cp = control_plane(test).await?;
+    let ns = cp.namespace(&test.replace('_', "-")).await;
+    let host = OperatorHost::start(&cp, &ns, &[]).await;
+    Some(Fixture { cp, ns, host })
+}
+
+/// A MariaDB cluster `db` of `replicas` with one claim template `mysql-data` of `storage`.
+/// `serverIDBase` is set because the webhook that would pick one is not installed.
+fn cluster(ns: &str, replicas: u32, storage: &str) -> String {
+    format!(
+        r#"
+apiVersion: moco.cybozu.com/v1beta2
+kind: MySQLCluster
+metadata:
+  namespace: {ns}
+  name: {NAME}
+  annotations:
+    moco-rs/flavor: mariadb
+spec:
+  replicas: {replicas}
+  serverIDBase: 100
+  podTemplate:
+    spec:
+      containers:
+      - name: mysqld
+        image: mariadb:10.11
+  volumeClaimTemplates:
+  - metadata:
+      name: mysql-data
+    spec:
+      accessModes: ["ReadWriteOnce"]
+      resources:
+        requests:
+          storage: {storage}
+"#
+    )
+}
+
+impl Fixture {
+    fn clusters(&self) -> Api<MySQLCluster> {
+        Api::namespaced(self.cp.client.clone(), &self.ns)
+    }
+
+    fn statefulsets(&self) -> Api<StatefulSet> {
+        Api::namespaced(self.cp.client.clone(), &self.ns)
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.cp.client.clone(), &self.ns)
+    }
+
+    /// Creates the cluster and the agents' certificate cert-manager would issue.
+    async fn create(&self, replicas: u32, storage: &str) {
+        self.cp
+            .apply(&self.ns, &cluster(&self.ns, replicas, storage));
+        issue_agent_certificate(&self.cp, &self.ns, &self.ns, NAME).await;
+    }
+
+    async fn statefulset(&self) -> Option<StatefulSet> {
+        self.statefulsets().get_opt(STS).await.unwrap()
+    }
+
+    async fn cluster(&self) -> MySQLCluster {
+        self.clusters().get(NAME).await.unwrap()
+    }
+
+    async fn patch_cluster(&self, patch: Value) {
+        self.clusters()
+            .patch(NAME, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("patching MySQLCluster {}/{NAME}: {e}", self.ns));
+    }
+
+    /// The reconcile failures the operator logged, for failure messages.
+    fn failures(&self) -> String {
+        let log = self.host.log();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("reconcile failed"))
+            .collect();
+        let from = lines.len().saturating_sub(3);
+        lines[from..].join("\n")
+    }
+
+    /// Whether the last round reconciled the current spec and succeeded.
+    async fn reconciled(&self) -> bool {
+        let c = self.cluster().await;
+        let generation = c.metadata.generation.unwrap_or(0);
+        let Some(status) = c.status else {
+            return false;
+        };
+        status.reconcile_info.generation == generation
+            && status.conditions.iter().any(|c| {
+                c.type_ == "ReconcileSuccess"
+                    && c.status == "True"
+                    && c.observed_generation == Some(generation)
+            })
+    }
+
+    async fn wait_reconciled(&self, what: &str) {
+        let (ns, failures) = (self.ns.clone(), || self.failures());
+        let limit = LIMIT;
+        let start = std::time::Instant::now();
+        loop {
+            if self.reconciled().await {
+                println!("{ns}: {what}: reconciled");
+                return;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{ns}: {what}: the cluster's spec was not reconciled successfully within \
+                 {limit:?}; the operator's last failures:\n{}",
+                failures()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Waits until `n` Pods of the cluster are Ready; returns them by name.
+    async fn ready_pods(&self, n: usize) -> BTreeMap<String, Pod> {
+        wait_for(&format!("{}: {n} Ready Pods", self.ns), LIMIT, || async {
+            let pods = self.pods().list(&ListParams::default()).await.ok()?;
+            let ready: BTreeMap<String, Pod> = pods
+                .items
+                .into_iter()
+                .filter(is_ready)
+                .filter_map(|p| Some((p.metadata.name.clone()?, p)))
+                .collect();
+            (ready.len() == n).then_some(ready)
+        })
+        .await
+    }
+
+    /// Rounds the operator finished successfully so far.
+    async fn rounds(&self) -> f64 {
+        self.host
+            .sample(
+                "moco_controller_reconcile_total",
+                &[("result", "success"), ("category", "none")],
+            )
+            .await
+            .unwrap_or(0.0)
+    }
+
+    /// One more successful round, caused by a change of an object the cluster owns that
+    /// does not change what the operator renders (an annotation of the headless Service).
+    async fn poke(&self, n: u32) {
+        let before = self.rounds().await;
+        let services: Api<Service> = Api::namespaced(self.cp.client.clone(), &self.ns);
+        let patch = json!({"metadata": {"annotations": {"test.moco-rs/poke": n.to_string()}}});
+        services
+            .patch(STS, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+        wait_for(&format!("{}: round {n}", self.ns), LIMIT, || async {
+            (self.rounds().await > before).then_some(())
+        })
+        .await;
+    }
+
+    /// Waits for the `PodsMissing` event naming instance `missing`, then for 10 clustering
+    /// rounds; returns the events then (objects, times recorded, messages) and checks that the
+    /// cluster was not written in those rounds (MOCO's round does nothing).
+    async fn missing_window(&self, missing: u32) -> ((usize, i32, Vec<String>), String) {
+        let naming = format!("instance(s) {missing} ");
+        wait_for(
+            &format!("{}: a PodsMissing event for instance {missing}", self.ns),
+            LIMIT,
+            || async {
+                let (_, _, notes) = pods_missing_events(self).await;
+                notes.iter().any(|n| n.contains(&naming)).then_some(())
+            },
+        )
+        .await;
+        let before = self.cluster().await.metadata.resource_version;
+        let writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let watch = tokio::spawn({
+            let (api, writes) = (self.clusters(), Arc::clone(&writes));
+            let config = watcher::Config::default().fields(&format!("metadata.name={NAME}"));
+            async move {
+                let mut events = std::pin::pin!(watcher::watcher(api, config));
+                while let Some(event) = events.next().await {
+                    if let Ok(watcher::Event::Apply(_)) = event {
+                        writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        let start = self.checks().await;
+        wait_for(
+            &format!("{}: 10 rounds with instance {missing} missing", self.ns),
+            LIMIT,
+            || async { (self.checks().await >= start + 10.0).then_some(()) },
+        )
+        .await;
+        let events = pods_missing_events(self).await;
+        let after = self.cluster().await.metadata.resource_version;
+        watch.abort();
+        let summary = format!(
+            "{} rounds: {} event object(s) recorded {} time(s); the MySQLCluster written {} \
+             time(s) (resourceVersion {} -> {})",
+            self.checks().await - start,
+            events.0,
+            events.1,
+            writes.load(std::sync::atomic::Ordering::Relaxed),
+            before.clone().unwrap_or_default(),
+            after.clone().unwrap_or_default()
+        );
+        assert_eq!(
+            after, before,
+            "the cluster was written while Pods were missing: {summary}"
+        );
+        (events, summary)
+    }
+
+    /// Clustering rounds of this cluster so far.
+    async fn checks(&self) -> f64 {
+        self.counter("moco_cluster_checks_total").await
+    }
+
+    /// The counter `name` of this cluster (0 while it has never counted).
+    async fn counter(&self, name: &str) -> f64 {
+        self.host
+            .sample(name, &[("name", NAME), ("namespace", &self.ns)])
+            .await
+            .unwrap_or(0.0)
+    }
+}
+
+/// The uid of the controller owning `pod`.
+fn controller_uid(pod: &Pod) -> Option<String> {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.clone())
+}
+
+/// Each container's start time and restart count.
+fn container_starts(pod: &Pod) -> Vec<(String, String, i32)> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let started = c
+                .state
+                .as_ref()
+                .and_then(|s| s.running.as_ref())
+                .and_then(|r| r.started_at.as_ref())
+                .map(|t| t.0.to_string())
+                .unwrap_or_default();
+            (c.name.clone(), started, c.restart_count)
+        })
+        .collect()
+}
+
+fn uid(sts: &StatefulSet) -> String {
+    sts.metadata.uid.clone().unwrap_or_default()
+}
+
+/// The deployed claim template `mysql-data`, as JSON.
+fn deployed_template(sts: &StatefulSet) -> Value {
+    let templates = sts
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_claim_templates.as_ref())
+        .cloned()
+        .unwrap_or_default();
+    serde_json::to_value(&templates[0]).unwrap()
+}
+
+/// Edits the claim template with `edit` (over its current form) and waits for the
+/// StatefulSet to be re-created with `check` true of its template, the Pods kept, adopted
+/// and unrestarted, and the round to finish (status written for the new generation).
+async fn re_created_for(
+    f: &Fixture,
+    what: &str,
+    edit: impl Fn(&mut Value),
+    check: impl Fn(&Value) -> bool,
+) -> StatefulSet {
+    let old = f.statefulset().await.unwrap();
+    let pods_before = f.ready_pods(1).await;
+    let recreated_before = f.counter("moco_cluster_statefulset_recreate_total").await;
+    let cluster = f.cluster().await;
+    let mut templates = serde_json::to_value(&cluster.spec.volume_claim_templates).unwrap();
+    edit(&mut templates[0]);
+    f.patch_cluster(json!({"spec": {"volumeClaimTemplates": templates}}))
+        .await;
+    let new = {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(s) = f.statefulset().await
+                && uid(&s) != uid(&old)
+                && check(&deployed_template(&s))
+            {
+                break s;
+            }
+            assert!(
+                start.elapsed() < LIMIT,
+                "{}: {what}: the StatefulSet was not re-created with the new claim template \
+                 within {LIMIT:?}; the operator's last failures:\n{}",
+                f.ns,
+                f.failures()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    println!(
+        "{}: {what}: StatefulSet re-created ({} -> {})",
+        f.ns,
+        uid(&old),
+        uid(&new)
+    );
+    // The steps after the StatefulSet ran: the status records the new generation.
+    f.wait_reconciled(what).await;
+    // The same Pods, now the new StatefulSet's, never restarted.
+    let pods_after = wait_for(
+        &format!("{}: {what}: Pods adopted", f.ns),
+        LIMIT,
+        || async {
+            let pods = f.ready_pods(pods_before.len()).await;
+            pods.values()
+                .all(|p| controller_uid(p).as_deref() == Some(uid(&new).as_str()))
+                .then_some(pods)
+        },
+    )
+    .await;
+    for (name, before) in &pods_before {
+        let after = &pods_after[name];
+        assert_eq!(
+            after.metadata.uid, before.metadata.uid,
+            "{what}: Pod {name} was re-created"
+        );
+        assert_eq!(
+            container_starts(after),
+            container_starts(before),
+            "{what}: Pod {name}'s containers restarted"
+        );
+    }
+    assert_eq!(
+        f.counter("moco_cluster_statefulset_recreate_total").await,
+        recreated_before + 1.0,
+        "{what}: one re-creation counted"
+    );
+    new
+}
+
+/// Regression (issue 31, defect 2): only the template's name and size were compared, so any
+/// other edit went to an in-place apply that the API server refuses (`spec: Forbidden:
+/// updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template',
+/// 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are
+/// forbidden`), every round, so nothing after the StatefulSet step ran again.
+#[tokio::test]
+async fn every_kind_of_claim_template_edit_re_creates_the_statefulset_keeping_its_pods() {
+    let Some(f) = setup("op_claim_templates").await else {
+        return;
+    };
+    f.create(1, "1Gi").await;
+    f.ready_pods(1).await;
+    f.wait_reconciled("created").await;
+
+    re_created_for(
+        &f,
+        "a label",
+        |t| t["metadata"]["labels"] = json!({"tier": "gold"}),
+        |t| t["metadata"]["labels"]["tier"] == "gold",
+    )
+    .await;
+    re_created_for(
+        &f,
+        "an annotation",
+        |t| t["metadata"]["annotations"] = json!({"example.com/backup": "daily"}),
+        |t| t["metadata"]["annotations"]["example.com/backup"] == "daily",
+    )
+    .await;
+    re_created_for(
+        &f,
+        "storageClassName",
+        |t| t["spec"]["storageClassName"] = json!("standard"),
+        |t| t["spec"]["storageClassName"] == "standard",
+    )
+    .await;
+    re_created_for(
+        &f,
+        "accessModes",
+        |t| t["spec"]["accessModes"] = json!(["ReadWriteOnce", "ReadOnlyMany"]),
+        |t| t["spec"]["accessModes"] == json!(["ReadWriteOnce", "ReadOnlyMany"]),
+    )
+    .await;
+    // A label removed is a difference too.
+    re_created_for(
+        &f,
+        "a label removed",
+        |t| {
+            t["metadata"].as_object_mut().unwrap().remove("labels");
+        },
+        |t| t["metadata"].get("labels").is_none(),
+    )
+    .await;
+    assert_eq!(
+        f.counter("moco_cluster_statefulset_recreate_errors_total")
+            .await,
+        0.0
+    );
+}
+
+/// Regression (issue 31, defect 3): the four metrics of the PVC seed, read by name and
+/// labels from `/metrics`. A failed re-creation was never counted: once the StatefulSet was
+/// deleted, the refused re-apply was a StatefulSet-step error, and the rounds after it (no
+/// StatefulSet, so no volume step) did not count either.
+#[tokio::test]
+async fn the_volume_metrics_count_growth_and_re_creation_and_the_servers_refusals() {
+    let Some(f) = setup("op_volume_metrics").await else {
+        return;
+    };
+    f.create(1, "1Gi").await;
+    f.ready_pods(1).await;
+    f.wait_reconciled("created").await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(f.cp.client.clone(), &f.ns);
+    let quotas: Api<ResourceQuota> = Api::namespaced(f.cp.client.clone(), &f.ns);
+    let storage = |c: &PersistentVolumeClaim| {
+        c.spec
+            .as_ref()
+            .and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("storage"))
+            .map(|q| q.0.clone())
+            .unwrap_or_default()
+    };
+
+    // Success: the claim grows, then the StatefulSet is re-created with the new size.
+    re_created_for(
+        &f,
+        "growth to 2Gi",
+        |t| t["spec"]["resources"]["requests"]["storage"] = json!("2Gi"),
+        |t| t["spec"]["resources"]["requests"]["storage"] == "2Gi",
+    )
+    .await;
+    let claim = claims.get("mysql-data-moco-db-0").await.unwrap();
+    assert_eq!(storage(&claim), "2Gi");
+    assert_eq!(f.counter("moco_cluster_volume_resized_total").await, 1.0);
+    assert_eq!(
+        f.counter("moco_cluster_statefulset_recreate_total").await,
+        1.0
+    );
+    assert_eq!(
+        f.counter("moco_cluster_volume_resized_errors_total").await,
+        0.0
+    );
+    assert_eq!(
+        f.counter("moco_cluster_statefulset_recreate_errors_total")
+            .await,
+        0.0
+    );
+
+    // A growth the server refuses (the namespace's storage quota): counted each round.
+    let quota = |name: &str, hard: Value| -> ResourceQuota {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"hard": hard}})).unwrap()
+    };
+    let quota_ready = |name: &'static str| {
+        let quotas = quotas.clone();
+        async move {
+            wait_for(&format!("quota {name} computed"), LIMIT, || async {
+                let q = quotas.get(name).await.ok()?;
+                q.status.and_then(|s| s.used).map(|_| ())
+            })
+            .await;
+        }
+    };
+    quotas
+        .create(
+            &PostParams::default(),
+            &quota("storage", json!({"requests.storage": "2500Mi"})),
+        )
+        .await
+        .unwrap();
+    quota_ready("storage").await;
+    let mut cluster = f.cluster().await;
+    cluster.spec.volume_claim_templates[0].spec.resources =
+        Some(serde_json::from_value(json!({"requests": {"storage": "3Gi"}})).unwrap());
+    let templates = serde_json::to_value(&cluster.spec.volume_claim_templates).unwrap();
+    f.patch_cluster(json!({"spec": {"volumeClaimTemplates": templates}}))
+        .await;
+    wait_for("two refused growths counted", LIMIT, || async {
+        (f.counter("moco_cluster_volume_resized_errors_total").await >= 2.0).then_some(())
+    })
+    .await;
+    assert!(
+        f.failures().contains("exceeded quota"),
+        "the server's words: {}",
+        f.failures()
+    );
+    let claim = claims.get("mysql-data-moco-db-0").await.unwrap();
+    assert_eq!(storage(&claim), "2Gi", "the claim did not grow");
+    assert_eq!(f.counter("moco_cluster_volume_resized_total").await, 1.0);
+    // Back to 2Gi: nothing to grow, and the quota goes.
+    let mut cluster = f.cluster().await;
+    cluster.spec.volume_claim_templates[0].spec.resources =
+        Some(serde_json::from_value(json!({"requests": {"storage": "2Gi"}})).unwrap());
+    let templates = serde_json::to_value(&cluster.spec.volume_claim_templates).unwrap();
+    f.patch_cluster(json!({"spec": {"volumeClaimTemplates": templates}}))
+        .await;
+    quotas
+        .delete("storage", &DeleteParams::default())
+        .await
+        .unwrap();
+    f.wait_reconciled("back to 2Gi").await;
+
+    // A re-creation the server refuses (no StatefulSet may be created in the namespace):
+    // counted in the round that deleted the StatefulSet and in every round after it until
+    // the re-creation succeeds.
+    quotas
+        .create(
+            &PostParams::default(),
+            &quota("statefulsets", json!({"count/statefulsets.apps": "0"})),
+        )
+        .await
+        .unwrap();
+    quota_ready("statefulsets").await;
+    let pod_uid = f.ready_pods(1).await["moco-db-0"].metadata.uid.clone();
+    let mut cluster = f.cluster().await;
+    cluster.spec.volume_claim_templates[0].metadata.labels =
+        BTreeMap::from([("tier".to_owned(), "silver".to_owned())]);
+    let templates = serde_json::to_value(&cluster.spec.volume_claim_templates).unwrap();
+    f.patch_cluster(json!({"spec": {"volumeClaimTemplates": templates}}))
+        .await;
+    wait_for("the StatefulSet deleted for re-creation", LIMIT, || async {
+        f.statefulset().await.is_none().then_some(())
+    })
+    .await;
+    let mut counted = 0.0;
+    for round in 1..=3 {
+        counted = wait_for(
+            &format!("re-creation errors counted in {round} round(s)"),
+            LIMIT,
+            || async {
+                let n = f
+                    .counter("moco_cluster_statefulset_recreate_errors_total")
+                    .await;
+                (n >= f64::from(round)).then_some(n)
+            },
+        )
+        .await;
+        assert!(
+            f.statefulset().await.is_none(),
+            "the server refused the StatefulSet"
+        );
+    }
+    assert!(counted >= 3.0);
+    assert!(
+        f.failures().contains("volumes:") && f.failures().contains("exceeded quota"),
+        "the re-creation fails in the volume step, in the server's words: {}",
+        f.failures()
+    );
+    let volume_failures = f
+        .host
+        .sample(
+            "moco_controller_reconcile_total",
+            &[("result", "volumes"), ("category", "api")],
+        )
+        .await
+        .unwrap_or(0.0);
+    assert!(
+        volume_failures >= 3.0,
+        "{volume_failures} volume-step failures"
+    );
+    // The Pod stays, orphaned, while the StatefulSet cannot be made.
+    let pod = f.pods().get("moco-db-0").await.unwrap();
+    assert_eq!(pod.metadata.uid, pod_uid);
+    assert_eq!(controller_uid(&pod), None);
+
+    // Allowed again: re-created, and the Pod adopted.
+    quotas
+        .delete("statefulsets", &DeleteParams::default())
+        .await
+        .unwrap();
+    let sts = wait_for("the StatefulSet re-created", LIMIT, || async {
+        f.statefulset().await
+    })
+    .await;
+    wait_for("the Pod adopted", LIMIT, || async {
+        let pod = f.pods().get("moco-db-0").await.ok()?;
+        (controller_uid(&pod).as_deref() == Some(uid(&sts).as_str()) && pod.metadata.uid == pod_uid)
+            .then_some(())
+    })
+    .await;
+    f.wait_reconciled("re-created").await;
+    assert_eq!(
+        f.counter("moco_cluster_statefulset_recreate_total").await,
+        2.0
+    );
+    let errors = f
+        .counter("moco_cluster_statefulset_recreate_errors_total")
+        .await;
+    assert!(errors >= counted);
+    println!(
+        "{}: volume_resized_total 1, volume_resized_errors_total {}, statefulset_recreate_total 2, statefulset_recreate_errors_total {errors}",
+        f.ns,
+        f.counter("moco_cluster_volume_resized_errors_total").await
+    );
+}
+
+/// One observed version of the StatefulSet: what the operator's writes change.
+#[derive(Clone, Debug, PartialEq)]
+struct Version {
+    resource_version: String,
+    generation: i64,
+    /// The `moco-controller` apply entry of `managedFields` (its time and fields).
+    applied: Option<Value>,
+}
+
+impl Version {
+    fn of(sts: &StatefulSet) -> Version {
+        Version {
+            resource_version: sts.metadata.resource_version.clone().unwrap_or_default(),
+            generation: sts.metadata.generation.unwrap_or(0),
+            applied: sts
+                .metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .find(|m| {
+                    m.manager.as_deref() == Some("moco-controller")
+                        && m.operation.as_deref() == Some("Apply")
+                })
+                .map(|m| json!({"time": m.time, "fields": m.fields_v1})),
+        }
+    }
+}
+
+/// Every version of the StatefulSet the API server's watch reports.
+struct Versions {
+    seen: Arc<Mutex<Vec<Version>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Versions {
+    fn watch(api: Api<StatefulSet>) -> Versions {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let out = Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            let config = watcher::Config::default().fields(&format!("metadata.name={STS}"));
+            let mut events = std::pin::pin!(watcher::watcher(api, config));
+            while let Some(event) = events.next().await {
+                if let Ok(watcher::Event::Apply(sts) | watcher::Event::InitApply(sts)) = event {
+                    let v = Version::of(&sts);
+                    let mut seen = out.lock().unwrap();
+                    if seen.last() != Some(&v) {
+                        seen.push(v);
+                    }
+                }
+            }
+        });
+        Versions { seen, task }
+    }
+
+    /// How many versions the operator wrote: the first, and each that changed the
+    /// generation or the operator's apply entry (status updates change neither).
+    fn writes(&self) -> usize {
+        let seen = self.seen.lock().unwrap();
+        let mut writes = usize::from(!seen.is_empty());
+        for pair in seen.windows(2) {
+            if pair[0].generation != pair[1].generation || pair[0].applied != pair[1].applied {
+                writes += 1;
+            }
+        }
+        writes
+    }
+}
+
+impl Versions {
+    /// Checks that `sts` is the version `rv` of `generation`, written once (its creation):
+    /// its resourceVersion may only have moved if every version since changed its status
+    /// alone (the StatefulSet controller's writes when a Pod's readiness changed under load).
+    fn unchanged_since(
+        &self,
+        sts: &StatefulSet,
+        rv: Option<&str>,
+        generation: Option<i64>,
+        when: &str,
+    ) {
+        assert_eq!(
+            sts.metadata.generation, generation,
+            "generation changed {when}"
+        );
+        assert_eq!(
+            self.writes(),
+            1,
+            "the operator wrote the StatefulSet {when}"
+        );
+        if sts.metadata.resource_version.as_deref() != rv {
+            let seen = self.seen.lock().unwrap();
+            let since = seen
+                .iter()
+                .skip_while(|v| Some(v.resource_version.as_str()) != rv)
+                .count();
+            println!(
+                "resourceVersion {rv:?} -> {:?} {when}: {} status-only version(s) of the StatefulSet controller",
+                sts.metadata.resource_version,
+                since.saturating_sub(1)
+            );
+        }
+    }
+}
+
+impl Drop for Versions {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Regression (issue 31, defect 4): on a real server the StatefulSet carries the fields it
+/// defaults (`imagePullPolicy`, `terminationMessagePath`, the probes' periods, …). The
+/// slow-log container was copied from the deployed StatefulSet with those defaults, so the
+/// rendering changed once more after every apply: the StatefulSet was written twice on
+/// creation and twice per spec edit.
+#[tokio::test]
+async fn an_unchanged_cluster_s_statefulset_is_never_written_again_and_an_edit_writes_it_once() {
+    let Some(mut f) = setup("op_no_rewrites").await else {
+        return;
+    };
+    let versions = Versions::watch(f.statefulsets());
+    f.create(1, "1Gi").await;
+    f.ready_pods(1).await;
+    f.wait_reconciled("created").await;
+    wait_for("the StatefulSet settled", LIMIT, || async {
+        let s = f.statefulset().await?;
+        let status = s.status.as_ref()?;
+        (status.ready_replicas == Some(1)
+            && status.observed_generation == s.metadata.generation
+            && status.current_revision == status.update_revision)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(versions.writes(), 1, "written once on creation");
+
+    let sts = f.statefulset().await.unwrap();
+    let (rv, generation) = (
+        sts.metadata.resource_version.clone(),
+        sts.metadata.generation,
+    );
+    let rounds_before = f.rounds().await;
+    for n in 1..=20 {
+        f.poke(n).await;
+    }
+    let sts = f.statefulset().await.unwrap();
+    versions.unchanged_since(&sts, rv.as_deref(), generation, "in 20 rounds");
+    let rounds = f.rounds().await - rounds_before;
+
+    // Another operator process: the same.
+    let ns = f.ns.clone();
+    f.host.stop();
+    f.host = OperatorHost::start(&f.cp, &ns, &[]).await;
+    wait_for("the new operator's first round", LIMIT, || async {
+        (f.rounds().await >= 1.0).then_some(())
+    })
+    .await;
+    for n in 21..=30 {
+        f.poke(n).await;
+    }
+    let restarted_rounds = f.rounds().await;
+    let sts = f.statefulset().await.unwrap();
+    versions.unchanged_since(&sts, rv.as_deref(), generation, "by a restarted operator");
+    println!(
+        "{}: {} rounds before and {} after a restart without a write (resourceVersion {})",
+        f.ns,
+        rounds,
+        restarted_rounds,
+        rv.unwrap_or_default()
+    );
+
+    // One spec edit: one write.
+    f.patch_cluster(json!({"spec": {"podTemplate": {"metadata": {"annotations": {"example.com/edited": "1"}}}}}))
+        .await;
+    wait_for("the edit applied and rolled out", LIMIT, || async {
+        let s = f.statefulset().await?;
+        let status = s.status.as_ref()?;
+        (s.metadata.generation == generation.map(|g| g + 1)
+            && status.observed_generation == s.metadata.generation
+            && status.ready_replicas == Some(1)
+            && status.updated_replicas == Some(1)
+            && status.current_revision == status.update_revision)
+            .then_some(())
+    })
+    .await;
+    f.wait_reconciled("edited").await;
+    for n in 31..=35 {
+        f.poke(n).await;
+    }
+    let sts = f.statefulset().await.unwrap();
+    assert_eq!(sts.metadata.generation, generation.map(|g| g + 1));
+    assert_eq!(versions.writes(), 2, "one write for the edit");
+}
+
+/// The `PodsMissing` events of the cluster: how many objects, and how many times they were
+/// recorded (`series.count`, 1 without a series).
+async fn pods_missing_events(f: &Fixture) -> (usize, i32, Vec<String>) {
+    let events: Api<Event> = Api::namespaced(f.cp.client.clone(), &f.ns);
+    let list = events.list(&ListParams::default()).await.unwrap();
+    let mine: Vec<&Event> = list
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("PodsMissing"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(NAME))
+        .collect();
+    let recorded = mine
+        .iter()
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+        .sum();
+    let notes = mine.iter().filter_map(|e| e.note.clone()).collect();
+    (mine.len(), recorded, notes)
+}
+
+/// Regression (issue 31, defect 6): MOCO's round does nothing while Pods are missing; this
+/// operator recorded a `PodsMissing` warning every round (each a write to the Event's
+/// series). Now one per change of the missing set. The Pods are kept from existing by a
+/// ResourceQuota the StatefulSet controller runs into (`exceeded quota: pods`).
+#[tokio::test]
+async fn missing_pods_are_reported_once_per_change_of_the_missing_set() {
+    let Some(f) = setup("op_pods_missing").await else {
+        return;
+    };
+    let quotas: Api<ResourceQuota> = Api::namespaced(f.cp.client.clone(), &f.ns);
+    let set_quota = |pods: u32| {
+        let quotas = quotas.clone();
+        async move {
+            let q: ResourceQuota = serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "ResourceQuota",
+                "metadata": {"name": "pods"},
+                "spec": {"hard": {"pods": pods.to_string()}}
+            }))
+            .unwrap();
+            quotas
+                .patch(
+                    "pods",
+                    &PatchParams::apply("moco-tests").force(),
+                    &Patch::Apply(&q),
+                )
+                .await
+                .unwrap();
+            wait_for(&format!("quota of {pods} Pods in force"), LIMIT, || async {
+                let q = quotas.get("pods").await.ok()?;
+                let hard = q.status?.hard?.get("pods")?.0.clone();
+                (hard == pods.to_string()).then_some(())
+            })
+            .await;
+        }
+    };
+    set_quota(2).await;
+    f.create(3, "1Gi").await;
+    let names = |pods: &[Pod]| -> Vec<String> {
+        let mut n: Vec<String> = pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        n.sort();
+        n
+    };
+    let existing = wait_for("two of the three Pods", LIMIT, || async {
+        let pods = f.pods().list(&ListParams::default()).await.ok()?;
+        let n = names(&pods.items);
+        (n.len() == 2).then_some(n)
+    })
+    .await;
+    let missing = (0..3)
+        .find(|i| !existing.contains(&format!("{STS}-{i}")))
+        .unwrap();
+    let (first, events) = f.missing_window(missing).await;
+    println!("{}: instance {missing} missing: {events:?}", f.ns);
+    assert_eq!(
+        (first.0, first.1),
+        (1, 1),
+        "one event while instance {missing} is missing: {:?}",
+        first.2
+    );
+
+    // Every Pod exists for a while; then another one goes and cannot come back: one more
+    // event, for the new set.
+    set_quota(3).await;
+    // The StatefulSet controller retries a refused creation with a growing back-off (up to
+    // minutes); a change of one of its Pods makes it try again at once.
+    let nudges = std::sync::atomic::AtomicU32::new(0);
+    wait_for("the third Pod", LIMIT, || async {
+        let pods = f.pods().list(&ListParams::default()).await.ok()?;
+        if pods.items.len() == 3 {
+            return Some(());
+        }
+        let n = nudges.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n.is_multiple_of(8) {
+            let patch = json!({"metadata": {"annotations": {"test.moco-rs/nudge": n.to_string()}}});
+            let name = existing[0].clone();
+            let _ = f
+                .pods()
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+        }
+        None
+    })
+    .await;
+    let start = f.checks().await;
+    wait_for("3 rounds with every Pod", LIMIT, || async {
+        (f.checks().await >= start + 3.0).then_some(())
+    })
+    .await;
+    set_quota(2).await;
+    let gone = if missing == 1 { 2 } else { 1 };
+    f.pods()
+        .delete(&format!("{STS}-{gone}"), &DeleteParams::default())
+        .await
+        .unwrap();
+    let (second, events) = f.missing_window(gone).await;
+    println!("{}: then instance {gone} missing: {events:?}", f.ns);
+    assert_eq!(
+        (second.0, second.1),
+        (2, 2),
+        "one more event, naming instance {gone}: {:?}",
+        second.2
+    );
+}
