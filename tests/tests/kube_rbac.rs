@@ -30,40 +30,6 @@ fn cluster(name: &str) -> MySQLCluster {
     .unwrap()
 }
 
-/// The CRDs, applied as users apply them (server-side, so that other tests applying the same
-/// files at the same time agree).
-fn apply_crds(cp: &ControlPlane) {
-    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds");
-    let out = cp.kubectl(
-        &[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "-f",
-            &crds.display().to_string(),
-        ],
-        None,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = cp.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/mysqlclusters.moco.cybozu.com",
-        ],
-        None,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A client that authenticates with `token` and nothing else.
 async fn as_token(cp: &ControlPlane, token: &str) -> kube::Client {
     let kubeconfig = kube::config::Kubeconfig::read_from(cp.dir.join("kubeconfig")).unwrap();
@@ -92,7 +58,7 @@ async fn the_pods_service_account_may_get_its_own_mysqlcluster_and_nothing_else(
     let Some(cp) = control_plane("rbac_pods_service_account").await else {
         return;
     };
-    apply_crds(&cp);
+    moco_tests::operator_host::install_crds(&cp).await;
     let ns = cp.namespace("rbac-pods").await;
     let clusters = Api::<MySQLCluster>::namespaced(cp.client.clone(), &ns);
     let db = clusters
