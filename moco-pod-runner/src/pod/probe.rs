@@ -338,6 +338,22 @@ mod tests {
     }
 
     #[test]
+    fn thresholds_below_one_take_the_defaults_and_others_are_kept() {
+        let zero = Timing::of(&Probe {
+            success_threshold: Some(0),
+            failure_threshold: Some(0),
+            ..Probe::default()
+        });
+        assert_eq!((zero.success_threshold, zero.failure_threshold), (1, 3));
+        let set = Timing::of(&Probe {
+            success_threshold: Some(2),
+            failure_threshold: Some(1),
+            ..Probe::default()
+        });
+        assert_eq!((set.success_threshold, set.failure_threshold), (2, 1));
+    }
+
+    #[test]
     fn named_ports_resolve_and_unknown_ones_say_so() {
         let ports = vec![ContainerPort {
             name: Some("health".into()),
