@@ -25,8 +25,7 @@ pub enum NotStarted {
     Start(String),
 }
 
-/// The search path of a container without `PATH` (as Docker's images set it).
-pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+use crate::env::DEFAULT_PATH;
 
 /// Everything that decides a container's process, resolved.
 #[derive(Debug)]
@@ -148,7 +147,7 @@ pub fn spec(inputs: Inputs<'_>) -> Result<ContainerSpec, NotStarted> {
         user,
         group,
         supplementary_groups: groups,
-        hostname: hostname(pod),
+        hostname: crate::env::pod_hostname(pod),
         netns: inputs.netns,
         mounts,
         dirs: image.dirs.clone(),
@@ -157,19 +156,6 @@ pub fn spec(inputs: Inputs<'_>) -> Result<ContainerSpec, NotStarted> {
         log: inputs.log,
         cgroup: inputs.cgroup,
     })
-}
-
-/// The Pod's hostname: `spec.hostname`, else its name, cut to 63 characters as the kubelet does.
-pub fn hostname(pod: &Pod) -> String {
-    let name = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.hostname.clone())
-        .filter(|h| !h.is_empty())
-        .or_else(|| pod.metadata.name.clone())
-        .unwrap_or_default();
-    let cut: String = name.chars().take(63).collect();
-    cut.trim_end_matches(['-', '.']).to_owned()
 }
 
 /// What the probe loop reports; `run` is the start it watches.
@@ -460,9 +446,9 @@ mod tests {
     #[test]
     fn hostnames_are_cut_as_the_kubelet_cuts_them() {
         let long = format!("{}-x", "a".repeat(62));
-        assert_eq!(hostname(&pod(&long)), "a".repeat(62));
+        assert_eq!(crate::env::pod_hostname(&pod(&long)), "a".repeat(62));
         let mut p = pod("db-0");
         p.spec.as_mut().unwrap().hostname = Some("custom".into());
-        assert_eq!(hostname(&p), "custom");
+        assert_eq!(crate::env::pod_hostname(&p), "custom");
     }
 }

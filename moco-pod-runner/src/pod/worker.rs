@@ -441,7 +441,7 @@ impl Worker {
         self.net = Some(pod_net);
         let entry = HostEntry {
             namespace: self.pod.namespace().unwrap_or_default(),
-            hostname: launch::hostname(&self.pod),
+            hostname: crate::env::pod_hostname(&self.pod),
             subdomain: self
                 .pod
                 .spec
