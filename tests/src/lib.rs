@@ -8,6 +8,8 @@ pub mod local;
 pub mod operator_host;
 pub mod pod;
 pub mod s3;
+pub mod split_operator;
+pub mod writer;
 
 /// `let (dir, status, writable, port) = started_or_skip!("test name", 3);`: a Healthy cluster
 /// with the test table ([`local::started_with_table`]), or `return` from the test when it is
