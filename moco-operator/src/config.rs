@@ -117,6 +117,17 @@ pub struct ReconcilerFlags {
     /// `tls.key`, and `ca.crt` to check them with), re-read for every clone.
     #[arg(long, value_name = "DIR", default_value = "/grpc-cert")]
     pub grpc_cert_dir: PathBuf,
+    /// The reconciler version new and edited clusters are rendered with. Hidden: only the
+    /// upgrade test sets it, to 2, a version that exists for that test alone
+    /// (`render::version`).
+    #[arg(
+        long,
+        value_name = "N",
+        hide = true,
+        default_value_t = crate::render::version::LATEST_RECONCILER_VERSION,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::render::version::HIGHEST_KNOWN))
+    )]
+    pub latest_reconciler_version: u32,
 }
 
 /// Flags of MOCO's `moco-controller` that this build accepts for compatibility and does not use.

@@ -85,6 +85,7 @@ impl OperatorConfig {
                         .unwrap_or(defaults.mysqld_exporter),
                 },
                 default_security_context: !r.disable_default_security_context,
+                latest_reconciler_version: r.latest_reconciler_version,
             },
             namespace,
             lease_name: r.leader_election_id.clone(),

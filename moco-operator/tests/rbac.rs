@@ -59,6 +59,7 @@ fn render(cluster: &MySQLCluster, policy: Option<&BackupPolicy>) -> ClusterObjec
             backup_job_active: false,
             deployed_slow_log: None,
             deployed_replicas: None,
+            reconciler_version: 1,
         },
     )
     .unwrap()

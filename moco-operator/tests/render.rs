@@ -73,6 +73,7 @@ struct Inputs {
     deployed_slow_log: Option<Container>,
     deployed_replicas: Option<u32>,
     settings: RenderSettings,
+    reconciler_version: u32,
 }
 
 impl Inputs {
@@ -85,6 +86,7 @@ impl Inputs {
             deployed_slow_log: None,
             deployed_replicas: None,
             settings: settings(),
+            reconciler_version: 1,
         }
     }
 
@@ -101,6 +103,7 @@ impl Inputs {
                 backup_job_active: self.backup_job_active,
                 deployed_slow_log: self.deployed_slow_log.as_ref(),
                 deployed_replicas: self.deployed_replicas,
+                reconciler_version: self.reconciler_version,
             },
         )
     }
@@ -1459,6 +1462,7 @@ fn tls_copies_take_the_cert_manager_secret_and_a_bad_value_names_the_annotation(
             backup_job_active: false,
             deployed_slow_log: None,
             deployed_replicas: None,
+            reconciler_version: 1,
         },
     )
     .unwrap();
@@ -1552,4 +1556,23 @@ fn the_prevent_delete_policy_selects_the_rendered_mysqld_pods_only() {
         let labels: BTreeMap<String, String> = serde_json::from_value(pod_labels.clone()).unwrap();
         assert!(!selects(&labels), "a Job's Pod: {labels:?}");
     }
+}
+
+/// Reconciler version 2 (the upgrade-test version) renders exactly what version 1 renders
+/// plus one Pod-template annotation: the upgrade test on the real control plane then proves
+/// the version choice, not a rendering difference of its own.
+#[test]
+fn version_2_is_version_1_with_one_pod_annotation() {
+    let c = cluster(json!({}));
+    let mut inputs = Inputs::new();
+    let v1 = serde_json::to_value(&inputs.render(&c).unwrap().statefulset).unwrap();
+    inputs.reconciler_version = 2;
+    let mut v2 = serde_json::to_value(&inputs.render(&c).unwrap().statefulset).unwrap();
+    let annotations = v2["spec"]["template"]["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations")
+        .unwrap();
+    assert_eq!(annotations, json!({"moco-rs/reconciler-version": "2"}));
+    assert_eq!(v1, v2);
 }

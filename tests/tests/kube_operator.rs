@@ -11,6 +11,8 @@
 //!   PVC growth and a re-creation beyond a ResourceQuota (defect 3);
 //! * an unchanged cluster's StatefulSet is never written again, across many rounds and an
 //!   operator restart, and one spec edit writes it once (defect 4);
+//! * an operator upgraded to a newer reconciler version writes no StatefulSet and restarts no
+//!   Pod until the cluster's spec is edited, then renders it with its own version (defect 1);
 //! * Pods the StatefulSet controller cannot create (a Pod quota) give one `PodsMissing` event
 //!   per change of the missing set, not one per round (defect 6).
 
@@ -25,7 +27,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use moco_api::mysqlcluster::MySQLCluster;
-use moco_tests::control_plane::{ControlPlane, control_plane, is_ready, wait_for};
+use moco_tests::control_plane::{ControlPlane, control_plane, is_ready, restarts, wait_for};
 use moco_tests::operator_host::{OperatorHost, issue_agent_certificate};
 use serde_json::{Value, json};
 
@@ -875,6 +877,113 @@ async fn pods_missing_events(f: &Fixture) -> (usize, i32, Vec<String>) {
         .sum();
     let notes = mine.iter().filter_map(|e| e.note.clone()).collect();
     (mine.len(), recorded, notes)
+}
+
+/// `status.reconcileInfo` of the cluster: (generation, reconcileVersion).
+async fn reconcile_info(f: &Fixture) -> (i64, i32) {
+    let info = f
+        .cluster()
+        .await
+        .status
+        .map(|s| s.reconcile_info)
+        .unwrap_or_default();
+    (info.generation, info.reconcile_version)
+}
+
+/// Regression (issue 31, defect 1): the operator recorded `reconcileVersion: 1` whatever
+/// rendered, and rendered every cluster with the newest code, so a release that renders the
+/// Pods differently restarted every mysqld without a spec edit. An operator whose latest
+/// version is 2 (the upgrade-test version, `--latest-reconciler-version 2`) taking over a
+/// cluster reconciled by version 1 writes no StatefulSet and restarts no Pod; the next spec
+/// edit renders it with version 2, once.
+#[tokio::test]
+async fn an_upgraded_operator_keeps_each_cluster_on_its_reconciler_version_until_a_spec_edit() {
+    let Some(mut f) = setup("op_upgrade").await else {
+        return;
+    };
+    let versions = Versions::watch(f.statefulsets());
+    f.create(1, "1Gi").await;
+    let pods = f.ready_pods(1).await;
+    f.wait_reconciled("created").await;
+    let generation = f.cluster().await.metadata.generation.unwrap();
+    assert_eq!(reconcile_info(&f).await, (generation, 1));
+    let sts = f.statefulset().await.unwrap();
+    let (rv, sts_generation) = (
+        sts.metadata.resource_version.clone(),
+        sts.metadata.generation,
+    );
+    let uid = |pods: &BTreeMap<String, Pod>| {
+        pods.values()
+            .map(|p| p.metadata.uid.clone().unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+
+    let ns = f.ns.clone();
+    f.host.stop();
+    f.host = OperatorHost::start(&f.cp, &ns, &["--latest-reconciler-version", "2"]).await;
+    wait_for("the upgraded operator's first round", LIMIT, || async {
+        (f.rounds().await >= 1.0).then_some(())
+    })
+    .await;
+    for n in 1..=10 {
+        f.poke(n).await;
+    }
+    let sts = f.statefulset().await.unwrap();
+    versions.unchanged_since(
+        &sts,
+        rv.as_deref(),
+        sts_generation,
+        "by the upgraded operator",
+    );
+    assert_eq!(
+        reconcile_info(&f).await,
+        (generation, 1),
+        "the cluster stays on version 1"
+    );
+    let same = f.ready_pods(1).await;
+    assert_eq!(uid(&same), uid(&pods), "no Pod was replaced");
+    assert!(
+        same.values().all(|p| restarts(p, "mysqld") == 0),
+        "no mysqld restarted"
+    );
+
+    f.patch_cluster(json!({"spec": {"podTemplate": {"metadata": {"annotations": {"example.com/edited": "1"}}}}}))
+        .await;
+    wait_for("the edit rendered with version 2", LIMIT, || async {
+        let (g, v) = reconcile_info(&f).await;
+        (g == generation + 1 && v == 2).then_some(())
+    })
+    .await;
+    let sts = f.statefulset().await.unwrap();
+    let annotations = sts
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("moco-rs/reconciler-version")
+            .map(String::as_str),
+        Some("2"),
+        "{annotations:?}"
+    );
+    wait_for("the Pod rolled to version 2", LIMIT, || async {
+        let pods = f.pods().list(&ListParams::default()).await.ok()?;
+        let p = pods.items.first()?;
+        let a = p.metadata.annotations.as_ref()?;
+        (a.get("moco-rs/reconciler-version").map(String::as_str) == Some("2") && is_ready(p))
+            .then_some(())
+    })
+    .await;
+    for n in 11..=15 {
+        f.poke(n).await;
+    }
+    assert_eq!(
+        versions.writes(),
+        2,
+        "one write on creation, one for the edit"
+    );
 }
 
 /// Regression (issue 31, defect 6): MOCO's round does nothing while Pods are missing; this

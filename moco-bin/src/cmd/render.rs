@@ -67,6 +67,7 @@ pub fn run(args: &Args) -> Result<ExitCode, Error> {
             mysqld_exporter: args.mysqld_exporter_image.clone(),
         },
         default_security_context: !args.disable_default_security_context,
+        latest_reconciler_version: moco_operator::render::version::LATEST_RECONCILER_VERSION,
     };
     let rendered = match render_documents(&documents, &settings) {
         Ok(r) => r,

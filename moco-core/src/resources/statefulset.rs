@@ -27,14 +27,21 @@ pub struct ReconcileInfo {
 }
 
 /// Picks the reconciler version: the recorded one while the spec is unchanged (or the cluster
-/// is being deleted), so operator upgrades do not restart mysqld; the latest otherwise. A
-/// recorded 0 or a version this operator does not implement means the latest, as in MOCO.
-pub fn choose_reconciler_version(recorded: &ReconcileInfo, generation: i64, deleting: bool) -> u32 {
+/// is being deleted), so operator upgrades do not restart mysqld; `latest` otherwise. A
+/// recorded 0 or a version above `latest` (one this operator does not implement) means
+/// `latest`, as in MOCO. `latest` is [`LATEST_RECONCILER_VERSION`] unless an operator is
+/// told otherwise (to test an upgrade).
+pub fn choose_reconciler_version(
+    recorded: &ReconcileInfo,
+    generation: i64,
+    deleting: bool,
+    latest: u32,
+) -> u32 {
     let keep_recorded = recorded.generation == generation || deleting;
-    if keep_recorded && (1..=LATEST_RECONCILER_VERSION).contains(&recorded.reconcile_version) {
+    if keep_recorded && (1..=latest).contains(&recorded.reconcile_version) {
         recorded.reconcile_version
     } else {
-        LATEST_RECONCILER_VERSION
+        latest
     }
 }
 
@@ -54,8 +61,12 @@ pub struct PodTemplateFacts {
     pub fluent_bit_image: Option<String>,
 }
 
+fn latest_reconciler_version() -> u32 {
+    LATEST_RECONCILER_VERSION
+}
+
 /// What the StatefulSet decision depends on.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StatefulSetInput {
     /// The MySQLCluster's `metadata.generation`.
@@ -66,6 +77,9 @@ pub struct StatefulSetInput {
     /// `status.reconcileInfo`.
     #[serde(default)]
     pub reconcile_info: ReconcileInfo,
+    /// The newest reconciler version the operator implements.
+    #[serde(default = "latest_reconciler_version")]
+    pub latest_reconciler_version: u32,
     /// What this round would put into the Pod template (operator flags, new ConfigMap name).
     pub desired: PodTemplateFacts,
     /// What the existing StatefulSet's Pod template holds; `None` when there is none.
@@ -178,7 +192,12 @@ pub fn statefulset_replicas(
 /// Decides whether the StatefulSet is created, rewritten (and why) or kept.
 pub fn decide_statefulset(input: &StatefulSetInput) -> StatefulSetDecision {
     let recorded = &input.reconcile_info;
-    let reconciler_version = choose_reconciler_version(recorded, input.generation, input.deleting);
+    let reconciler_version = choose_reconciler_version(
+        recorded,
+        input.generation,
+        input.deleting,
+        input.latest_reconciler_version,
+    );
     let spec_changed = recorded.generation != input.generation;
     let desired = &input.desired;
 
@@ -286,9 +305,26 @@ mod tests {
         ];
         for (rg, rv, g, deleting, want) in cases {
             assert_eq!(
-                choose_reconciler_version(&info(rg, rv), g, deleting),
+                choose_reconciler_version(&info(rg, rv), g, deleting, LATEST_RECONCILER_VERSION),
                 want,
                 "recorded ({rg},{rv}) generation {g} deleting {deleting}"
+            );
+        }
+        // An operator whose latest is 2 (an upgrade): clusters recorded with 1 keep it until
+        // their spec changes; a downgrade to 1 renders a cluster recorded with 2 with 1.
+        let upgrade = [
+            (3, 1, 3, false, 2, 1),
+            (3, 1, 4, false, 2, 2),
+            (3, 1, 4, true, 2, 1),
+            (3, 2, 3, false, 2, 2),
+            (3, 2, 3, false, 1, 1),
+            (0, 0, 1, false, 2, 2),
+        ];
+        for (rg, rv, g, deleting, latest, want) in upgrade {
+            assert_eq!(
+                choose_reconciler_version(&info(rg, rv), g, deleting, latest),
+                want,
+                "recorded ({rg},{rv}) generation {g} deleting {deleting} latest {latest}"
             );
         }
     }
@@ -527,6 +563,7 @@ mod tests {
                 generation: case.generation,
                 deleting: case.deleting,
                 reconcile_info: case.recorded,
+                latest_reconciler_version: LATEST_RECONCILER_VERSION,
                 desired: case.desired,
                 deployed: case.deployed,
             });
@@ -553,6 +590,44 @@ mod tests {
             Some(
                 serde_json::json!({"reason": "specGenerationChanged", "reconciled": 1, "current": 2})
             )
+        );
+    }
+
+    /// An operator upgraded to a newer reconciler version leaves an unchanged cluster on the
+    /// version it recorded (nothing to roll) and moves it on its next spec edit, naming both
+    /// reasons.
+    #[test]
+    fn an_upgrade_rolls_nothing_until_the_spec_is_edited() {
+        let facts = template("moco-a.1", "agent:1", None, Some("fb:1"));
+        let input = |generation: i64| StatefulSetInput {
+            generation,
+            deleting: false,
+            reconcile_info: info(2, 1),
+            latest_reconciler_version: 2,
+            desired: facts.clone(),
+            deployed: Some(facts.clone()),
+        };
+        let kept = decide_statefulset(&input(2));
+        assert_eq!(
+            (kept.reconciler_version, kept.action),
+            (1, StatefulSetAction::Keep)
+        );
+        let edited = decide_statefulset(&input(3));
+        assert_eq!(edited.reconciler_version, 2);
+        assert_eq!(
+            edited.action,
+            StatefulSetAction::Update {
+                reasons: vec![
+                    UpdateReason::SpecGenerationChanged {
+                        reconciled: 2,
+                        current: 3
+                    },
+                    UpdateReason::ObsoleteReconcilerVersion {
+                        recorded: 1,
+                        chosen: 2
+                    },
+                ]
+            }
         );
     }
 }

@@ -22,6 +22,7 @@ pub mod conditions;
 pub mod drift;
 pub mod history;
 mod read;
+pub mod rollout;
 mod status;
 mod volumes;
 
@@ -301,13 +302,17 @@ async fn reconcile_inner(
         .get_or_create(&labels(id))
         .set(0);
 
-    let round = apply_all(cluster, id, ctx).await;
+    let version = rollout::reconciler_version(cluster, ctx.settings.latest_reconciler_version);
+    let round = apply_all(cluster, id, version, ctx).await;
     let seen = read::statefulset(ctx, id).await;
     status::after_round(
         &clusters,
         id,
         cluster,
-        round.is_ok(),
+        status::Round {
+            reconciler_version: version,
+            ok: round.is_ok(),
+        },
         seen.as_ref(),
         clustering_stopped,
         ctx,
@@ -346,6 +351,7 @@ async fn create_certificate(
 async fn apply_all(
     cluster: &MySQLCluster,
     id: &ClusterId,
+    reconciler_version: u32,
     ctx: &Context,
 ) -> Result<Option<ApplyReason>, ReconcileError> {
     let client = &ctx.client;
@@ -371,6 +377,7 @@ async fn apply_all(
                 .and_then(|s| s.spec.as_ref())
                 .and_then(|s| s.replicas)
                 .and_then(|n| u32::try_from(n).ok()),
+            reconciler_version,
         },
     )?;
 
@@ -440,7 +447,21 @@ async fn apply_all(
     let reason = apply_reason(&rendered, deployed_value.as_ref());
     if let Some(reason) = &reason {
         let recreating = deployed.is_none() && recreation.recreates();
-        tracing::info!(cluster = %id.name, namespace = %id.namespace, ?reason, recreating, "applying the StatefulSet");
+        let decision = rollout::decide(
+            cluster,
+            ctx.settings.latest_reconciler_version,
+            &statefulset,
+            deployed.as_ref(),
+        );
+        tracing::info!(
+            cluster = %id.name,
+            namespace = %id.namespace,
+            ?reason,
+            recreating,
+            reconciler_version,
+            rollout = ?decision.action,
+            "applying the StatefulSet"
+        );
         let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
         let applied = apply(&statefulsets, &id.prefixed(), &rendered).await;
         if recreating {

@@ -5,7 +5,6 @@
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::api::{Api, PostParams};
 use moco_api::mysqlcluster::{MySQLCluster, MySQLClusterStatus, ReconcileInfo};
-use moco_core::resources::LATEST_RECONCILER_VERSION;
 
 use super::conditions::{
     self, CLUSTERING_ACTIVE, StatefulSetSeen, clustering_active, reconcile_success,
@@ -68,12 +67,25 @@ fn clustering_conditions(
     changed
 }
 
+/// How a round went.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Round {
+    /// The reconciler version it rendered with: recorded with the generation, so the next
+    /// round renders with it until the spec changes.
+    pub reconciler_version: u32,
+    /// Every step succeeded.
+    pub ok: bool,
+}
+
 /// After a round (successful or not).
 pub(super) async fn after_round(
     api: &Api<MySQLCluster>,
     id: &ClusterId,
     cluster: &MySQLCluster,
-    ok: bool,
+    Round {
+        reconciler_version,
+        ok,
+    }: Round,
     seen: Result<&Option<StatefulSet>, &kube::Error>,
     clustering_stopped: bool,
     ctx: &Context,
@@ -98,7 +110,7 @@ pub(super) async fn after_round(
         changed |= clustering_conditions(status, clustering_stopped, generation, &now);
         let info = ReconcileInfo {
             generation: generation.unwrap_or(0),
-            reconcile_version: i32::try_from(LATEST_RECONCILER_VERSION).unwrap_or(1),
+            reconcile_version: i32::try_from(reconciler_version).unwrap_or(i32::MAX),
         };
         if status.reconcile_info != info {
             status.reconcile_info = info;

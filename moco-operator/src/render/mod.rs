@@ -21,6 +21,7 @@ pub mod services;
 pub mod statefulset;
 pub mod template;
 pub mod tls;
+pub mod version;
 
 use std::collections::BTreeMap;
 
@@ -83,6 +84,9 @@ pub struct RenderSettings {
     /// Inject `fsGroup`/`runAsUser`/`runAsGroup` 10000 where the user left them unset
     /// (`--disable-default-security-context` turns it off).
     pub default_security_context: bool,
+    /// The reconciler version new and edited clusters are rendered with
+    /// ([`version::LATEST_RECONCILER_VERSION`] unless an upgrade is being tested).
+    pub latest_reconciler_version: u32,
 }
 
 impl RenderSettings {
@@ -92,6 +96,7 @@ impl RenderSettings {
             system_namespace: system_namespace.into(),
             images: Images::default(),
             default_security_context: true,
+            latest_reconciler_version: version::LATEST_RECONCILER_VERSION,
         }
     }
 }
@@ -120,6 +125,9 @@ pub struct ClusterInputs<'a> {
     /// `spec.replicas` of the deployed StatefulSet: held while a shrink's leaving instances
     /// may still be needed (`moco_core::resources::statefulset_replicas`).
     pub deployed_replicas: Option<u32>,
+    /// The reconciler version this round renders with
+    /// (`moco_core::resources::choose_reconciler_version`).
+    pub reconciler_version: u32,
 }
 
 /// Every object of one cluster, as it should be.
@@ -265,6 +273,7 @@ pub fn render_cluster(
         lower_case_table_names: inputs.user_config.get("lower_case_table_names").cloned(),
         deployed_slow_log: inputs.deployed_slow_log,
         tls: with_tls,
+        reconciler_version: inputs.reconciler_version,
     };
     let replicas = u32::try_from(spec.replicas)
         .map_err(|_| RenderError::invalid("spec.replicas", "must not be negative"))?;

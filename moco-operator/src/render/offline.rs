@@ -184,6 +184,7 @@ pub fn render_documents(
                 backup_job_active: false,
                 deployed_slow_log: None,
                 deployed_replicas: None,
+                reconciler_version: settings.latest_reconciler_version,
             },
         )
         .map_err(fail)?;

@@ -22,6 +22,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use moco_api::labels::{APP_MYSQL, CREATED_BY, LABEL_CREATED_BY, LABEL_INSTANCE, LABEL_NAME};
 use moco_api::mysqlcluster::{MySQLCluster, OverwriteableContainerName};
 use moco_core::facts::Flavor;
+use moco_core::resources::PodTemplateFacts;
 use moco_core::validate::{DATA_CLAIM_NAME, MYSQLD_CONTAINER_NAME};
 
 use super::config_maps::mysqld_container;
@@ -82,6 +83,8 @@ pub struct PodInputs<'a> {
     pub deployed_slow_log: Option<&'a Container>,
     /// The cluster has TLS ([`super::tls`]): mysqld and the agent mount its certificate.
     pub tls: bool,
+    /// The reconciler version that renders ([`super::version`]).
+    pub reconciler_version: u32,
 }
 
 fn quantity(text: &str) -> Quantity {
@@ -580,14 +583,41 @@ pub fn pod_template(inputs: &PodInputs<'_>) -> Result<PodTemplateSpec, RenderErr
     spec.containers = containers;
     spec.init_containers = Some(init_containers);
 
-    let metadata = ObjectMeta {
+    let mut metadata = ObjectMeta {
         labels: Some(overlay(&template.metadata.labels, &inputs.id.labels())),
         annotations: (!template.metadata.annotations.is_empty())
             .then(|| template.metadata.annotations.clone()),
         ..ObjectMeta::default()
     };
+    super::version::pod_template_metadata(inputs.reconciler_version, &mut metadata);
     Ok(PodTemplateSpec {
         metadata: Some(metadata),
         spec: Some(spec),
     })
+}
+
+/// What a Pod template holds of what decides a rollout
+/// (`moco_core::resources::decide_statefulset`): the my.cnf ConfigMap it mounts and the images
+/// of the containers the operator adds.
+pub fn template_facts(template: &PodTemplateSpec) -> PodTemplateFacts {
+    let spec = template.spec.as_ref();
+    let image = |name: &str| {
+        spec.into_iter()
+            .flat_map(|s| &s.containers)
+            .find(|c| c.name == name)
+            .and_then(|c| c.image.clone())
+    };
+    let mycnf_config_map = spec
+        .into_iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .find(|v| v.name == volume::CONF)
+        .and_then(|v| v.config_map.as_ref())
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
+    PodTemplateFacts {
+        mycnf_config_map,
+        agent_image: image(names::AGENT).unwrap_or_default(),
+        exporter_image: image(names::EXPORTER),
+        fluent_bit_image: image(names::SLOW_LOG),
+    }
 }
