@@ -4,6 +4,7 @@ pub mod azurite;
 pub mod certs;
 pub mod control_plane;
 pub mod kube;
+pub mod kubectl_plugin;
 pub mod local;
 pub mod operator_host;
 pub mod pod;

@@ -134,10 +134,23 @@ impl Fixture {
             .map(|c| (c.status, c.reason))
     }
 
+    /// `Healthy: True`, and every Pod the spec asks for there and Ready (while a Pod is
+    /// missing the operator writes no status, so the condition alone may be stale).
     async fn healthy(&self) -> bool {
-        self.condition("Healthy")
-            .await
-            .is_some_and(|(s, _)| s == "True")
+        let size = self.size().await;
+        let mut ready = 0;
+        for i in 0..size {
+            if self.pod(i).await.is_some_and(|p| {
+                moco_tests::control_plane::is_ready(&p) && p.metadata.deletion_timestamp.is_none()
+            }) {
+                ready += 1;
+            }
+        }
+        ready == size
+            && self
+                .condition("Healthy")
+                .await
+                .is_some_and(|(s, _)| s == "True")
     }
 
     async fn state(&self) -> String {
@@ -444,4 +457,571 @@ async fn a_cluster_applied_with_kubectl_becomes_healthy_and_keeps_every_acknowle
     let log = f.finish(w).await;
     assert!(log.acks.len() > 200);
     assert_eq!(f.counter("moco_cluster_failover_total").await, 0.0);
+}
+
+/// The moment `pred` first holds, polled every 100 ms; panics naming `what` after `limit`.
+async fn when<F, Fut>(what: &str, limit: Duration, mut pred: F) -> Instant
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    loop {
+        if pred().await {
+            return Instant::now();
+        }
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// Drill 2: `kubectl moco switchover` (the plugin on `PATH`, run by the real kubectl) moves
+/// the primary, and so does deleting the primary's Pod: the operator switches over while the
+/// Pod terminates (its `preStop` keeps mysqld up 20 s; the runner honours it), before mysqld
+/// stops, so it is a switchover, not a failover. No acknowledged write is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_acknowledged_write() {
+    let Some(f) = setup("cl_switchover", 3).await else {
+        return;
+    };
+    let w = f.healthy_with_writer("bring-up").await;
+    let plugin = moco_tests::kubectl_plugin::PluginPath::install(&f.cp);
+    let plugins = plugin.kubectl_ok(&["plugin", "list"]);
+    assert!(
+        plugins.contains("kubectl-moco"),
+        "kubectl plugin list: {plugins}"
+    );
+
+    // 1. kubectl moco switchover.
+    let first = f.primary_index().await.unwrap();
+    let switched_before = f.counter("moco_cluster_switchover_total").await;
+    let t0 = Instant::now();
+    let out = plugin.kubectl_ok(&["moco", "-n", &f.ns, "switchover", NAME]);
+    assert_eq!(out, "", "kubectl moco switchover prints nothing");
+    when("a new primary recorded", CHANGE, || async {
+        f.primary_index().await.is_some_and(|p| p != first)
+    })
+    .await;
+    let second = f.primary_index().await.unwrap();
+    f.wait_healthy("after kubectl moco switchover", CHANGE)
+        .await;
+    f.check_routes(second).await;
+    let routed = f.primary.first_alone_since(&pod_name(second), t0).unwrap();
+    println!(
+        "{}: kubectl moco switchover {first} -> {second}: the primary Service named {} after {}",
+        f.ns,
+        pod_name(second),
+        secs(routed - t0)
+    );
+    let annotations = f
+        .pod(first)
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap_or_default();
+    assert!(
+        !annotations.contains_key("moco.cybozu.com/demote"),
+        "the demote annotation is removed: {annotations:?}"
+    );
+    assert!(f.event_reasons().await.contains(&"SwitchOver".to_owned()));
+    assert_eq!(
+        f.counter("moco_cluster_switchover_total").await,
+        switched_before + 1.0
+    );
+    w.wait_acked(w.acked() + 20, CHANGE).await;
+
+    // The plugin's status reaches the instances' SQL from this machine through the Pod
+    // addresses (`--address`; the Pods' DNS names do not resolve here).
+    let mut args: Vec<String> = ["moco", "-n", &f.ns, "status"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    for i in 0..3 {
+        args.push("--address".into());
+        args.push(format!("{i}={}", f.addr(i).await.unwrap()));
+    }
+    args.push(NAME.into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let status = plugin.kubectl_ok(&args);
+    println!("{status}");
+    assert!(
+        status.contains(&format!(
+            "Primary:      {} (index {second})",
+            pod_name(second)
+        )),
+        "{status}"
+    );
+    let reachable = status
+        .lines()
+        .filter(|l| {
+            l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && l.contains("moco-db-")
+        })
+        .filter(|l| l.contains("reachable") && !l.contains("unreachable"))
+        .count();
+    assert_eq!(reachable, 3, "every instance's SQL reached:\n{status}");
+
+    // 2. Deleting the primary's Pod.
+    let old = f.pod(second).await.unwrap();
+    let old_uid = old.metadata.uid.clone().unwrap();
+    let failovers = f.counter("moco_cluster_failover_total").await;
+    let switched_before = f.counter("moco_cluster_switchover_total").await;
+    let t1 = Instant::now();
+    let out = f.cp.kubectl(
+        &[
+            "-n",
+            &f.ns,
+            "delete",
+            "pod",
+            &pod_name(second),
+            "--wait=false",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The new primary is recorded while the old Pod is still there, terminating.
+    let recorded = when("a new primary recorded", CHANGE, || async {
+        f.primary_index().await.is_some_and(|p| p != second)
+    })
+    .await;
+    let old_still_there = f
+        .pod(second)
+        .await
+        .is_some_and(|p| p.metadata.uid.as_deref() == Some(old_uid.as_str()));
+    let third = f.primary_index().await.unwrap();
+    let gone = when("the deleted Pod gone", CHANGE, || async {
+        f.pod(second)
+            .await
+            .is_none_or(|p| p.metadata.uid.as_deref() != Some(old_uid.as_str()))
+    })
+    .await;
+    println!(
+        "{}: Pod {} deleted: new primary {third} recorded after {}, the Pod gone after {}",
+        f.ns,
+        pod_name(second),
+        secs(recorded - t1),
+        secs(gone - t1)
+    );
+    assert!(
+        old_still_there,
+        "the new primary was recorded only after the old primary's Pod was gone"
+    );
+    // The runner ran the 20 s preStop before stopping mysqld.
+    assert!(
+        gone - t1 >= Duration::from_secs(20),
+        "the Pod was gone after {}, before its preStop's 20 s",
+        secs(gone - t1)
+    );
+    assert_eq!(f.counter("moco_cluster_failover_total").await, failovers);
+    assert_eq!(
+        f.counter("moco_cluster_switchover_total").await,
+        switched_before + 1.0
+    );
+    let routed = f.primary.first_alone_since(&pod_name(third), t1).unwrap();
+    println!(
+        "{}: the primary Service named {} after {}",
+        f.ns,
+        pod_name(third),
+        secs(routed - t1)
+    );
+    assert!(
+        routed < gone,
+        "the Service named the new primary only after the old Pod was gone"
+    );
+    // The StatefulSet makes the Pod again; it comes back as a replica.
+    f.wait_healthy("after the primary's Pod was deleted", CHANGE)
+        .await;
+    f.check_routes(third).await;
+    w.wait_acked(w.acked() + 20, CHANGE).await;
+    let third_addr = f.addr(third).await.unwrap();
+    let log = f.finish(w).await;
+    let first_ack = log
+        .acks
+        .iter()
+        .find(|a| a.at > t1 && a.by == third_addr)
+        .map(|a| a.at - t1)
+        .unwrap();
+    println!(
+        "{}: first write acknowledged by the new primary {} after the deletion",
+        f.ns,
+        secs(first_ack)
+    );
+}
+
+/// A fault of the Pod runner's (`moco-pod-runner/src/pod/worker.rs`), put on the primary's
+/// Pod as an annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// `kill: mysqld@N`: SIGKILL of the mysqld container's process; the runner restarts it.
+    Kill,
+    /// `freeze: "true"`: every process of the Pod frozen until the annotation goes.
+    Freeze,
+    /// `network: cut`: the Pod's veth down until the annotation goes.
+    Cut,
+}
+
+const FAULT_KILL: &str = "pod-runner.moco-rs.test/kill";
+const FAULT_FREEZE: &str = "pod-runner.moco-rs.test/freeze";
+const FAULT_NETWORK: &str = "pod-runner.moco-rs.test/network";
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Kill => "killed mysqld",
+            Fault::Freeze => "frozen",
+            Fault::Cut => "cut off the network",
+        }
+    }
+
+    async fn apply(self, f: &Fixture, index: u32) {
+        match self {
+            Fault::Kill => {
+                let nonce = format!("mysqld@{}", std::process::id() ^ rand_nonce());
+                f.annotate_pod(index, FAULT_KILL, Some(&nonce)).await;
+            }
+            Fault::Freeze => f.annotate_pod(index, FAULT_FREEZE, Some("true")).await,
+            Fault::Cut => f.annotate_pod(index, FAULT_NETWORK, Some("cut")).await,
+        }
+    }
+
+    async fn undo(self, f: &Fixture, index: u32) {
+        match self {
+            Fault::Kill => {}
+            Fault::Freeze => f.annotate_pod(index, FAULT_FREEZE, None).await,
+            Fault::Cut => f.annotate_pod(index, FAULT_NETWORK, None).await,
+        }
+    }
+}
+
+/// A number that differs between calls (the kill fault acts once per distinct value).
+fn rand_nonce() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0)
+}
+
+/// What one failover took, from the fault.
+#[derive(Debug)]
+struct Measured {
+    fault: Fault,
+    recorded: Duration,
+    routed: Duration,
+    first_ack: Duration,
+    returned_errant: bool,
+}
+
+impl Fixture {
+    /// Puts `fault` on the primary under `w`, waits for the failover, the Service naming the
+    /// new primary and a write it acknowledged, then lifts the fault and waits for the old
+    /// primary to be back as a replica (re-cloned first when it came back errant) and Healthy.
+    async fn fail_over(&self, w: &Writer, fault: Fault) -> Measured {
+        let old = self.primary_index().await.unwrap();
+        let failovers = self.counter("moco_cluster_failover_total").await;
+        w.wait_acked(w.acked() + 20, CHANGE).await;
+        let t0 = Instant::now();
+        fault.apply(self, old).await;
+        let recorded = when(
+            &format!("{}: a failover from {old} ({})", self.ns, fault.name()),
+            CHANGE,
+            || async { self.primary_index().await.is_some_and(|p| p != old) },
+        )
+        .await;
+        let new = self.primary_index().await.unwrap();
+        let new_pod = pod_name(new);
+        self.primary
+            .wait(&format!("naming {new_pod} alone"), CHANGE, |e| {
+                e.len() == 1 && e[0].pod.as_deref() == Some(new_pod.as_str())
+            })
+            .await;
+        let routed = self.primary.first_alone_since(&new_pod, t0).unwrap();
+        let new_addr = self.addr(new).await.unwrap();
+        let first_ack = when(
+            "a write acknowledged by the new primary",
+            CHANGE,
+            || async { w.log().acks.iter().any(|a| a.at > t0 && a.by == new_addr) },
+        )
+        .await;
+        let first_ack = w
+            .log()
+            .acks
+            .iter()
+            .find(|a| a.at > t0 && a.by == new_addr)
+            .map_or(first_ack, |a| a.at);
+        assert_eq!(
+            self.counter("moco_cluster_failover_total").await,
+            failovers + 1.0,
+            "one failover counted"
+        );
+        assert!(self.event_reasons().await.contains(&"FailOver".to_owned()));
+        let m = Measured {
+            fault,
+            recorded: recorded - t0,
+            routed: routed - t0,
+            first_ack: first_ack - t0,
+            returned_errant: false,
+        };
+        println!(
+            "{}: primary {old} {}: failover to {new} recorded after {}, the primary Service \
+             named {new_pod} after {}, first write acknowledged by it after {}",
+            self.ns,
+            fault.name(),
+            secs(m.recorded),
+            secs(m.routed),
+            secs(m.first_ack)
+        );
+        fault.undo(self, old).await;
+        // Back as a replica, or errant: a primary stopped mid-write may hold a transaction no
+        // replica received; it must then stay out, and is re-cloned as MOCO's runbook says.
+        when(
+            &format!("{}: instance {old} back as a replica or errant", self.ns),
+            CHANGE,
+            || async { self.healthy().await || self.errant().await.contains(&old) },
+        )
+        .await;
+        let returned_errant = self.errant().await.contains(&old);
+        if returned_errant {
+            println!(
+                "{}: instance {old} came back errant: re-cloning it",
+                self.ns
+            );
+            self.check_routes(new).await;
+            self.reclone(old).await;
+        }
+        self.wait_healthy(&format!("after the {} primary", fault.name()), CHANGE)
+            .await;
+        self.check_routes(new).await;
+        Measured {
+            returned_errant,
+            ..m
+        }
+    }
+
+    /// Deletes instance `index`'s claim and Pod; the StatefulSet makes both again and the
+    /// operator clones the empty instance from the primary through the agents.
+    async fn reclone(&self, index: u32) {
+        let claim = format!("mysql-data-{}", pod_name(index));
+        let old_uid = self.pod(index).await.and_then(|p| p.metadata.uid);
+        let cloned = self
+            .event_reasons()
+            .await
+            .iter()
+            .filter(|r| *r == "Cloned")
+            .count();
+        for args in [
+            vec!["-n", &self.ns, "delete", "pvc", &claim, "--wait=false"],
+            vec![
+                "-n",
+                &self.ns,
+                "delete",
+                "pod",
+                &pod_name(index),
+                "--wait=false",
+                "--grace-period=1",
+            ],
+        ] {
+            let out = self.cp.kubectl(&args, None);
+            assert!(
+                out.status.success(),
+                "kubectl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        when(
+            &format!("{}: Pod {} made again", self.ns, pod_name(index)),
+            CHANGE,
+            || async {
+                self.pod(index)
+                    .await
+                    .is_some_and(|p| p.metadata.uid != old_uid)
+            },
+        )
+        .await;
+        self.wait_healthy(&format!("instance {index} re-cloned"), BRING_UP)
+            .await;
+        let now = self
+            .event_reasons()
+            .await
+            .iter()
+            .filter(|r| *r == "Cloned")
+            .count();
+        assert!(now > cloned, "a Cloned event for instance {index}");
+    }
+}
+
+/// Drill 3: a primary whose mysqld is killed, one that is frozen and one cut off the network
+/// are failed over under writes; the time from the fault to the new primary recorded, to the
+/// primary Service naming it and to its first acknowledged write is printed. Each old primary
+/// comes back as a replica (re-cloned if it came back errant). No acknowledged write is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_a_frozen_and_a_cut_off_primary_are_failed_over_without_losing_acknowledged_writes()
+ {
+    let Some(f) = setup("cl_failover", 3).await else {
+        return;
+    };
+    let w = f.healthy_with_writer("bring-up").await;
+    let mut measured = Vec::new();
+    for fault in [Fault::Kill, Fault::Freeze, Fault::Cut] {
+        measured.push(f.fail_over(&w, fault).await);
+    }
+    w.wait_acked(w.acked() + 20, CHANGE).await;
+    f.finish(w).await;
+    println!("{}: failovers measured:", f.ns);
+    for m in &measured {
+        println!(
+            "  {:<20} recorded {:>6}  Service {:>6}  first write {:>6}  came back errant: {}",
+            m.fault.name(),
+            secs(m.recorded),
+            secs(m.routed),
+            secs(m.first_ack),
+            m.returned_errant
+        );
+    }
+}
+
+/// Drill 4: a transaction written straight on a replica (made writable by mistake, binlogged)
+/// makes it errant: reported in the status and the metrics, unlabelled, out of the replica
+/// Service's EndpointSlice, never the primary; with its claim and Pod deleted it comes back
+/// empty and is cloned from the primary through the agents. Then `spec.replicas` 3 → 5 → 3
+/// (kubectl apply) under writes. No acknowledged write is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_errant_replica_is_excluded_and_recloned_and_the_cluster_scales_3_5_3_under_writes() {
+    use moco_adapters::mysql::Dialect;
+    use mysql_async::prelude::Queryable;
+
+    let Some(f) = setup("cl_errant_scale", 3).await else {
+        return;
+    };
+    let w = f.healthy_with_writer("bring-up").await;
+    let primary = f.primary_index().await.unwrap();
+    let errant = (0..3).find(|i| *i != primary).unwrap();
+    let addr = f.addr(errant).await.unwrap();
+
+    // The mistake: the replica made writable (MariaDB: through the admin's role) and a row
+    // written on it with the binlog on.
+    let admin = f.password("ADMIN_PASSWORD").await;
+    let mut c = moco_tests::local::connect(
+        &writer::opts_at(addr, "moco-admin", &admin),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let open = vec!["SET GLOBAL read_only = 0".to_owned()];
+    for statement in moco_adapters::mysql::sql::privileged(Dialect::Mariadb, open) {
+        c.query_drop(statement).await.unwrap();
+    }
+    drop(c);
+    let writable = f.password("WRITABLE_PASSWORD").await;
+    let mut c = moco_tests::local::connect(
+        &writer::opts_at(addr, "moco-writable", &writable),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let log_bin: Option<u8> = c.query_first("SELECT @@sql_log_bin").await.unwrap();
+    assert_eq!(log_bin, Some(1), "the errant write is binlogged");
+    c.query_drop("INSERT INTO moco_test.t (id) VALUES (1000000000)")
+        .await
+        .unwrap();
+    drop(c);
+    let t0 = Instant::now();
+    when(
+        &format!("{}: instance {errant} reported errant", f.ns),
+        CHANGE,
+        || async { f.errant().await == vec![errant] },
+    )
+    .await;
+    let pod = pod_name(errant);
+    f.replicas
+        .wait(&format!("{pod} out"), CHANGE, |e| {
+            e.len() == 1 && e.iter().all(|e| e.pod.as_deref() != Some(pod.as_str()))
+        })
+        .await;
+    println!(
+        "{}: errant instance {errant} reported and out of the replica Service after {}",
+        f.ns,
+        secs(t0.elapsed())
+    );
+    let status = f.cluster().await.unwrap().status.unwrap();
+    assert_eq!(status.errant_replicas, 1);
+    assert_eq!(f.state().await, "Degraded");
+    assert_eq!(
+        f.host
+            .sample(
+                "moco_cluster_errant_replicas",
+                &[("name", NAME), ("namespace", &f.ns)]
+            )
+            .await,
+        Some(1.0)
+    );
+    f.check_routes(primary).await;
+    // Writes go on while it is out.
+    w.wait_acked(w.acked() + 50, CHANGE).await;
+    assert_eq!(f.primary_index().await, Some(primary));
+
+    // Its claim and Pod deleted: an empty instance, cloned through the agents.
+    let t1 = Instant::now();
+    f.reclone(errant).await;
+    println!(
+        "{}: instance {errant} re-cloned and the cluster Healthy after {}",
+        f.ns,
+        secs(t1.elapsed())
+    );
+    assert!(f.errant().await.is_empty());
+    f.check_routes(primary).await;
+    let on_recloned = stored_ids(f.addr(errant).await.unwrap(), &admin)
+        .await
+        .unwrap();
+    assert!(
+        !on_recloned.contains(&1_000_000_000),
+        "the errant row is gone with the old data"
+    );
+
+    // 3 -> 5 -> 3 under writes.
+    for (to, limit) in [(5u32, BRING_UP), (3, CHANGE)] {
+        let before = w.acked();
+        let t = Instant::now();
+        f.cp.apply(&f.ns, &manifest(&f.ns, to));
+        let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> =
+            Api::namespaced(f.cp.client.clone(), &f.ns);
+        when(&format!("{}: {to} instances", f.ns), limit, || async {
+            let ready = f
+                .cluster()
+                .await
+                .and_then(|c| c.status)
+                .map(|s| s.synced_replicas);
+            let sts_size = sts
+                .get(&format!("moco-{NAME}"))
+                .await
+                .ok()
+                .and_then(|s| s.spec)
+                .and_then(|s| s.replicas);
+            f.healthy().await && ready == Some(to as i32) && sts_size == Some(to as i32)
+        })
+        .await;
+        f.check_routes(primary).await;
+        let acked = w.acked() - before;
+        println!(
+            "{}: scaled to {to}: Healthy after {}, {acked} writes acknowledged meanwhile",
+            f.ns,
+            secs(t.elapsed())
+        );
+        assert!(acked > 0, "no write acknowledged while scaling to {to}");
+        w.wait_acked(w.acked() + 20, CHANGE).await;
+    }
+    let log = f.finish(w).await;
+    let pause = log.longest_pause();
+    println!(
+        "{}: longest pause between acknowledgements: {}",
+        f.ns,
+        secs(pause)
+    );
 }
