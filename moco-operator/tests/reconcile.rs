@@ -297,6 +297,23 @@ async fn an_unchanged_cluster_leaves_the_statefulset_and_passwords_alone() {
     assert_eq!(before.data, after.data);
 }
 
+/// Reading writes nothing (issue 31, reconcile shape): a new cluster whose inputs are missing
+/// fails its round before any object is written. The controller's password Secret used to be
+/// created while the passwords were read, before the missing ConfigMap was noticed.
+#[tokio::test]
+async fn a_round_that_fails_while_reading_writes_nothing_but_the_status() {
+    let env = Env::new(json!({"mysqlConfigMapName": "missing"}));
+    env.fake.take_requests();
+    let err = env.round().await.unwrap_err();
+    assert!(err.to_string().contains("spec.mysqlConfigMapName"), "{err}");
+    let writes = env.writes();
+    assert!(
+        writes.iter().all(|r| r.path.contains("/mysqlclusters/db")),
+        "{writes:?}"
+    );
+    assert!(env.fake.get_json(SECRETS, SYSTEM, "mysql-ns.db").is_none());
+}
+
 /// An operator upgraded to a newer reconciler version leaves an unchanged cluster on the one
 /// it recorded (no StatefulSet write) and moves it on the next spec edit.
 #[tokio::test]
@@ -781,6 +798,7 @@ async fn a_shrink_keeps_the_statefulset_until_the_leaving_pods_may_go() {
     let env = Env::new(json!({"replicas": 5}));
     env.ok_round().await;
     assert_eq!(env.sts().unwrap()["spec"]["replicas"], 5);
+    env.edit_spec(json!({"replicas": 3}));
     let clustering = |members: u32, primary: u32| {
         let mut status = env.fake.get_json(CLUSTERS, NS, "db").unwrap()["status"].clone();
         status["semiSyncMembers"] = json!(members);

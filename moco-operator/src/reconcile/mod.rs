@@ -165,6 +165,10 @@ pub enum ReconcileError {
     /// The volume templates shrank below existing PVCs.
     #[error("volumes: {0}")]
     Volume(#[from] VolumeError),
+    /// The controller's password Secret was created by another writer while this round drew
+    /// passwords of its own; the next round renders with the stored ones.
+    #[error("secrets: Secret {0} was created by another writer during this round")]
+    SecretRaced(String),
     /// The StatefulSet did not go away after its deletion for re-creation.
     #[error("volumes: StatefulSet {0} still exists 5s after its deletion for re-creation")]
     RecreateTimeout(String),
@@ -180,6 +184,7 @@ impl ReconcileError {
         match self {
             ReconcileError::Api { step, .. } | ReconcileError::Input { step, .. } => *step,
             ReconcileError::Render(_) => Step::Read,
+            ReconcileError::SecretRaced(_) => Step::Secrets,
             ReconcileError::Volume(_) | ReconcileError::RecreateTimeout(_) => Step::Volumes,
         }
     }
@@ -191,6 +196,7 @@ impl ReconcileError {
                 source: kube::Error::Api(s),
                 ..
             } if s.code == 409 => "conflict",
+            ReconcileError::SecretRaced(_) => "conflict",
             ReconcileError::Api { .. } | ReconcileError::RecreateTimeout(_) => "api",
             ReconcileError::Render(_)
             | ReconcileError::Input { .. }
@@ -365,7 +371,7 @@ async fn apply_all(
         &ClusterInputs {
             cluster,
             user_config: &inputs.user_config,
-            passwords: &passwords,
+            passwords: passwords.get(),
             certificate_secret: inputs.certificate_secret.as_ref(),
             mysql_certificate_secret: inputs.mysql_certificate_secret.as_ref(),
             backup_policy: inputs.backup_policy.as_ref(),
@@ -381,7 +387,19 @@ async fn apply_all(
         },
     )?;
 
-    // 1. Secrets (the controller's was created by `read::passwords`).
+    // 1. Secrets: the controller's first, when its passwords were drawn in this round. If
+    // another writer created it meanwhile, its passwords stand and this round's rendering is
+    // stale: the round ends and the next one renders with them.
+    if let read::Passwords::Drawn { passwords, secret } = &passwords {
+        let api: Api<Secret> = Api::namespaced(client.clone(), system);
+        let name = id.controller_secret();
+        let stored = create_once(&api, &name, secret)
+            .await
+            .map_err(ReconcileError::api(Step::Secrets))?;
+        if read::stored_passwords(&stored, system, &name)? != *passwords {
+            return Err(ReconcileError::SecretRaced(name));
+        }
+    }
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     for s in [&objects.user_secret, &objects.mycnf_secret] {
         apply(&secrets, &name_of(s), s)

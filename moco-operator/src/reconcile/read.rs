@@ -14,37 +14,64 @@ use moco_api::backuppolicy::BackupPolicy;
 use moco_api::labels::ANNOTATION_SECRET_VERSION;
 use moco_api::mysqlcluster::MySQLCluster;
 
-use super::apply::{FIELD_MANAGER, create_once, retry};
+use super::apply::{FIELD_MANAGER, retry};
 use super::drift::owned_part;
 use super::{Context, ReconcileError, Step};
 use crate::render::ClusterId;
 use crate::render::pod_template::names;
 use crate::render::secrets::{SECRET_VERSION, controller};
 
-/// The passwords of the cluster's accounts: from the controller's Secret, which is created
-/// with fresh random passwords on the first round and never changed afterwards.
-pub(super) async fn passwords(
-    ctx: &Context,
-    id: &ClusterId,
-) -> Result<MocoPasswords, ReconcileError> {
+/// The passwords of the cluster's accounts, as read.
+pub(super) enum Passwords {
+    /// From the controller's Secret, which never changes once created.
+    Stored(MocoPasswords),
+    /// There is no Secret yet: fresh random passwords, and the Secret that holds them, for
+    /// the apply step to create before anything that uses them.
+    Drawn {
+        /// The passwords.
+        passwords: MocoPasswords,
+        /// The controller's Secret to create.
+        secret: Box<Secret>,
+    },
+}
+
+impl Passwords {
+    /// The passwords to render with.
+    pub fn get(&self) -> &MocoPasswords {
+        match self {
+            Passwords::Stored(p) | Passwords::Drawn { passwords: p, .. } => p,
+        }
+    }
+}
+
+/// The passwords of the cluster's accounts: from the controller's Secret, or drawn afresh
+/// when it does not exist (created by the apply step, so reading writes nothing).
+pub(super) async fn passwords(ctx: &Context, id: &ClusterId) -> Result<Passwords, ReconcileError> {
     let system = &ctx.settings.system_namespace;
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), system);
     let name = id.controller_secret();
     let existing = retry(|| api.get_opt(&name))
         .await
         .map_err(ReconcileError::api(Step::Secrets))?;
-    let secret = match existing {
-        Some(s) => s,
+    match existing {
+        Some(secret) => stored_passwords(&secret, system, &name).map(Passwords::Stored),
         None => {
-            let fresh = MocoPasswords::generate().map_err(|e| ReconcileError::Input {
+            let passwords = MocoPasswords::generate().map_err(|e| ReconcileError::Input {
                 step: Step::Secrets,
                 message: format!("cannot draw random passwords from the OS: {e}"),
             })?;
-            create_once(&api, &name, &controller(id, system, &fresh))
-                .await
-                .map_err(ReconcileError::api(Step::Secrets))?
+            let secret = Box::new(controller(id, system, &passwords));
+            Ok(Passwords::Drawn { passwords, secret })
         }
-    };
+    }
+}
+
+/// The passwords the controller's Secret `system`/`name` holds.
+pub(super) fn stored_passwords(
+    secret: &Secret,
+    system: &str,
+    name: &str,
+) -> Result<MocoPasswords, ReconcileError> {
     let invalid = |what: String| ReconcileError::Input {
         step: Step::Secrets,
         message: format!("Secret {system}/{name}: {what}"),
@@ -59,8 +86,12 @@ pub(super) async fn passwords(
             "annotation {ANNOTATION_SECRET_VERSION} is {version:?}, not \"{SECRET_VERSION}\""
         )));
     }
-    let data: BTreeMap<String, ByteString> = secret.data.unwrap_or_default();
-    let bytes: BTreeMap<String, Vec<u8>> = data.into_iter().map(|(k, v)| (k, v.0)).collect();
+    let bytes: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
     MocoPasswords::from_secret_data(&bytes)
         .map_err(|key| invalid(format!("key {key} is missing, empty or not UTF-8")))
 }

@@ -170,6 +170,8 @@ pub(super) async fn reconcile(
         .map(|t| (t.metadata.name.as_str(), t))
         .collect();
     let mut pvc_facts = Vec::new();
+    // The label and annotation values to copy, sent once everything is read.
+    let mut metadata_patches = Vec::new();
     for pvc in &pvcs {
         let name = pvc.metadata.name.clone().unwrap_or_default();
         let Some((template, ordinal)) = parse_claim_name(&name, &sts_name) else {
@@ -187,13 +189,10 @@ pub(super) async fn reconcile(
                 pvc.metadata.annotations.as_ref(),
             );
             if !labels.is_empty() || !annotations.is_empty() {
-                let patch = Patch::Merge(
+                metadata_patches.push((
+                    name.clone(),
                     json!({"metadata": {"labels": labels, "annotations": annotations}}),
-                );
-                let params = PatchParams::default();
-                retry(|| pvc_api.patch(&name, &params, &patch))
-                    .await
-                    .map_err(err())?;
+                ));
             }
         }
         if let Some(storage) = storage_of(pvc.spec.as_ref()).and_then(|s| Quantity::parse(s).ok()) {
@@ -215,6 +214,14 @@ pub(super) async fn reconcile(
         .iter()
         .map(storage_class_facts)
         .collect();
+
+    for (name, patch) in &metadata_patches {
+        let patch = Patch::Merge(patch);
+        let params = PatchParams::default();
+        retry(|| pvc_api.patch(name, &params, &patch))
+            .await
+            .map_err(err())?;
+    }
     let input = VolumeInput {
         desired: desired_templates(cluster)?,
         deployed: Some(deployed_volumes(&deployed)),
