@@ -397,6 +397,21 @@ impl Fixture {
     }
 }
 
+/// Waits until the clock (the API server's: the same machine) is past the second `object` was
+/// created in, so that an object created next has a later `creationTimestamp`.
+async fn next_second(object: &ConfigMap) {
+    let created = object
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .unwrap();
+    wait_for("the next second", Duration::from_secs(5), || async {
+        (k8s_openapi::jiff::Timestamp::now().as_second() > created).then_some(())
+    })
+    .await;
+}
+
 fn name(meta: &ObjectMeta) -> &str {
     meta.name.as_deref().unwrap_or_default()
 }
@@ -639,6 +654,7 @@ async fn secrets_certificate_services_where_moco_puts_them_and_all_go_with_the_c
     let certificates: Api<DynamicObject> =
         Api::namespaced_with(f.cp.client.clone(), &system, &certificate_resource());
     let cert = certificates.get(&certificate).await.unwrap();
+    let cert_uid = cert.metadata.uid.clone();
     assert_eq!(cert.data["spec"]["secretName"], json!(certificate));
     assert_eq!(
         cert.data["spec"]["dnsNames"],
@@ -689,6 +705,22 @@ async fn secrets_certificate_services_where_moco_puts_them_and_all_go_with_the_c
     )
     .await;
 
+    // The Certificate is created once: cert-manager renews it, and an edit stays.
+    certificates
+        .patch(
+            &certificate,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"duration": "2160h"}})),
+        )
+        .await
+        .unwrap();
+    for n in 1..=2 {
+        f.poke(n).await;
+    }
+    let cert = certificates.get(&certificate).await.unwrap();
+    assert_eq!(cert.data["spec"]["duration"], json!("2160h"));
+    assert_eq!(cert.metadata.uid, cert_uid);
+
     // The ServiceAccount the Pods run as.
     let sa: ServiceAccount = f.get(STS).await.expect("ServiceAccount moco-db");
     assert!(owned_by(&sa.metadata, &uid));
@@ -716,6 +748,15 @@ async fn secrets_certificate_services_where_moco_puts_them_and_all_go_with_the_c
     assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
     assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
     assert_eq!(spec.publish_not_ready_addresses, Some(true));
+    assert!(
+        headless
+            .metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key("example.com/lb")),
+        "the headless Service took a template: {:?}",
+        headless.metadata.annotations
+    );
     assert_eq!(selector(&headless), labels());
     assert_eq!(
         ports(&headless),
@@ -949,8 +990,9 @@ async fn a_renumbered_mysql_port_of_a_service_is_repaired() {
     f.wait_reconciled("edited after the repair").await;
 }
 
-/// The ConfigMaps (MOCO §2.5, §2.6), the PodDisruptionBudget (§2.11), the backup CronJob
-/// (§2.12) and `ReconcileSuccess` (§2.1) of a cluster whose Pods never run.
+/// The ConfigMaps (MOCO §2.5, §2.6), the PodDisruptionBudget (§2.11: `floor(replicas / 2)`,
+/// 0 while a backup Job is active, none below 3), the backup CronJob (§2.12) and
+/// `ReconcileSuccess` (§2.1) of a cluster whose Pods never run.
 #[tokio::test]
 async fn config_maps_pdb_backup_cronjob_and_reconcile_success() {
     let Some(f) = split("seeds_config", &["--mysql-configmap-history-limit", "3"]).await else {
@@ -1011,10 +1053,14 @@ async fn config_maps_pdb_backup_cronjob_and_reconcile_success() {
     assert!(container_names(&sts).contains(&"slow-log".to_owned()));
 
     // Each edit of the user's ConfigMap: a new one, mounted; beyond the history limit (3,
-    // the current one included) the oldest go.
+    // the current one included) the oldest go. Creation times have whole seconds, and MOCO
+    // orders by them: each edit waits for the second after the last ConfigMap's creation,
+    // so that "oldest" has one answer.
+    let mut newest = first[0].clone();
     for max in [201, 202, 203] {
+        next_second(&newest).await;
         f.cp.apply(&ns, &user_config_map(&ns, "mycnf", max));
-        wait_for(
+        newest = wait_for(
             &format!("{ns}: my.cnf with {max} mounted"),
             LIMIT,
             || async {
@@ -1025,7 +1071,7 @@ async fn config_maps_pdb_backup_cronjob_and_reconcile_success() {
                     .find(mycnf(max))?;
                 let sts: StatefulSet = f.get(STS).await?;
                 (mounted_config_map(&sts, "mysql-conf").as_deref() == Some(name(&current.metadata)))
-                    .then_some(())
+                    .then_some(current)
             },
         )
         .await;
@@ -1097,6 +1143,44 @@ async fn config_maps_pdb_backup_cronjob_and_reconcile_success() {
             .and_then(|s| s.match_labels.clone()),
         Some(labels())
     );
+    // While a backup Job runs, no eviction at all (MOCO's rule): a CronJob firing every
+    // minute whose Job's Pod cannot be scheduled stays active.
+    f.cp.apply(
+        &ns,
+        &json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"namespace": ns, "name": "backup"}})
+        .to_string(),
+    );
+    let mut minutely: Value = serde_json::from_str(&backup_policy(&ns)).unwrap();
+    minutely["metadata"]["name"] = json!("minutely");
+    minutely["spec"]["schedule"] = json!("* * * * *");
+    minutely["spec"]["jobConfig"]["affinity"] = json!({"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [
+                {"key": "moco-rs.test/nowhere", "operator": "In", "values": ["true"]}
+            ]}
+        ]}
+    }});
+    f.cp.apply(&ns, &minutely.to_string());
+    f.patch_cluster(json!({"spec": {"backupPolicyName": "minutely"}}))
+        .await;
+    wait_for(
+        &format!("{ns}: a backup Job active"),
+        Duration::from_secs(150),
+        || async {
+            let c: CronJob = f.get("moco-backup-db").await?;
+            c.status?.active.filter(|a| !a.is_empty()).map(|_| ())
+        },
+    )
+    .await;
+    f.wait_object("no eviction while a backup runs", STS, pdb(0, 3))
+        .await;
+    f.patch_cluster(json!({"spec": {"backupPolicyName": null}}))
+        .await;
+    f.wait_gone::<CronJob>("the minutely CronJob", "moco-backup-db")
+        .await;
+    f.wait_object("the budget back to 1", STS, pdb(1, 3)).await;
+
     f.patch_cluster(json!({"spec": {"replicas": 5}})).await;
     f.wait_object("a budget of 2 over 5 Pods", STS, pdb(2, 5))
         .await;
