@@ -884,6 +884,11 @@ async fn secrets_certificate_services_where_moco_puts_them_and_all_go_with_the_c
             claim.metadata.owner_references
         );
     }
+    let finalizers = f.cluster().await.metadata.finalizers.unwrap_or_default();
+    assert!(
+        finalizers.contains(&"moco.cybozu.com/mysqlcluster".to_owned()),
+        "{finalizers:?}"
+    );
     f.clusters()
         .delete(NAME, &DeleteParams::default())
         .await
@@ -1201,6 +1206,14 @@ async fn config_maps_pdb_backup_cronjob_and_reconcile_success() {
     })
     .await;
     assert!(f.get::<CronJob>("moco-backup-db").await.is_none());
+    // MOCO records the generation of a failed round too.
+    assert_eq!(
+        f.cluster()
+            .await
+            .status
+            .map(|s| s.reconcile_info.generation),
+        Some(generation)
+    );
     // Created: the next round (the BackupPolicy's watch) makes the CronJob.
     f.cp.apply(&ns, &backup_policy(&ns));
     let c = f.wait_reconciled("BackupPolicy created").await;
