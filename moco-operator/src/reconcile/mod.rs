@@ -23,6 +23,7 @@ pub mod drift;
 pub mod history;
 mod read;
 pub mod rollout;
+mod services;
 mod status;
 mod volumes;
 
@@ -438,7 +439,7 @@ async fn apply_all(
     apply_rbac(ctx, id, &id.prefixed(), role, binding, Step::Services).await?;
     let services: Api<Service> = Api::namespaced(client.clone(), ns);
     for s in &objects.services {
-        apply(&services, &name_of(s), s)
+        services::apply_service(&services, &name_of(s), s)
             .await
             .map_err(ReconcileError::api(Step::Services))?;
     }

@@ -1,0 +1,43 @@
+//! Applying the Services.
+//!
+//! Server-side apply merges a Service's ports by `(port, protocol)`. When another writer
+//! (`kubectl edit`) renumbers one of the operator's ports, it owns an entry with the new
+//! number and the operator's name, the operator's apply adds its own entry beside it, and the
+//! API server refuses the pair (`spec.ports[1].name: Duplicate value`) in every round from
+//! then on, so nothing after the Services would be reconciled again. On that refusal the
+//! ports are first set to the rendered ones (a merge patch replaces the whole list) and the
+//! apply is sent again. The usual round sends the apply alone.
+
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use super::apply::{FIELD_MANAGER, apply, retry};
+
+/// Whether the API server refused an object as invalid (422) naming a duplicate value.
+fn is_duplicate(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if s.code == 422 && s.message.contains("Duplicate value"))
+}
+
+/// Applies `service`; a refusal for a duplicate port name takes back the ports first.
+pub(super) async fn apply_service(
+    api: &Api<Service>,
+    name: &str,
+    service: &Service,
+) -> Result<Service, kube::Error> {
+    match apply(api, name, service).await {
+        Err(e) if is_duplicate(&e) => {
+            tracing::warn!(service = name, error = %e,
+                "another writer changed the Service's ports; setting them back");
+            let ports = service.spec.as_ref().and_then(|s| s.ports.clone());
+            let patch = Patch::Merge(json!({"spec": {"ports": ports}}));
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            };
+            retry(|| api.patch(name, &params, &patch)).await?;
+            apply(api, name, service).await
+        }
+        other => other,
+    }
+}
