@@ -954,9 +954,8 @@ async fn secrets_certificate_services_where_moco_puts_them_and_all_go_with_the_c
 /// API server refuses the result: `Service "moco-db-primary" is invalid: spec.ports[1].name:
 /// Duplicate value: "mysql"`, in every round from then on, so nothing after the Services
 /// (the StatefulSet, the PDB, the Jobs) is reconciled again until someone repairs the Service
-/// by hand. MOCO forces these ports; they are never repaired here.
+/// by hand. Fixed in `reconcile/services.rs`: on that refusal the ports are set back first.
 #[tokio::test]
-#[ignore = "defect: a Service port renumbered by another writer makes every round fail (Duplicate value: \"mysql\"); the apply step must remove the foreign entries first (reconcile/mod.rs)"]
 async fn a_renumbered_mysql_port_of_a_service_is_repaired() {
     let Some(f) = split("seeds_port", &[]).await else {
         return;
