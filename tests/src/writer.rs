@@ -38,6 +38,9 @@ pub struct Endpoint {
     pub pod: Option<String>,
 }
 
+/// When each set of ready endpoints was seen.
+type History = Arc<Mutex<Vec<(Instant, Vec<Endpoint>)>>>;
+
 /// The ready endpoints of a Service, as kube-proxy would route to them, followed through the
 /// API server.
 #[derive(Debug)]
@@ -45,7 +48,7 @@ pub struct ServiceRoute {
     /// The Service.
     pub service: String,
     rx: watch::Receiver<Vec<Endpoint>>,
-    history: Arc<Mutex<Vec<(Instant, Vec<Endpoint>)>>>,
+    history: History,
     task: tokio::task::JoinHandle<()>,
 }
 
