@@ -27,6 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
 use moco_adapters::mysql::tls::Authority;
 
@@ -68,25 +69,27 @@ pub async fn install_crds(cp: &ControlPlane) {
                 file.display()
             );
         }
+        // Polled through the API: `kubectl wait` on a CRD created a moment before fails at
+        // once while its status has no conditions yet (`.status.conditions accessor error`).
+        let crds: Api<CustomResourceDefinition> = Api::all(cp.client.clone());
         for crd in [
             "mysqlclusters.moco.cybozu.com",
             "backuppolicies.moco.cybozu.com",
             certificates,
         ] {
-            let out = cp.kubectl(
-                &[
-                    "wait",
-                    "--for=condition=Established",
-                    "--timeout=60s",
-                    &format!("crd/{crd}"),
-                ],
-                None,
-            );
-            assert!(
-                out.status.success(),
-                "CRD {crd} not established: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            crate::control_plane::wait_for(
+                &format!("CRD {crd} established"),
+                Duration::from_secs(60),
+                || async {
+                    let c = crds.get_opt(crd).await.ok()??;
+                    c.status?
+                        .conditions?
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                        .then_some(())
+                },
+            )
+            .await;
         }
     })
     .await;
