@@ -1,5 +1,6 @@
 //! Shared helpers for the integration tests.
 
+pub mod agent_pki;
 pub mod azurite;
 pub mod certs;
 pub mod control_plane;
