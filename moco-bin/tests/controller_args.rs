@@ -5,7 +5,7 @@
 
 use std::process::{Command, Output};
 
-use moco_operator::testing::{deploy_container, strings};
+use moco_testkit::{deploy_container, strings};
 
 fn run_moco(args: &[String], env: &[(&str, &str)], remove: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_moco"));

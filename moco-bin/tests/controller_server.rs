@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use moco_operator::testing::{
+use moco_testkit::{
     allowed, create_cluster_review, http, https, policy, review, samples, write_certificates,
 };
 use serde_json::{Value, json};

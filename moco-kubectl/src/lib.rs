@@ -10,7 +10,7 @@
 //!   wrapper of [`gather`], never acted on).
 //!
 //! Every command takes a [`Context`] (client, namespace, connection flags), so tests run them
-//! against `moco_operator::testing::apiserver::FakeApiServer` through a real `kube::Client`.
+//! against `moco_testkit::apiserver::FakeApiServer` through a real `kube::Client`.
 #![deny(missing_docs)]
 
 pub mod cli;

@@ -9,7 +9,7 @@ use clap::{CommandFactory as _, Parser as _};
 use common::{NAME, NS, cluster, fake_with, password, pod, run, running_status, secret, writes};
 use moco_adapters::mysql::Account;
 use moco_kubectl::Cli;
-use moco_operator::testing::apiserver::FakeApiServer;
+use moco_testkit::apiserver::FakeApiServer;
 use serde_json::{Value, json};
 
 const PODS: &str = "v1/pods";

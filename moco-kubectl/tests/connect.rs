@@ -13,7 +13,7 @@ use common::{NAME, NS, cluster, fake_with, password, running_status};
 use moco_adapters::mysql::Account;
 use moco_kubectl::cli::KubeFlags;
 use moco_kubectl::{Cli, Context, Error};
-use moco_operator::testing::apiserver::FakeApiServer;
+use moco_testkit::apiserver::FakeApiServer;
 
 /// Serves `fake` on a loopback port; returns its URL.
 async fn serve(fake: &FakeApiServer) -> String {

@@ -8,7 +8,7 @@ use crate::common;
 
 use common::{NAME, NS, cluster, fake_with, pod, run, writes};
 use moco_core::facts::ClusterFacts;
-use moco_operator::testing::apiserver::FakeApiServer;
+use moco_testkit::apiserver::FakeApiServer;
 use serde_json::{Value, json};
 
 /// A loopback port nothing listens on.

@@ -26,7 +26,7 @@ use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance};
 use moco_adapters::ports::{Credentials, MysqlPort as _};
 use moco_core::facts::{ClusterFacts, Flavor, MysqldStatus};
 use moco_core::operation::ReplicationSource;
-use moco_operator::testing::apiserver::FakeApiServer;
+use moco_testkit::apiserver::FakeApiServer;
 use serde_json::{Value, json};
 
 /// Kills, by pid, the processes whose command line mentions the test's directory (the server

@@ -14,7 +14,7 @@ use moco_operator::clustering::addresses::PodNetwork;
 use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};
 use moco_operator::metrics::ClusterMetrics;
 use moco_operator::render::ClusterId;
-use moco_operator::testing::apiserver::FakeApiServer;
+use moco_testkit::apiserver::FakeApiServer;
 use serde_json::{Value, json};
 
 fn degraded_status() -> Value {

@@ -36,8 +36,6 @@ pub mod reconcile;
 pub mod render;
 pub mod run;
 pub mod servers;
-#[cfg(feature = "testing")]
-pub mod testing;
 pub mod webhook;
 
 pub use config::{CompatFlags, ControllerArgs, ReconcilerFlags, ServeConfig};

@@ -9,8 +9,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use clap::Parser;
-use moco_operator::testing::{controller_container, deploy_container, repo, strings};
 use moco_operator::{ControllerArgs, ListenAddr, ServeConfig};
+use moco_testkit::{controller_container, deploy_container, repo, strings};
 use serde_json::Value;
 
 #[derive(Debug, Parser)]

@@ -1,4 +1,4 @@
-//! The fake API server of `moco_operator::testing::apiserver`, driven through the real
+//! The fake API server of `moco_testkit::apiserver`, driven through the real
 //! `kube::Client`, `kube::Api` and `kube::runtime`: each test asserts what the real API server
 //! would answer, so that tests of the operator built on the fake can be trusted.
 // Helpers outside `#[test]` functions panic on failure as the tests do.
@@ -22,7 +22,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use moco_api::mysqlcluster::MySQLCluster;
-use moco_operator::testing::apiserver::{FakeApiServer, RequestMatcher};
+use moco_testkit::apiserver::{FakeApiServer, RequestMatcher};
 use serde_json::json;
 
 /// A ConfigMap `name` in `default` with `labels` and `data`.
@@ -49,7 +49,7 @@ fn config_map(name: &str, labels: &[(&str, &str)], data: &[(&str, &str)]) -> Con
 
 /// A MySQLCluster `name` in `default` as a user would write it.
 fn mysql_cluster(name: &str) -> MySQLCluster {
-    let mut value = moco_operator::testing::cluster(name, 3);
+    let mut value = moco_testkit::cluster(name, 3);
     value["metadata"]
         .as_object_mut()
         .unwrap()

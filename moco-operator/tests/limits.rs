@@ -10,11 +10,9 @@ use std::time::{Duration, Instant};
 
 use moco_api::labels::PATH_VALIDATE_MYSQLCLUSTER;
 use moco_operator::limits::ServerLimits;
-use moco_operator::testing::{
-    create_cluster_review, http, https, static_lookup, write_certificates,
-};
 use moco_operator::webhook::WebhookState;
 use moco_operator::{ListenAddr, ServeConfig, Servers};
+use moco_testkit::{create_cluster_review, http, https, static_lookup, write_certificates};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -9,7 +9,7 @@ use moco_operator::controller::Scope;
 use moco_operator::metrics::ClusterMetrics;
 use moco_operator::operator::{OperatorConfig, run_operator};
 use moco_operator::render::RenderSettings;
-use moco_operator::testing::apiserver::FakeApiServer;
+use moco_testkit::apiserver::FakeApiServer;
 use serde_json::{Value, json};
 
 const CLUSTERS: &str = "moco.cybozu.com/v1beta2/mysqlclusters";

@@ -1,5 +1,5 @@
 //! What the rendered Roles let their subjects do, asked as `kubectl auth can-i` would
-//! ([`moco_operator::testing::rbac`]): each Job's ServiceAccount may do what its program calls
+//! ([`moco_testkit::rbac`]): each Job's ServiceAccount may do what its program calls
 //! and nothing beside it (issue 29).
 
 use std::collections::BTreeMap;
@@ -8,7 +8,7 @@ use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_operator::render::{ClusterInputs, ClusterObjects, RenderSettings, render_cluster};
-use moco_operator::testing::rbac::{Request, Requester, can};
+use moco_testkit::rbac::{Request, Requester, can};
 use serde_json::{Value, json};
 
 const NS: &str = "ns";

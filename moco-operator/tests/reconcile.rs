@@ -11,7 +11,7 @@ use moco_operator::metrics::{ClusterLabels, ClusterMetrics};
 use moco_operator::reconcile::drift::ApplyReason;
 use moco_operator::reconcile::{Clustering, Context, Outcome, ReconcileError, reconcile};
 use moco_operator::render::RenderSettings;
-use moco_operator::testing::apiserver::{FakeApiServer, RecordedRequest, RequestMatcher};
+use moco_testkit::apiserver::{FakeApiServer, RecordedRequest, RequestMatcher};
 use serde_json::{Value, json};
 
 const NS: &str = "ns";

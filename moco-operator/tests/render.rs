@@ -1507,7 +1507,7 @@ fn tls_copies_take_the_cert_manager_secret_and_a_bad_value_names_the_annotation(
 /// (issue 29: it applied to every Pod).
 #[test]
 fn the_prevent_delete_policy_selects_the_rendered_mysqld_pods_only() {
-    let path = moco_operator::testing::repo().join("deploy/admission-policy.yaml");
+    let path = moco_testkit::repo().join("deploy/admission-policy.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
     let vap = docs

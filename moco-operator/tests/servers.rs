@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moco_operator::health::health_router;
-use moco_operator::testing::{
+use moco_operator::{ControllerError, ListenAddr, Readiness, ServeConfig, Servers};
+use moco_testkit::{
     allowed, create_cluster_review, http, https, policy, review, samples, static_lookup,
     write_certificates,
 };
-use moco_operator::{ControllerError, ListenAddr, Readiness, ServeConfig, Servers};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
@@ -169,7 +169,7 @@ async fn serves_webhooks_health_and_metrics() {
     // This build's annotations, after MOCO's rules: TLS is fixed at creation, and a bad
     // value is named on create.
     let with_tls = |tls: Option<&str>| {
-        let mut c = moco_operator::testing::cluster("c1", 3);
+        let mut c = moco_testkit::cluster("c1", 3);
         if let Some(v) = tls {
             c["metadata"]["annotations"] = json!({"moco-rs/tls": v});
         }

@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moco_operator::testing::{self, https, static_lookup, write_certificates};
 use moco_operator::webhook::WebhookState;
 use moco_operator::{ListenAddr, ServeConfig, Servers};
+use moco_testkit::{self, https, static_lookup, write_certificates};
 use rustls::pki_types::CertificateDer;
 use serde_json::{Value, json};
 
@@ -125,7 +125,7 @@ fn review(
     old: Value,
 ) -> Value {
     check(
-        serde_json::from_str(&testing::review(
+        serde_json::from_str(&moco_testkit::review(
             kind, resource, operation, namespace, name, object, old,
         )),
         "review JSON",

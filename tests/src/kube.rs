@@ -21,7 +21,7 @@ use moco_operator::clustering::platform::MysqlConnector;
 use moco_operator::controller::ClusteringControl;
 use moco_operator::metrics::{ClusterLabels, ClusterMetrics};
 use moco_operator::reconcile::Clustering;
-use moco_operator::testing::apiserver::FakeApiServer;
+use moco_testkit::apiserver::FakeApiServer;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 

@@ -618,7 +618,7 @@ pub async fn wait_http(
 /// Serves `fake` over HTTP on loopback and writes a kubeconfig for it (namespace `ns`) in
 /// `dir`; returns the kubeconfig's path.
 pub async fn fake_kubeconfig(
-    fake: &moco_operator::testing::apiserver::FakeApiServer,
+    fake: &moco_testkit::apiserver::FakeApiServer,
     dir: &Path,
     ns: &str,
 ) -> PathBuf {

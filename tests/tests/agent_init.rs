@@ -80,7 +80,7 @@ async fn init_starts_an_instance_that_is_not_the_recorded_primary_as_a_replica()
     };
     let root = tempfile::tempdir().unwrap();
     let pod = TestPod::new(&binary, root.path(), 1);
-    let fake = moco_operator::testing::apiserver::FakeApiServer::new();
+    let fake = moco_testkit::apiserver::FakeApiServer::new();
     let kubeconfig = moco_tests::pod::fake_kubeconfig(&fake, root.path(), "drill").await;
     let env = [("KUBECONFIG", kubeconfig.as_path())];
     let snippet = || std::fs::read_to_string(pod.conf_dir().join("my.cnf")).unwrap();

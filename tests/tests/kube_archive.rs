@@ -18,7 +18,7 @@ use moco_backup::job::cluster::ClusterAccess;
 use moco_backup::job::mysql::MysqlTools;
 use moco_backup::job::server_tls::ServerTls;
 use moco_operator::clustering::addresses::StaticAddresses;
-use moco_operator::testing::apiserver::FakeApiServer;
+use moco_testkit::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
 use moco_tests::pod::{AgentProcess, TestPod, replicate_from_with, test_password, write_mysql_tls};

@@ -17,7 +17,7 @@ use moco_operator::clustering::agent::AgentCloner;
 use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};
 use moco_operator::metrics::ClusterMetrics;
 use moco_operator::render::ClusterId;
-use moco_operator::testing::apiserver::FakeApiServer;
+use moco_testkit::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
 use moco_tests::pod::{AgentProcess, TestPod};

@@ -35,7 +35,7 @@ use moco_backup::{mysql_archive, mysql_format};
 use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
 use moco_operator::clustering::addresses::StaticAddresses;
-use moco_operator::testing::apiserver::FakeApiServer;
+use moco_testkit::apiserver::FakeApiServer;
 use serde_json::json;
 
 const CLUSTERS: &str = "moco.cybozu.com/v1beta2/mysqlclusters";

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use clap::Parser as _;
 use moco_adapters::mysql::Account;
 use moco_kubectl::{Cli, Context, Error};
-use moco_operator::testing::apiserver::{FakeApiServer, RecordedRequest};
+use moco_testkit::apiserver::{FakeApiServer, RecordedRequest};
 use serde_json::{Value, json};
 
 /// Namespace of the test clusters.

@@ -27,8 +27,8 @@ use moco_operator::controller::{Shared, run_controller};
 use moco_operator::metrics::ClusterMetrics;
 use moco_operator::reconcile::{Context, wall_clock};
 use moco_operator::render::{ClusterId, RenderSettings};
-use moco_operator::testing::apiserver::FakeApiServer;
 use moco_sim::{INSTANCE_PORT, SimCluster, SimConfig, instance_host};
+use moco_testkit::apiserver::FakeApiServer;
 use serde_json::json;
 
 const NS: &str = "bench";

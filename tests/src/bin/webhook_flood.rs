@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use moco_api::labels::PATH_VALIDATE_MYSQLCLUSTER;
 use moco_operator::limits::{PROBE_LIMITS, WEBHOOK_LIMITS};
-use moco_operator::testing::{create_cluster_review, https, static_lookup, write_certificates};
 use moco_operator::webhook::WebhookState;
 use moco_operator::{ListenAddr, ServeConfig, Servers};
+use moco_testkit::{create_cluster_review, https, static_lookup, write_certificates};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::TlsConnector;

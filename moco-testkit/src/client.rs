@@ -44,7 +44,7 @@ pub async fn https(
     path: &str,
     body: &str,
 ) -> Response {
-    crate::tls::install_crypto_provider();
+    moco_http::tls::install_crypto_provider();
     let mut roots = rustls::RootCertStore::empty();
     check(roots.add(ca.clone()), "root store");
     let config = rustls::ClientConfig::builder()
