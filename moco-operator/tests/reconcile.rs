@@ -314,6 +314,102 @@ async fn a_round_that_fails_while_reading_writes_nothing_but_the_status() {
     assert!(env.fake.get_json(SECRETS, SYSTEM, "mysql-ns.db").is_none());
 }
 
+/// Every check runs before anything is written: a reconciled cluster edited into each kind
+/// of invalid state fails its next round with the field named, and the round writes nothing
+/// but the cluster's status (no object is half-applied from an input the next step refuses).
+#[tokio::test]
+async fn each_invalid_input_stops_the_round_before_any_write_naming_its_field() {
+    type Edit = fn(&Env);
+    let cases: [(&str, Edit, &str); 8] = [
+        (
+            "flavor",
+            |e| e.annotate("moco-rs/flavor", Some("postgres")),
+            "metadata.annotations[\"moco-rs/flavor\"]",
+        ),
+        (
+            "tls",
+            |e| e.annotate("moco-rs/tls", Some("yes")),
+            "metadata.annotations[\"moco-rs/tls\"]",
+        ),
+        (
+            "issuer without tls",
+            |e| e.annotate("moco-rs/tls-issuer", Some("ClusterIssuer/x")),
+            "metadata.annotations[\"moco-rs/tls-issuer\"]",
+        ),
+        (
+            "slow-log template",
+            |e| e.edit_spec(json!({"slowQueryLogConfigTmpl": "{{ .Other }}"})),
+            "spec.slowQueryLogConfigTmpl",
+        ),
+        (
+            "init container name",
+            |e| {
+                e.edit_spec(json!({"podTemplate": {"spec": {
+                    "containers": [{"name": "mysqld", "image": "mysql:8.4"}],
+                    "initContainers": [{"name": "moco-init", "image": "x"}]}}}))
+            },
+            "spec.podTemplate.spec.initContainers[0].name",
+        ),
+        (
+            "mysqld memory",
+            |e| {
+                e.edit_spec(json!({"podTemplate": {"spec": {"containers": [{
+                    "name": "mysqld", "image": "mysql:8.4",
+                    "resources": {"requests": {"memory": "lots"}}}]}}}))
+            },
+            "spec.podTemplate.spec.containers[0].resources.requests.memory",
+        ),
+        (
+            "archive without a policy",
+            |e| e.annotate("moco-rs/binlog-archive-interval", Some("5s")),
+            "needs spec.backupPolicyName",
+        ),
+        (
+            "my.cnf option",
+            |e| {
+                e.fake
+                    .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "opts", "namespace": NS},
+                    "data": {"max_connections": "1\nread_only=OFF"}}));
+                e.edit_spec(json!({"mysqlConfigMapName": "opts"}));
+            },
+            "spec.mysqlConfigMapName",
+        ),
+    ];
+    for (what, edit, field) in cases {
+        let env = Env::new(json!({}));
+        env.ok_round().await;
+        edit(&env);
+        env.fake.take_requests();
+        let err = env.round().await.expect_err(what);
+        assert!(err.to_string().contains(field), "{what}: {err}");
+        assert_eq!(err.category(), "input", "{what}");
+        let writes = env.writes();
+        assert!(
+            writes.iter().all(|r| r.path.contains("/mysqlclusters/db")),
+            "{what}: {writes:?}"
+        );
+    }
+}
+
+/// mysqld's certificate Secret is read only for a cluster with TLS, after the checks.
+#[tokio::test]
+async fn the_mysql_certificate_is_read_only_with_tls() {
+    let env = Env::new(json!({}));
+    env.fake.take_requests();
+    env.ok_round().await;
+    let reads_certificate = |env: &Env| {
+        env.fake
+            .take_requests()
+            .iter()
+            .any(|r| r.method == "GET" && r.path.ends_with("/secrets/moco-mysql-ns.db"))
+    };
+    assert!(!reads_certificate(&env));
+    env.annotate("moco-rs/tls", Some("true"));
+    env.ok_round().await;
+    assert!(reads_certificate(&env));
+}
+
 /// An operator upgraded to a newer reconciler version leaves an unchanged cluster on the one
 /// it recorded (no StatefulSet write) and moves it on the next spec edit.
 #[tokio::test]

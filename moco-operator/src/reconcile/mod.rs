@@ -47,7 +47,9 @@ use moco_core::resources::VolumeError;
 use serde_json::Value;
 
 use crate::metrics::{ClusterLabels, ClusterMetrics};
-use crate::render::{ClusterId, ClusterInputs, ClusterObjects, RenderError, RenderSettings};
+use crate::render::{
+    ClusterId, ClusterInputs, ClusterObjects, JobObjects, RenderError, RenderSettings, TlsObjects,
+};
 
 use apply::{apply, create_once, delete_if_present, retry};
 use drift::{ApplyReason, apply_reason, with_hash};
@@ -310,7 +312,9 @@ async fn reconcile_inner(
         .set(0);
 
     let version = rollout::reconciler_version(cluster, ctx.settings.latest_reconciler_version);
-    let round = apply_all(cluster, id, version, ctx).await;
+    // Boxed: the round holds every built object across its awaits (tens of KiB of
+    // k8s-openapi structs), too much for the stack of a caller's task.
+    let round = Box::pin(apply_all(cluster, id, version, ctx)).await;
     let seen = read::statefulset(ctx, id).await;
     status::after_round(
         &clusters,
@@ -365,16 +369,28 @@ async fn apply_all(
     let ns = id.namespace.as_str();
     let system = ctx.settings.system_namespace.as_str();
 
+    // Read, check, build: nothing is written before the objects are built.
     let passwords = read::passwords(ctx, id).await?;
     let inputs = read::Inputs::read(ctx, cluster, id).await?;
-    let objects = crate::render::render_cluster(
+    let checked = crate::render::checked::check(
         &ctx.settings,
+        cluster,
+        &inputs.user_config,
+        inputs.backup_policy.as_ref(),
+    )?;
+    let mysql_certificate_secret = match checked.tls {
+        Some(_) => read::mysql_certificate(ctx, id).await?,
+        None => None,
+    };
+    let objects = crate::render::build(
+        &ctx.settings,
+        &checked,
         &ClusterInputs {
             cluster,
             user_config: &inputs.user_config,
             passwords: passwords.get(),
             certificate_secret: inputs.certificate_secret.as_ref(),
-            mysql_certificate_secret: inputs.mysql_certificate_secret.as_ref(),
+            mysql_certificate_secret: mysql_certificate_secret.as_ref(),
             backup_policy: inputs.backup_policy.as_ref(),
             backup_job_active: inputs.backup_job_active,
             deployed_slow_log: inputs.deployed_slow_log.as_ref(),
@@ -386,15 +402,36 @@ async fn apply_all(
                 .and_then(|n| u32::try_from(n).ok()),
             reconciler_version,
         },
-    )?;
+    );
+    // Taken apart without `..`: an object added to `ClusterObjects` does not compile until
+    // this step applies (or deliberately skips) it.
+    let ClusterObjects {
+        controller_secret,
+        user_secret,
+        mycnf_secret,
+        certificate,
+        grpc_secret,
+        tls,
+        mycnf_config_map,
+        slow_log_config_map,
+        service_account,
+        instance_rbac,
+        services,
+        statefulset,
+        pdb,
+        backup,
+        restore,
+        archive,
+    } = objects;
 
-    // 1. Secrets: the controller's first, when its passwords were drawn in this round. If
-    // another writer created it meanwhile, its passwords stand and this round's rendering is
-    // stale: the round ends and the next one renders with them.
-    if let read::Passwords::Drawn { passwords, secret } = &passwords {
+    // 1. Secrets: the controller's first, when its passwords were drawn in this round (it is
+    // created once and never updated: the passwords in it are the cluster's). If another
+    // writer created it meanwhile, its passwords stand and this round's rendering is stale:
+    // the round ends and the next one renders with them.
+    if let read::Passwords::Drawn(passwords) = &passwords {
         let api: Api<Secret> = Api::namespaced(client.clone(), system);
         let name = id.controller_secret();
-        let stored = create_once(&api, &name, secret)
+        let stored = create_once(&api, &name, &controller_secret)
             .await
             .map_err(ReconcileError::api(Step::Secrets))?;
         if read::stored_passwords(&stored, system, &name)? != *passwords {
@@ -402,7 +439,7 @@ async fn apply_all(
         }
     }
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    for s in [&objects.user_secret, &objects.mycnf_secret] {
+    for s in [&user_secret, &mycnf_secret] {
         apply(&secrets, &name_of(s), s)
             .await
             .map_err(ReconcileError::api(Step::Secrets))?;
@@ -411,16 +448,21 @@ async fn apply_all(
     // 2. Certificate (created once; cert-manager renews it) and its Secret's copy.
     let certificates: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), system, &certificate_resource());
-    create_certificate(&certificates, &id.certificate(), &objects.certificate).await?;
-    if let Some(s) = &objects.grpc_secret {
+    create_certificate(&certificates, &id.certificate(), &certificate).await?;
+    if let Some(s) = &grpc_secret {
         apply(&secrets, &name_of(s), s)
             .await
             .map_err(ReconcileError::api(Step::Certificate))?;
     }
     // mysqld's, with TLS: the Pods start once its key pair's copy exists.
-    if let Some(tls) = &objects.tls {
-        create_certificate(&certificates, &id.mysql_certificate(), &tls.certificate).await?;
-        for s in [&tls.server_secret, &tls.ca_secret].into_iter().flatten() {
+    if let Some(TlsObjects {
+        certificate,
+        server_secret,
+        ca_secret,
+    }) = &tls
+    {
+        create_certificate(&certificates, &id.mysql_certificate(), certificate).await?;
+        for s in [server_secret, ca_secret].into_iter().flatten() {
             apply(&secrets, &name_of(s), s)
                 .await
                 .map_err(ReconcileError::api(Step::Certificate))?;
@@ -428,18 +470,18 @@ async fn apply_all(
     }
 
     // 3. ConfigMaps, then the history beyond the limit.
-    apply_config_maps(&objects, id, ctx).await?;
+    apply_config_maps(&mycnf_config_map, slow_log_config_map.as_ref(), id, ctx).await?;
 
     // 4. ServiceAccount and Services.
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    apply(&accounts, &id.prefixed(), &objects.service_account)
+    apply(&accounts, &id.prefixed(), &service_account)
         .await
         .map_err(ReconcileError::api(Step::Services))?;
-    let (role, binding) = &objects.instance_rbac;
+    let (role, binding) = &instance_rbac;
     apply_rbac(ctx, id, &id.prefixed(), role, binding, Step::Services).await?;
-    let services: Api<Service> = Api::namespaced(client.clone(), ns);
-    for s in &objects.services {
-        services::apply_service(&services, &name_of(s), s)
+    let service_api: Api<Service> = Api::namespaced(client.clone(), ns);
+    for s in &services {
+        services::apply_service(&service_api, &name_of(s), s)
             .await
             .map_err(ReconcileError::api(Step::Services))?;
     }
@@ -448,7 +490,7 @@ async fn apply_all(
     // rendered ones differ in anything, the volume step deletes the StatefulSet (orphaning the
     // Pods) and its creation below is the re-creation, counted by the re-creation metrics in
     // this round and in every later one until it succeeds.
-    let mut statefulset = objects.statefulset.clone();
+    let mut statefulset = statefulset;
     if let Some(d) = &inputs.deployed_statefulset {
         keep_claim_owner_api_version(&mut statefulset, d, &id.uid);
     }
@@ -498,7 +540,7 @@ async fn apply_all(
 
     // 7. PDB, backup, restore.
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
-    match &objects.pdb {
+    match &pdb {
         Some(p) => {
             apply(&pdbs, &id.prefixed(), p)
                 .await
@@ -513,7 +555,7 @@ async fn apply_all(
     let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), ns);
     let roles: Api<Role> = Api::namespaced(client.clone(), ns);
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
-    match &objects.backup {
+    match &backup {
         Some(b) => {
             apply_rbac(
                 ctx,
@@ -541,7 +583,7 @@ async fn apply_all(
     }
     // The binlog archiver runs with the backup's ServiceAccount and RoleBinding.
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    match &objects.archive {
+    match &archive {
         Some(d) => {
             apply(&deployments, &id.archive(), d)
                 .await
@@ -553,23 +595,22 @@ async fn apply_all(
                 .map_err(ReconcileError::api(Step::Backup))?;
         }
     }
-    reconcile_restore(cluster, id, ctx, &objects).await?;
+    reconcile_restore(cluster, id, ctx, restore.as_ref()).await?;
     Ok(reason)
 }
 
 async fn apply_config_maps(
-    objects: &ClusterObjects,
+    mycnf_config_map: &ConfigMap,
+    slow_log_config_map: Option<&ConfigMap>,
     id: &ClusterId,
     ctx: &Context,
 ) -> Result<(), ReconcileError> {
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &id.namespace);
     let err = || ReconcileError::api(Step::ConfigMaps);
-    let mycnf = name_of(&objects.mycnf_config_map);
-    apply(&api, &mycnf, &objects.mycnf_config_map)
-        .await
-        .map_err(err())?;
-    let slow = objects.slow_log_config_map.as_ref().map(name_of);
-    if let Some(c) = &objects.slow_log_config_map {
+    let mycnf = name_of(mycnf_config_map);
+    apply(&api, &mycnf, mycnf_config_map).await.map_err(err())?;
+    let slow = slow_log_config_map.map(name_of);
+    if let Some(c) = slow_log_config_map {
         apply(&api, &name_of(c), c).await.map_err(err())?;
     }
     let selector = label_selector(&id.labels());
@@ -647,13 +688,13 @@ async fn reconcile_restore(
     cluster: &MySQLCluster,
     id: &ClusterId,
     ctx: &Context,
-    objects: &ClusterObjects,
+    restore: Option<&JobObjects<Job>>,
 ) -> Result<(), ReconcileError> {
     let client = &ctx.client;
     let jobs: Api<Job> = Api::namespaced(client.clone(), &id.namespace);
     let err = || ReconcileError::api(Step::Restore);
     let name = id.restore();
-    if let Some(r) = &objects.restore {
+    if let Some(r) = restore {
         let job = match retry(|| jobs.get_opt(&name)).await.map_err(err())? {
             Some(job) => job,
             None => {

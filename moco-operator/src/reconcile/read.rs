@@ -19,27 +19,22 @@ use super::drift::owned_part;
 use super::{Context, ReconcileError, Step};
 use crate::render::ClusterId;
 use crate::render::pod_template::names;
-use crate::render::secrets::{SECRET_VERSION, controller};
+use crate::render::secrets::SECRET_VERSION;
 
 /// The passwords of the cluster's accounts, as read.
 pub(super) enum Passwords {
     /// From the controller's Secret, which never changes once created.
     Stored(MocoPasswords),
-    /// There is no Secret yet: fresh random passwords, and the Secret that holds them, for
-    /// the apply step to create before anything that uses them.
-    Drawn {
-        /// The passwords.
-        passwords: MocoPasswords,
-        /// The controller's Secret to create.
-        secret: Box<Secret>,
-    },
+    /// There is no Secret yet: fresh random passwords, for the apply step to store (the
+    /// rendered controller Secret) before anything that uses them.
+    Drawn(MocoPasswords),
 }
 
 impl Passwords {
     /// The passwords to render with.
     pub fn get(&self) -> &MocoPasswords {
         match self {
-            Passwords::Stored(p) | Passwords::Drawn { passwords: p, .. } => p,
+            Passwords::Stored(p) | Passwords::Drawn(p) => p,
         }
     }
 }
@@ -60,8 +55,7 @@ pub(super) async fn passwords(ctx: &Context, id: &ClusterId) -> Result<Passwords
                 step: Step::Secrets,
                 message: format!("cannot draw random passwords from the OS: {e}"),
             })?;
-            let secret = Box::new(controller(id, system, &passwords));
-            Ok(Passwords::Drawn { passwords, secret })
+            Ok(Passwords::Drawn(passwords))
         }
     }
 }
@@ -100,8 +94,6 @@ pub(super) fn stored_passwords(
 pub(super) struct Inputs {
     pub user_config: BTreeMap<String, String>,
     pub certificate_secret: Option<BTreeMap<String, ByteString>>,
-    /// mysqld's cert-manager Secret; read only when the cluster has TLS.
-    pub mysql_certificate_secret: Option<BTreeMap<String, ByteString>>,
     pub backup_policy: Option<BackupPolicy>,
     pub backup_job_active: bool,
     pub deployed_statefulset: Option<StatefulSet>,
@@ -141,16 +133,6 @@ impl Inputs {
             .await
             .map_err(read_err())?
             .and_then(|s| s.data);
-        // Read only with TLS, so a cluster without it makes the requests it always made.
-        let mysql_certificate_secret = if crate::render::tls::tls_of(cluster).unwrap_or(false) {
-            let name = id.mysql_certificate();
-            retry(|| secrets.get_opt(&name))
-                .await
-                .map_err(read_err())?
-                .and_then(|s| s.data)
-        } else {
-            None
-        };
 
         let backup_policy = match &cluster.spec.backup_policy_name {
             None => None,
@@ -185,13 +167,27 @@ impl Inputs {
         Ok(Inputs {
             user_config,
             certificate_secret,
-            mysql_certificate_secret,
             backup_policy,
             backup_job_active,
             deployed_statefulset,
             deployed_slow_log,
         })
     }
+}
+
+/// The data of mysqld's cert-manager Secret, once cert-manager wrote it. Read only for a
+/// cluster with TLS (after the checks), so a cluster without it makes the requests it always
+/// made.
+pub(super) async fn mysql_certificate(
+    ctx: &Context,
+    id: &ClusterId,
+) -> Result<Option<BTreeMap<String, ByteString>>, ReconcileError> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.settings.system_namespace);
+    let name = id.mysql_certificate();
+    Ok(retry(|| secrets.get_opt(&name))
+        .await
+        .map_err(ReconcileError::api(Step::Read))?
+        .and_then(|s| s.data))
 }
 
 /// The `slow-log` container as the operator last applied it: the part of the deployed one

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Container};
+use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::Flavor;
 use moco_core::resources::{
     MycnfInput, MycnfPaths, MysqldMemory, Quantity, fnv1a_32, generate_mycnf, mycnf_config_map_name,
@@ -13,7 +14,8 @@ use moco_core::resources::{
 
 use super::meta::ClusterId;
 use super::template::expand_path;
-use super::{ClusterInputs, RenderError};
+
+use super::RenderError;
 
 /// The key of my.cnf in its ConfigMap.
 pub const MYCNF_KEY: &str = "my.cnf";
@@ -46,9 +48,7 @@ pub fn name_of(config_map: &ConfigMap) -> String {
 }
 
 /// The `mysqld` container of the Pod template and its index.
-pub(crate) fn mysqld_container(
-    cluster: &moco_api::mysqlcluster::MySQLCluster,
-) -> Result<(usize, &Container), RenderError> {
+pub(crate) fn mysqld_container(cluster: &MySQLCluster) -> Result<(usize, &Container), RenderError> {
     cluster
         .spec
         .pod_template
@@ -65,9 +65,9 @@ pub(crate) fn mysqld_container(
         })
 }
 
-/// The memory the buffer pool is sized from: the `mysqld` container's request, else limit.
-fn mysqld_memory(inputs: &ClusterInputs<'_>) -> Result<MysqldMemory, RenderError> {
-    let (index, container) = mysqld_container(inputs.cluster)?;
+/// The memory the buffer pool is sized from: the `mysqld` container's (at `index` of the
+/// Pod template) request, else limit.
+fn mysqld_memory(container: &Container, index: usize) -> Result<MysqldMemory, RenderError> {
     let resources = container.resources.as_ref();
     let read = |kind: &str,
                 map: Option<
@@ -92,52 +92,80 @@ fn mysqld_memory(inputs: &ClusterInputs<'_>) -> Result<MysqldMemory, RenderError
     })
 }
 
-/// `moco-<name>.<hash>` with key `my.cnf`; with `tls`, the server options of
-/// [`super::tls::mycnf_options`] replace the user's of the same names.
-pub fn mycnf(
-    id: &ClusterId,
-    inputs: &ClusterInputs<'_>,
+/// The text of my.cnf from the user's options (`user_config`) and the memory of the `mysqld`
+/// container (`mysqld`: its index in the Pod template and itself); with `tls`, the server options of [`super::tls::mycnf_options`]
+/// replace the user's of the same names. Called by [`super::checked::check`]: the user's
+/// options are input, and an option my.cnf cannot carry is refused here.
+pub fn mycnf_text(
+    cluster: &MySQLCluster,
+    mysqld: (usize, &Container),
+    user_config: &BTreeMap<String, String>,
     flavor: Flavor,
     tls: bool,
-) -> Result<ConfigMap, RenderError> {
-    let mut user_config = inputs.user_config.clone();
+) -> Result<String, RenderError> {
+    let (index, container) = mysqld;
+    let mut user_config = user_config.clone();
     if tls {
         user_config.extend(super::tls::mycnf_options());
     }
-    let text = generate_mycnf(&MycnfInput {
+    generate_mycnf(&MycnfInput {
         flavor,
         user_config,
-        memory: mysqld_memory(inputs)?,
+        memory: mysqld_memory(container, index)?,
         paths: MycnfPaths::default(),
     })
     .map_err(|source| RenderError::Mycnf {
-        config_map: inputs
-            .cluster
+        config_map: cluster
             .spec
             .mysql_config_map_name
             .clone()
             .unwrap_or_default(),
         source,
-    })?;
-    Ok(ConfigMap {
-        metadata: id.owned_meta(mycnf_config_map_name(&id.name, &text), id.labels()),
-        data: Some(BTreeMap::from([(MYCNF_KEY.to_owned(), text)])),
+    })
+}
+
+/// `moco-<name>.<hash>` with key `my.cnf` holding `text` ([`mycnf_text`]).
+pub fn mycnf(id: &ClusterId, text: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: id.owned_meta(mycnf_config_map_name(&id.name, text), id.labels()),
+        data: Some(BTreeMap::from([(MYCNF_KEY.to_owned(), text.to_owned())])),
         ..ConfigMap::default()
+    }
+}
+
+/// The slow-log sidecar's configuration: the template's hash (which names the ConfigMap) and
+/// its expansion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlowLogConfig {
+    /// FNV-1a of the template as given.
+    pub template_hash: u32,
+    /// The fluent-bit configuration.
+    pub text: String,
+}
+
+/// Expands `spec.slowQueryLogConfigTmpl` (MOCO's default when unset); a template this
+/// expander does not support is refused, naming the field.
+pub fn slow_log_config(template: Option<&str>) -> Result<SlowLogConfig, RenderError> {
+    let template = template.unwrap_or(DEFAULT_SLOW_LOG_TEMPLATE);
+    Ok(SlowLogConfig {
+        template_hash: fnv1a_32(template.as_bytes()),
+        text: expand_path(template, SLOW_LOG_PATH)?,
     })
 }
 
 /// `moco-slow-log-agent-config-<name>.<hash of the template>` with key `fluent-bit.conf`.
-pub fn slow_log(id: &ClusterId, template: Option<&str>) -> Result<ConfigMap, RenderError> {
-    let template = template.unwrap_or(DEFAULT_SLOW_LOG_TEMPLATE);
-    let text = expand_path(template, SLOW_LOG_PATH)?;
+pub fn slow_log(id: &ClusterId, config: &SlowLogConfig) -> ConfigMap {
     let name = format!(
         "{}{:08x}",
         id.slow_log_config_map_prefix(),
-        fnv1a_32(template.as_bytes())
+        config.template_hash
     );
-    Ok(ConfigMap {
+    ConfigMap {
         metadata: id.owned_meta(name, id.labels()),
-        data: Some(BTreeMap::from([(FLUENT_BIT_KEY.to_owned(), text)])),
+        data: Some(BTreeMap::from([(
+            FLUENT_BIT_KEY.to_owned(),
+            config.text.clone(),
+        )])),
         ..ConfigMap::default()
-    })
+    }
 }

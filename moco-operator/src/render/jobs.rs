@@ -17,15 +17,14 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use moco_adapters::mysql::Account;
-use moco_api::backuppolicy::{
-    BackendType, BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig,
-};
+use moco_api::backuppolicy::{BackendType, BucketConfig, ConcurrencyPolicy, JobConfig};
 use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAME};
-use moco_api::mysqlcluster::{MySQLCluster, RestoreSpec};
+use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::Flavor;
 use moco_core::resources::ByteRate;
 use moco_core::validate::DATA_CLAIM_NAME;
 
+use super::checked::{CheckedBackup, CheckedRestore};
 use super::meta::ClusterId;
 use super::pod_template::{pod_security_context, spread_over_nodes, with_default_user};
 use super::{JobObjects, RenderError, RenderSettings};
@@ -192,16 +191,13 @@ pub fn work_size_limit(cluster: &MySQLCluster, flavor: Flavor) -> Option<Quantit
     }
 }
 
-/// The Pod of a Job. The work volume is the user's as given, except that an `emptyDir`
-/// without a `sizeLimit` gets `work_limit` ([`work_size_limit`]).
-fn job_pod_spec(
+/// The work volume of a Job: the user's as given (`field` names its JobConfig), except that
+/// an `emptyDir` without a `sizeLimit` gets `work_limit` ([`work_size_limit`]).
+pub fn work_volume(
     config: &JobConfig,
-    settings: &RenderSettings,
-    container: Container,
-    affinity: Option<Affinity>,
     field: &str,
     work_limit: Option<&Quantity>,
-) -> Result<PodSpec, RenderError> {
+) -> Result<Volume, RenderError> {
     let mut work = config.work_volume.to_volume(WORK_VOLUME).map_err(|e| {
         RenderError::invalid(
             format!("{field}.workVolume"),
@@ -213,9 +209,20 @@ fn job_pod_spec(
     {
         dir.size_limit = work_limit.cloned();
     }
+    Ok(work)
+}
+
+/// The Pod of a Job, with its `work` volume ([`work_volume`]).
+fn job_pod_spec(
+    config: &JobConfig,
+    settings: &RenderSettings,
+    container: Container,
+    affinity: Option<Affinity>,
+    work: Volume,
+) -> PodSpec {
     let mut volumes = vec![work];
     volumes.extend(config.volumes.iter().cloned());
-    Ok(PodSpec {
+    PodSpec {
         restart_policy: Some("Never".into()),
         service_account_name: Some(config.service_account_name.clone()),
         volumes: Some(volumes),
@@ -226,7 +233,7 @@ fn job_pod_spec(
         affinity,
         containers: vec![container],
         ..PodSpec::default()
-    })
+    }
 }
 
 /// Spread backup Pods over nodes unless the policy sets an affinity.
@@ -362,13 +369,12 @@ fn with_mysql_ca(id: &ClusterId, pod: &mut PodSpec) {
 fn policy_pod(
     id: &ClusterId,
     settings: &RenderSettings,
-    policy: &BackupPolicy,
+    backup: &CheckedBackup<'_>,
     flavor: Flavor,
     name: &str,
     leading: Vec<String>,
-    work_limit: Option<&Quantity>,
-) -> Result<PodSpec, RenderError> {
-    let config = &policy.spec.job_config;
+) -> PodSpec {
+    let config = &backup.policy.spec.job_config;
     let mut args = leading;
     args.extend(bucket_args(&config.bucket_config));
     args.extend([
@@ -396,8 +402,7 @@ fn policy_pod(
         settings,
         container,
         Some(affinity),
-        "BackupPolicy spec.jobConfig",
-        work_limit,
+        backup.work.clone(),
     )
 }
 
@@ -416,7 +421,7 @@ pub fn max_rate_of(cluster: &MySQLCluster) -> Result<Option<ByteRate>, RenderErr
 }
 
 /// `moco backup --max-rate`, when the image's program knows the flag.
-fn max_rate_arg(
+pub fn max_rate_arg(
     settings: &RenderSettings,
     flavor: Flavor,
     rate: &ByteRate,
@@ -437,24 +442,19 @@ fn max_rate_arg(
     Ok(format!("--max-rate={rate}"))
 }
 
-/// `moco-backup-<name>`: the CronJob of `policy`, its Role and RoleBinding; the backup reads
-/// at most at `max_rate` ([`max_rate_of`]); `work_limit` is [`work_size_limit`]'s.
+/// `moco-backup-<name>`: the CronJob of the checked backup policy, its Role and RoleBinding.
 pub fn backup(
     id: &ClusterId,
     settings: &RenderSettings,
-    policy: &BackupPolicy,
+    backup: &CheckedBackup<'_>,
     flavor: Flavor,
     tls: bool,
-    max_rate: Option<&ByteRate>,
-    work_limit: Option<&Quantity>,
-) -> Result<JobObjects<CronJob>, RenderError> {
-    let p = &policy.spec;
+) -> JobObjects<CronJob> {
+    let p = &backup.policy.spec;
     let config = &p.job_config;
     let mut leading = vec!["backup".to_owned(), format!("--threads={}", config.threads)];
-    if let Some(rate) = max_rate {
-        leading.push(max_rate_arg(settings, flavor, rate)?);
-    }
-    let mut pod = policy_pod(id, settings, policy, flavor, "backup", leading, work_limit)?;
+    leading.extend(backup.max_rate_arg.clone());
+    let mut pod = policy_pod(id, settings, backup, flavor, "backup", leading);
     if flavor == Flavor::Mariadb {
         with_agent_access(id, &mut pod, true);
         if tls {
@@ -502,15 +502,14 @@ pub fn backup(
         rule("", &["events"], &["create"], &[]),
     ]);
     let (role, role_binding) = rbac(id, id.backup(), rules, &config.service_account_name);
-    Ok(JobObjects {
+    JobObjects {
         workload: cronjob,
         role,
         role_binding,
-    })
+    }
 }
 
-/// `moco-restore-<name>`: the Job restoring `restore`, its Role and RoleBinding;
-/// `work_limit` is [`work_size_limit`]'s.
+/// `moco-restore-<name>`: the Job of the checked restore, its Role and RoleBinding.
 ///
 /// The Role reaches instance 0's Pod only: MOCO's program reads it for its address, and on
 /// MariaDB the Job deletes it once its agent has prepared the copy (the copy replaces the
@@ -519,11 +518,11 @@ pub fn backup(
 pub fn restore(
     id: &ClusterId,
     settings: &RenderSettings,
-    restore: &RestoreSpec,
+    checked: &CheckedRestore<'_>,
     flavor: Flavor,
     tls: bool,
-    work_limit: Option<&Quantity>,
-) -> Result<JobObjects<Job>, RenderError> {
+) -> JobObjects<Job> {
+    let restore = checked.spec;
     let config = &restore.job_config;
     let point = restore
         .restore_point
@@ -558,14 +557,7 @@ pub fn restore(
         config,
         sc,
     );
-    let mut pod = job_pod_spec(
-        config,
-        settings,
-        container,
-        None,
-        "spec.restore.jobConfig",
-        work_limit,
-    )?;
+    let mut pod = job_pod_spec(config, settings, container, None, checked.work.clone());
     let pod_verbs: &[&str] = if flavor == Flavor::Mariadb {
         with_agent_access(id, &mut pod, false);
         if tls {
@@ -593,11 +585,11 @@ pub fn restore(
         rule("", &["events"], &["create"], &[]),
     ]);
     let (role, role_binding) = rbac(id, id.restore(), rules, &config.service_account_name);
-    Ok(JobObjects {
+    JobObjects {
         workload: job,
         role,
         role_binding,
-    })
+    }
 }
 
 /// `rbac` (a restore Job's Role and RoleBinding) owned by `job` alone instead of the
@@ -624,21 +616,13 @@ pub fn owned_by_job(rbac: &JobObjects<Job>, job: &Job) -> Option<(Role, RoleBind
     Some((role, binding))
 }
 
-/// `moco-archive-<name>`: the Deployment whose one Pod archives the binlogs of the cluster
-/// every `interval` (`moco archive`; on MySQL, from this project's backup image), with the backup policy's Job settings (service
-/// account, bucket, credentials, work volume), so it may do what the backup Job does. A
-/// Deployment and not a CronJob: a round every few seconds is a process, not a schedule.
-/// `Recreate`: never two archivers of one cluster at once. `work_limit` is
-/// [`work_size_limit`]'s.
-pub fn archive(
-    id: &ClusterId,
+/// Checks [`ARCHIVE_ANNOTATION`]'s `interval`: a Go duration from 1s to 1h, on a cluster whose
+/// backup image has the archiver.
+pub fn check_archive_interval(
     settings: &RenderSettings,
-    policy: &BackupPolicy,
     flavor: Flavor,
     interval: &str,
-    tls: bool,
-    work_limit: Option<&Quantity>,
-) -> Result<Deployment, RenderError> {
+) -> Result<(), RenderError> {
     let field = format!("metadata.annotations[\"{ARCHIVE_ANNOTATION}\"]");
     // A MySQL cluster's archiver runs the backup image, as its Jobs do; MOCO's own has no
     // archiver, and its Pod would only fail with "unknown command".
@@ -661,22 +645,38 @@ pub fn archive(
             format!("{interval:?}: between 1s and 1h"),
         ));
     }
+    Ok(())
+}
+
+/// `moco-archive-<name>`: the Deployment whose one Pod archives the binlogs of the cluster
+/// every `interval` ([`check_archive_interval`]; `moco archive`, on MySQL from this project's
+/// backup image), with the backup policy's Job settings (service account, bucket,
+/// credentials, work volume), so it may do what the backup Job does. A Deployment and not a
+/// CronJob: a round every few seconds is a process, not a schedule. `Recreate`: never two
+/// archivers of one cluster at once.
+pub fn archive(
+    id: &ClusterId,
+    settings: &RenderSettings,
+    backup: &CheckedBackup<'_>,
+    flavor: Flavor,
+    interval: &str,
+    tls: bool,
+) -> Deployment {
     let mut pod = policy_pod(
         id,
         settings,
-        policy,
+        backup,
         flavor,
         "archive",
         vec!["archive".to_owned(), format!("--every={interval}")],
-        work_limit,
-    )?;
+    );
     pod.restart_policy = Some("Always".into());
     if tls {
         with_mysql_ca(id, &mut pod);
     }
     let mut labels = id.backup_labels();
     labels.insert(LABEL_COMPONENT.into(), ARCHIVE_COMPONENT.into());
-    Ok(Deployment {
+    Deployment {
         metadata: id.owned_meta(id.archive(), labels.clone()),
         spec: Some(DeploymentSpec {
             replicas: Some(1),
@@ -698,5 +698,5 @@ pub fn archive(
             ..DeploymentSpec::default()
         }),
         ..Deployment::default()
-    })
+    }
 }

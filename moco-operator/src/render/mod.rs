@@ -11,6 +11,7 @@
 //! from MOCO, the module that builds the object says so.
 
 pub mod certificate;
+pub mod checked;
 pub mod config_maps;
 pub mod jobs;
 pub mod meta;
@@ -37,6 +38,7 @@ use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::resources::{MycnfError, PdbDecision, PdbInput, decide_pdb};
 use serde_json::Value;
 
+pub use checked::Checked;
 pub use meta::ClusterId;
 
 /// This release's agent image (`docker build --target agent`; it also carries `moco-init`).
@@ -242,31 +244,41 @@ impl RenderError {
     }
 }
 
-/// Builds every object of one cluster.
+/// Checks and builds every object of one cluster ([`checked::check`], then [`build`]).
 pub fn render_cluster(
     settings: &RenderSettings,
     inputs: &ClusterInputs<'_>,
 ) -> Result<ClusterObjects, RenderError> {
-    let cluster = inputs.cluster;
-    let id = ClusterId::of(cluster)?;
-    let spec = &cluster.spec;
-    let flavor = meta::flavor_of(cluster)?;
-    let with_tls = tls::tls_of(cluster)?;
-    let issuer = tls::issuer_of(cluster)?;
+    let checked = checked::check(
+        settings,
+        inputs.cluster,
+        inputs.user_config,
+        inputs.backup_policy,
+    )?;
+    Ok(build(settings, &checked, inputs))
+}
 
-    let mycnf_config_map = config_maps::mycnf(&id, inputs, flavor, with_tls)?;
-    let slow_log_config_map = if spec.disable_slow_query_log_container {
-        None
-    } else {
-        Some(config_maps::slow_log(
-            &id,
-            spec.slow_query_log_config_tmpl.as_deref(),
-        )?)
-    };
+/// Builds every object of one checked cluster. `inputs.cluster` is `checked.cluster`.
+pub fn build(
+    settings: &RenderSettings,
+    checked: &Checked<'_>,
+    inputs: &ClusterInputs<'_>,
+) -> ClusterObjects {
+    let cluster = checked.cluster;
+    let id = &checked.id;
+    let flavor = checked.flavor;
+    let with_tls = checked.tls.is_some();
+
+    let mycnf_config_map = config_maps::mycnf(id, &checked.mycnf);
+    let slow_log_config_map = checked
+        .slow_log
+        .as_ref()
+        .map(|config| config_maps::slow_log(id, config));
     let pod_inputs = pod_template::PodInputs {
-        id: &id,
+        id,
         settings,
         cluster,
+        mysqld: checked.mysqld,
         flavor,
         mycnf_config_map: config_maps::name_of(&mycnf_config_map),
         slow_log_config_map: slow_log_config_map.as_ref().map(config_maps::name_of),
@@ -275,8 +287,7 @@ pub fn render_cluster(
         tls: with_tls,
         reconciler_version: inputs.reconciler_version,
     };
-    let replicas = u32::try_from(spec.replicas)
-        .map_err(|_| RenderError::invalid("spec.replicas", "must not be negative"))?;
+    let replicas = checked.replicas;
     let leaving_may_go = cluster
         .status
         .as_ref()
@@ -286,95 +297,57 @@ pub fn render_cluster(
         inputs.deployed_replicas,
         leaving_may_go,
     );
-    let statefulset = statefulset::statefulset(&pod_inputs, held)?;
+    let statefulset = statefulset::statefulset(&pod_inputs, held);
     let pdb = match decide_pdb(&PdbInput {
         replicas,
-        offline: spec.offline,
+        offline: cluster.spec.offline,
         backup_job_active: inputs.backup_job_active,
     }) {
         PdbDecision::Absent => None,
-        PdbDecision::Present { max_unavailable } => Some(statefulset::pdb(&id, max_unavailable)),
+        PdbDecision::Present { max_unavailable } => Some(statefulset::pdb(id, max_unavailable)),
     };
+    let backup = checked
+        .backup
+        .as_ref()
+        .map(|b| jobs::backup(id, settings, b, flavor, with_tls));
+    let archive = checked
+        .backup
+        .as_ref()
+        .zip(checked.archive_interval)
+        .map(|(b, interval)| jobs::archive(id, settings, b, flavor, interval, with_tls));
+    let restore = checked
+        .restore
+        .as_ref()
+        .map(|r| jobs::restore(id, settings, r, flavor, with_tls));
 
-    let work_limit = jobs::work_size_limit(cluster, flavor);
-    let backup = match (&spec.backup_policy_name, inputs.backup_policy) {
-        (None, _) => None,
-        (Some(name), None) => {
-            return Err(RenderError::BackupPolicyNotFound {
-                namespace: id.namespace.clone(),
-                name: name.clone(),
-            });
-        }
-        (Some(_), Some(policy)) => Some(jobs::backup(
-            &id,
-            settings,
-            policy,
-            flavor,
-            with_tls,
-            jobs::max_rate_of(cluster)?.as_ref(),
-            work_limit.as_ref(),
-        )?),
-    };
-    let archive_interval = annotation(cluster, jobs::ARCHIVE_ANNOTATION);
-    let archive = match (archive_interval, inputs.backup_policy) {
-        (None, _) => None,
-        (Some(interval), Some(policy)) if spec.backup_policy_name.is_some() => Some(jobs::archive(
-            &id,
-            settings,
-            policy,
-            flavor,
-            interval,
-            with_tls,
-            work_limit.as_ref(),
-        )?),
-        (Some(_), _) => {
-            return Err(RenderError::invalid(
-                format!("metadata.annotations[\"{}\"]", jobs::ARCHIVE_ANNOTATION),
-                "needs spec.backupPolicyName: the binlogs go to the backup policy's bucket",
-            ));
-        }
-    };
-    let restore = match (&spec.restore, cluster.status.as_ref()) {
-        (Some(_), Some(status)) if status.restored_time.is_some() => None,
-        (Some(restore), _) => Some(jobs::restore(
-            &id,
-            settings,
-            restore,
-            flavor,
-            with_tls,
-            work_limit.as_ref(),
-        )?),
-        (None, _) => None,
-    };
-
-    Ok(ClusterObjects {
-        controller_secret: secrets::controller(&id, &settings.system_namespace, inputs.passwords),
-        user_secret: secrets::user(&id, inputs.passwords),
-        mycnf_secret: secrets::mycnf(&id, inputs.passwords),
-        certificate: certificate::certificate(&id, &settings.system_namespace),
+    ClusterObjects {
+        controller_secret: secrets::controller(id, &settings.system_namespace, inputs.passwords),
+        user_secret: secrets::user(id, inputs.passwords),
+        mycnf_secret: secrets::mycnf(id, inputs.passwords),
+        certificate: certificate::certificate(id, &settings.system_namespace),
         grpc_secret: inputs
             .certificate_secret
-            .map(|data| certificate::grpc_secret(&id, data)),
-        tls: with_tls.then(|| TlsObjects {
-            certificate: tls::certificate(&id, &settings.system_namespace, &issuer),
+            .map(|data| certificate::grpc_secret(id, data)),
+        tls: checked.tls.as_ref().map(|issuer| TlsObjects {
+            certificate: tls::certificate(id, &settings.system_namespace, issuer),
             server_secret: inputs
                 .mysql_certificate_secret
-                .map(|data| tls::server_secret(&id, data)),
+                .map(|data| tls::server_secret(id, data)),
             ca_secret: inputs
                 .mysql_certificate_secret
-                .map(|data| tls::ca_secret(&id, data)),
+                .map(|data| tls::ca_secret(id, data)),
         }),
         mycnf_config_map,
         slow_log_config_map,
-        service_account: services::service_account(&id),
-        instance_rbac: services::instance_rbac(&id),
-        services: services::services(&id, spec),
+        service_account: services::service_account(id),
+        instance_rbac: services::instance_rbac(id),
+        services: services::services(id, &cluster.spec),
         statefulset,
         pdb,
         backup,
         restore,
         archive,
-    })
+    }
 }
 
 impl ClusterObjects {

@@ -25,11 +25,10 @@ use moco_core::facts::Flavor;
 use moco_core::resources::PodTemplateFacts;
 use moco_core::validate::{DATA_CLAIM_NAME, MYSQLD_CONTAINER_NAME};
 
-use super::config_maps::mysqld_container;
+use super::RenderSettings;
 use super::meta::{ClusterId, overlay};
 use super::secrets::CREDENTIALS_DIR;
 use super::services::{ADMIN_PORT, MYSQL_PORT, MYSQLX_PORT};
-use super::{RenderError, RenderSettings};
 
 /// The user and group the containers run as unless the template says otherwise.
 pub const DEFAULT_UID: i64 = 10000;
@@ -70,6 +69,8 @@ pub struct PodInputs<'a> {
     pub settings: &'a RenderSettings,
     /// The cluster.
     pub cluster: &'a MySQLCluster,
+    /// The user's `mysqld` container ([`super::checked::Checked::mysqld`]).
+    pub mysqld: &'a Container,
     /// The server family (the agent's memory: MariaDB copies run in its container).
     pub flavor: Flavor,
     /// Name of the my.cnf ConfigMap.
@@ -217,9 +218,8 @@ fn system_volumes(inputs: &PodInputs<'_>) -> Vec<Volume> {
 }
 
 /// The user's `mysqld` container, completed.
-fn mysqld(inputs: &PodInputs<'_>) -> Result<Container, RenderError> {
-    let (_, user) = mysqld_container(inputs.cluster)?;
-    let mut c = user.clone();
+fn mysqld(inputs: &PodInputs<'_>) -> Container {
+    let mut c = inputs.mysqld.clone();
     c.args
         .get_or_insert_with(Vec::new)
         .push("--defaults-file=/etc/mysql/my.cnf".into());
@@ -264,7 +264,7 @@ fn mysqld(inputs: &PodInputs<'_>) -> Result<Container, RenderError> {
             true,
         ));
     }
-    Ok(c)
+    c
 }
 
 fn agent(inputs: &PodInputs<'_>) -> Container {
@@ -510,7 +510,7 @@ fn overwritten_name(name: OverwriteableContainerName) -> &'static str {
 }
 
 /// The Pod template of the StatefulSet.
-pub fn pod_template(inputs: &PodInputs<'_>) -> Result<PodTemplateSpec, RenderError> {
+pub fn pod_template(inputs: &PodInputs<'_>) -> PodTemplateSpec {
     let cluster = inputs.cluster;
     let template = &cluster.spec.pod_template;
     let defaults = inputs.settings.default_security_context;
@@ -527,7 +527,7 @@ pub fn pod_template(inputs: &PodInputs<'_>) -> Result<PodTemplateSpec, RenderErr
         .get_or_insert_with(Vec::new)
         .extend(system_volumes(inputs));
 
-    let mysqld = mysqld(inputs)?;
+    let mysqld = mysqld(inputs);
     let slow_log_on = inputs.slow_log_config_map.is_some();
     let exporter_on = !cluster.spec.collectors.is_empty();
     let mut system = vec![agent(inputs)];
@@ -562,15 +562,8 @@ pub fn pod_template(inputs: &PodInputs<'_>) -> Result<PodTemplateSpec, RenderErr
             && !(slow_log_on && name == names::SLOW_LOG)
             && !(exporter_on && name == names::EXPORTER)
     });
+    // The user's may not be named as MOCO's ([`super::checked`] refuses it).
     let user_init = template.spec.init_containers.iter().flatten();
-    for (i, c) in user_init.clone().enumerate() {
-        if c.name == names::COPY_INIT || c.name == names::INIT {
-            return Err(RenderError::invalid(
-                format!("spec.podTemplate.spec.initContainers[{i}].name"),
-                format!("{:?} is the name of an init container MOCO adds", c.name),
-            ));
-        }
-    }
     let with_defaults = |mut c: Container| {
         c.security_context = Some(with_default_user(c.security_context.take(), defaults));
         c
@@ -590,10 +583,10 @@ pub fn pod_template(inputs: &PodInputs<'_>) -> Result<PodTemplateSpec, RenderErr
         ..ObjectMeta::default()
     };
     super::version::pod_template_metadata(inputs.reconciler_version, &mut metadata);
-    Ok(PodTemplateSpec {
+    PodTemplateSpec {
         metadata: Some(metadata),
         spec: Some(spec),
-    })
+    }
 }
 
 /// What a Pod template holds of what decides a rollout

@@ -9,7 +9,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use moco_api::labels::ANNOTATION_FORCE_ROLLING_UPDATE;
 
-use super::RenderError;
 use super::meta::ClusterId;
 use super::pod_template::{PodInputs, pod_template};
 
@@ -41,7 +40,7 @@ fn claim_template(
 
 /// `moco-<name>`: `replicas` instances (`spec.replicas`, or more while a shrink holds the
 /// leaving Pods; none while offline), started in parallel, rolled one Pod at a time.
-pub fn statefulset(inputs: &PodInputs<'_>, replicas: u32) -> Result<StatefulSet, RenderError> {
+pub fn statefulset(inputs: &PodInputs<'_>, replicas: u32) -> StatefulSet {
     let id = inputs.id;
     let cluster = inputs.cluster;
     let mut metadata = id.owned_meta(id.prefixed(), id.labels());
@@ -59,10 +58,10 @@ pub fn statefulset(inputs: &PodInputs<'_>, replicas: u32) -> Result<StatefulSet,
     let replicas = if cluster.spec.offline {
         0
     } else {
-        i32::try_from(replicas)
-            .map_err(|_| RenderError::invalid("spec.replicas", "is too large"))?
+        // Both sources of `replicas` (the spec and the deployed StatefulSet) are i32s.
+        i32::try_from(replicas).unwrap_or(i32::MAX)
     };
-    Ok(StatefulSet {
+    StatefulSet {
         metadata,
         spec: Some(StatefulSetSpec {
             replicas: Some(replicas),
@@ -76,7 +75,7 @@ pub fn statefulset(inputs: &PodInputs<'_>, replicas: u32) -> Result<StatefulSet,
                 ..StatefulSetUpdateStrategy::default()
             }),
             service_name: Some(id.prefixed()),
-            template: pod_template(inputs)?,
+            template: pod_template(inputs),
             volume_claim_templates: Some(
                 cluster
                     .spec
@@ -88,7 +87,7 @@ pub fn statefulset(inputs: &PodInputs<'_>, replicas: u32) -> Result<StatefulSet,
             ..StatefulSetSpec::default()
         }),
         ..StatefulSet::default()
-    })
+    }
 }
 
 /// `moco-<name>` allowing `max_unavailable` voluntary evictions.

@@ -1,0 +1,186 @@
+//! Every check of a cluster's objects, in one step before anything is built.
+//!
+//! [`check`] parses and checks whatever the builders need from the cluster and from what
+//! reconcile read (its annotations, the `mysqld` container and its memory, the user's my.cnf
+//! options, the slow-log template, the Jobs' work volumes, the BackupPolicy), and returns the
+//! results as values. The builders take a [`Checked`] and cannot fail: a round either stops
+//! here with one error naming the field, before it has read the rest or written anything, or
+//! builds every object.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Volume};
+use moco_api::backuppolicy::{BackupPolicy, JobConfig};
+use moco_api::mysqlcluster::{MySQLCluster, RestoreSpec};
+use moco_core::facts::Flavor;
+
+use super::config_maps::{self, SlowLogConfig};
+use super::jobs::{self, ARCHIVE_ANNOTATION};
+use super::meta::{self, ClusterId};
+use super::pod_template::names;
+use super::tls::{self, IssuerRef};
+use super::{RenderError, RenderSettings, annotation};
+
+/// A cluster that passed every check, with what the checks parsed.
+#[derive(Clone, Debug)]
+pub struct Checked<'a> {
+    /// The cluster.
+    pub cluster: &'a MySQLCluster,
+    /// Its identity.
+    pub id: ClusterId,
+    /// Its server family (`moco-rs/flavor`).
+    pub flavor: Flavor,
+    /// mysqld's certificate issuer, when the cluster has TLS (`moco-rs/tls`).
+    pub tls: Option<IssuerRef>,
+    /// `spec.replicas`.
+    pub replicas: u32,
+    /// The user's `mysqld` container of `spec.podTemplate`.
+    pub mysqld: &'a Container,
+    /// The text of my.cnf: the user's options, the memory-derived ones and, with TLS, the
+    /// server's certificate options.
+    pub mycnf: String,
+    /// The slow-log sidecar's configuration, unless the sidecar is disabled.
+    pub slow_log: Option<SlowLogConfig>,
+    /// The backup CronJob's settings, while `spec.backupPolicyName` is set.
+    pub backup: Option<CheckedBackup<'a>>,
+    /// The binlog archiver's pause between rounds ([`ARCHIVE_ANNOTATION`]), when asked for.
+    pub archive_interval: Option<&'a str>,
+    /// The restore Job's settings, while `spec.restore` is set and not yet done.
+    pub restore: Option<CheckedRestore<'a>>,
+}
+
+/// The backup policy of a cluster, checked.
+#[derive(Clone, Debug)]
+pub struct CheckedBackup<'a> {
+    /// The BackupPolicy `spec.backupPolicyName` names.
+    pub policy: &'a BackupPolicy,
+    /// Its work volume, with the size limit of [`jobs::work_size_limit`].
+    pub work: Volume,
+    /// `moco backup --max-rate=…` from `moco-rs/backup-max-rate`, when set.
+    pub max_rate_arg: Option<String>,
+}
+
+/// A pending restore, checked.
+#[derive(Clone, Debug)]
+pub struct CheckedRestore<'a> {
+    /// `spec.restore`.
+    pub spec: &'a RestoreSpec,
+    /// Its work volume, with the size limit of [`jobs::work_size_limit`].
+    pub work: Volume,
+}
+
+/// Checks `cluster` with the user's my.cnf options (`user_config`, the data of the ConfigMap
+/// `spec.mysqlConfigMapName`) and the BackupPolicy read for it.
+pub fn check<'a>(
+    settings: &RenderSettings,
+    cluster: &'a MySQLCluster,
+    user_config: &BTreeMap<String, String>,
+    backup_policy: Option<&'a BackupPolicy>,
+) -> Result<Checked<'a>, RenderError> {
+    let id = ClusterId::of(cluster)?;
+    let spec = &cluster.spec;
+    let flavor = meta::flavor_of(cluster)?;
+    let tls = if tls::tls_of(cluster)? {
+        Some(tls::issuer_of(cluster)?)
+    } else {
+        // An issuer without TLS is refused too.
+        tls::issuer_of(cluster)?;
+        None
+    };
+    let replicas = u32::try_from(spec.replicas)
+        .map_err(|_| RenderError::invalid("spec.replicas", "must not be negative"))?;
+    let (index, mysqld) = config_maps::mysqld_container(cluster)?;
+    check_init_containers(cluster)?;
+    let mycnf =
+        config_maps::mycnf_text(cluster, (index, mysqld), user_config, flavor, tls.is_some())?;
+    let slow_log = if spec.disable_slow_query_log_container {
+        None
+    } else {
+        Some(config_maps::slow_log_config(
+            spec.slow_query_log_config_tmpl.as_deref(),
+        )?)
+    };
+
+    let work_limit = jobs::work_size_limit(cluster, flavor);
+    let policy_work = |config: &JobConfig| {
+        jobs::work_volume(config, "BackupPolicy spec.jobConfig", work_limit.as_ref())
+    };
+    let backup = match (&spec.backup_policy_name, backup_policy) {
+        (None, _) => None,
+        (Some(name), None) => {
+            return Err(RenderError::BackupPolicyNotFound {
+                namespace: id.namespace.clone(),
+                name: name.clone(),
+            });
+        }
+        (Some(_), Some(policy)) => Some(CheckedBackup {
+            policy,
+            work: policy_work(&policy.spec.job_config)?,
+            max_rate_arg: jobs::max_rate_of(cluster)?
+                .map(|rate| jobs::max_rate_arg(settings, flavor, &rate))
+                .transpose()?,
+        }),
+    };
+    let archive_interval = match annotation(cluster, ARCHIVE_ANNOTATION) {
+        None => None,
+        Some(interval) if backup.is_some() => {
+            jobs::check_archive_interval(settings, flavor, interval)?;
+            Some(interval.as_str())
+        }
+        Some(_) => {
+            return Err(RenderError::invalid(
+                format!("metadata.annotations[\"{ARCHIVE_ANNOTATION}\"]"),
+                "needs spec.backupPolicyName: the binlogs go to the backup policy's bucket",
+            ));
+        }
+    };
+    let restored = cluster
+        .status
+        .as_ref()
+        .is_some_and(|s| s.restored_time.is_some());
+    let restore = match &spec.restore {
+        Some(restore) if !restored => Some(CheckedRestore {
+            spec: restore,
+            work: jobs::work_volume(
+                &restore.job_config,
+                "spec.restore.jobConfig",
+                work_limit.as_ref(),
+            )?,
+        }),
+        _ => None,
+    };
+
+    Ok(Checked {
+        cluster,
+        id,
+        flavor,
+        tls,
+        replicas,
+        mysqld,
+        mycnf,
+        slow_log,
+        backup,
+        archive_interval,
+        restore,
+    })
+}
+
+/// The init containers MOCO adds cannot be replaced by the user's.
+fn check_init_containers(cluster: &MySQLCluster) -> Result<(), RenderError> {
+    let user_init = cluster
+        .spec
+        .pod_template
+        .spec
+        .init_containers
+        .iter()
+        .flatten();
+    for (i, c) in user_init.enumerate() {
+        if c.name == names::COPY_INIT || c.name == names::INIT {
+            return Err(RenderError::invalid(
+                format!("spec.podTemplate.spec.initContainers[{i}].name"),
+                format!("{:?} is the name of an init container MOCO adds", c.name),
+            ));
+        }
+    }
+    Ok(())
+}
