@@ -351,55 +351,86 @@ pub fn build(
 }
 
 impl ClusterObjects {
-    /// Every object as JSON with `apiVersion` and `kind`, in the order reconcile applies them.
+    /// Every object as JSON with `apiVersion` and `kind`, in the order reconcile applies them
+    /// (taken apart without `..`, as the apply step does, so none can be left out).
     pub fn to_values(&self) -> Result<Vec<Value>, serde_json::Error> {
+        let ClusterObjects {
+            controller_secret,
+            user_secret,
+            mycnf_secret,
+            certificate,
+            grpc_secret,
+            tls,
+            mycnf_config_map,
+            slow_log_config_map,
+            service_account,
+            instance_rbac: (instance_role, instance_binding),
+            services,
+            statefulset,
+            pdb,
+            backup,
+            restore,
+            archive,
+        } = self;
         let mut out = vec![
-            typed(&self.controller_secret)?,
-            typed(&self.user_secret)?,
-            typed(&self.mycnf_secret)?,
-            self.certificate.clone(),
+            typed(controller_secret)?,
+            typed(user_secret)?,
+            typed(mycnf_secret)?,
+            certificate.clone(),
         ];
-        if let Some(s) = &self.grpc_secret {
+        if let Some(s) = grpc_secret {
             out.push(typed(s)?);
         }
-        if let Some(t) = &self.tls {
-            out.push(t.certificate.clone());
-            for s in [&t.server_secret, &t.ca_secret].into_iter().flatten() {
+        if let Some(TlsObjects {
+            certificate,
+            server_secret,
+            ca_secret,
+        }) = tls
+        {
+            out.push(certificate.clone());
+            for s in [server_secret, ca_secret].into_iter().flatten() {
                 out.push(typed(s)?);
             }
         }
-        out.push(typed(&self.mycnf_config_map)?);
-        if let Some(c) = &self.slow_log_config_map {
+        out.push(typed(mycnf_config_map)?);
+        if let Some(c) = slow_log_config_map {
             out.push(typed(c)?);
         }
-        out.push(typed(&self.service_account)?);
-        out.push(typed(&self.instance_rbac.0)?);
-        out.push(typed(&self.instance_rbac.1)?);
-        for s in &self.services {
+        out.push(typed(service_account)?);
+        out.push(typed(instance_role)?);
+        out.push(typed(instance_binding)?);
+        for s in services {
             out.push(typed(s)?);
         }
-        out.push(typed(&self.statefulset)?);
-        if let Some(p) = &self.pdb {
+        out.push(typed(statefulset)?);
+        if let Some(p) = pdb {
             out.push(typed(p)?);
         }
-        if let Some(b) = &self.backup {
-            out.extend([
-                typed(&b.workload)?,
-                typed(&b.role)?,
-                typed(&b.role_binding)?,
-            ]);
+        for job in [
+            backup.as_ref().map(JobObjects::typed_parts).transpose()?,
+            restore.as_ref().map(JobObjects::typed_parts).transpose()?,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            out.extend(job);
         }
-        if let Some(r) = &self.restore {
-            out.extend([
-                typed(&r.workload)?,
-                typed(&r.role)?,
-                typed(&r.role_binding)?,
-            ]);
-        }
-        if let Some(a) = &self.archive {
+        if let Some(a) = archive {
             out.push(typed(a)?);
         }
         Ok(out)
+    }
+}
+
+impl<W: serde::Serialize> JobObjects<W> {
+    /// The workload, its Role and its RoleBinding as JSON.
+    fn typed_parts(&self) -> Result<[Value; 3], serde_json::Error> {
+        let JobObjects {
+            workload,
+            role,
+            role_binding,
+        } = self;
+        Ok([typed(workload)?, typed(role)?, typed(role_binding)?])
     }
 }
 
