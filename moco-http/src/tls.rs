@@ -12,23 +12,31 @@ use axum_server::tls_rustls::RustlsConfig;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-/// A certificate or key could not be loaded.
+/// A certificate, its key or a CA could not be loaded.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot load TLS certificate {cert} / key {key}: {source}")]
+#[error("cannot load {files}: {source}")]
 pub struct TlsError {
-    /// Certificate file.
-    pub cert: PathBuf,
-    /// Key file.
-    pub key: PathBuf,
+    /// The files, as the message names them (`TLS certificate X / key Y`, `CA certificate X`).
+    pub files: String,
     /// The IO or parse error.
     pub source: std::io::Error,
 }
 
 impl TlsError {
     fn new(cert: &Path, key: &Path, message: String) -> Self {
+        TlsError::with(
+            format!("TLS certificate {} / key {}", cert.display(), key.display()),
+            message,
+        )
+    }
+
+    fn ca(ca: &Path, message: String) -> Self {
+        TlsError::with(format!("CA certificate {}", ca.display()), message)
+    }
+
+    fn with(files: String, message: String) -> Self {
         TlsError {
-            cert: cert.to_owned(),
-            key: key.to_owned(),
+            files,
             source: std::io::Error::new(std::io::ErrorKind::InvalidData, message),
         }
     }
@@ -81,17 +89,16 @@ pub fn load_identity(cert: &Path, key: &Path) -> Result<Identity, TlsError> {
 
 /// Reads the CA certificates of `ca` (PEM) as trust anchors.
 pub fn load_roots(ca: &Path) -> Result<rustls::RootCertStore, TlsError> {
-    let fail = |message: String| TlsError::new(ca, ca, message);
+    let fail = |message: String| TlsError::ca(ca, message);
     let mut roots = rustls::RootCertStore::empty();
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
         .and_then(|certs| certs.collect::<Result<_, _>>())
-        .map_err(|e| fail(format!("{}: {e}", ca.display())))?;
+        .map_err(|e| fail(e.to_string()))?;
     let (added, _) = roots.add_parsable_certificates(certs);
     if added == 0 {
-        return Err(fail(format!(
-            "{}: no usable CA certificate (BEGIN CERTIFICATE) in the file",
-            ca.display()
-        )));
+        return Err(fail(
+            "no usable CA certificate (BEGIN CERTIFICATE) in the file".to_owned(),
+        ));
     }
     Ok(roots)
 }
@@ -130,7 +137,7 @@ pub fn mtls_server_config(
     let roots = load_roots(ca)?;
     let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
         .build()
-        .map_err(|e| TlsError::new(ca, ca, format!("{}: {e}", ca.display())))?;
+        .map_err(|e| TlsError::ca(ca, e.to_string()))?;
     let (chain, private) = load_identity(cert, key)?;
     let mut config = rustls::ServerConfig::builder()
         .with_client_cert_verifier(verifier)
@@ -336,5 +343,11 @@ mod tests {
         std::fs::write(&ca, "not a certificate").unwrap();
         let e = load_roots(&ca).unwrap_err();
         assert!(e.to_string().contains("ca.crt"), "{e}");
+        // A CA is named as a CA, not as a certificate and key pair.
+        assert!(
+            e.to_string().starts_with("cannot load CA certificate "),
+            "{e}"
+        );
+        assert!(!e.to_string().contains("key"), "{e}");
     }
 }
