@@ -35,8 +35,8 @@ enum Command {
     Render(cmd::render::Args),
     /// A replicated cluster as local processes (`up`, `status`, `switchover`, `kill`, `down`).
     Local(cmd::local::LocalArgs),
-    /// The controller of the install manifests: today the admission webhooks, health probes and
-    /// metrics (no reconciliation yet).
+    /// The operator (MOCO's `moco-controller`): reconciles MySQLClusters and runs their
+    /// clustering while it leads; serves the admission webhooks, health probes and metrics.
     Controller(moco_operator::ControllerArgs),
     /// The init container of a MySQLCluster's Pod: initialise the datadir once, write the
     /// per-instance options (MOCO's `moco-init`; also run when invoked as `moco-init`).
