@@ -7,10 +7,10 @@ pub mod control_plane;
 pub mod kube;
 pub mod kubectl_plugin;
 pub mod local;
+pub mod operated_namespace;
 pub mod operator_host;
 pub mod pod;
 pub mod s3;
-pub mod split_operator;
 pub mod writer;
 
 /// `let (dir, status, writable, port) = started_or_skip!("test name", 3);`: a Healthy cluster

@@ -2,7 +2,8 @@
 //! ([`crate::control_plane`]): the CRDs applied as a user applies them, the operator started
 //! with the admin kubeconfig, watching one namespace (`--watch-namespace`, so that the tests
 //! running at once on one control plane each have an operator of their own), stopped by pid
-//! when dropped, and its `/metrics` read.
+//! when dropped, and its `/metrics` read. Its own namespace (`POD_NAMESPACE`) is the watched
+//! one, or one apart as in an install ([`Options::system`]).
 //!
 //! What stands in for what a cluster would give the operator's Pod:
 //!
@@ -11,11 +12,14 @@
 //!   operator therefore runs in a mount namespace of its own (`unshare --mount`) whose
 //!   `/etc/hosts` is a file of the test that a task keeps naming every Pod of the namespace
 //!   with its address, as the Pod runner does for Pods (`docs/testing.md`). Pod addresses are
-//!   reachable from this machine through the control plane's bridge.
+//!   reachable from this machine through the control plane's bridge. Tests whose Pods never
+//!   run mysqld may go without ([`Options::without_dns`]).
 //! * **cert-manager**: its `Certificate` CRD is created (cert-manager's own, from the Go module
 //!   cache) when the control plane has none, so that the operator's Certificates are accepted;
-//!   no cert-manager controller runs, and [`issue_agent_certificate`] writes the Secret it
-//!   would issue for the agents.
+//!   no cert-manager controller runs: [`issue_agent_certificate`] writes the Secret it would
+//!   issue for the agents, and the operator's `--grpc-cert-dir` holds the client certificate
+//!   it would issue for the operator, both of one CA ([`crate::agent_pki`]), so that the
+//!   operator can call the agents (a clone).
 //! * **the webhooks** are served (the process needs a certificate for them) but not
 //!   registered with the API server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -26,11 +30,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use moco_adapters::mysql::tls::Authority;
 
+pub use crate::agent_pki::issue_agent_certificate;
+use crate::agent_pki::write_controller_certificate;
 use crate::control_plane::ControlPlane;
 use crate::local::{free_port_block, moco_bin};
 
@@ -138,40 +144,62 @@ fn cert_manager_crd(file: &str) -> PathBuf {
     dir.join("deploy/crds").join(file)
 }
 
-/// Writes the Secret cert-manager would issue for the agents of cluster `namespace/name`
-/// (`moco-agent-<namespace>.<name>` in the operator's namespace `system`), which the
-/// operator copies into the cluster's namespace for the Pods.
-pub async fn issue_agent_certificate(cp: &ControlPlane, system: &str, namespace: &str, name: &str) {
-    let ca = Authority::generate("test agent CA").unwrap();
-    let issued = ca
-        .issue("moco-agent", &[format!("*.moco-{name}.{namespace}.svc")])
-        .unwrap();
-    let secret_name = format!("moco-agent-{namespace}.{name}");
-    let secret: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": secret_name, "namespace": system},
-        "type": "kubernetes.io/tls",
-        "stringData": {
-            "ca.crt": ca.cert_pem(),
-            "tls.crt": issued.cert_pem,
-            "tls.key": issued.key_pem,
+/// How to start a [`OperatorHost`]: the namespace it watches and what else differs between
+/// tests.
+#[derive(Debug, Clone)]
+pub struct Options {
+    watched: String,
+    system: Option<String>,
+    dns: bool,
+    args: Vec<String>,
+}
+
+impl Options {
+    /// Watching `namespace`, which is also its own, with the stand-in for cluster DNS and no
+    /// arguments besides.
+    pub fn watching(namespace: &str) -> Options {
+        Options {
+            watched: namespace.to_owned(),
+            system: None,
+            dns: true,
+            args: Vec::new(),
         }
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(cp.client.clone(), system)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap_or_else(|e| panic!("creating Secret {system}/{secret_name}: {e}"));
+    }
+
+    /// Its own namespace (`POD_NAMESPACE`: the password Secrets, the Certificates, the Lease;
+    /// MOCO's "system namespace") apart from the watched one, as in an install, where an
+    /// object written to the wrong one shows.
+    pub fn system(mut self, namespace: &str) -> Options {
+        self.system = Some(namespace.to_owned());
+        self
+    }
+
+    /// No stand-in for cluster DNS (no `unshare`): for tests whose Pods never run mysqld.
+    pub fn without_dns(mut self) -> Options {
+        self.dns = false;
+        self
+    }
+
+    /// `args` after the usual ones (in place of any given before).
+    pub fn args(mut self, args: &[&str]) -> Options {
+        self.args = args.iter().map(|a| (*a).to_owned()).collect();
+        self
+    }
 }
 
 /// A running `moco controller`.
 pub struct OperatorHost {
     child: Option<Child>,
-    /// The namespace it watches, which is also its own (`POD_NAMESPACE`).
+    /// The namespace it watches (`--watch-namespace`).
     pub namespace: String,
+    /// Its own namespace (`POD_NAMESPACE`): [`OperatorHost::namespace`] unless started with
+    /// [`Options::system`].
+    pub system: String,
     /// `/metrics`.
     pub metrics_addr: SocketAddr,
+    options: Options,
     dir: tempfile::TempDir,
-    hosts_writer: tokio::task::JoinHandle<()>,
+    hosts_writer: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for OperatorHost {
@@ -179,6 +207,7 @@ impl std::fmt::Debug for OperatorHost {
         f.debug_struct("OperatorHost")
             .field("pid", &self.child.as_ref().map(Child::id))
             .field("namespace", &self.namespace)
+            .field("system", &self.system)
             .field("metrics", &self.metrics_addr)
             .finish_non_exhaustive()
     }
@@ -240,7 +269,17 @@ impl OperatorHost {
     /// control plane's admin kubeconfig, a 2-second clustering check interval and `args`
     /// besides; returns once `/metrics` answers and it holds its leader Lease.
     pub async fn start(cp: &ControlPlane, namespace: &str, args: &[&str]) -> OperatorHost {
+        OperatorHost::start_with(cp, Options::watching(namespace).args(args)).await
+    }
+
+    /// Starts `moco controller` as `options` say, with the control plane's admin kubeconfig,
+    /// throwaway webhook certificates, the client certificate of the process's agent CA in
+    /// `--grpc-cert-dir` ([`crate::agent_pki`]) and a 2-second clustering check interval;
+    /// returns once `/metrics` answers and it holds its leader Lease.
+    pub async fn start_with(cp: &ControlPlane, options: Options) -> OperatorHost {
         install_crds(cp).await;
+        let namespace = options.watched.clone();
+        let system = options.system.clone().unwrap_or_else(|| namespace.clone());
         let dir = tempfile::Builder::new()
             .prefix("moco-operator-host")
             .tempdir()
@@ -256,41 +295,15 @@ impl OperatorHost {
             .unwrap();
         std::fs::write(webhook_certs.join("tls.crt"), &cert.cert_pem).unwrap();
         std::fs::write(webhook_certs.join("tls.key"), &cert.key_pem).unwrap();
-        let hosts = dir.path().join("hosts");
-        std::fs::copy("/etc/hosts", &hosts).unwrap();
-        let hosts_writer = tokio::spawn(write_hosts(
-            cp.client.clone(),
-            namespace.to_owned(),
-            hosts.clone(),
-        ));
-        let base = free_port_block(3);
-        let addr = |offset: u16| format!("127.0.0.1:{}", base + offset);
-        let log = std::fs::File::create(dir.path().join("operator.log")).unwrap();
-        let mut command = vec![
-            moco_bin().to_str().unwrap().to_owned(),
-            "controller".into(),
-            "--watch-namespace".into(),
-            namespace.into(),
-            "--metrics-addr".into(),
-            addr(0),
-            "--health-probe-addr".into(),
-            addr(1),
-            "--webhook-addr".into(),
-            addr(2),
-            "--cert-dir".into(),
-            webhook_certs.to_str().unwrap().into(),
-            "--grpc-cert-dir".into(),
-            dir.path().join("grpc").to_str().unwrap().into(),
-            "--check-interval".into(),
-            "2s".into(),
-            "--zap-encoder".into(),
-            "console".into(),
-        ];
-        command.extend(args.iter().map(|a| (*a).to_owned()));
-        // `unshare` and `sh` exec the next program: the child's pid is the operator's.
-        let script = format!("mount --bind {} /etc/hosts && exec \"$@\"", hosts.display());
-        let child = Command::new("unshare")
-            .args([
+        let grpc_certs = dir.path().join("grpc");
+        write_controller_certificate(&grpc_certs);
+        let mut command = if options.dns {
+            let hosts = dir.path().join("hosts");
+            std::fs::copy("/etc/hosts", &hosts).unwrap();
+            // `unshare` and `sh` exec the next program: the child's pid is the operator's.
+            let script = format!("mount --bind {} /etc/hosts && exec \"$@\"", hosts.display());
+            let mut c = Command::new("unshare");
+            c.args([
                 "--mount",
                 "--propagation",
                 "private",
@@ -299,19 +312,48 @@ impl OperatorHost {
                 &script,
                 "sh",
             ])
-            .args(&command)
+            .arg(moco_bin());
+            c
+        } else {
+            Command::new(moco_bin())
+        };
+        let hosts_writer = options.dns.then(|| {
+            tokio::spawn(write_hosts(
+                cp.client.clone(),
+                namespace.clone(),
+                dir.path().join("hosts"),
+            ))
+        });
+        let base = free_port_block(3);
+        let addr = |offset: u16| format!("127.0.0.1:{}", base + offset);
+        let log = std::fs::File::create(dir.path().join("operator.log")).unwrap();
+        command
+            .arg("controller")
+            .args(["--watch-namespace", &namespace])
+            .args(["--metrics-addr", &addr(0)])
+            .args(["--health-probe-addr", &addr(1)])
+            .args(["--webhook-addr", &addr(2)])
+            .arg("--cert-dir")
+            .arg(&webhook_certs)
+            .arg("--grpc-cert-dir")
+            .arg(&grpc_certs)
+            .args(["--check-interval", "2s", "--zap-encoder", "console"])
+            .args(&options.args)
             .env("KUBECONFIG", cp.dir.join("kubeconfig"))
-            .env("POD_NAMESPACE", namespace)
+            .env("POD_NAMESPACE", &system)
             .env("MOCO_LOG", "info,moco_operator=debug")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
-            .stderr(log)
+            .stderr(log);
+        let child = command
             .spawn()
             .unwrap_or_else(|e| panic!("starting {command:?}: {e}"));
         let mut host = OperatorHost {
             child: Some(child),
-            namespace: namespace.to_owned(),
-            metrics_addr: format!("127.0.0.1:{base}").parse().unwrap(),
+            namespace: namespace.clone(),
+            system,
+            metrics_addr: addr(0).parse().unwrap(),
+            options,
             dir,
             hosts_writer,
         };
@@ -338,6 +380,17 @@ impl OperatorHost {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// What it was started with, for starting it again ([`Options::args`] changes the
+    /// arguments).
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Its `--grpc-cert-dir`, holding its client certificate for the agents.
+    pub fn grpc_cert_dir(&self) -> PathBuf {
+        self.dir.path().join("grpc")
     }
 
     /// Its log so far.
@@ -382,7 +435,9 @@ impl OperatorHost {
 impl Drop for OperatorHost {
     fn drop(&mut self) {
         self.stop();
-        self.hosts_writer.abort();
+        if let Some(writer) = &self.hosts_writer {
+            writer.abort();
+        }
         if std::thread::panicking() {
             let log = self.log();
             let tail: Vec<&str> = log.lines().rev().take(80).collect();

@@ -1,6 +1,6 @@
 //! Clustering on Pods (issue 31): MariaDB clusters created with `kubectl apply` on the real
 //! control plane (`scripts/kube.sh up`, `MOCO_KUBE_DIR`), their Pods run by the Pod runner,
-//! managed by `moco controller --watch-namespace` run on this machine ([`OperatorHost`]).
+//! managed by `moco controller --watch-namespace` run on this machine ([`OperatedNamespace`]).
 //! A writer inserts where the `moco-db-primary` Service's EndpointSlice points (read through
 //! the API server, as kube-proxy would: [`ServiceRoute`]) and records the ids acknowledged.
 //! Every drill ends with every acknowledged row on the final primary and the replicas holding
@@ -19,12 +19,10 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use moco_api::mysqlcluster::MySQLCluster;
-use moco_tests::control_plane::{ControlPlane, control_plane, wait_for};
-use moco_tests::operator_host::OperatorHost;
+use moco_tests::control_plane::wait_for;
+use moco_tests::operated_namespace::{NAME, OperatedNamespace, mariadb_cluster};
 use moco_tests::writer::{self, ServiceRoute, Writer, WriterLog, missing, stored_ids};
 use serde_json::json;
 
@@ -32,84 +30,41 @@ use serde_json::json;
 const BRING_UP: Duration = Duration::from_secs(300);
 /// Limit of a switchover or failover and of the cluster becoming Healthy again.
 const CHANGE: Duration = Duration::from_secs(180);
-/// The cluster of every test.
-const NAME: &str = "db";
 /// MariaDB serves clients and the operator on 3306.
 const PORT: u16 = 3306;
 
+/// An [`OperatedNamespace`] with the routes of the cluster's two Services.
 struct Fixture {
-    cp: ControlPlane,
-    ns: String,
-    host: OperatorHost,
+    on: OperatedNamespace,
     primary: ServiceRoute,
     replicas: ServiceRoute,
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        // The operator first, so that nothing re-creates what the namespace's deletion takes.
-        self.host.stop();
-        let _ = self
-            .cp
-            .kubectl(&["delete", "namespace", &self.ns, "--wait=false"], None);
+impl std::ops::Deref for Fixture {
+    type Target = OperatedNamespace;
+
+    fn deref(&self) -> &OperatedNamespace {
+        &self.on
     }
 }
 
-/// A MariaDB cluster `db` of `replicas`. `serverIDBase` is set because the webhook that
-/// would pick one is not installed.
+/// A MariaDB cluster `db` of `replicas`.
 fn manifest(ns: &str, replicas: u32) -> String {
-    format!(
-        r#"
-apiVersion: moco.cybozu.com/v1beta2
-kind: MySQLCluster
-metadata:
-  namespace: {ns}
-  name: {NAME}
-  annotations:
-    moco-rs/flavor: mariadb
-spec:
-  replicas: {replicas}
-  serverIDBase: 100
-  podTemplate:
-    spec:
-      containers:
-      - name: mysqld
-        image: mariadb:10.11
-  volumeClaimTemplates:
-  - metadata:
-      name: mysql-data
-    spec:
-      accessModes: ["ReadWriteOnce"]
-      resources:
-        requests:
-          storage: 1Gi
-"#
-    )
+    mariadb_cluster(ns, replicas, "1Gi").to_string()
 }
 
-/// A namespace, its operator and a cluster of `replicas` applied with kubectl.
+/// A namespace, its operator and a cluster of `replicas` applied with kubectl, with the
+/// agents' certificate.
 async fn setup(test: &str, replicas: u32) -> Option<Fixture> {
     // The Pods' MariaDB image runs this machine's mariadbd: without one they never start.
     moco_tests::local::server_or_skip(test)?;
-    let cp = control_plane(test).await?;
-    let ns = cp.namespace(&test.replace('_', "-")).await;
-    let host = OperatorHost::start(&cp, &ns, &[]).await;
-    cp.apply(&ns, &manifest(&ns, replicas));
-    // OperatorHost gives `--grpc-cert-dir` a directory of its own and leaves it empty; the
-    // operator reads it at each clone, so the client certificate is written there now.
-    let log = host.log();
-    let grpc_dir = log
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("grpc_cert_dir="))
-        .map(std::path::PathBuf::from)
-        .expect("the operator logs its --grpc-cert-dir");
-    moco_tests::agent_pki::issue(&cp, &ns, &ns, NAME, &grpc_dir).await;
-    let primary = ServiceRoute::follow(&cp.client, &ns, &format!("moco-{NAME}-primary"));
-    let replicas = ServiceRoute::follow(&cp.client, &ns, &format!("moco-{NAME}-replica"));
+    let on = OperatedNamespace::start(test).await?;
+    on.cp.apply(&on.ns, &manifest(&on.ns, replicas));
+    on.issue_agent_certificate().await;
+    let primary = ServiceRoute::follow(&on.cp.client, &on.ns, &format!("moco-{NAME}-primary"));
+    let replicas = ServiceRoute::follow(&on.cp.client, &on.ns, &format!("moco-{NAME}-replica"));
     Some(Fixture {
-        cp,
-        ns,
-        host,
+        on,
         primary,
         replicas,
     })
@@ -120,21 +75,9 @@ fn pod_name(index: u32) -> String {
 }
 
 impl Fixture {
-    fn clusters(&self) -> Api<MySQLCluster> {
-        Api::namespaced(self.cp.client.clone(), &self.ns)
-    }
-
-    fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.cp.client.clone(), &self.ns)
-    }
-
-    async fn cluster(&self) -> Option<MySQLCluster> {
-        self.clusters().get_opt(NAME).await.ok().flatten()
-    }
-
     /// The status of condition `type_` (`True`/`False`) and its reason (the state).
     async fn condition(&self, type_: &str) -> Option<(String, String)> {
-        let c = self.cluster().await?;
+        let c = self.try_cluster().await?;
         c.status?
             .conditions
             .into_iter()
@@ -169,12 +112,12 @@ impl Fixture {
     }
 
     async fn primary_index(&self) -> Option<u32> {
-        let c = self.cluster().await?;
+        let c = self.try_cluster().await?;
         u32::try_from(c.status?.current_primary_index).ok()
     }
 
     async fn errant(&self) -> Vec<u32> {
-        self.cluster()
+        self.try_cluster()
             .await
             .and_then(|c| c.status)
             .map(|s| {
@@ -188,7 +131,7 @@ impl Fixture {
 
     /// The size the spec asks for.
     async fn size(&self) -> u32 {
-        self.cluster()
+        self.try_cluster()
             .await
             .and_then(|c| u32::try_from(c.spec.replicas).ok())
             .unwrap_or(0)
@@ -216,30 +159,6 @@ impl Fixture {
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-    }
-
-    fn log_tail(&self, n: usize) -> String {
-        let log = self.host.log();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(n)..].join("\n")
-    }
-
-    /// A password of the cluster's Secret `moco-db` (key `ADMIN_PASSWORD`, …).
-    async fn password(&self, key: &str) -> String {
-        let secrets: Api<Secret> = Api::namespaced(self.cp.client.clone(), &self.ns);
-        let secret = secrets
-            .get(&format!("moco-{NAME}"))
-            .await
-            .unwrap_or_else(|e| panic!("Secret {}/moco-{NAME}: {e}", self.ns));
-        let bytes = secret
-            .data
-            .and_then(|d| d.get(key).cloned())
-            .unwrap_or_else(|| panic!("Secret {}/moco-{NAME} has no {key}", self.ns));
-        String::from_utf8(bytes.0).unwrap()
-    }
-
-    async fn pod(&self, index: u32) -> Option<Pod> {
-        self.cp.pod(&self.ns, &pod_name(index)).await
     }
 
     /// The address of instance `index` (its Pod's IP, port 3306).
@@ -286,13 +205,6 @@ impl Fixture {
         });
         items.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
         items.into_iter().filter_map(|e| e.reason).collect()
-    }
-
-    async fn counter(&self, name: &str) -> f64 {
-        self.host
-            .sample(name, &[("name", NAME), ("namespace", &self.ns)])
-            .await
-            .unwrap_or(0.0)
     }
 
     async fn annotate_pod(&self, index: u32, key: &str, value: Option<&str>) {
@@ -989,7 +901,7 @@ async fn an_errant_replica_is_excluded_and_recloned_and_the_cluster_scales_3_5_3
         f.ns,
         secs(t0.elapsed())
     );
-    let status = f.cluster().await.unwrap().status.unwrap();
+    let status = f.try_cluster().await.unwrap().status.unwrap();
     assert_eq!(status.errant_replicas, 1);
     assert_eq!(f.state().await, "Degraded");
     assert_eq!(
@@ -1033,7 +945,7 @@ async fn an_errant_replica_is_excluded_and_recloned_and_the_cluster_scales_3_5_3
             Api::namespaced(f.cp.client.clone(), &f.ns);
         when(&format!("{}: {to} instances", f.ns), limit, || async {
             let ready = f
-                .cluster()
+                .try_cluster()
                 .await
                 .and_then(|c| c.status)
                 .map(|s| s.synced_replicas);

@@ -1,5 +1,5 @@
-//! The operator (`moco controller`, run on this machine by [`OperatorHost`]) against the real
-//! control plane (`scripts/kube.sh up`, `MOCO_KUBE_DIR`): what the fake API server could not
+//! The operator (`moco controller`, run on this machine by an [`OperatedNamespace`]'s
+//! `OperatorHost`) against the real control plane (`scripts/kube.sh up`, `MOCO_KUBE_DIR`): what the fake API server could not
 //! show, because it has no validation, no defaulting, no immutable fields, no quota and no
 //! controllers. Each test has a namespace of its own and an operator watching only it
 //! (`--watch-namespace`); MariaDB clusters, whose Pods the Pod runner runs.
@@ -22,86 +22,42 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use moco_api::mysqlcluster::MySQLCluster;
-use moco_tests::control_plane::{ControlPlane, control_plane, is_ready, restarts, wait_for};
-use moco_tests::operator_host::{OperatorHost, issue_agent_certificate};
+use moco_tests::control_plane::{is_ready, restarts, wait_for};
+use moco_tests::operated_namespace::{LIMIT, NAME, OperatedNamespace, STS, mariadb_cluster};
 use serde_json::{Value, json};
 
-/// Limit of each wait: MariaDB's first start on 2 busy cores is the slowest step.
-const LIMIT: Duration = Duration::from_secs(240);
-/// The cluster of every test.
-const NAME: &str = "db";
-const STS: &str = "moco-db";
-
-struct Fixture {
-    cp: ControlPlane,
-    ns: String,
-    host: OperatorHost,
+/// A MariaDB cluster `db` of `replicas` with one claim template `mysql-data` of `storage`.
+fn cluster(ns: &str, replicas: u32, storage: &str) -> String {
+    mariadb_cluster(ns, replicas, storage).to_string()
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        // The operator first, so that nothing re-creates what the namespace's deletion takes.
-        self.host.stop();
-        let _ = self
-            .cp
-            .kubectl(&["delete", "namespace", &self.ns, "--wait=false"], None);
+/// What only these tests ask of their [`OperatedNamespace`].
+struct Fixture(OperatedNamespace);
+
+impl std::ops::Deref for Fixture {
+    type Target = OperatedNamespace;
+
+    fn deref(&self) -> &OperatedNamespace {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Fixture {
+    fn deref_mut(&mut self) -> &mut OperatedNamespace {
+        &mut self.0
     }
 }
 
 async fn setup(test: &str) -> Option<Fixture> {
-    let cp = control_plane(test).await?;
-    let ns = cp.namespace(&test.replace('_', "-")).await;
-    let host = OperatorHost::start(&cp, &ns, &[]).await;
-    Some(Fixture { cp, ns, host })
-}
-
-/// A MariaDB cluster `db` of `replicas` with one claim template `mysql-data` of `storage`.
-/// `serverIDBase` is set because the webhook that would pick one is not installed.
-fn cluster(ns: &str, replicas: u32, storage: &str) -> String {
-    format!(
-        r#"
-apiVersion: moco.cybozu.com/v1beta2
-kind: MySQLCluster
-metadata:
-  namespace: {ns}
-  name: {NAME}
-  annotations:
-    moco-rs/flavor: mariadb
-spec:
-  replicas: {replicas}
-  serverIDBase: 100
-  podTemplate:
-    spec:
-      containers:
-      - name: mysqld
-        image: mariadb:10.11
-  volumeClaimTemplates:
-  - metadata:
-      name: mysql-data
-    spec:
-      accessModes: ["ReadWriteOnce"]
-      resources:
-        requests:
-          storage: {storage}
-"#
-    )
+    OperatedNamespace::start(test).await.map(Fixture)
 }
 
 impl Fixture {
-    fn clusters(&self) -> Api<MySQLCluster> {
-        Api::namespaced(self.cp.client.clone(), &self.ns)
-    }
-
     fn statefulsets(&self) -> Api<StatefulSet> {
-        Api::namespaced(self.cp.client.clone(), &self.ns)
-    }
-
-    fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.cp.client.clone(), &self.ns)
     }
 
@@ -109,109 +65,7 @@ impl Fixture {
     async fn create(&self, replicas: u32, storage: &str) {
         self.cp
             .apply(&self.ns, &cluster(&self.ns, replicas, storage));
-        issue_agent_certificate(&self.cp, &self.ns, &self.ns, NAME).await;
-    }
-
-    async fn statefulset(&self) -> Option<StatefulSet> {
-        self.statefulsets().get_opt(STS).await.unwrap()
-    }
-
-    async fn cluster(&self) -> MySQLCluster {
-        self.clusters().get(NAME).await.unwrap()
-    }
-
-    async fn patch_cluster(&self, patch: Value) {
-        self.clusters()
-            .patch(NAME, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .unwrap_or_else(|e| panic!("patching MySQLCluster {}/{NAME}: {e}", self.ns));
-    }
-
-    /// The reconcile failures the operator logged, for failure messages.
-    fn failures(&self) -> String {
-        let log = self.host.log();
-        let lines: Vec<&str> = log
-            .lines()
-            .filter(|l| l.contains("reconcile failed"))
-            .collect();
-        let from = lines.len().saturating_sub(3);
-        lines[from..].join("\n")
-    }
-
-    /// Whether the last round reconciled the current spec and succeeded.
-    async fn reconciled(&self) -> bool {
-        let c = self.cluster().await;
-        let generation = c.metadata.generation.unwrap_or(0);
-        let Some(status) = c.status else {
-            return false;
-        };
-        status.reconcile_info.generation == generation
-            && status.conditions.iter().any(|c| {
-                c.type_ == "ReconcileSuccess"
-                    && c.status == "True"
-                    && c.observed_generation == Some(generation)
-            })
-    }
-
-    async fn wait_reconciled(&self, what: &str) {
-        let (ns, failures) = (self.ns.clone(), || self.failures());
-        let limit = LIMIT;
-        let start = std::time::Instant::now();
-        loop {
-            if self.reconciled().await {
-                println!("{ns}: {what}: reconciled");
-                return;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "{ns}: {what}: the cluster's spec was not reconciled successfully within \
-                 {limit:?}; the operator's last failures:\n{}",
-                failures()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
-
-    /// Waits until `n` Pods of the cluster are Ready; returns them by name.
-    async fn ready_pods(&self, n: usize) -> BTreeMap<String, Pod> {
-        wait_for(&format!("{}: {n} Ready Pods", self.ns), LIMIT, || async {
-            let pods = self.pods().list(&ListParams::default()).await.ok()?;
-            let ready: BTreeMap<String, Pod> = pods
-                .items
-                .into_iter()
-                .filter(is_ready)
-                .filter_map(|p| Some((p.metadata.name.clone()?, p)))
-                .collect();
-            (ready.len() == n).then_some(ready)
-        })
-        .await
-    }
-
-    /// Rounds the operator finished successfully so far.
-    async fn rounds(&self) -> f64 {
-        self.host
-            .sample(
-                "moco_controller_reconcile_total",
-                &[("result", "success"), ("category", "none")],
-            )
-            .await
-            .unwrap_or(0.0)
-    }
-
-    /// One more successful round, caused by a change of an object the cluster owns that
-    /// does not change what the operator renders (an annotation of the headless Service).
-    async fn poke(&self, n: u32) {
-        let before = self.rounds().await;
-        let services: Api<Service> = Api::namespaced(self.cp.client.clone(), &self.ns);
-        let patch = json!({"metadata": {"annotations": {"test.moco-rs/poke": n.to_string()}}});
-        services
-            .patch(STS, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .unwrap();
-        wait_for(&format!("{}: round {n}", self.ns), LIMIT, || async {
-            (self.rounds().await > before).then_some(())
-        })
-        .await;
+        self.issue_agent_certificate().await;
     }
 
     /// Waits for the `PodsMissing` event naming exactly instance `missing`, then for 10
@@ -281,14 +135,6 @@ impl Fixture {
     /// Clustering rounds of this cluster so far.
     async fn checks(&self) -> f64 {
         self.counter("moco_cluster_checks_total").await
-    }
-
-    /// The counter `name` of this cluster (0 while it has never counted).
-    async fn counter(&self, name: &str) -> f64 {
-        self.host
-            .sample(name, &[("name", NAME), ("namespace", &self.ns)])
-            .await
-            .unwrap_or(0.0)
     }
 }
 
@@ -816,9 +662,7 @@ async fn an_unchanged_cluster_s_statefulset_is_never_written_again_and_an_edit_w
     let rounds = f.rounds().await - rounds_before;
 
     // Another operator process: the same.
-    let ns = f.ns.clone();
-    f.host.stop();
-    f.host = OperatorHost::start(&f.cp, &ns, &[]).await;
+    f.restart_operator(&[]).await;
     wait_for("the new operator's first round", LIMIT, || async {
         (f.rounds().await >= 1.0).then_some(())
     })
@@ -918,9 +762,8 @@ async fn an_upgraded_operator_keeps_each_cluster_on_its_reconciler_version_until
             .collect::<Vec<_>>()
     };
 
-    let ns = f.ns.clone();
-    f.host.stop();
-    f.host = OperatorHost::start(&f.cp, &ns, &["--latest-reconciler-version", "2"]).await;
+    f.restart_operator(&["--latest-reconciler-version", "2"])
+        .await;
     wait_for("the upgraded operator's first round", LIMIT, || async {
         (f.rounds().await >= 1.0).then_some(())
     })

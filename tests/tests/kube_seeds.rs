@@ -20,9 +20,7 @@
 //! * `StatefulSetReady` False while the real StatefulSet controller rolls out a spec edit and
 //!   True only once it finished (one MariaDB Pod);
 //! * a failed restore Job (MySQL: MOCO's backup image) left in place, round after round, and
-//!   created again once deleted. A MariaDB cluster's Job cannot run its program in the Pod
-//!   runner yet (ignored regression test); a successful restore needs either, so it is not
-//!   run here.
+//!   created again once deleted. A restore Job's success is proven in `kube_pitr`.
 //!
 //! Pods that need not run are parked (a `nodeSelector` no Node has): every object is made and
 //! the rounds succeed, at the cost of no mysqld.
@@ -30,6 +28,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{
@@ -39,74 +38,27 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::{ByteString, NamespaceResourceScope};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::resources::{fnv1a_32, mycnf_config_map_name};
 use moco_operator::reconcile::certificate_resource;
 use moco_operator::render::config_maps::DEFAULT_SLOW_LOG_TEMPLATE;
-use moco_tests::control_plane::{ControlPlane, control_plane, is_ready, wait_for};
-use moco_tests::operator_host::{OperatorHost, issue_agent_certificate};
-use moco_tests::split_operator::SplitOperator;
+use moco_tests::control_plane::{ControlPlane, is_ready, wait_for};
+use moco_tests::operated_namespace::{LIMIT, NAME, OperatedNamespace, STS, mariadb_cluster};
 use serde_json::{Value, json};
 
-/// Limit of each wait: MariaDB's first start on 2 busy cores is the slowest step.
-const LIMIT: Duration = Duration::from_secs(240);
-const NAME: &str = "db";
-const STS: &str = "moco-db";
-
-/// The operator of a test: with its own namespace apart ([`SplitOperator`]), or the one of
-/// `kube_operator.rs` that also names the Pods as cluster DNS would ([`OperatorHost`]).
-enum Operator {
-    Split(SplitOperator),
-    Host(OperatorHost),
-}
-
-struct Fixture {
-    cp: ControlPlane,
-    /// The cluster's namespace.
-    ns: String,
-    /// The operator's own (`POD_NAMESPACE`).
-    system: String,
-    op: Operator,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        // The operator first, so that nothing re-creates what the namespaces' deletion takes.
-        match &mut self.op {
-            Operator::Split(o) => o.stop(),
-            Operator::Host(o) => o.stop(),
-        }
-        for ns in [&self.ns, &self.system] {
-            let _ = self
-                .cp
-                .kubectl(&["delete", "namespace", ns, "--wait=false"], None);
-        }
-    }
-}
+/// The namespace of a test, with its operator.
+type Fixture = OperatedNamespace;
 
 /// A fixture whose operator lives in a namespace of its own.
 async fn split(test: &str, args: &[&str]) -> Option<Fixture> {
-    let cp = control_plane(test).await?;
-    let ns = cp.namespace(&test.replace('_', "-")).await;
-    let system = cp.namespace("seeds-system").await;
-    let op = Operator::Split(SplitOperator::start(&cp, &system, &ns, args).await);
-    Some(Fixture { cp, ns, system, op })
+    OperatedNamespace::start_apart(test, "seeds-system", args).await
 }
 
 /// A fixture whose operator names the Pods (for clusters whose Pods run).
 async fn hosted(test: &str) -> Option<Fixture> {
-    let cp = control_plane(test).await?;
-    let ns = cp.namespace(&test.replace('_', "-")).await;
-    let op = Operator::Host(OperatorHost::start(&cp, &ns, &[]).await);
-    Some(Fixture {
-        cp,
-        system: ns.clone(),
-        ns,
-        op,
-    })
+    OperatedNamespace::start(test).await
 }
 
 /// The labels of every mysqld object of the cluster (MOCO's).
@@ -121,27 +73,10 @@ fn labels() -> BTreeMap<String, String> {
 /// A MariaDB cluster `db` of `replicas` with the spec fields of `extra`; `parked` Pods are
 /// never scheduled.
 fn cluster(ns: &str, replicas: u32, parked: bool, extra: &Value) -> String {
-    let mut pod_spec = json!({"containers": [{"name": "mysqld", "image": "mariadb:10.11"}]});
+    let mut c = mariadb_cluster(ns, replicas, "1Gi");
     if parked {
-        pod_spec["nodeSelector"] = json!({"moco-rs.test/nowhere": "true"});
+        c["spec"]["podTemplate"]["spec"]["nodeSelector"] = json!({"moco-rs.test/nowhere": "true"});
     }
-    let mut c = json!({
-        "apiVersion": "moco.cybozu.com/v1beta2",
-        "kind": "MySQLCluster",
-        "metadata": {"namespace": ns, "name": NAME,
-                     "annotations": {"moco-rs/flavor": "mariadb"}},
-        "spec": {
-            "replicas": replicas,
-            // The webhook that would pick one is not installed.
-            "serverIDBase": 100,
-            "podTemplate": {"spec": pod_spec},
-            "volumeClaimTemplates": [{
-                "metadata": {"name": "mysql-data"},
-                "spec": {"accessModes": ["ReadWriteOnce"],
-                         "resources": {"requests": {"storage": "1Gi"}}}
-            }]
-        }
-    });
     for (k, v) in extra.as_object().into_iter().flatten() {
         c["spec"][k] = v.clone();
     }
@@ -175,19 +110,6 @@ fn backup_policy(ns: &str) -> String {
     .to_string()
 }
 
-async fn get<K>(cp: &ControlPlane, ns: &str, name: &str) -> Option<K>
-where
-    K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    Api::<K>::namespaced(cp.client.clone(), ns)
-        .get_opt(name)
-        .await
-        .unwrap_or_else(|e| panic!("getting {ns}/{name}: {e}"))
-}
-
 /// Whether `meta` names the cluster `uid` as its one owner and controller, blocking its
 /// deletion (so the garbage collector deletes it with the cluster).
 fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
@@ -215,191 +137,6 @@ fn condition<'a>(c: &'a MySQLCluster, type_: &str) -> Option<&'a Condition> {
 /// `(status, reason, observedGeneration)` of condition `type_`.
 fn cond(c: &MySQLCluster, type_: &str) -> Option<(String, String, Option<i64>)> {
     condition(c, type_).map(|c| (c.status.clone(), c.reason.clone(), c.observed_generation))
-}
-
-impl Fixture {
-    fn log(&self) -> String {
-        match &self.op {
-            Operator::Split(o) => o.log(),
-            Operator::Host(o) => o.log(),
-        }
-    }
-
-    async fn sample(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        match &self.op {
-            Operator::Split(o) => o.sample(name, labels).await,
-            Operator::Host(o) => o.sample(name, labels).await,
-        }
-    }
-
-    fn clusters(&self) -> Api<MySQLCluster> {
-        Api::namespaced(self.cp.client.clone(), &self.ns)
-    }
-
-    async fn cluster(&self) -> MySQLCluster {
-        self.clusters().get(NAME).await.unwrap()
-    }
-
-    async fn get<K>(&self, name: &str) -> Option<K>
-    where
-        K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
-        get(&self.cp, &self.ns, name).await
-    }
-
-    /// Waits for `name` to exist and `check` to hold of it; returns it.
-    async fn wait_object<K>(&self, what: &str, name: &str, check: impl Fn(&K) -> bool) -> K
-    where
-        K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
-        let mut last = None;
-        let start = std::time::Instant::now();
-        loop {
-            let o: Option<K> = self.get(name).await;
-            if let Some(o) = &o
-                && check(o)
-            {
-                println!(
-                    "{}: {what}: after {:.1} s",
-                    self.ns,
-                    start.elapsed().as_secs_f64()
-                );
-                return o.clone();
-            }
-            last = o.or(last);
-            assert!(
-                start.elapsed() < LIMIT,
-                "{}: {what}: not within {LIMIT:?}; last seen: {last:#?}\nthe operator's last failures:\n{}",
-                self.ns,
-                self.failures()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
-
-    /// Waits for `name` to be gone.
-    async fn wait_gone<K>(&self, what: &str, name: &str)
-    where
-        K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
-        self.wait_gone_in::<K>(what, &self.ns, name).await;
-    }
-
-    async fn wait_gone_in<K>(&self, what: &str, ns: &str, name: &str)
-    where
-        K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
-        wait_for(&format!("{ns}: {what} gone"), LIMIT, || async {
-            get::<K>(&self.cp, ns, name).await.is_none().then_some(())
-        })
-        .await;
-    }
-
-    async fn patch_cluster(&self, patch: Value) -> i64 {
-        let c = self
-            .clusters()
-            .patch(NAME, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .unwrap_or_else(|e| panic!("patching MySQLCluster {}/{NAME}: {e}", self.ns));
-        c.metadata.generation.unwrap()
-    }
-
-    /// The reconcile failures the operator logged, for failure messages.
-    fn failures(&self) -> String {
-        let log = self.log();
-        let lines: Vec<&str> = log
-            .lines()
-            .filter(|l| l.contains("reconcile failed"))
-            .collect();
-        let from = lines.len().saturating_sub(3);
-        lines[from..].join("\n")
-    }
-
-    /// Waits for a successful round of the current spec; returns the cluster then.
-    async fn wait_reconciled(&self, what: &str) -> MySQLCluster {
-        let start = std::time::Instant::now();
-        loop {
-            let c = self.cluster().await;
-            let generation = c.metadata.generation;
-            let done = c
-                .status
-                .as_ref()
-                .is_some_and(|s| Some(s.reconcile_info.generation) == generation)
-                && cond(&c, "ReconcileSuccess")
-                    == Some(("True".into(), "ReconcileSuccess".into(), generation));
-            if done {
-                println!("{}: {what}: reconciled", self.ns);
-                return c;
-            }
-            assert!(
-                start.elapsed() < LIMIT,
-                "{}: {what}: not reconciled successfully within {LIMIT:?}; conditions {:?}; \
-                 the operator's last failures:\n{}",
-                self.ns,
-                c.status.map(|s| s.conditions),
-                self.failures()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
-
-    /// Rounds the operator finished successfully so far.
-    async fn rounds(&self) -> f64 {
-        self.sample(
-            "moco_controller_reconcile_total",
-            &[("result", "success"), ("category", "none")],
-        )
-        .await
-        .unwrap_or(0.0)
-    }
-
-    /// One more successful round, caused by an annotation of the headless Service (which
-    /// changes nothing the operator renders).
-    async fn poke(&self, n: u32) {
-        let before = self.rounds().await;
-        let services: Api<Service> = Api::namespaced(self.cp.client.clone(), &self.ns);
-        let patch = json!({"metadata": {"annotations": {"test.moco-rs/poke": n.to_string()}}});
-        services
-            .patch(STS, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .unwrap();
-        wait_for(&format!("{}: round {n}", self.ns), LIMIT, || async {
-            (self.rounds().await > before).then_some(())
-        })
-        .await;
-    }
-
-    /// The operator's ConfigMaps of the cluster whose name starts with `prefix`.
-    async fn config_maps(&self, prefix: &str) -> Vec<ConfigMap> {
-        let api: Api<ConfigMap> = Api::namespaced(self.cp.client.clone(), &self.ns);
-        let mut list: Vec<ConfigMap> = api
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|c| {
-                c.metadata
-                    .name
-                    .as_deref()
-                    .is_some_and(|n| n.starts_with(prefix))
-            })
-            .collect();
-        list.sort_by_key(|c| c.metadata.name.clone());
-        list
-    }
 }
 
 /// Waits until the clock (the API server's: the same machine) is past the second `object` was
@@ -555,7 +292,8 @@ async fn secrets_certificate_services_where_moco_puts_them_and_all_go_with_the_c
     // The controller's Secret: in the operator's namespace, not owned (an owner reference
     // cannot cross namespaces), MOCO's annotation and labels, 8 passwords of 32 hex digits.
     let controller_secret = format!("mysql-{ns}.{NAME}");
-    let source: Secret = get(&f.cp, &system, &controller_secret)
+    let source: Secret = f
+        .get_in(&system, &controller_secret)
         .await
         .unwrap_or_else(|| panic!("no Secret {system}/{controller_secret}"));
     assert!(
@@ -647,7 +385,7 @@ async fn secrets_certificate_services_where_moco_puts_them_and_all_go_with_the_c
         })
         .await;
     assert_eq!(again.data.as_ref(), Some(&passwords));
-    let source_now: Secret = get(&f.cp, &system, &controller_secret).await.unwrap();
+    let source_now: Secret = f.get_in(&system, &controller_secret).await.unwrap();
     assert_eq!(
         source_now.metadata.resource_version, source.metadata.resource_version,
         "the controller's Secret was written"
@@ -684,8 +422,8 @@ async fn secrets_certificate_services_where_moco_puts_them_and_all_go_with_the_c
     assert!(f.get::<Secret>("moco-db-grpc").await.is_none());
 
     // Issued: copied (the three keys), owned; renewed: the copy follows.
-    issue_agent_certificate(&f.cp, &system, &ns, NAME).await;
-    let issued: Secret = get(&f.cp, &system, &certificate).await.unwrap();
+    f.issue_agent_certificate().await;
+    let issued: Secret = f.get_in(&system, &certificate).await.unwrap();
     let copy: Secret = f
         .wait_object("the certificate copied", "moco-db-grpc", |s: &Secret| {
             s.data == issued.data
@@ -909,7 +647,7 @@ async fn secrets_certificate_services_where_moco_puts_them_and_all_go_with_the_c
     .await;
     // The finalizer: what no owner reference reaches.
     assert!(
-        get::<Secret>(&f.cp, &system, &controller_secret)
+        f.get_in::<Secret>(&system, &controller_secret)
             .await
             .is_none(),
         "the controller's Secret outlived the cluster"
@@ -1305,7 +1043,7 @@ async fn statefulset_ready_only_once_the_statefulset_controller_rolled_out_an_ed
         &ns,
         &cluster(&ns, 1, false, &json!({"mysqlConfigMapName": "mycnf"})),
     );
-    issue_agent_certificate(&f.cp, &ns, &ns, NAME).await;
+    f.issue_agent_certificate().await;
 
     /// What the StatefulSet controller has done: (rolled out and available, update revision).
     fn rolled_out(sts: &StatefulSet) -> (bool, String) {
@@ -1471,7 +1209,7 @@ async fn a_failed_restore_job_is_left_in_place() {
     let Some(f) = hosted("seeds_restore").await else {
         return;
     };
-    let job = failed_restore(&f, "mysql").await;
+    let job = failed_restore(&f).await;
 
     // Rounds go by: the failed Job stays, the same one, and the restore is not recorded.
     for n in 1..=5 {
@@ -1512,25 +1250,10 @@ async fn a_failed_restore_job_is_left_in_place() {
     .await;
 }
 
-/// Regression for a defect of the Pod runner (`moco-pod-runner/src/images.rs`): a MariaDB
-/// cluster's restore (and backup, and archiver) Pod runs `/moco` from the agent image, which
-/// the Dockerfile's `agent` target has (`COPY --from=build /out/moco /moco`); the runner's
-/// stand-in for that image has `/moco-init`, `moco-init` and `moco-agent` only, so the
-/// container dies with `pod-runner container-init: executing /moco: No such file or
-/// directory` and the program never runs.
-#[tokio::test]
-#[ignore = "defect: the Pod runner's agent image has no /moco, which MariaDB Jobs run (moco-pod-runner/src/images.rs)"]
-async fn a_mariadb_restore_job_runs_its_program() {
-    let Some(f) = hosted("seeds_restore_mariadb").await else {
-        return;
-    };
-    failed_restore(&f, "mariadb").await;
-}
-
-/// Creates a cluster of `flavor` restoring from an empty bucket of moto on the bridge (its
-/// Pods parked); returns its restore Job once it failed, after checking that the program ran
-/// and recorded its `RestoreFailed` Event.
-async fn failed_restore(f: &Fixture, flavor: &str) -> Job {
+/// Creates a MySQL cluster restoring from an empty bucket of moto on the bridge (its Pods
+/// parked); returns its restore Job once it failed, after checking that the program ran and
+/// recorded its `RestoreFailed` Event.
+async fn failed_restore(f: &Fixture) -> Job {
     let ns = f.ns.clone();
     let moto = bridge_moto(&f.cp);
     create_bucket(&moto.endpoint, "empty").await;
@@ -1561,13 +1284,11 @@ async fn failed_restore(f: &Fixture, flavor: &str) -> Job {
         }}),
     ))
     .unwrap();
-    c["metadata"]["annotations"]["moco-rs/flavor"] = json!(flavor);
-    if flavor == "mysql" {
-        c["spec"]["podTemplate"]["spec"]["containers"][0]["image"] =
-            json!("ghcr.io/cybozu-go/moco/mysql:8.4.8");
-    }
+    c["metadata"]["annotations"]["moco-rs/flavor"] = json!("mysql");
+    c["spec"]["podTemplate"]["spec"]["containers"][0]["image"] =
+        json!("ghcr.io/cybozu-go/moco/mysql:8.4.8");
     f.cp.apply(&ns, &c.to_string());
-    issue_agent_certificate(&f.cp, &ns, &ns, NAME).await;
+    f.issue_agent_certificate().await;
     let failed = |j: &Job| {
         j.status
             .as_ref()
