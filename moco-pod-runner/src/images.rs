@@ -7,7 +7,7 @@
 //! |---------------------------------------------------------------|--------------------------------------------|
 //! | `debian`, `ubuntu` (Docker Hub)                               | the host's programs; `CMD ["bash"]`         |
 //! | `mariadb` (Docker Hub), `…/mariadb`                           | Debian's `mariadbd`; `ENTRYPOINT ["docker-entrypoint.sh"]`, `CMD ["mariadbd"]` |
-//! | `ghcr.io/moco-rs/moco-agent`, `ghcr.io/cybozu-go/moco-agent`  | `moco` as `/moco-init` and `moco-agent` (the entrypoint) |
+//! | `ghcr.io/moco-rs/moco-agent`, `ghcr.io/cybozu-go/moco-agent`  | `moco` as `/moco-init` and `moco-agent` (the entrypoint); moco-rs's also as `/moco`, which MariaDB clusters' Jobs run |
 //! | `ghcr.io/moco-rs/moco-backup`, `ghcr.io/cybozu-go/moco-backup`| `moco` as `/moco-backup` (the entrypoint)  |
 //! | `ghcr.io/moco-rs/moco`                                        | `moco` (the entrypoint)                    |
 //! | `…/mysqld_exporter`, `…/mysqld-exporter`                      | Debian's `prometheus-mysqld-exporter` as `mysqld_exporter` |
@@ -199,16 +199,24 @@ impl ImageTable {
                 entrypoint: strings(&[MARIADB_ENTRYPOINT]),
                 cmd: strings(&["mariadbd"]),
             },
-            (_, "moco-agent") if moco_org => Image {
-                dirs: vec![],
-                files: vec![
+            (_, "moco-agent") if moco_org => {
+                let mut files = vec![
                     file("/moco-init", &self.moco),
                     file("/usr/local/bin/moco-init", &self.moco),
                     file("/usr/local/bin/moco-agent", &self.moco),
-                ],
-                entrypoint: strings(&["moco-agent"]),
-                cmd: vec![],
-            },
+                ];
+                // moco-rs's image (the Dockerfile's `agent` target) also holds `/moco`, which
+                // MariaDB clusters' backup and restore Jobs and the archiver run.
+                if repo.starts_with("ghcr.io/moco-rs/") {
+                    files.push(file("/moco", &self.moco));
+                }
+                Image {
+                    dirs: vec![],
+                    files,
+                    entrypoint: strings(&["moco-agent"]),
+                    cmd: vec![],
+                }
+            }
             (_, "moco-backup") if moco_org => Image {
                 dirs: vec![],
                 files: vec![
@@ -426,6 +434,38 @@ mod tests {
         assert!(
             e.to_string().contains("--kube-bin") && e.to_string().contains("cert-manager-webhook"),
             "{e}"
+        );
+    }
+
+    /// MariaDB clusters' backup and restore Jobs (and the archiver) run `/moco` from the agent
+    /// image in place of its entrypoint (`moco-operator/src/render/jobs.rs`, `job_image`), as
+    /// the Dockerfile's `agent` target holds it; without it their container never started.
+    #[test]
+    fn moco_rs_agent_image_holds_moco_for_the_mariadb_jobs() {
+        let t = table();
+        let agent = t.lookup("ghcr.io/moco-rs/moco-agent:0.1.0").unwrap();
+        assert!(
+            agent.files.contains(&ImageFile {
+                target: PathBuf::from("/moco"),
+                source: PathBuf::from("/opt/moco"),
+            }),
+            "{:?}",
+            agent.files
+        );
+        let job = vec!["/moco".to_owned()];
+        let args = vec!["backup".to_owned(), "--threads=4".to_owned()];
+        let argv = agent.command_line(Some(&job), Some(&args));
+        assert_eq!(argv, ["/moco", "backup", "--threads=4"]);
+        assert_eq!(
+            agent.find_program(&argv[0], "/usr/bin"),
+            Some(PathBuf::from("/moco"))
+        );
+        // MOCO's own agent image holds no `/moco` (its Jobs run the backup image).
+        let moco = t.lookup("ghcr.io/cybozu-go/moco-agent:0.13.0").unwrap();
+        assert!(
+            !moco.files.iter().any(|f| f.target == Path::new("/moco")),
+            "{:?}",
+            moco.files
         );
     }
 
