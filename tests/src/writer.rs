@@ -231,6 +231,22 @@ pub struct Ack {
     pub by: SocketAddr,
 }
 
+/// The time between two consecutive acknowledgements: while it lasts, no write succeeds.
+#[derive(Debug, Clone)]
+pub struct Pause {
+    /// The last acknowledgement before it.
+    pub before: Ack,
+    /// The acknowledgement that ends it.
+    pub after: Ack,
+}
+
+impl Pause {
+    /// How long it lasted.
+    pub fn length(&self) -> Duration {
+        self.after.at.duration_since(self.before.at)
+    }
+}
+
 /// What a [`Writer`] saw.
 #[derive(Debug, Clone, Default)]
 pub struct WriterLog {
@@ -256,11 +272,25 @@ impl WriterLog {
 
     /// The longest time between two consecutive acknowledgements.
     pub fn longest_pause(&self) -> Duration {
-        self.acks
-            .windows(2)
-            .map(|w| w[1].at.duration_since(w[0].at))
-            .max()
-            .unwrap_or_default()
+        self.pauses().map(|p| p.length()).max().unwrap_or_default()
+    }
+
+    /// The longest pause between two consecutive acknowledgements that overlaps
+    /// `since..=until`, the one under way at `since` included (a switchover's pause begins
+    /// with the old primary's last acknowledgement, before the switchover is asked for);
+    /// `None` without an acknowledgement on each side.
+    pub fn longest_pause_around(&self, since: Instant, until: Instant) -> Option<Pause> {
+        self.pauses()
+            .filter(|p| p.after.at >= since && p.before.at <= until)
+            .max_by_key(Pause::length)
+    }
+
+    /// Every pause between two consecutive acknowledgements, in order.
+    fn pauses(&self) -> impl Iterator<Item = Pause> + '_ {
+        self.acks.windows(2).map(|w| Pause {
+            before: w[0].clone(),
+            after: w[1].clone(),
+        })
     }
 
     fn error(&mut self, e: String) {
@@ -466,6 +496,38 @@ mod tests {
             .map(|e| (e.addr.to_string(), e.pod))
             .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn the_pause_around_a_moment_includes_the_one_under_way() {
+        let t = Instant::now();
+        let by: SocketAddr = "10.0.0.1:3306".parse().unwrap();
+        let at = |ms: u64| t + Duration::from_millis(ms);
+        let acks = [0, 100, 1_100, 1_200, 4_200, 4_300, 9_300]
+            .iter()
+            .enumerate()
+            .map(|(i, ms)| Ack {
+                id: i as u64 + 1,
+                at: at(*ms),
+                by,
+            })
+            .collect();
+        let log = WriterLog {
+            acks,
+            ..WriterLog::default()
+        };
+        assert_eq!(log.longest_pause(), Duration::from_secs(5));
+        // Under way at 150 ms (100 -> 1,100) and within: 1,200 -> 4,200 is the longest.
+        let p = log.longest_pause_around(at(150), at(4_250)).unwrap();
+        assert_eq!(
+            (p.before.id, p.after.id, p.length()),
+            (4, 5, Duration::from_secs(3))
+        );
+        // A window inside one pause: that pause.
+        let p = log.longest_pause_around(at(2_000), at(3_000)).unwrap();
+        assert_eq!((p.before.id, p.after.id), (4, 5));
+        // Before the first acknowledgement or after the last: none.
+        assert!(log.longest_pause_around(at(9_400), at(9_500)).is_none());
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! * bring-up: Healthy, one primary and two replicas by role label, each Service's
 //!   EndpointSlice naming them;
 //! * switchover by `kubectl moco switchover` (the plugin through the real kubectl) and by
-//!   deleting the primary's Pod (switched over while it terminates, within its grace period);
+//!   deleting the primary's Pod (switched over while it terminates, within its grace period),
+//!   with the longest pause between acknowledged writes around each printed;
 //! * failover of a primary whose container is killed, that is frozen, and that is cut off the
 //!   network, with the time from the fault to the Service naming the new primary and to the
 //!   first acknowledged write printed;
@@ -399,17 +400,73 @@ fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
+/// A generous bound on a switchover's write pause: a regression (a switchover waiting on a
+/// timeout, or turned into a failover) shows, a busy machine does not; the time itself is
+/// measured and recorded in `docs/benchmarks.md`.
+const PAUSE_BOUND: Duration = Duration::from_secs(30);
+
+/// The longest pause between two acknowledged writes from the switchover (`since`) to the
+/// first write the new primary (`new_primary`) acknowledged after it; printed and checked
+/// against [`PAUSE_BOUND`].
+async fn switchover_pause(
+    f: &Fixture,
+    w: &Writer,
+    what: &str,
+    since: Instant,
+    new_primary: SocketAddr,
+) -> Duration {
+    let first = |log: &WriterLog| {
+        log.acks
+            .iter()
+            .find(|a| a.at > since && a.by == new_primary)
+            .map(|a| a.at)
+    };
+    when(
+        &format!("{}: a write acknowledged by {new_primary}", f.ns),
+        CHANGE,
+        || async { first(&w.log()).is_some() },
+    )
+    .await;
+    let log = w.log();
+    let until = first(&log).unwrap();
+    let pause = log
+        .longest_pause_around(since, until)
+        .expect("acknowledgements on both sides of the switchover");
+    println!(
+        "{}: {what}: longest pause between acknowledged writes {} (id {} by {} -> id {} by {}), \
+         {} after the switchover began",
+        f.ns,
+        secs(pause.length()),
+        pause.before.id,
+        pause.before.by,
+        pause.after.id,
+        pause.after.by,
+        secs(pause.after.at - since)
+    );
+    assert!(
+        pause.length() < PAUSE_BOUND,
+        "{}: {what}: writes paused {} (bound {PAUSE_BOUND:?})",
+        f.ns,
+        secs(pause.length())
+    );
+    pause.length()
+}
+
 /// Drill 2: `kubectl moco switchover` (the plugin on `PATH`, run by the real kubectl) moves
 /// the primary, and so does deleting the primary's Pod: the operator switches over while the
 /// Pod terminates (its `preStop` keeps mysqld up 20 s; the runner honours it), before mysqld
-/// stops, so it is a switchover, not a failover. No acknowledged write is lost.
+/// stops, so it is a switchover, not a failover. No acknowledged write is lost, and the
+/// longest pause between two acknowledged writes around each switchover is printed (and
+/// bounded generously).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_acknowledged_write() {
     let Some(f) = setup("cl_switchover", 3).await else {
         return;
     };
-    let w = f.healthy_with_writer("bring-up").await;
+    // Built while the cluster comes up, not under the writer: the build may wait minutes on
+    // the shared target directory's lock.
     let plugin = moco_tests::kubectl_plugin::PluginPath::install(&f.cp);
+    let w = f.healthy_with_writer("bring-up").await;
     let plugins = plugin.kubectl_ok(&["plugin", "list"]);
     assert!(
         plugins.contains("kubectl-moco"),
@@ -454,6 +511,14 @@ async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_ack
         switched_before + 1.0
     );
     w.wait_acked(w.acked() + 20, CHANGE).await;
+    let by_plugin = switchover_pause(
+        &f,
+        &w,
+        "kubectl moco switchover",
+        t0,
+        f.addr(second).await.unwrap(),
+    )
+    .await;
 
     // The plugin's status reaches the instances' SQL from this machine through the Pod
     // addresses (`--address`; the Pods' DNS names do not resolve here).
@@ -562,6 +627,7 @@ async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_ack
     f.check_routes(third).await;
     w.wait_acked(w.acked() + 20, CHANGE).await;
     let third_addr = f.addr(third).await.unwrap();
+    let by_deletion = switchover_pause(&f, &w, "Pod deleted", t1, third_addr).await;
     let log = f.finish(w).await;
     let first_ack = log
         .acks
@@ -573,6 +639,12 @@ async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_ack
         "{}: first write acknowledged by the new primary {} after the deletion",
         f.ns,
         secs(first_ack)
+    );
+    println!(
+        "{}: switchover write pauses: kubectl moco switchover {}, Pod deletion {}",
+        f.ns,
+        secs(by_plugin),
+        secs(by_deletion)
     );
 }
 
