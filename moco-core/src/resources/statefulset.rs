@@ -593,6 +593,19 @@ mod tests {
         );
     }
 
+    /// An input written before the operator's latest version was a field (the scenario
+    /// fixtures) is read as this release's latest.
+    #[test]
+    fn an_input_without_the_latest_version_reads_as_this_releases() {
+        let input: StatefulSetInput = serde_json::from_value(serde_json::json!({
+            "generation": 1,
+            "desired": {"mycnfConfigMap": "moco-db.1", "agentImage": "agent:1"}
+        }))
+        .expect("an input without latestReconcilerVersion");
+        assert_eq!(input.latest_reconciler_version, LATEST_RECONCILER_VERSION);
+        assert_ne!(input.latest_reconciler_version, 0);
+    }
+
     /// An operator upgraded to a newer reconciler version leaves an unchanged cluster on the
     /// version it recorded (nothing to roll) and moves it on its next spec edit, naming both
     /// reasons.
