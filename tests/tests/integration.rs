@@ -22,6 +22,7 @@ mod kube_drills;
 mod kube_install;
 mod kube_mysql;
 mod kube_operator;
+mod kube_pitr;
 mod kube_rbac;
 mod kube_restore;
 mod kube_runner;
