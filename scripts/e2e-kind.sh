@@ -24,6 +24,44 @@
 # given to the operator as --backup-image; a third MySQLCluster is restored to a second after
 # the second backup, through the archive. On failure it dumps diagnostics.
 #
+# What the test suite proves of the same checks without Docker, on the real control plane of
+# `scripts/kube.sh up` (real etcd, kube-apiserver and kube-controller-manager; Pods run as
+# local processes by moco-rs's Pod runner, with Debian's mariadbd; `cargo test`, see
+# docs/testing.md), and what only this script checks:
+#
+#   step of this script                          where the suite proves it (tests/tests/)
+#   1  images built, loaded into kind            only here (no Docker in CI; the runner maps
+#                                                the images to this checkout's programs)
+#   2  cert-manager installed                    kube_install.rs (cert-manager built from Go
+#                                                modules, its chart; issues MOCO's chain)
+#   3  operator from deploy/, webhooks           kube_install.rs (kubectl apply -k deploy/ and
+#                                                helm install, webhooks over TLS)
+#   4  3 instances Healthy                       kube_clustering.rs (kubectl apply, Services'
+#                                                EndpointSlices, roles)
+#   4  TLS=1: plain TCP refused                  kube_drills.rs kube_tls_* (real mariadbd, the
+#                                                fake API server); not yet on Pods
+#   5  rows through the primary Service          kube_clustering.rs (a writer following the
+#                                                Service's EndpointSlice, every ack checked)
+#   6  switchover (demote annotation)            kube_clustering.rs (kubectl moco switchover,
+#                                                and by deleting the primary's Pod)
+#   7  failover, no row lost                     kube_clustering.rs (the primary's mysqld
+#                                                killed, frozen, cut off the network; here its
+#                                                Pod force-deleted on a cordoned Node)
+#   8  volume growth 1Gi -> 2Gi                  kube_operator.rs (claims grown, StatefulSet
+#                                                re-created, Pods kept)
+#   9  3 -> 5 -> 3 under writes                  kube_clustering.rs
+#   10 MariaDB backup + point-in-time restore    kube_pitr.rs (the CronJob's schedule fired
+#                                                twice by the real CronJob controller, the Jobs'
+#                                                Pods, moto as S3, a 3-instance restore to a
+#                                                second between two writes, the Job deleted)
+#
+# Only here: MySQL 8 (FLAVOR=mysql: MOCO's mysqld and backup images, mysqlsh's dump, the
+# binlogs stored by the second backup, the restore through the archive; MySQL cannot be
+# installed on this project's machines, whose suite runs these programs against stand-ins,
+# kube_mysql.rs), the binlog archiver's Deployment (moco-rs/binlog-archive-interval; the
+# suite runs `moco archive` against the fake API server, kube_archive.rs), MinIO, TLS on
+# Pods, kind's own kubelet, scheduler, kube-proxy and cluster DNS, and the release images.
+#
 # Volumes: the operator's webhook (like MOCO's) refuses growing a claim whose StorageClass
 # does not allow expansion, and kind's `standard` class (local-path) does not. The cluster
 # therefore uses StorageClass moco-e2e-expandable: the same provisioner with
