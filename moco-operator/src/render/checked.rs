@@ -9,13 +9,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Volume};
+use k8s_openapi::api::core::v1::Container;
 use moco_api::backuppolicy::{BackupPolicy, JobConfig};
-use moco_api::mysqlcluster::{MySQLCluster, RestoreSpec};
+use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::Flavor;
 
 use super::config_maps::{self, SlowLogConfig};
 use super::jobs::{self, ARCHIVE_ANNOTATION};
+pub use super::jobs::{CheckedBackup, CheckedRestore};
 use super::meta::{self, ClusterId};
 use super::pod_template::names;
 use super::tls::{self, IssuerRef};
@@ -47,26 +48,6 @@ pub struct Checked<'a> {
     pub archive_interval: Option<&'a str>,
     /// The restore Job's settings, while `spec.restore` is set and not yet done.
     pub restore: Option<CheckedRestore<'a>>,
-}
-
-/// The backup policy of a cluster, checked.
-#[derive(Clone, Debug)]
-pub struct CheckedBackup<'a> {
-    /// The BackupPolicy `spec.backupPolicyName` names.
-    pub policy: &'a BackupPolicy,
-    /// Its work volume, with the size limit of [`jobs::work_size_limit`].
-    pub work: Volume,
-    /// `moco backup --max-rate=…` from `moco-rs/backup-max-rate`, when set.
-    pub max_rate_arg: Option<String>,
-}
-
-/// A pending restore, checked.
-#[derive(Clone, Debug)]
-pub struct CheckedRestore<'a> {
-    /// `spec.restore`.
-    pub spec: &'a RestoreSpec,
-    /// Its work volume, with the size limit of [`jobs::work_size_limit`].
-    pub work: Volume,
 }
 
 /// Checks `cluster` with the user's my.cnf options (`user_config`, the data of the ConfigMap

@@ -17,14 +17,15 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use moco_adapters::mysql::Account;
-use moco_api::backuppolicy::{BackendType, BucketConfig, ConcurrencyPolicy, JobConfig};
+use moco_api::backuppolicy::{
+    BackendType, BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig,
+};
 use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAME};
-use moco_api::mysqlcluster::MySQLCluster;
+use moco_api::mysqlcluster::{MySQLCluster, RestoreSpec};
 use moco_core::facts::Flavor;
 use moco_core::resources::ByteRate;
 use moco_core::validate::DATA_CLAIM_NAME;
 
-use super::checked::{CheckedBackup, CheckedRestore};
 use super::meta::ClusterId;
 use super::pod_template::{pod_security_context, spread_over_nodes, with_default_user};
 use super::{JobObjects, RenderError, RenderSettings};
@@ -54,6 +55,26 @@ const ARCHIVE_COMPONENT: &str = "binlog-archive";
 
 /// The time format of restore points and backup keys: UTC `YYYYMMDD-hhmmss`.
 pub const BACKUP_TIME_FORMAT: &str = "%Y%m%d-%H%M%S";
+
+/// The backup policy of a cluster, checked by [`super::checked::check`].
+#[derive(Clone, Debug)]
+pub struct CheckedBackup<'a> {
+    /// The BackupPolicy `spec.backupPolicyName` names.
+    pub policy: &'a BackupPolicy,
+    /// Its work volume, with the size limit of [`work_size_limit`].
+    pub work: Volume,
+    /// `moco backup --max-rate=…` from `moco-rs/backup-max-rate`, when set.
+    pub max_rate_arg: Option<String>,
+}
+
+/// A pending restore, checked by [`super::checked::check`].
+#[derive(Clone, Debug)]
+pub struct CheckedRestore<'a> {
+    /// `spec.restore`.
+    pub spec: &'a RestoreSpec,
+    /// Its work volume, with the size limit of [`work_size_limit`].
+    pub work: Volume,
+}
 
 fn bucket_args(bucket: &BucketConfig) -> Vec<String> {
     let mut args = Vec::new();
