@@ -749,20 +749,21 @@ mod real {
         })
     }
 
-    /// `apiserver_request_total` summed over codes and scopes, by verb and resource
-    /// (resource requests only).
-    pub fn request_totals(metrics: &str) -> Requests {
+    /// A counter by its `verb_label` and resource, summed over the other labels (resource
+    /// requests only): `apiserver_request_total` by verb (the code shown when not a
+    /// success), `etcd_requests_total` (what kube-apiserver asks of etcd) by operation.
+    pub fn totals(metrics: &str, metric: &str, verb_label: &str) -> Requests {
         let mut out = Requests::new();
-        for (labels, value) in series(metrics, "apiserver_request_total") {
+        for (labels, value) in series(metrics, metric) {
             let label = |k: &str| labels.get(k).copied().unwrap_or("");
             if label("resource").is_empty() {
                 continue;
             }
             let mut key = resource_key(label("group"), label("resource"), label("subresource"));
-            if !label("code").starts_with('2') {
+            if !label("code").is_empty() && !label("code").starts_with('2') {
                 key = format!("{key} ({})", label("code"));
             }
-            *out.entry((label("verb").to_owned(), key)).or_default() += value;
+            *out.entry((label(verb_label).to_owned(), key)).or_default() += value;
         }
         out
     }
@@ -992,6 +993,7 @@ mod real {
     /// open at its end.
     struct Window {
         server: Requests,
+        etcd: Requests,
         client: Requests,
         cpu: f64,
         /// kube-apiserver's, etcd's and kube-controller-manager's CPU (cores).
@@ -1028,7 +1030,14 @@ mod real {
         let m1 = metrics(client).await;
         Window {
             control_plane_cpu: [0, 1, 2].map(|i| (cp1[i] - cp0[i]) / length.as_secs_f64()),
-            server: difference(&request_totals(&m1), &request_totals(&m0)),
+            server: difference(
+                &totals(&m1, "apiserver_request_total", "verb"),
+                &totals(&m0, "apiserver_request_total", "verb"),
+            ),
+            etcd: difference(
+                &totals(&m1, "etcd_requests_total", "operation"),
+                &totals(&m0, "etcd_requests_total", "operation"),
+            ),
             client: client_requests,
             cpu,
             watches: open_watches(&m1),
@@ -1046,6 +1055,52 @@ mod real {
         fn seconds(&self) -> [f64; 3] {
             self.pids.map(|p| cpu_seconds(p, self.ticks))
         }
+    }
+
+    /// Prints a server-side counter over the two windows with the operator and the baseline,
+    /// with the operator's share (a window minus the baseline), per cluster-minute
+    /// (`cluster_minutes`: clusters × window minutes) for the second window.
+    fn share_table(
+        title: &str,
+        verb: &str,
+        [first, second, baseline]: [&Requests; 3],
+        cluster_minutes: f64,
+    ) {
+        println!(
+            "\n{title} over each window; the operator's share is a window minus the baseline:"
+        );
+        println!(
+            "| {verb} | resource | first | second | baseline | first − baseline | second − baseline | second − baseline, per cluster per minute |"
+        );
+        println!("|---|---|---|---|---|---|---|---|");
+        let shares = [first, second].map(|w| difference(w, baseline));
+        let get = |m: &Requests, k: &(String, String)| m.get(k).copied().unwrap_or(0.0);
+        for key in keys(&[first, second, baseline]) {
+            let row = [first, second, baseline].map(|m| get(m, key));
+            if row.iter().all(|v| *v == 0.0) {
+                continue;
+            }
+            let [a, b] = shares.each_ref().map(|m| get(m, key));
+            println!(
+                "| {} | {} | {:.0} | {:.0} | {:.0} | {a:.0} | {b:.0} | {:.2} |",
+                key.0,
+                key.1,
+                row[0],
+                row[1],
+                row[2],
+                b / cluster_minutes
+            );
+        }
+        let total = |m: &Requests| m.values().sum::<f64>();
+        println!(
+            "| all | | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} |",
+            total(first),
+            total(second),
+            total(baseline),
+            total(&shares[0]),
+            total(&shares[1]),
+            total(&shares[1]) / cluster_minutes
+        );
     }
 
     /// Every key of `maps`, once, in order.
@@ -1163,41 +1218,20 @@ mod real {
             mib(kcm)
         );
 
-        println!(
-            "\nkube-apiserver's apiserver_request_total over each window; the operator's share is a window minus the baseline:"
+        share_table(
+            "kube-apiserver's apiserver_request_total",
+            "verb",
+            [&first.server, &second.server, &baseline.server],
+            per * minutes,
         );
-        println!(
-            "| verb | resource | first | second | baseline | first − baseline | second − baseline | second − baseline, per cluster per minute |"
+        share_table(
+            "kube-apiserver's etcd_requests_total (its requests to etcd)",
+            "operation",
+            [&first.etcd, &second.etcd, &baseline.etcd],
+            per * minutes,
         );
-        println!("|---|---|---|---|---|---|---|---|");
-        let shares = [&first, &second].map(|w| difference(&w.server, &baseline.server));
         let get = |m: &Requests, k: &(String, String)| m.get(k).copied().unwrap_or(0.0);
-        for key in keys(&[&first.server, &second.server, &baseline.server]) {
-            let row = [&first.server, &second.server, &baseline.server].map(|m| get(m, key));
-            if row.iter().all(|v| *v == 0.0) {
-                continue;
-            }
-            let [a, b] = shares.each_ref().map(|m| get(m, key));
-            println!(
-                "| {} | {} | {:.0} | {:.0} | {:.0} | {a:.0} | {b:.0} | {:.2} |",
-                key.0,
-                key.1,
-                row[0],
-                row[1],
-                row[2],
-                b / per / minutes
-            );
-        }
         let total = |m: &Requests| m.values().sum::<f64>();
-        println!(
-            "| all | | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} |",
-            total(&first.server),
-            total(&second.server),
-            total(&baseline.server),
-            total(&shares[0]),
-            total(&shares[1]),
-            total(&shares[1]) / per / minutes
-        );
 
         println!("\nthe operator's client (PATCH: the server's APPLY or PATCH):");
         println!(
