@@ -1,5 +1,6 @@
-//! A real S3-compatible server on loopback for the backup tests: moto's, from PyPI.
-#![allow(clippy::unwrap_used)]
+//! A real S3-compatible server for the backup tests, moto's from PyPI: on loopback, or on the
+//! control plane's bridge where Pods reach it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -36,12 +37,14 @@ pub fn record_store(test: &str, what: &str) {
     }
 }
 
-/// A moto server on a free loopback port, killed when dropped.
+/// A moto server on a free port, killed when dropped.
 #[derive(Debug)]
 pub struct Moto {
     child: Child,
-    /// Its port on 127.0.0.1.
+    /// Its port.
     pub port: u16,
+    /// `http://HOST:PORT`.
+    pub endpoint: String,
 }
 
 impl Drop for Moto {
@@ -52,17 +55,33 @@ impl Drop for Moto {
 }
 
 /// Starts moto's S3 server (`MOCO_MOTO_SERVER`, which `scripts/test.sh` installs, else
-/// `moto_server` in `PATH`) and records the test in the real-server ledger. Without it the
-/// test fails, unless `MOCO_SKIP_OBJECT_STORES=1` (then `None`).
+/// `moto_server` in `PATH`) on loopback and records the test in the real-server ledger.
+/// Without it the test fails, unless `MOCO_SKIP_OBJECT_STORES=1` (then `None`).
 pub fn moto(test: &str) -> Option<Moto> {
+    moto_on(test, "127.0.0.1")
+}
+
+/// moto on the host's address on the control plane's bridge (the API server's), which Pods
+/// reach; the test fails without it.
+pub fn bridge_moto(cp: &crate::control_plane::ControlPlane, test: &str) -> Moto {
+    let text = std::fs::read_to_string(cp.dir.join("kubeconfig")).unwrap();
+    let server = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: https://"))
+        .expect("the kubeconfig names its server");
+    let ip = server.rsplit_once(':').unwrap().0;
+    moto_on(test, ip).expect("moto's S3 server (scripts/test.sh installs it)")
+}
+
+fn moto_on(test: &str, host: &str) -> Option<Moto> {
     let program = std::env::var("MOCO_MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_owned());
-    let port = TcpListener::bind("127.0.0.1:0")
+    let port = TcpListener::bind((host, 0))
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let child = match Command::new(&program)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-H", host, "-p", &port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -72,21 +91,32 @@ pub fn moto(test: &str) -> Option<Moto> {
     };
     record_store(test, "moto 5.2.5 (S3)");
     let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "moto never listened on {port}");
+    while std::net::TcpStream::connect((host, port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "moto never listened on {host}:{port}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
-    Some(Moto { child, port })
+    Some(Moto {
+        child,
+        port,
+        endpoint: format!("http://{host}:{port}"),
+    })
 }
 
-/// Creates a bucket (moto does not check signatures).
+/// Creates a bucket on moto at `port` on loopback (moto does not check signatures).
 pub async fn create_bucket(port: u16, name: &str) {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
+    create_bucket_at(&format!("http://127.0.0.1:{port}"), name).await;
+}
+
+/// Creates bucket `name` at `endpoint` (`http://HOST:PORT`).
+pub async fn create_bucket_at(endpoint: &str, name: &str) {
+    let host = endpoint.strip_prefix("http://").unwrap();
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
     s.write_all(
         format!(
-            "PUT /{name} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            "PUT /{name} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         )
         .as_bytes(),
     )
@@ -100,9 +130,14 @@ pub async fn create_bucket(port: u16, name: &str) {
 /// Creates bucket `name` on moto at `port` and opens it as a Job would: path style, a region,
 /// moto's test credentials.
 pub async fn moto_bucket(port: u16, name: &str) -> moco_backup::Bucket {
-    create_bucket(port, name).await;
+    open_bucket(&format!("http://127.0.0.1:{port}"), name).await
+}
+
+/// Creates bucket `name` at `endpoint` (`http://HOST:PORT`) and opens it as a Job would.
+pub async fn open_bucket(endpoint: &str, name: &str) -> moco_backup::Bucket {
+    create_bucket_at(endpoint, name).await;
     let spec = moco_backup::BucketSpec {
-        endpoint: Some(format!("http://127.0.0.1:{port}")),
+        endpoint: Some(endpoint.to_owned()),
         region: Some("us-east-1".into()),
         path_style: true,
         ..moco_backup::BucketSpec::from_url(&format!("s3://{name}")).unwrap()

@@ -38,6 +38,7 @@ use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
 use moco_core::gtid::GtidSet;
 use moco_tests::control_plane::{ControlPlane, control_plane, is_ready, wait_for};
 use moco_tests::operator_host::{OperatorHost, issue_agent_certificate};
+use moco_tests::s3::{Moto, bridge_moto, open_bucket};
 use moco_tests::writer::{self, Ack, ServiceRoute, Writer, WriterLog, missing, stored_ids};
 use serde_json::{Value, json};
 
@@ -56,87 +57,6 @@ const POLICY: &str = "every-minute";
 const JOB_ACCOUNT: &str = "backup";
 /// MariaDB serves clients on 3306.
 const PORT: u16 = 3306;
-
-/// moto's S3 server on the host's address on the control plane's bridge, which Pods reach;
-/// killed when dropped.
-struct BridgeMoto {
-    child: std::process::Child,
-    /// `http://IP:PORT`.
-    endpoint: String,
-}
-
-impl Drop for BridgeMoto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The host's address on the control plane's bridge: the API server's.
-fn bridge_address(cp: &ControlPlane) -> String {
-    let text = std::fs::read_to_string(cp.dir.join("kubeconfig")).unwrap();
-    let server = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("server: https://"))
-        .expect("the kubeconfig names its server");
-    server.rsplit_once(':').unwrap().0.to_owned()
-}
-
-fn bridge_moto(cp: &ControlPlane) -> BridgeMoto {
-    let ip = bridge_address(cp);
-    let port = std::net::TcpListener::bind((ip.as_str(), 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let program = std::env::var("MOCO_MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_owned());
-    let child = std::process::Command::new(&program)
-        .args(["-H", &ip, "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{program}: {e} (scripts/test.sh installs it)"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect((ip.as_str(), port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "moto never listened on {ip}:{port}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    BridgeMoto {
-        child,
-        endpoint: format!("http://{ip}:{port}"),
-    }
-}
-
-/// Creates bucket `name` at `endpoint` and opens it as the Jobs do.
-async fn open_bucket(endpoint: &str, name: &str) -> moco_backup::Bucket {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let host = endpoint.strip_prefix("http://").unwrap();
-    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
-    let request = format!(
-        "PUT /{name} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    s.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let spec = moco_backup::BucketSpec {
-        endpoint: Some(endpoint.to_owned()),
-        region: Some("us-east-1".into()),
-        path_style: true,
-        ..moco_backup::BucketSpec::from_url(&format!("s3://{name}")).unwrap()
-    };
-    let env = [
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    spec.open(&env).unwrap()
-}
 
 /// A MariaDB cluster `name` of 3 with `extra` spec fields. `serverIDBase` is set because the
 /// webhook that would pick one is not installed.
@@ -193,7 +113,7 @@ struct Fixture {
     cp: ControlPlane,
     ns: String,
     host: OperatorHost,
-    moto: BridgeMoto,
+    moto: Moto,
     bucket: moco_backup::Bucket,
     /// A wall-clock reading and the monotonic one taken with it: the writer's
     /// acknowledgements are `Instant`s, restore points wall-clock seconds.
@@ -746,7 +666,7 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     };
     let anchor = (Instant::now(), SystemTime::now());
     let ns = cp.namespace("kube-pitr").await;
-    let moto = bridge_moto(&cp);
+    let moto = bridge_moto(&cp, "kube_pitr");
     let bucket = open_bucket(&moto.endpoint, BUCKET).await;
     // The operator's client certificate (in its `--grpc-cert-dir`) and both clusters' agent
     // Secrets come from the test process's one agent CA: it clones the restored cluster's

@@ -44,7 +44,7 @@ use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::resources::{fnv1a_32, mycnf_config_map_name};
 use moco_operator::reconcile::certificate_resource;
 use moco_operator::render::config_maps::DEFAULT_SLOW_LOG_TEMPLATE;
-use moco_tests::control_plane::{ControlPlane, is_ready, wait_for};
+use moco_tests::control_plane::{is_ready, wait_for};
 use moco_tests::operated_namespace::{LIMIT, NAME, OperatedNamespace, STS, mariadb_cluster};
 use serde_json::{Value, json};
 
@@ -1134,72 +1134,6 @@ async fn statefulset_ready_only_once_the_statefulset_controller_rolled_out_an_ed
     );
 }
 
-/// moto's S3 server on an address of the control plane's bridge, which Pods reach; killed
-/// when dropped.
-struct BridgeMoto {
-    child: std::process::Child,
-    endpoint: String,
-}
-
-impl Drop for BridgeMoto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The host's address on the control plane's bridge: the API server's.
-fn bridge_address(cp: &ControlPlane) -> String {
-    let text = std::fs::read_to_string(cp.dir.join("kubeconfig")).unwrap();
-    let server = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("server: https://"))
-        .expect("the kubeconfig names its server");
-    server.rsplit_once(':').unwrap().0.to_owned()
-}
-
-fn bridge_moto(cp: &ControlPlane) -> BridgeMoto {
-    let ip = bridge_address(cp);
-    let port = std::net::TcpListener::bind((ip.as_str(), 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let program = std::env::var("MOCO_MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_owned());
-    let child = std::process::Command::new(&program)
-        .args(["-H", &ip, "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{program}: {e} (scripts/test.sh installs it)"));
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect((ip.as_str(), port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "moto never listened on {ip}:{port}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    BridgeMoto {
-        child,
-        endpoint: format!("http://{ip}:{port}"),
-    }
-}
-
-/// Creates bucket `name` at `endpoint` (`http://IP:PORT`).
-async fn create_bucket(endpoint: &str, name: &str) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let host = endpoint.strip_prefix("http://").unwrap();
-    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
-    let request = format!(
-        "PUT /{name} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    s.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-}
-
 /// The restore Job (MOCO §2.13) of a restore that fails (its bucket holds no backup), on a
 /// MySQL cluster (whose Job runs MOCO's backup image, `moco-backup restore`): the program
 /// says why on the cluster, and the failed Job is left in place, the same one, round after
@@ -1255,8 +1189,8 @@ async fn a_failed_restore_job_is_left_in_place() {
 /// recorded its `RestoreFailed` Event.
 async fn failed_restore(f: &Fixture) -> Job {
     let ns = f.ns.clone();
-    let moto = bridge_moto(&f.cp);
-    create_bucket(&moto.endpoint, "empty").await;
+    let moto = moco_tests::s3::bridge_moto(&f.cp, "seeds_failed_restore");
+    moco_tests::s3::create_bucket_at(&moto.endpoint, "empty").await;
     f.cp.apply(
         &ns,
         &json!({"apiVersion": "v1", "kind": "ServiceAccount",
