@@ -126,12 +126,18 @@ fn unless_controller(state: &AgentState, peer: Option<&PeerIdentity>) -> Option<
     }
 }
 
+/// The clone's status, for the controller or a client of this cluster: a restore Job waits
+/// on it for the copy it pushed to be seeded before it replays anything.
 async fn clone_status(
     State(state): State<Arc<AgentState>>,
     peer: Option<axum::Extension<PeerIdentity>>,
 ) -> Response {
-    if let Some(r) = unless_controller(&state, peer.as_deref()) {
-        return r;
+    if let Err(why) = super::peers::check(
+        peer.as_deref(),
+        state.cluster_dns_name.as_deref(),
+        &state.controller_name,
+    ) {
+        return refuse(StatusCode::FORBIDDEN, why);
     }
     Json(state.clone_status()).into_response()
 }

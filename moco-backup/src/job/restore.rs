@@ -36,7 +36,7 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance, clone_binlog_state, sql};
 use moco_adapters::ports::Credentials;
-use moco_agent::api::RestoreReceived;
+use moco_agent::api::{ClonePhase, RESTORE_DONOR, RestoreReceived};
 use moco_agent::client::AgentClient;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::Flavor;
@@ -262,6 +262,10 @@ impl RestoreJob {
                 self.cluster
                     .delete_pod(&format!("{}-0", id.prefixed()))
                     .await?;
+                // Instance 0's agent seeds the copy once it runs (a `RESET MASTER` when the
+                // server's history is not the copy's): a replay before that loses its
+                // transactions from the binlog, and the seed fails (MariaDB's error 1956).
+                self.wait_for_seed(&id).await?;
                 let expected =
                     clone_binlog_state(&manifest.binlog_state_before, &received.position);
                 self.wait_until(
@@ -547,6 +551,37 @@ impl RestoreJob {
         };
         feeder.abort();
         Ok(received)
+    }
+
+    /// Waits until instance 0's agent reports the restored copy seeded; its failure is the
+    /// Job's.
+    async fn wait_for_seed(&self, id: &ClusterId) -> Result<(), JobError> {
+        let agents = super::backup::required_agents(self.agents.as_ref())?;
+        let (host, port) = self.addresses.agent(id, 0);
+        let deadline = Instant::now() + self.wait_limit;
+        loop {
+            let last = match agents.clone_status(&host, port).await {
+                Ok(s) if s.donor.as_deref() == Some(RESTORE_DONOR) => match s.phase {
+                    ClonePhase::Completed => return Ok(()),
+                    ClonePhase::Failed => {
+                        return Err(self.cluster.refuse(format!(
+                            "instance 0's agent failed to seed the restored copy: {}",
+                            s.error.unwrap_or_default()
+                        )));
+                    }
+                    phase => format!("the copy is {phase:?}"),
+                },
+                Ok(s) => format!("the agent reports a copy from {:?}", s.donor),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                return Err(self.cluster.refuse(format!(
+                    "waited {} s for instance 0's agent to seed the restored copy: {last}",
+                    self.wait_limit.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
 
     /// Waits until `admin` logs in and `ready` holds for the instance's `gtid_binlog_state`.
