@@ -302,6 +302,25 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
     let ready = status(&controller, &a_target).await;
     assert_eq!(ready.phase, ClonePhase::Ready, "{ready:?}");
     assert_eq!(ready.bytes, received.bytes);
+    // The restore Job (a client of this cluster) reads the same status: it waits on it for the
+    // seed before it replays. Another cluster's agent and another client of the CA may not.
+    let seen_by_job = status(&job, &a_target).await;
+    assert_eq!(seen_by_job.phase, ClonePhase::Ready, "{seen_by_job:?}");
+    for (who, refused) in [
+        ("another cluster", &certs.other_cluster),
+        ("another client", &certs.intruder),
+    ] {
+        let e = refused
+            .client(&certs.agent)
+            .clone_status("localhost", port)
+            .await
+            .expect_err(who)
+            .to_string();
+        assert!(
+            e.contains("403") && e.contains("not of this cluster"),
+            "{who}: {e}"
+        );
+    }
     assert!(target.volume().join("moco-clone-ready").is_dir());
     let seed = std::fs::read_to_string(target.volume().join("moco-clone-seed.json")).unwrap();
     assert!(seed.contains("\"rekey\": true"), "{seed}");

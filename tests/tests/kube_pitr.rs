@@ -654,7 +654,6 @@ fn split_at(f: &Fixture, acks: &[Ack], point: i64) -> (Vec<u64>, Option<u64>) {
 /// Two scheduled backups of a 3-instance MariaDB cluster under writes, then a point-in-time
 /// restore into a new cluster, every program in Pods of the Pod runner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect (fails about half the runs): the restore Job replays binlogs before instance 0's agent has seeded the restored copy, whose RESET MASTER then drops the replayed history (MariaDB error 1956) and the replicas never catch up; fix on branch wip/restore-seed-race (moco-backup job/restore.rs waits for the seed; moco-agent lets the cluster's clients read GET /v1/clone)"]
 async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     let test = "kube_pitr_backups_and_restore";
     // The Pods' MariaDB image runs this machine's mariadbd: without one they never start.
