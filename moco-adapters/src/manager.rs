@@ -13,6 +13,7 @@ use std::time::Duration;
 use futures::future;
 use moco_core::facts::{ClusterFacts, FACTS_SCHEMA_VERSION, InstanceFacts, MysqldStatus};
 use moco_core::operation::{Event, Operation, ReplicationSource, Step};
+use moco_core::pacing::Pacing;
 use moco_core::state::ClusterState;
 use moco_core::status::{ClusterStatus, ClusteringStatus};
 use moco_core::{Action, Decision, FactsError, decide};
@@ -811,25 +812,28 @@ impl Manager {
     }
 
     /// Runs rounds until `shutdown` turns true: at once again after a round that changed
-    /// something, after `check_interval` otherwise, or when woken.
+    /// something (a plan decided again and again is paused, see [`Pacing`]), after
+    /// `check_interval` otherwise, or when woken.
     pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
+        let mut pacing = Pacing::new();
         loop {
             if *shutdown.borrow() {
                 return;
             }
-            let again = match self.run_once().await {
-                Ok(report) => report.redo(),
+            let interval = self.config.check_interval;
+            let pause = match self.run_once().await {
+                Ok(report) => pacing.after(&report.decision, interval),
                 Err(err) => {
                     tracing::warn!(%err, "round failed");
                     self.platform.round_failed(err.category()).await;
-                    false
+                    pacing.after_failure(interval)
                 }
             };
-            if again {
+            if pause.is_zero() {
                 continue;
             }
             tokio::select! {
-                _ = tokio::time::sleep(self.config.check_interval) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = self.wake.notified() => {}
                 changed = shutdown.changed() => {
                     if changed.is_err() {

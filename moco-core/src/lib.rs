@@ -23,7 +23,8 @@
 //!    order, computes the next status and plans [`operation::Step`]s.
 //! 3. Persist `decision.status`, then run the steps in order, stopping at the first failure and
 //!    recording each step's `on_success`/`on_failure` [`operation::Event`].
-//! 4. Observe again: at once when `decision.redo` is set, after the check interval otherwise.
+//! 4. Observe again: at once when `decision.redo` is set, after the check interval otherwise;
+//!    [`pacing::Pacing`] holds back a plan decided again and again without effect.
 //!
 //! ## Example
 //!
@@ -69,6 +70,7 @@ pub mod error;
 pub mod facts;
 pub mod gtid;
 pub mod operation;
+pub mod pacing;
 mod plan;
 mod quorum;
 pub mod resources;

@@ -353,6 +353,19 @@ impl SimCluster {
         }
     }
 
+    /// While `fails`, instance `i`'s SQL thread stops with an error (a duplicate key) at once,
+    /// and whenever it is started again.
+    pub fn fail_sql_thread(&self, i: u32, fails: bool) {
+        let mut st = self.lock();
+        if let Some(x) = st.inst_mut(i) {
+            x.sql_fails = fails;
+            if let Some(r) = x.repl.as_mut().filter(|r| fails && r.sql_running) {
+                r.fail_sql();
+            }
+        }
+        st.refresh();
+    }
+
     /// Puts `moco.cybozu.com/demote: "true"` on the Pod of instance `i`.
     pub fn request_demote(&self, i: u32) {
         if let Some(x) = self.lock().inst_mut(i) {
@@ -419,8 +432,9 @@ impl SimCluster {
         self.lock().errant_write(i)
     }
 
-    /// Repairs every fault: network, slow replicas, frozen instances (they resume where they
-    /// were), crashed instances, pending Pod deletions. Leaves data, demote requests and hung
+    /// Repairs every fault: network, slow replicas, failing SQL threads (stopped ones stay
+    /// stopped until started), frozen instances (they resume where they were), crashed
+    /// instances, pending Pod deletions. Leaves data, demote requests and hung
     /// sessions alone.
     pub fn heal_all(&self) {
         {
@@ -432,6 +446,7 @@ impl SimCluster {
                 if let Some(x) = st.inst_mut(i) {
                     x.slow = None;
                     x.stall = Stall::None;
+                    x.sql_fails = false;
                 }
                 if st.inst(i).is_some_and(|x| x.pod.deleting) {
                     st.crash(i, true);

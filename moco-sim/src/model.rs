@@ -19,6 +19,8 @@ use super::records::{Truth, WipeRecord};
 pub(crate) const ER_SOURCE_FATAL_READING_BINLOG: u32 = 1236;
 /// MariaDB error 1950: an out-of-order sequence number under `gtid_strict_mode`.
 pub(crate) const ER_GTID_STRICT_OUT_OF_ORDER: u32 = 1950;
+/// MySQL error 1062: a row the replica already holds (the SQL thread's most common stop).
+pub(crate) const ER_DUP_ENTRY: u32 = 1062;
 /// MySQL error 1593: source and replica are the same server.
 pub(crate) const ER_SAME_SERVER_ID: u32 = 1593;
 
@@ -187,6 +189,17 @@ pub(crate) struct Repl {
     pub io_pos: Option<SimGtid>,
 }
 
+impl Repl {
+    /// The SQL thread stops on an error that starting it again does not cure.
+    pub fn fail_sql(&mut self) {
+        self.sql_running = false;
+        self.sql_error = Some((
+            ER_DUP_ENTRY,
+            "Could not execute Write_rows_v1 event on table app.t; Duplicate entry '1' for key 'PRIMARY'".to_owned(),
+        ));
+    }
+}
+
 /// One mysqld and its data directory.
 #[derive(Clone, Debug)]
 pub(crate) struct Inst {
@@ -214,6 +227,9 @@ pub(crate) struct Inst {
     pub frozen: bool,
     /// Answers pings but leaves some statements waiting (see [`Stall`]).
     pub stall: Stall,
+    /// The SQL thread stops with an error as soon as it starts (a row the replica already
+    /// holds, a full disk): every start fails the same way until healed.
+    pub sql_fails: bool,
     pub pod: PodState,
     /// MariaDB `gtid_slave_pos` (domain 0): the last transaction the SQL thread applied, or the
     /// binlog position `CHANGE MASTER` started from (the adapter sets it to
@@ -257,6 +273,7 @@ impl Inst {
             slow: None,
             frozen: false,
             stall: Stall::None,
+            sql_fails: false,
             pod: PodState::default(),
             slave_pos: None,
         }
@@ -1238,9 +1255,13 @@ impl State {
         }
         if let Some(x) = self.inst_mut(i) {
             let pos = x.slave_pos;
+            let sql_fails = x.sql_fails;
             if let Some(r) = x.repl.as_mut() {
                 r.sql_running = true;
                 r.sql_error = None;
+                if sql_fails {
+                    r.fail_sql();
+                }
                 if io_starts {
                     if flavor == Flavor::Mariadb {
                         r.relay.clear();

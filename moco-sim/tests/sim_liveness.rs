@@ -283,3 +283,72 @@ fn every_round_ends_within_its_limit_whatever_the_instances_do() {
         assert!(seen.fenced_ex_primaries > 0, "{seen:?}");
     }
 }
+
+/// A replica whose SQL thread stops at once whenever it is started (a duplicate key): every
+/// round plans the same start. The manager's own loop keeps trying, with a pause that doubles
+/// up to the check interval, not at the speed of its rounds. (Regression: on the real control
+/// plane it started the thread about thirty times a second, probing every instance each
+/// time.) The manager's loop runs here as the operator runs it, in virtual time; a loop that
+/// never paused would keep tokio's clock from advancing, so the manager is stopped at its
+/// 2,000th operation and the count below fails the test instead of hanging it. Once the
+/// fault is repaired, the next start holds and the cluster is Healthy.
+#[test]
+fn a_plan_without_effect_is_retried_with_a_growing_pause() {
+    runtime().block_on(async {
+        for flavor in [Flavor::Mariadb, Flavor::Mysql] {
+            let r = Run::booted(3, flavor).await;
+            let replica = (0..3).find(|&i| i != r.primary()).unwrap_or(1);
+            r.sim.fail_sql_thread(replica, true);
+            r.sim.client_write(WriteTarget::Primary);
+            r.sim.tick();
+            let before = r.sim.operations().len();
+            r.sim.kill_manager_after(2000);
+            let window = Duration::from_secs(30);
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            tokio::select! {
+                () = r.manager.run(stopped.clone()) => panic!("the loop ended by itself"),
+                () = tokio::time::sleep(window) => {}
+            }
+            let is_start = |op: &moco_sim::SimOp| {
+                matches!(op, moco_sim::SimOp::StartReplica { instance, sql_thread_only: true }
+                    if *instance == replica)
+            };
+            let starts = r
+                .sim
+                .operations_since(before)
+                .iter()
+                .filter(|op| is_start(&op.op))
+                .count();
+            // At once, then after 0.1, 0.2, 0.4, 0.8 s, then every check interval (1 s).
+            let interval = manager_config().check_interval;
+            let most = (window.as_millis() / interval.as_millis()) as usize + 10;
+            eprintln!("{flavor:?}: {starts} starts of the SQL thread in {window:?}");
+            assert!(
+                (10..=most).contains(&starts),
+                "{flavor:?}: {starts} starts of instance {replica}'s SQL thread in {window:?} \
+                 (expected 10 to {most})"
+            );
+
+            // Repaired: the next start holds, and the loop settles.
+            r.sim.clear_manager_kill();
+            r.sim.fail_sql_thread(replica, false);
+            let settled = async {
+                loop {
+                    r.sim.tick();
+                    if r.sim.last_round().map(|(_, d)| d.state) == Some(ClusterState::Healthy) {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            };
+            tokio::select! {
+                () = r.manager.run(stopped) => panic!("the loop ended by itself"),
+                () = settled => {}
+                () = tokio::time::sleep(Duration::from_secs(60)) => {
+                    panic!("{flavor:?}: not Healthy within 60 s of the repair: {}", r.sim.describe())
+                }
+            }
+            drop(stop);
+        }
+    });
+}

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use moco_core::pacing::Pacing;
 use tokio::sync::watch;
 
 use super::error::LocalError;
@@ -331,6 +332,7 @@ async fn manager_loop(
     mut drain: watch::Receiver<bool>,
 ) {
     let waker = manager.waker();
+    let mut pacing = Pacing::new();
     loop {
         if *shutdown.borrow() {
             return;
@@ -342,21 +344,21 @@ async fn manager_loop(
             r = manager.run_once() => r,
             _ = shutdown.changed() => return,
         };
-        let (again, error) = match round {
-            Ok(report) => (report.redo(), None),
+        let (pause, error) = match round {
+            Ok(report) => (pacing.after(&report.decision, interval), None),
             Err(err) => {
                 tracing::warn!(%err, "round failed");
-                (false, Some(err.to_string()))
+                (pacing.after_failure(interval), Some(err.to_string()))
             }
         };
         if let Err(e) = platform.write_snapshot(error) {
             tracing::warn!(error = %e, "writing state.json failed");
         }
-        if again {
+        if pause.is_zero() {
             continue;
         }
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep(pause) => {}
             _ = waker.notified() => {}
             _ = shutdown.changed() => return,
             _ = drain.changed() => return,
