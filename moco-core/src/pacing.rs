@@ -204,4 +204,21 @@ mod tests {
         p.paced(&wait, INTERVAL);
         assert_eq!(p.paced(&start_sql(1), INTERVAL), ms(0));
     }
+
+    #[test]
+    fn a_decision_is_paced_by_its_state_steps_and_redo() {
+        let mut facts: crate::facts::ClusterFacts =
+            serde_json::from_str(include_str!("../../docs/examples/facts/healthy.json"))
+                .expect("example facts");
+        let mut p = Pacing::new();
+        let healthy = crate::decide(&facts).expect("decision");
+        assert!(!healthy.redo);
+        assert_eq!(p.after(&healthy, INTERVAL), INTERVAL);
+        facts.instances[0].mysqld = None;
+        let failed = crate::decide(&facts).expect("decision");
+        assert!(failed.redo);
+        assert_eq!(p.after(&failed, INTERVAL), ms(0));
+        assert_eq!(p.after(&failed, INTERVAL), ms(100));
+        assert_eq!(p.after(&healthy, INTERVAL), INTERVAL);
+    }
 }
