@@ -12,12 +12,12 @@ use crate::common;
 
 use moco_core::facts::Flavor;
 use moco_core::operation::Operation;
-use moco_core::state::ClusterState;
-use moco_sim::{WriteOutcome, WriteTarget};
+use moco_sim::WriteTarget;
 use proptest::prelude::*;
 
-use common::drive::{Ev, Run, cases, event};
-use common::{acks_needed, runtime};
+use common::drive::{Ev, Run, event};
+use common::resize::{Resize, flavor, property_config, resize_under_writes, survive_resize};
+use common::runtime;
 
 /// With healthy old replicas, every write during the growth is acknowledged within two
 /// replication steps, and the cluster ends with MOCO's wait count.
@@ -25,86 +25,31 @@ use common::{acks_needed, runtime};
 fn growing_never_stalls_writes() {
     for flavor in [Flavor::Mysql, Flavor::Mariadb] {
         for (old, new) in [(1, 3), (3, 5)] {
-            runtime().block_on(async {
-                let mut r = Run::new(old, flavor);
-                r.settle("boot").await;
-                for _ in 0..3 {
-                    r.sim.client_write(WriteTarget::Primary);
-                    r.sim.tick();
-                }
-                r.sim.grow(new);
-                r.log.push(format!("grow {old} -> {new}"));
-                let mut rounds = 0;
-                let mut writes = 0;
-                loop {
-                    // A write after every round, at every stage of the growth.
-                    match r.sim.client_write(WriteTarget::Primary) {
-                        WriteOutcome::Acknowledged(_) => {}
-                        WriteOutcome::Pending(g) => {
-                            r.sim.tick_n(2);
-                            assert!(
-                                r.sim.acknowledged().contains(&g),
-                                "{flavor} {old}->{new}: write {g:?} waits after round {rounds}\n{}",
-                                r.log.join("\n")
-                            );
-                        }
-                        WriteOutcome::Rejected => panic!(
-                            "{flavor} {old}->{new}: write refused after round {rounds}\n{}",
-                            r.log.join("\n")
-                        ),
-                    }
-                    writes += 1;
-                    r.sim.tick();
-                    let state = r.round().await;
-                    rounds += 1;
-                    let done = state == Some(ClusterState::Healthy)
-                        && r.sim.status().semi_sync_members == Some(new);
-                    if done {
-                        break;
-                    }
-                    assert!(
-                        rounds < 40,
-                        "{flavor} {old}->{new}: never settled\n{}",
-                        r.log.join("\n")
-                    );
-                }
-                assert!(writes > 1);
-                assert_eq!(
-                    r.running_count(),
-                    acks_needed(new, flavor),
-                    "{}",
-                    r.log.join("\n")
-                );
-                assert_eq!(r.sim.status().semi_sync_min_acks, None);
-                r.check_safety("growth");
-            });
+            let (_, rounds) = runtime().block_on(resize_under_writes(
+                flavor,
+                old,
+                new,
+                Resize::Grow,
+                |_, _, _| {},
+            ));
+            // A write after every round, at every stage of the growth.
+            assert!(rounds > 1);
         }
     }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: cases(),
-        failure_persistence: None,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(20_261_124),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(property_config())]
 
     /// Faults at any point of a growth lose no acknowledged write, never make two writable
     /// acknowledgers, and once healed the cluster finishes growing.
     #[test]
     fn faults_while_growing_lose_nothing(
-        flavor in prop_oneof![Just(Flavor::Mysql), Just(Flavor::Mariadb)],
+        flavor in flavor(),
         (old, new) in prop_oneof![Just((1u32, 3u32)), Just((3, 5))],
         events in prop::collection::vec(event(), 4..=40),
     ) {
-        runtime().block_on(async {
-            let mut r = Run::booted(old, flavor).await;
-            r.sim.grow(new);
-            r.log.push(format!("{flavor}: grow {old} -> {new}"));
-            r.survive(old, &events).await;
-            assert_eq!(r.running_count(), acks_needed(new, flavor), "{}", r.log.join("\n"));
-        });
+        runtime().block_on(survive_resize(flavor, old, new, Resize::Grow, &events));
     }
 }
 
@@ -137,21 +82,16 @@ fn a_learner_never_acknowledges() {
             let mut r = Run::booted(3, flavor).await;
             r.sim.grow(5);
             // Until the round that points both new instances at the primary (as learners).
-            for _ in 0..10 {
-                r.sim.tick();
-                r.round().await;
-                let (_, d) = r.sim.last_round().unwrap();
-                let configured = d
-                    .steps
+            r.rounds_until(10, |d| {
+                d.steps
                     .iter()
                     .filter(|s| {
                         matches!(s.operation, Operation::ConfigureReplication { index, .. } if index >= 3)
                     })
-                    .count();
-                if configured == 2 {
-                    break;
-                }
-            }
+                    .count()
+                    == 2
+            })
+            .await;
             // Instance 3 falls behind, so instance 4 cannot join before it.
             r.sim.cut_link(0, 3);
             r.sim.client_write(WriteTarget::Primary);
@@ -159,30 +99,9 @@ fn a_learner_never_acknowledges() {
             r.round().await;
             assert_eq!(r.sim.status().semi_sync_members, Some(3), "{}", r.log.join("\n"));
             // The old replicas lose the primary; a write reaches the learner only.
-            r.sim.cut_link(0, 1);
-            r.sim.cut_link(0, 2);
-            let outcome = r.sim.client_write(WriteTarget::Primary);
-            r.sim.tick_n(3);
-            let WriteOutcome::Pending(g) = outcome else {
-                panic!("{outcome:?}");
-            };
-            assert!(
-                !r.sim.acknowledged().contains(&g),
-                "{flavor}: acknowledged by a learner\n{}",
-                r.log.join("\n")
-            );
-            r.log.push("primary and learner 4 crash".to_owned());
-            r.sim.crash(0, false);
-            r.sim.crash(4, false);
-            r.sim.heal_network();
-            for _ in 0..6 {
-                r.sim.tick();
-                r.round().await;
-            }
-            r.check_safety("after the failover");
-            r.sim.heal_all();
-            r.settle("after the heal").await;
-            r.check_safety("after the heal");
+            r.write_the_old_replicas_miss("a learner");
+            // The primary and learner 4 crash.
+            r.fail_over_and_heal(&[0, 4], 6, false).await;
         });
     }
 }

@@ -1,8 +1,10 @@
 //! What the simulator's test files share: the manager's timing, a paused-clock runtime and
-//! MOCO's acknowledgement count.
+//! MOCO's acknowledgement count; the driver of clusters that change size (`drive`) and what
+//! the growth and shrink tests do with it (`resize`).
 #![allow(dead_code)]
 
 pub mod drive;
+pub mod resize;
 
 use std::time::Duration;
 
