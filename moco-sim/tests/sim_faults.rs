@@ -1542,6 +1542,19 @@ async fn run(h: &mut Harness, events: &[Ev]) {
     }
 }
 
+/// Three instances, one write replicated; then primary 0 commits a transaction nobody
+/// receives (its tail, waiting for ACKs), returned.
+async fn primary_with_a_stranded_tail(flavor: Flavor) -> (Harness, SimGtid) {
+    let mut h = booted(3, flavor).await;
+    run(&mut h, &[Writes(1), Tick(1)]).await;
+    h.sim.cut_link(0, 1);
+    h.sim.cut_link(0, 2);
+    let WriteOutcome::Pending(tail) = h.sim.client_write(WriteTarget::Primary) else {
+        panic!("not pending");
+    };
+    (h, tail)
+}
+
 #[test]
 fn bootstrap_reaches_healthy_for_every_shape() {
     for flavor in [Flavor::Mysql, Flavor::Mariadb] {
@@ -1566,16 +1579,9 @@ fn bootstrap_reaches_healthy_for_every_shape() {
 fn errant_replica_is_excluded() {
     for flavor in [Flavor::Mysql, Flavor::Mariadb] {
         block_on(async {
-            let mut h = booted(3, flavor).await;
-            run(&mut h, &[Writes(1), Tick(1)]).await;
             // The primary commits a transaction nobody receives, then dies; crash recovery
             // keeps it.
-            h.sim.cut_link(0, 1);
-            h.sim.cut_link(0, 2);
-            assert!(matches!(
-                h.sim.client_write(WriteTarget::Primary),
-                WriteOutcome::Pending(_)
-            ));
+            let (mut h, _) = primary_with_a_stranded_tail(flavor).await;
             h.sim.crash(0, true);
             h.sim.heal_network();
             run(&mut h, &[Rounds(4)]).await;
@@ -1790,13 +1796,7 @@ fn errant_write_with_a_running_channel_is_fenced_and_never_promoted() {
 fn an_old_primarys_tail_becomes_errant_only_at_the_failover() {
     for flavor in [Flavor::Mysql, Flavor::Mariadb] {
         block_on(async {
-            let mut h = booted(3, flavor).await;
-            run(&mut h, &[Writes(1), Tick(1)]).await;
-            h.sim.cut_link(0, 1);
-            h.sim.cut_link(0, 2);
-            let WriteOutcome::Pending(tail) = h.sim.client_write(WriteTarget::Primary) else {
-                panic!("not pending");
-            };
+            let (mut h, tail) = primary_with_a_stranded_tail(flavor).await;
             assert!(h.sim.lineage().contains(&tail));
             assert!(h.sim.out_of_lineage(0).is_empty());
             h.sim.crash(0, true);
