@@ -15,6 +15,7 @@
 mod generate;
 mod harness;
 mod ledger;
+mod rollout;
 mod truth;
 
 use moco_core::facts::{Flavor, Role};

@@ -1,11 +1,12 @@
 //! Kubernetes resource decisions as pure functions (PDB, my.cnf, StatefulSet updates, volumes,
-//! reconciler versions, a backup's rate cap).
+//! reconciler versions, a backup's rate cap, the partitioned rollout).
 //!
 //! Each submodule takes plain data an adapter observed and returns what the resource should
 //! look like or which change to make; applying it is the adapter's job. `docs/resources.md`
 //! describes each decision and where it departs from MOCO.
 
 pub mod mycnf;
+pub mod partition;
 pub mod pdb;
 pub mod quantity;
 pub mod rate;
@@ -15,6 +16,10 @@ pub mod volumes;
 pub use mycnf::{
     InstanceConfig, MycnfError, MycnfInput, MycnfPaths, MysqldMemory, fnv1a_32, generate_mycnf,
     innodb_buffer_pool_bytes, instance_mycnf, mycnf_config_map_name, server_section,
+};
+pub use partition::{
+    AdmittedPartition, PartitionAdmission, PartitionDecision, PartitionInput, PartitionPod,
+    RolloutWait, admit_partition, decide_partition,
 };
 pub use pdb::{PdbDecision, PdbInput, decide_pdb};
 pub use quantity::{Quantity, QuantityError, QuantityErrorKind};
