@@ -68,12 +68,7 @@ pub async fn survive_resize(flavor: Flavor, old: u32, new: u32, resize: Resize, 
         .push(format!("{flavor}: {} {old} -> {new}", resize.name()));
     // Faults that must spare the old replicas spare those below the smaller size.
     r.survive(old.min(new), events).await;
-    assert_eq!(
-        r.running_count(),
-        acks_needed(new, flavor),
-        "{}",
-        r.log.join("\n")
-    );
+    r.check_wait_count(new);
 }
 
 /// A cluster of `old` (three writes) resized to `new` with every instance healthy: before
@@ -130,18 +125,23 @@ pub async fn resize_under_writes(
             r.log.join("\n")
         );
     }
-    assert_eq!(
-        r.running_count(),
-        acks_needed(new, flavor),
-        "{}",
-        r.log.join("\n")
-    );
+    r.check_wait_count(new);
     assert_eq!(r.sim.status().semi_sync_min_acks, None);
     r.check_safety(resize.name());
     (r, rounds)
 }
 
 impl Run {
+    /// The primary waits for MOCO's count of ACKs for `n` instances.
+    pub fn check_wait_count(&self, n: u32) {
+        assert_eq!(
+            self.running_count(),
+            acks_needed(n, self.sim.flavor()),
+            "{}",
+            self.log.join("\n")
+        );
+    }
+
     /// True once a resize to `new` finished: Healthy, the members and the instances at the
     /// new size.
     pub fn resized(&self, state: Option<ClusterState>, new: u32) -> bool {
