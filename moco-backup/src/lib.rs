@@ -1,30 +1,25 @@
-//! Backups and point-in-time restore (`docs/backup.md`): [`bucket`], the object stores;
-//! [`physical`], MariaDB's physical backup streamed into one and restored from it, its GTID
-//! position read from the stream by [`xbstream`]; [`binlog`], archiving and replay to a
-//! second; [`local`] and [`local_archive`], the `moco local` commands; [`retention`];
-//! [`pace`], the rate cap; [`mysql_format`], MOCO's MySQL format as command lines; [`job`], the
-//! programs of the Kubernetes backup and restore Jobs.
+//! Backups and point-in-time restore (`docs/backup.md`). A folder per family, and per concern:
 //!
-//! A bucket may hold what others wrote (`docs/backup.md`, "A bucket others can write"):
-//! [`entry_name`] and [`unpacked`] keep an object's entries inside the directory they are
-//! unpacked into, [`bounded`] holds readers to the sizes a record declares, and
-//! [`tool_output`] redacts what tools say before it reaches an Event or the status.
+//! * [`bucket`]: where backups go, the object stores behind one interface;
+//! * [`layout`]: where a backup goes in a bucket, the same for both families (MOCO's keys),
+//!   and why taking or restoring one failed;
+//! * [`mysql`]: MOCO's MySQL format (its command lines, choices and keys as pure data), their
+//!   runner, and MySQL's binlog archive;
+//! * [`mariadb`]: MariaDB's physical backup, and its binlog archive and replay to a second;
+//! * [`job`]: the programs of the Kubernetes backup and restore Jobs and of the archiver, for
+//!   both families;
+//! * [`local`]: the `moco local` commands;
+//! * [`guard`]: what keeps a bucket others can write, and tools that quote data, in bounds;
+//! * [`retention`], which backups to delete; [`pace`], the rate cap.
 
-pub mod binlog;
-pub mod bounded;
 pub mod bucket;
-pub mod command;
-pub mod entry_name;
+pub mod guard;
 pub mod job;
+pub mod layout;
 pub mod local;
-pub mod local_archive;
-pub mod mysql_archive;
-pub mod mysql_format;
+pub mod mariadb;
+pub mod mysql;
 pub mod pace;
-pub mod physical;
 pub mod retention;
-pub mod tool_output;
-pub mod unpacked;
-pub mod xbstream;
 
 pub use bucket::{Backend, Bucket, BucketError, BucketSpec, Listing, ObjectInfo};

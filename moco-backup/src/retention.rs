@@ -107,7 +107,7 @@ mod tests {
     fn to_delete(backups: &[Listed], keep: Keep, now: Timestamp) -> Vec<String> {
         decide(backups, keep, now).unwrap()
     }
-    use crate::physical::{Manifest, ObjectRecord};
+    use crate::mariadb::physical::{Manifest, ObjectRecord};
 
     fn complete(name: &str, day: i64) -> Listed {
         Listed {
@@ -185,7 +185,7 @@ mod tests {
     /// one stops the prune, which deletes nothing and names the folder and the reason.
     #[tokio::test]
     async fn a_backup_whose_manifest_cannot_be_read_stops_the_prune() {
-        use crate::physical::{BASE_KEY, MANIFEST_KEY};
+        use crate::mariadb::physical::{BASE_KEY, MANIFEST_KEY};
         let dir = tempfile::tempdir().unwrap();
         let bucket = crate::BucketSpec::from_url(&dir.path().display().to_string())
             .unwrap()

@@ -11,7 +11,7 @@ use moco_adapters::instance::clone::RestoreTarget;
 use moco_adapters::mysql::{Dialect, sql};
 use moco_adapters::ports::MysqlPort as _;
 use moco_backup::BucketSpec;
-use moco_backup::physical;
+use moco_backup::mariadb::physical;
 use moco_tests::local::server_or_skip;
 use moco_tests::pod::{backup_donor, pod_admin, ready_pod};
 use moco_tests::s3::{FlakyProxy, create_bucket, moto};

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use moco_backup::binlog::events::Gtid;
-use moco_backup::binlog::replay::{ReplayError, ReplayTarget, replay};
-use moco_backup::binlog::timeline::{Plan, SEGMENT_FORMAT, Segment, Step};
-use moco_backup::physical::ObjectRecord;
+use moco_backup::mariadb::binlog::events::Gtid;
+use moco_backup::mariadb::binlog::replay::{ReplayError, ReplayTarget, replay};
+use moco_backup::mariadb::binlog::timeline::{Plan, SEGMENT_FORMAT, Segment, Step};
+use moco_backup::mariadb::physical::ObjectRecord;
 use moco_backup::{Bucket, BucketSpec};
 use moco_tests::local::server_or_skip;
 use moco_tests::pod::{pod_admin, ready_pod, test_password};
@@ -208,7 +208,7 @@ fn crc32(data: &[u8]) -> u32 {
 
 /// Stores `stream` as a complete physical backup under `prefix`, its manifest matching it.
 async fn put_backup(bucket: &Bucket, prefix: &str, stream: &[u8]) {
-    use moco_backup::physical::{BASE_KEY, FORMAT_VERSION, MANIFEST_KEY, Manifest};
+    use moco_backup::mariadb::physical::{BASE_KEY, FORMAT_VERSION, MANIFEST_KEY, Manifest};
     let stored = zstd(stream);
     bucket
         .upload(&format!("{prefix}/{BASE_KEY}"), &stored[..])
@@ -268,7 +268,7 @@ async fn a_backup_naming_a_path_outside_the_datadir_is_refused_by_name() {
         datadir: root.path().join("data"),
         log: root.path().join("restore.log"),
     };
-    let e = moco_backup::physical::restore(&bucket, prefix, &target)
+    let e = moco_backup::mariadb::physical::restore(&bucket, prefix, &target)
         .await
         .unwrap_err()
         .to_string();
@@ -300,8 +300,8 @@ async fn a_backup_unpacking_past_its_manifest_stops_at_the_declared_size() {
     let prefix = "moco/local/src/20261123-230000";
     put_backup(&bucket, prefix, &stream).await;
     // The attacker's manifest declares 1 MiB unpacked.
-    let key = format!("{prefix}/{}", moco_backup::physical::MANIFEST_KEY);
-    let mut manifest = moco_backup::physical::manifest(&bucket, prefix)
+    let key = format!("{prefix}/{}", moco_backup::mariadb::physical::MANIFEST_KEY);
+    let mut manifest = moco_backup::mariadb::physical::manifest(&bucket, prefix)
         .await
         .unwrap();
     manifest.base.uncompressed_size = 1 << 20;
@@ -316,7 +316,7 @@ async fn a_backup_unpacking_past_its_manifest_stops_at_the_declared_size() {
         datadir: datadir.clone(),
         log: root.path().join("restore.log"),
     };
-    let e = moco_backup::physical::restore(&bucket, prefix, &target)
+    let e = moco_backup::mariadb::physical::restore(&bucket, prefix, &target)
         .await
         .unwrap_err()
         .to_string();

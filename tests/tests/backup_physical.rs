@@ -9,7 +9,7 @@ use std::time::Duration;
 use moco_adapters::instance::clone::{RestoreTarget, seed};
 use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_adapters::ports::MysqlPort as _;
-use moco_backup::physical::{self, BASE_KEY};
+use moco_backup::mariadb::physical::{self, BASE_KEY};
 use moco_backup::{BucketSpec, ObjectInfo};
 use moco_core::resources::ByteRate;
 use moco_tests::local::{connect, opts, server_or_skip};

@@ -156,7 +156,7 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
             binlog_tool: binary.tool("mariadb-binlog").unwrap(),
             work_dir: root.path().join("work"),
             tls: ServerTls::default(),
-            tools: moco_backup::command::Tools::from_path(),
+            tools: moco_backup::mysql::command::Tools::from_path(),
             threads: std::num::NonZeroU32::MIN,
             max_rate: None,
         };
@@ -176,7 +176,7 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
             )
             .await
             .unwrap();
-        let manifest = moco_backup::physical::store_stream(
+        let manifest = moco_backup::mariadb::physical::store_stream(
             stream,
             moco_core::time::Timestamp(0),
             state,

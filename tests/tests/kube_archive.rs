@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::{Account, Dialect, sql};
-use moco_backup::binlog::{self, Timeline};
-use moco_backup::command::Tools;
 use moco_backup::job::archive::{ArchiveJob, PrimaryAccess, RoundOutcome};
 use moco_backup::job::cluster::ClusterAccess;
 use moco_backup::job::mysql::MysqlTools;
 use moco_backup::job::server_tls::ServerTls;
+use moco_backup::mariadb::binlog::{self, Timeline};
+use moco_backup::mysql::command::Tools;
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_testkit::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;

@@ -16,7 +16,7 @@ use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
 use moco_backup::job::mysql::BackupServers as _;
 use moco_backup::job::server_tls::ServerTls;
-use moco_backup::{binlog, physical};
+use moco_backup::mariadb::{binlog, physical};
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_testkit::apiserver::FakeApiServer;
 use moco_tests::certs::TestCerts;
@@ -139,7 +139,7 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
         binlog_tool: binary.tool("mariadb-binlog").unwrap(),
         work_dir: root.path().join("work"),
         tls: ServerTls::default(),
-        tools: moco_backup::command::Tools::from_path(),
+        tools: moco_backup::mysql::command::Tools::from_path(),
         threads: std::num::NonZeroU32::MIN,
         max_rate: None,
     };

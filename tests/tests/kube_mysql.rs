@@ -22,16 +22,17 @@ use std::time::Duration;
 
 use moco_adapters::mysql::Account;
 use moco_backup::bucket::{Bucket, BucketSpec};
-use moco_backup::command::Tools;
 use moco_backup::job::JobError;
 use moco_backup::job::archive::{ArchiveJob, Archived, PrimaryAccess};
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
+use moco_backup::job::mysql::archive::{ArchiveServers, PrimarySnapshot};
 use moco_backup::job::mysql::{BackupServers, BinlogFiles, MysqlTools, RestoreServer};
-use moco_backup::job::mysql_archive::{ArchiveServers, PrimarySnapshot};
 use moco_backup::job::restore::RestoreJob;
 use moco_backup::job::server_tls::ServerTls;
-use moco_backup::{mysql_archive, mysql_format};
+use moco_backup::layout;
+use moco_backup::mysql::command::Tools;
+use moco_backup::mysql::{archive as mysql_archive, format};
 use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
 use moco_operator::clustering::addresses::StaticAddresses;
@@ -274,8 +275,7 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
 
     // The first backup: the dump alone, from the replica of lowest ordinal.
     let first = backup().await.unwrap();
-    let first_time =
-        mysql_format::parse_backup_time(first.prefix.rsplit('/').next().unwrap()).unwrap();
+    let first_time = layout::parse_backup_time(first.prefix.rsplit('/').next().unwrap()).unwrap();
     assert_eq!(first.source_index, 1);
     let s = status();
     assert_eq!(s["sourceIndex"], 1);
@@ -289,7 +289,7 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
     assert_eq!(s["binlogSize"], 0);
     assert!(s["workDirUsage"].as_i64().unwrap() >= 17, "{s}");
     assert_eq!(s["warnings"], serde_json::Value::Null);
-    let dump_key = mysql_format::dump_key("prod", "db", first_time);
+    let dump_key = format::keys::dump_key("prod", "db", first_time);
     let stored = bucket.list("moco/prod/db/").await.unwrap();
     assert_eq!(
         stored.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
@@ -332,12 +332,11 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let second = backup().await.unwrap();
-    let second_time =
-        mysql_format::parse_backup_time(second.prefix.rsplit('/').next().unwrap()).unwrap();
+    let second_time = layout::parse_backup_time(second.prefix.rsplit('/').next().unwrap()).unwrap();
     let s = status();
     assert_eq!(s["gtidSet"], SECOND_GTIDS);
     assert_eq!(s["warnings"], serde_json::Value::Null);
-    let binlog_key = mysql_format::binlog_key("prod", "db", first_time);
+    let binlog_key = format::keys::binlog_key("prod", "db", first_time);
     let keys: Vec<(String, u64)> = bucket
         .list("moco/prod/db/")
         .await
@@ -349,7 +348,7 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
     assert_eq!(s["binlogSize"], json!(binlog_size));
     assert!(
         keys.iter()
-            .any(|(k, _)| *k == mysql_format::dump_key("prod", "db", second_time))
+            .any(|(k, _)| *k == format::keys::dump_key("prod", "db", second_time))
     );
     let fetch = read(&bin, "mysqlbinlog.calls");
     assert_eq!(
@@ -363,7 +362,7 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
     );
     assert_eq!(
         read(&bin, "mysqlbinlog.cnf"),
-        mysql_format::client_option_file(BACKUP_PASSWORD)
+        format::command_line::client_option_file(BACKUP_PASSWORD)
     );
     assert!(
         !work.join("moco-backup.cnf").exists(),
@@ -382,7 +381,7 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
     *servers.uuids.lock().unwrap() = (0..3).map(|i| (i, format!("new-uuid-{i}"))).collect();
     let third = backup().await.unwrap();
     let s = status();
-    assert_eq!(s["warnings"], json!([mysql_format::SKIP_BINLOG_WARNING]));
+    assert_eq!(s["warnings"], json!([format::source::SKIP_BINLOG_WARNING]));
     assert_eq!(s["binlogSize"], 0);
     assert_eq!(s["uuidSet"]["1"], "new-uuid-1");
     assert_eq!(
@@ -428,7 +427,7 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
             .await
             .unwrap()
             .iter()
-            .all(|o| !o.key.ends_with(mysql_format::BINLOG_FILE)),
+            .all(|o| !o.key.ends_with(format::keys::BINLOG_FILE)),
         "a failed fetch stored a binlog tarball"
     );
 
@@ -571,7 +570,7 @@ async fn mocos_format_backs_up_a_mysql_cluster_and_restores_it_to_a_second() {
     );
     assert_eq!(
         read(&bin, "mysql.cnf"),
-        mysql_format::client_option_file(ADMIN_PASSWORD)
+        format::command_line::client_option_file(ADMIN_PASSWORD)
     );
     let restored = fake.get_json(CLUSTERS, "new", "db2").unwrap();
     assert!(restored["status"]["restoredTime"].is_string(), "{restored}");
@@ -786,7 +785,7 @@ async fn a_mysql_clusters_binlogs_are_archived_across_a_failover_and_restored_to
         .unwrap()
         .open(&Default::default())
         .unwrap();
-    let prefix = mysql_format::cluster_prefix("prod", "db");
+    let prefix = layout::cluster_prefix("prod", "db");
 
     // A backup at T0 of instance 0 (A:1-10), its dump in MOCO's layout, recorded in the
     // status the archiver starts from.
@@ -811,7 +810,7 @@ async fn a_mysql_clusters_binlogs_are_archived_across_a_failover_and_restored_to
     assert!(tar.status.success());
     bucket
         .upload(
-            &mysql_format::dump_key("prod", "db", Timestamp(T0)),
+            &format::keys::dump_key("prod", "db", Timestamp(T0)),
             &tar.stdout[..],
         )
         .await
@@ -968,7 +967,7 @@ async fn a_mysql_clusters_binlogs_are_archived_across_a_failover_and_restored_to
         "{e}"
     );
     std::fs::remove_file(bin.join("fail-fetch")).unwrap();
-    let contents = moco_backup::job::mysql_archive::store::load(&bucket, &prefix)
+    let contents = moco_backup::job::mysql::archive_store::load(&bucket, &prefix)
         .await
         .unwrap();
     assert_eq!(contents.rounds.len(), 3);
@@ -1066,7 +1065,7 @@ async fn a_mysql_clusters_binlogs_are_archived_across_a_failover_and_restored_to
         "--cluster",
         "prod/db",
     ]);
-    let dump_size = std::fs::metadata(root.path().join("bucket").join(mysql_format::dump_key(
+    let dump_size = std::fs::metadata(root.path().join("bucket").join(format::keys::dump_key(
         "prod",
         "db",
         Timestamp(T0),
@@ -1077,7 +1076,7 @@ async fn a_mysql_clusters_binlogs_are_archived_across_a_failover_and_restored_to
         out.contains(&format!(
             "moco/prod/db/{}  MOCO dump  {dump_size} bytes  restores as it is; later seconds \
              through the binlog archive",
-            mysql_format::backup_time_text(Timestamp(T0))
+            layout::backup_time_text(Timestamp(T0))
         )),
         "{out}"
     );

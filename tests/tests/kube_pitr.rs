@@ -492,7 +492,7 @@ impl Fixture {
             .map(|k| format!("{prefix}/{k}"))
             .collect();
         assert_eq!(keys, want, "the backup's folder in the bucket");
-        let manifest = moco_backup::physical::manifest(&self.bucket, &prefix)
+        let manifest = moco_backup::mariadb::physical::manifest(&self.bucket, &prefix)
             .await
             .unwrap();
         assert_eq!(
@@ -997,7 +997,7 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
             .0
             .strftime("%Y%m%d-%H%M%S")
     );
-    let manifest = moco_backup::physical::manifest(&f.bucket, &base)
+    let manifest = moco_backup::mariadb::physical::manifest(&f.bucket, &base)
         .await
         .unwrap();
     let want = normalized(&clone_binlog_state(

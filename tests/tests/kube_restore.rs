@@ -133,7 +133,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         binlog_tool: binary.tool("mariadb-binlog").unwrap(),
         work_dir: root.path().join("backup-work"),
         tls: ServerTls::default(),
-        tools: moco_backup::command::Tools::from_path(),
+        tools: moco_backup::mysql::command::Tools::from_path(),
         threads: std::num::NonZeroU32::MIN,
         max_rate: None,
     };
@@ -259,7 +259,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         work_dir: root.path().join("restore-work"),
         wait_limit: LIMIT,
         tls: ServerTls::default(),
-        tools: moco_backup::command::Tools::from_path(),
+        tools: moco_backup::mysql::command::Tools::from_path(),
         threads: std::num::NonZeroU32::MIN,
     };
     let restore_job =

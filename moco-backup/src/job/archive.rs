@@ -9,7 +9,7 @@
 //! the instance the MySQLCluster records as primary (`status.currentPrimaryIndex`), the binlog
 //! is closed when the archive lacks a transaction, and each closed file that adds to the
 //! history is fetched with `mariadb-binlog --read-from-remote-server --raw` and stored. On
-//! MySQL ([`ArchiveJob::mysql_round`], [`super::mysql_archive`]), `mysqlbinlog` fetches what
+//! MySQL ([`ArchiveJob::mysql_round`], [`super::mysql::archive`]), `mysqlbinlog` fetches what
 //! the primary executed that the archive lacks (from the newest backup on, at the start). Nothing here needs
 //! the Pods' volumes, so the archiver follows a switchover or a failover by reading the status
 //! again each round; a round against a demoted, read-only instance stores nothing.
@@ -33,15 +33,16 @@ use tokio::sync::watch;
 use super::JobError;
 use super::args::{ArchiveArgs, PASSWORD_ENV, required};
 use super::cluster::ClusterAccess;
+use super::mysql::archive::{ArchiveServers, MysqlRound};
 use super::mysql::{MysqlTools, SqlServers};
-use super::mysql_archive::{ArchiveServers, MysqlRound};
 use super::server_tls::ServerTls;
-use crate::binlog::archive::Round;
-use crate::binlog::fetch::{BinlogFiles, RemoteFetch};
-use crate::binlog::{ArchiveError, Archiver};
 use crate::bucket::Bucket;
-use crate::command::Tools;
-use crate::mysql_format::{self, Endpoint};
+use crate::layout;
+use crate::mariadb::binlog::archive::Round;
+use crate::mariadb::binlog::fetch::{BinlogFiles, RemoteFetch};
+use crate::mariadb::binlog::{ArchiveError, Archiver};
+use crate::mysql::command::Tools;
+use crate::mysql::format::command_line::Endpoint;
 
 /// How to reach the primary for a round.
 #[derive(Clone)]
@@ -69,7 +70,7 @@ impl std::fmt::Debug for PrimaryAccess {
 
 /// The archiver of cluster `id` (keys under `moco/<ns>/<name>`).
 pub fn archiver_of(bucket: Bucket, id: &ClusterId) -> Archiver {
-    let prefix = mysql_format::cluster_prefix(&id.namespace, &id.name);
+    let prefix = layout::cluster_prefix(&id.namespace, &id.name);
     Archiver::new(bucket, prefix.trim_end_matches('/'))
 }
 
@@ -127,7 +128,7 @@ pub struct ArchiveJob {
     pub bucket: Bucket,
     /// How to reach the primary.
     pub access: PrimaryAccess,
-    /// MOCO's tools and the work dir, for a MySQL cluster ([`super::mysql_archive`]).
+    /// MOCO's tools and the work dir, for a MySQL cluster ([`super::mysql::archive`]).
     pub mysql: MysqlTools,
     /// The pause between rounds.
     pub every: Duration,
@@ -320,11 +321,11 @@ impl ArchiveJob {
             }
         };
         let (host, port) = self.access.addresses.peers(id, primary);
-        let round = super::mysql_archive::round(
+        let round = super::mysql::archive::round(
             &self.mysql,
             servers,
             &self.bucket,
-            &mysql_format::cluster_prefix(&id.namespace, &id.name),
+            &layout::cluster_prefix(&id.namespace, &id.name),
             primary,
             &Endpoint { host, port },
             &newest_dump,

@@ -71,17 +71,7 @@ impl CommonFlags {
 
     /// The bucket `bucket_name` with these flags; a wrong flag is named.
     pub fn bucket_spec(&self, bucket_name: &str) -> Result<BucketSpec, JobError> {
-        let backend = match self.backend_type.as_str() {
-            "s3" => Backend::S3,
-            "gcs" => Backend::Gcs,
-            "azure" => Backend::Azure,
-            other => {
-                return Err(JobError::input(
-                    "--backend-type",
-                    format!("{other:?}: use s3, gcs or azure"),
-                ));
-            }
-        };
+        let backend = Backend::from_backend_type(&self.backend_type)?;
         if bucket_name.is_empty() {
             return Err(JobError::input("BUCKET", "empty"));
         }

@@ -38,12 +38,15 @@ use super::args::{BackupArgs, CommonFlags, DONOR_PASSWORD_ENV, PASSWORD_ENV, req
 use super::cluster::{BACKUP_CREATED, BACKUP_NO_BINLOG, ClusterAccess, ready_ordinals};
 use super::mysql::{BackupServers, MysqlBackup, MysqlTools, SqlServers};
 use super::server_tls::ServerTls;
-use crate::binlog::ArchiveError;
-use crate::binlog::archive::Round;
 use crate::bucket::Bucket;
-use crate::command::Tools;
-use crate::mysql_format::{self, Endpoint, PreviousBackup, ReadyInstance};
-use crate::physical::{self, Manifest};
+use crate::layout;
+use crate::mariadb::binlog::ArchiveError;
+use crate::mariadb::binlog::archive::Round;
+use crate::mariadb::physical::{self, Manifest};
+use crate::mysql::command::Tools;
+use crate::mysql::format;
+use crate::mysql::format::command_line::Endpoint;
+use crate::mysql::format::source::{PreviousBackup, ReadyInstance};
 use moco_core::facts::Role;
 use moco_core::resources::ByteRate;
 
@@ -104,7 +107,7 @@ pub struct BackupDone {
 pub fn choose_source(
     ready: &std::collections::BTreeSet<u32>,
     primary: u32,
-) -> Result<u32, mysql_format::FormatError> {
+) -> Result<u32, format::FormatError> {
     let instances: Vec<ReadyInstance> = ready
         .iter()
         .map(|&index| ReadyInstance {
@@ -117,7 +120,7 @@ pub fn choose_source(
             },
         })
         .collect();
-    mysql_format::choose_source(&PreviousBackup::default(), &instances).map(|c| c.index)
+    format::source::choose_source(&PreviousBackup::default(), &instances).map(|c| c.index)
 }
 
 /// `status.backup` for `manifest`, taken from `source_index` in `elapsed`.
@@ -298,9 +301,9 @@ impl BackupJob {
         let (id, ready, primary) = self.check(&cluster).await?;
         let source_index =
             choose_source(&ready, primary).map_err(|e| self.cluster.refuse(e.to_string()))?;
-        let (started_at, prefix) = physical::free_folder(
+        let (started_at, prefix) = layout::free_folder(
             &self.bucket,
-            &mysql_format::cluster_prefix(&id.namespace, &id.name),
+            &layout::cluster_prefix(&id.namespace, &id.name),
             &moco_adapters::ports::SystemClock,
         )
         .await?;
@@ -332,7 +335,7 @@ impl BackupJob {
             Ok(round) => status.binlog_size = i64::try_from(round.bytes).unwrap_or(i64::MAX),
             Err(e) => {
                 tracing::warn!(error = %e, "the binlogs were not archived");
-                status.warnings = Some(vec![crate::tool_output::for_status(&format!(
+                status.warnings = Some(vec![crate::guard::tool_output::for_status(&format!(
                     "the binlogs were not archived: {e}"
                 ))]);
             }

@@ -166,7 +166,7 @@ impl ClusterAccess {
     }
 
     /// Creates `event` with `message` in place of its own, single-quoted values redacted and
-    /// cut to size ([`crate::tool_output::for_status`]): whoever reads the cluster's Events
+    /// cut to size ([`crate::guard::tool_output::for_status`]): whoever reads the cluster's Events
     /// reads it.
     pub async fn event_with_message(
         &self,
@@ -174,7 +174,7 @@ impl ClusterAccess {
         event: JobEvent,
         message: &str,
     ) -> Result<(), JobError> {
-        let message = crate::tool_output::for_status(message);
+        let message = crate::guard::tool_output::for_status(message);
         let now = k8s_openapi::jiff::Timestamp::now();
         let object = Event {
             metadata: ObjectMeta {

@@ -4,14 +4,13 @@
 //!
 //! [`cluster`] reads and records on the MySQLCluster (its Pods, `status.backup`, Events);
 //! [`backup`] is the backup Job, [`restore`] the restore Job, and [`archive`] archives the
-//! binlogs every few seconds (beyond MOCO; [`mysql_archive`] holds its rounds on MySQL).
+//! binlogs every few seconds (beyond MOCO; [`mysql::archive`] holds its rounds on MySQL).
 
 pub mod archive;
 pub mod args;
 pub mod backup;
 pub mod cluster;
 pub mod mysql;
-pub mod mysql_archive;
 pub mod restore;
 pub mod server_tls;
 
@@ -19,8 +18,8 @@ use moco_agent::error::AgentError;
 use moco_operator::render::RenderError;
 
 use crate::bucket::BucketError;
+use crate::layout::BackupError;
 use crate::local::RestoreToError;
-use crate::physical::BackupError;
 
 /// Why a Job failed. Each names what it was working on.
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +76,7 @@ pub enum JobError {
     Restore(#[from] RestoreToError),
     /// A tool of MOCO's MySQL format.
     #[error(transparent)]
-    Command(#[from] crate::command::CommandError),
+    Command(#[from] crate::mysql::command::CommandError),
 }
 
 impl JobError {

@@ -53,15 +53,17 @@ use super::args::{PASSWORD_ENV, RestoreArgs, required};
 use super::cluster::{ClusterAccess, EventType, JobEvent, RESTORED};
 use super::mysql::{MysqlTools, RestoreServer, SqlServers};
 use super::server_tls::ServerTls;
-use crate::binlog::Point;
-use crate::binlog::replay::{ReplayTarget, Replayed, replay};
-use crate::bounded::{Bounded, drain_at_most};
 use crate::bucket::Bucket;
-use crate::command::Tools;
+use crate::guard::bounded::{Bounded, drain_at_most};
+use crate::layout;
 use crate::local::{self, PlannedRestore, list};
-use crate::mysql_format::{self, Endpoint};
-use crate::physical::{self, Hashing, Manifest};
-use crate::xbstream::SafeNames;
+use crate::mariadb::binlog::Point;
+use crate::mariadb::binlog::replay::{ReplayTarget, Replayed, replay};
+use crate::mariadb::physical::{self, Hashing, Manifest};
+use crate::mariadb::xbstream::SafeNames;
+use crate::mysql::command::Tools;
+use crate::mysql::format;
+use crate::mysql::format::command_line::Endpoint;
 
 /// A restore failed (beyond MOCO's Events).
 pub const RESTORE_FAILED: JobEvent = JobEvent {
@@ -128,7 +130,7 @@ pub struct RestoreDone {
     /// What the binlogs added (MariaDB).
     pub replayed: Replayed,
     /// What was loaded and replayed (MySQL).
-    pub dump: Option<mysql_format::RestorePlan>,
+    pub dump: Option<format::keys::RestorePlan>,
 }
 
 /// The base and binlogs chosen for a point.
@@ -147,13 +149,13 @@ impl RestoreJob {
         env: &BTreeMap<String, String>,
     ) -> Result<Self, JobError> {
         let admin_password = required(env, PASSWORD_ENV)?;
-        let point = mysql_format::parse_backup_time(&args.restore_point)
+        let point = layout::parse_backup_time(&args.restore_point)
             .map_err(|e| JobError::input("RESTORE_POINT", e.to_string()))?;
         let bucket = args.common.bucket_spec(&args.bucket)?.open(env)?;
         let client = kube::Client::try_default()
             .await
             .map_err(JobError::kube("connect to the Kubernetes API"))?;
-        let source_prefix = mysql_format::cluster_prefix(&args.source_namespace, &args.source_name)
+        let source_prefix = layout::cluster_prefix(&args.source_namespace, &args.source_name)
             .trim_end_matches('/')
             .to_owned();
         Ok(RestoreJob {
@@ -365,22 +367,23 @@ impl RestoreJob {
         cluster: MySQLCluster,
         server: &S,
     ) -> Result<RestoreDone, JobError> {
-        let filter = mysql_format::RestoreFilter::new(&self.schema, &self.users).map_err(|e| {
-            let field = match &e {
-                mysql_format::RestoreSpecError::Users { field, .. }
-                | mysql_format::RestoreSpecError::Schema { field, .. } => *field,
-            };
-            let message = e.to_string();
-            let message = message
-                .strip_prefix(&format!("{field}: "))
-                .unwrap_or(&message)
-                .to_owned();
-            JobError::input(field, message)
-        })?;
+        let filter =
+            format::restore::RestoreFilter::new(&self.schema, &self.users).map_err(|e| {
+                let field = match &e {
+                    format::restore::RestoreSpecError::Users { field, .. }
+                    | format::restore::RestoreSpecError::Schema { field, .. } => *field,
+                };
+                let message = e.to_string();
+                let message = message
+                    .strip_prefix(&format!("{field}: "))
+                    .unwrap_or(&message)
+                    .to_owned();
+                JobError::input(field, message)
+            })?;
         let id = ClusterId::of(&cluster)?;
         let source = self
             .source_prefix
-            .strip_prefix(&format!("{}/", mysql_format::KEY_ROOT))
+            .strip_prefix(&format!("{}/", layout::KEY_ROOT))
             .and_then(|rest| rest.split_once('/'))
             .ok_or_else(|| {
                 JobError::input(
@@ -614,7 +617,7 @@ impl RestoreJob {
 /// `spec.restore.restorePoint` and what can be reached; a store that fails is its own error.
 async fn choose(bucket: &Bucket, prefix: &str, point: Timestamp) -> Result<Chosen, JobError> {
     let backups = list(bucket, prefix).await?;
-    let folder = mysql_format::backup_time_text(point);
+    let folder = layout::backup_time_text(point);
     if let Some(b) = backups
         .iter()
         .find(|b| b.manifest.is_some() && b.prefix.ends_with(&format!("/{folder}")))
@@ -726,8 +729,8 @@ mod tests {
         let prefix = "moco/old/db";
         // 2026-11-24 01:00:00 UTC: a complete backup; 02:00:00: one without its manifest.
         let (t1, t2) = (1_795_568_400, 1_795_572_000);
-        let complete = format!("{prefix}/{}", mysql_format::backup_time_text(Timestamp(t1)));
-        let incomplete = format!("{prefix}/{}", mysql_format::backup_time_text(Timestamp(t2)));
+        let complete = format!("{prefix}/{}", layout::backup_time_text(Timestamp(t1)));
+        let incomplete = format!("{prefix}/{}", layout::backup_time_text(Timestamp(t2)));
         put(&bucket, &format!("{complete}/{}", physical::BASE_KEY), b"x").await;
         let text = serde_json::to_vec(&manifest(t1, "0-1-10")).unwrap();
         put(

@@ -208,7 +208,7 @@ async fn backups_of(target: &Target) -> Result<Found, LocalCmdError> {
             let url = target.to.as_deref().ok_or_else(|| {
                 usage("--cluster needs --from URL: the bucket of the cluster's BackupPolicy")
             })?;
-            let prefix = moco_backup::mysql_format::cluster_prefix(ns, name)
+            let prefix = moco_backup::layout::cluster_prefix(ns, name)
                 .trim_end_matches('/')
                 .to_owned();
             (cluster.clone(), prefix, open_url(url)?)
@@ -274,7 +274,7 @@ async fn prune(args: &PruneArgs) -> Result<ExitCode, LocalCmdError> {
 }
 
 async fn archive(args: &ArchiveArgs) -> Result<ExitCode, LocalCmdError> {
-    use moco_backup::local_archive::{ArchiveConfig, config_path};
+    use moco_backup::local::archive::{ArchiveConfig, config_path};
     let dir = args
         .target
         .dir
@@ -422,21 +422,21 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
         .into_iter()
         .map(|o| (o.key, o.size))
         .collect();
-    let dumps = moco_backup::mysql_format::list_dumps(&moco_prefix, &objects);
-    let mysql_archive = moco_backup::job::mysql_archive::store::load(&bucket, &moco_prefix)
+    let dumps = moco_backup::mysql::format::keys::list_dumps(&moco_prefix, &objects);
+    let mysql_archive = moco_backup::job::mysql::archive_store::load(&bucket, &moco_prefix)
         .await
         .map_err(|e| usage(e.to_string()))?;
     if backups.is_empty() && dumps.is_empty() {
         say!("no backups of {name}");
     }
     list_mysql(&moco_prefix, &dumps, &mysql_archive);
-    let contents = moco_backup::binlog::archive::load(&bucket, &prefix)
+    let contents = moco_backup::mariadb::binlog::archive::load(&bucket, &prefix)
         .await
         .map_err(|e| usage(e.to_string()))?;
-    let timeline = moco_backup::binlog::Timeline::build(&contents.segments)
+    let timeline = moco_backup::mariadb::binlog::Timeline::build(&contents.segments)
         .map_err(|e| usage(e.to_string()))?;
     let bases = moco_backup::local::bases(&backups, timeline.domain);
-    let show = moco_backup::binlog::timeline::show;
+    let show = moco_backup::mariadb::binlog::timeline::show;
     for (i, b) in backups.iter().enumerate() {
         let Some(m) = &b.manifest else {
             say!(
@@ -450,7 +450,11 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
         let window = match base.map(|base| {
             (
                 base,
-                moco_backup::binlog::timeline::restorable_until(base, &timeline, contents.progress),
+                moco_backup::mariadb::binlog::timeline::restorable_until(
+                    base,
+                    &timeline,
+                    contents.progress,
+                ),
             )
         }) {
             Some((base, Some(until))) => format!(
@@ -498,10 +502,10 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
 /// set, inside its dump: the restore finds it, and names a gap).
 fn list_mysql(
     prefix: &str,
-    dumps: &[moco_backup::mysql_format::DumpListed],
-    archive: &moco_backup::job::mysql_archive::store::ArchiveContents,
+    dumps: &[moco_backup::mysql::format::keys::DumpListed],
+    archive: &moco_backup::job::mysql::archive_store::ArchiveContents,
 ) {
-    use moco_backup::mysql_format::backup_time_text;
+    use moco_backup::layout::backup_time_text;
     for d in dumps {
         let window = match (d.binlog_size, d.next) {
             (Some(size), Some(next)) => format!(
@@ -519,7 +523,7 @@ fn list_mysql(
             d.dump_size
         );
     }
-    let show = moco_backup::mysql_archive::show_ms;
+    let show = moco_backup::mysql::archive::show_ms;
     let first = archive.rounds.first().map(|r| r.read_at_ms);
     let last = archive.rounds.last().map(|r| r.read_at_ms);
     if let (Some(first), Some(last)) = (first, last) {
@@ -572,7 +576,7 @@ pub struct RestoreArgs {
 /// and starts the manager, which clones the others from it.
 pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
     let point = if a.point == "latest" {
-        moco_backup::binlog::Point::Latest
+        moco_backup::mariadb::binlog::Point::Latest
     } else {
         let t = Timestamp::parse(&a.point).map_err(|e| {
             usage(format!(
@@ -580,7 +584,7 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
                 a.point
             ))
         })?;
-        moco_backup::binlog::Point::Before(t.seconds())
+        moco_backup::mariadb::binlog::Point::Before(t.seconds())
     };
     let (url, source) = restore_source(&a.dir, &a.source, a.from.as_deref())?;
     let spec = BucketSpec::from_url(&url).map_err(|e| usage(format!("--from: {e}")))?;

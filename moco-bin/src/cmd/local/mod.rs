@@ -505,7 +505,7 @@ async fn start_manager(
 }
 
 /// Binlog archiving beside the manager (it acts only while `moco local backup archive` has
-/// turned it on; see `moco_backup::local_archive`).
+/// turned it on; see `moco_backup::local::archive`).
 struct Archiving {
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -514,7 +514,7 @@ struct Archiving {
 impl Archiving {
     fn start(layout: &Layout) -> Self {
         let (shutdown, receiver) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(moco_backup::local_archive::run(layout.clone(), receiver));
+        let task = tokio::spawn(moco_backup::local::archive::run(layout.clone(), receiver));
         Archiving { shutdown, task }
     }
 

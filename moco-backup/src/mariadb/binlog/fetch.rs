@@ -103,7 +103,7 @@ impl RemoteFetch {
                 "fetching {name} from {}:{} failed ({status}): {}",
                 self.host,
                 self.port,
-                crate::tool_output::log_excerpt(&log)
+                crate::guard::tool_output::log_excerpt(&log)
             ));
         }
         Ok(path)

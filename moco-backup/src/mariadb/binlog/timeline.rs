@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::events::{FileSummary, Gtid};
-use crate::physical::ObjectRecord;
+use crate::mariadb::physical::ObjectRecord;
 
 /// The segment metadata layout this build writes and reads.
 pub const SEGMENT_FORMAT: u32 = 1;
@@ -337,7 +337,7 @@ pub enum PlanError {
     #[error(
         "the point is before the first complete backup: the earliest restorable point is {} \
          (every transaction before it is in backup {prefix})",
-        crate::binlog::timeline::show(*earliest)
+        crate::mariadb::binlog::timeline::show(*earliest)
     )]
     BeforeEarliest {
         /// The earliest restorable second.
@@ -495,7 +495,7 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::binlog::events::tests::g;
+    use crate::mariadb::binlog::events::tests::g;
 
     fn run(server_id: u32, first: u64, last: u64, t0: i64) -> Run {
         Run {
@@ -528,7 +528,7 @@ mod tests {
 
     #[test]
     fn a_file_becomes_runs_of_consecutive_transactions_per_server() {
-        use crate::binlog::events::{summarize, tests::file};
+        use crate::mariadb::binlog::events::{summarize, tests::file};
         let bytes = file(
             &[g(0, 1, 100), g(0, 2, 50)],
             &[

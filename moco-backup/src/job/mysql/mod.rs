@@ -1,4 +1,4 @@
-//! The Jobs' steps for a MySQL cluster: MOCO's own format ([`crate::mysql_format`]), so that a
+//! The Jobs' steps for a MySQL cluster: MOCO's own format ([`crate::mysql::format`]), so that a
 //! MOCO user's backups restore here and backups taken here restore with MOCO.
 //!
 //! Backup (`backup/backup.go`): read every ready instance's `server_uuid`, choose the source
@@ -16,6 +16,12 @@
 //! Jobs use [`SqlServers`]. No MySQL server runs where this project is tested, so the tests
 //! drive these steps with tools and servers that stand in for MySQL's and check every command
 //! line, password and object; `scripts/e2e-kind.sh` runs them against MySQL.
+//!
+//! Binlog archiving on MySQL ([`archive`]) runs its rounds with these servers and tools, and
+//! keeps its records through [`archive_store`], which the restore reads too.
+
+pub mod archive;
+pub mod archive_store;
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -35,16 +41,18 @@ use moco_operator::clustering::addresses::AddressResolver;
 use moco_operator::render::ClusterId;
 use mysql_async::prelude::Queryable as _;
 
+use self::archive_store::ArchiveContents;
 use super::JobError;
-use super::mysql_archive::store::{self as archive_store, ArchiveContents};
 use super::server_tls::ServerTls;
 use crate::bucket::Bucket;
-use crate::command::{self, Input, Output, Tools};
-use crate::mysql_format::{
-    self, BINLOG_DIR, DUMP_DIR, Endpoint, Pipeline, PreviousBackup, ReadyInstance, RestoreFilter,
-    RestorePlan, TMP_DIR,
-};
-use crate::physical;
+use crate::layout;
+use crate::mysql::command::{self, Input, Output, Tools};
+use crate::mysql::format;
+use crate::mysql::format::command_line::{Endpoint, Pipeline};
+use crate::mysql::format::keys::RestorePlan;
+use crate::mysql::format::restore::RestoreFilter;
+use crate::mysql::format::source::{PreviousBackup, ReadyInstance};
+use crate::mysql::format::{BINLOG_DIR, DUMP_DIR, TMP_DIR};
 
 /// How far behind the Job's clock a server's may be when the restore leaves out the archive's
 /// rounds read before a dump.
@@ -129,7 +137,7 @@ pub struct MysqlRestored {
     /// What was loaded and replayed of MOCO's layout.
     pub plan: RestorePlan,
     /// The binlog archive's rounds replayed after the dump (a point MOCO's tarballs do not
-    /// reach: [`crate::mysql_archive`]).
+    /// reach: [`crate::mysql::archive`]).
     pub archive_keys: Vec<String>,
 }
 
@@ -180,7 +188,7 @@ pub async fn backup<S: BackupServers>(
             role,
         });
     }
-    let choice = mysql_format::choose_source(&job.previous, &ready)
+    let choice = format::source::choose_source(&job.previous, &ready)
         .map_err(|e| cluster_error(job.id, e.to_string()))?;
     let source = endpoint(choice.index);
     let source_uuid = ready
@@ -189,32 +197,32 @@ pub async fn backup<S: BackupServers>(
         .map(|i| i.server_uuid.clone())
         .unwrap_or_default();
     let files = servers.binlog_files(choice.index).await?;
-    let (started_at, prefix) = physical::free_folder(
+    let (started_at, prefix) = layout::free_folder(
         bucket,
-        &mysql_format::cluster_prefix(&job.id.namespace, &job.id.name),
+        &layout::cluster_prefix(&job.id.namespace, &job.id.name),
         clock,
     )
     .await?;
-    let dump_key = mysql_format::dump_key(&job.id.namespace, &job.id.name, started_at);
+    let dump_key = format::keys::dump_key(&job.id.namespace, &job.id.name, started_at);
     tracing::info!(source = choice.index, %prefix, "dumping");
 
     let dump_dir = tools.fresh(DUMP_DIR)?;
     let work = tools.work();
     command::run_one(
         &tools.tools,
-        &mysql_format::dump_instance(&source, &work, tools.threads, job.max_rate),
+        &format::backup::dump_instance(&source, &work, tools.threads, job.max_rate),
         job.password,
     )
     .await?;
     let at_json = dump_dir.join("@.json");
     let metadata = std::fs::read_to_string(&at_json).map_err(|e| io_error(&at_json, "read", e))?;
-    let gtid_set = mysql_format::dump_gtid_executed(&metadata)
+    let gtid_set = format::backup::dump_gtid_executed(&metadata)
         .map_err(|e| cluster_error(job.id, e.to_string()))?;
     let mut usage = disk_usage(&dump_dir);
     let dumped = command::run(
         &tools.tools,
         &Pipeline {
-            stages: vec![mysql_format::dump_archive(&work)],
+            stages: vec![format::backup::dump_archive(&work)],
         },
         "",
         Input::Nothing,
@@ -235,7 +243,7 @@ pub async fn backup<S: BackupServers>(
         no_binlog = Some(warning.to_owned());
     }
     if let (true, Some(previous_time)) = (choice.take_binlog, job.previous.time) {
-        let key = mysql_format::binlog_key(&job.id.namespace, &job.id.name, previous_time);
+        let key = format::keys::binlog_key(&job.id.namespace, &job.id.name, previous_time);
         match store_binlogs(tools, bucket, &source, &job, choice.index, &files, &key).await {
             Ok((size, used)) => {
                 binlog_size = size;
@@ -245,8 +253,9 @@ pub async fn backup<S: BackupServers>(
             }
             Err(e) => {
                 tracing::warn!(error = %e, "the binlogs were not stored");
-                let warning =
-                    crate::tool_output::for_status(&format!("the binlogs were not stored: {e}"));
+                let warning = crate::guard::tool_output::for_status(&format!(
+                    "the binlogs were not stored: {e}"
+                ));
                 warnings.push(warning.clone());
                 no_binlog = Some(warning);
             }
@@ -288,21 +297,21 @@ async fn store_binlogs(
     files: &BinlogFiles,
     key: &str,
 ) -> Result<(u64, u64), JobError> {
-    let start = mysql_format::binlog_start_file(&job.previous, source_index, &files.all)
+    let start = format::backup::binlog_start_file(&job.previous, source_index, &files.all)
         .map_err(|e| cluster_error(job.id, e.to_string()))?;
     let dir = tools.fresh(BINLOG_DIR)?;
     std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, "create", e))?;
     let work = tools.work();
     command::run_one(
         &tools.tools,
-        &mysql_format::binlog_fetch(source, &work, &job.previous.gtid_set, &start),
+        &format::backup::binlog_fetch(source, &work, &job.previous.gtid_set, &start),
         job.password,
     )
     .await?;
     let used = disk_usage(&dir);
     let stored = command::run(
         &tools.tools,
-        &mysql_format::binlog_archive(&work, tools.threads),
+        &format::backup::binlog_archive(&work, tools.threads),
         "",
         Input::Nothing,
         Output::Object { bucket, key },
@@ -327,15 +336,15 @@ pub async fn restore<S: RestoreServer>(
 ) -> Result<MysqlRestored, JobError> {
     let (namespace, name) = source;
     let keys: Vec<String> = bucket
-        .list(&mysql_format::cluster_prefix(namespace, name))
+        .list(&layout::cluster_prefix(namespace, name))
         .await?
         .into_iter()
         .map(|o| o.key)
         .collect();
-    let (plan, archive) = match mysql_format::plan_restore(namespace, name, &keys, point) {
+    let (plan, archive) = match format::keys::plan_restore(namespace, name, &keys, point) {
         Ok(plan) => (plan, None),
         Err(e) => {
-            let prefix = mysql_format::cluster_prefix(namespace, name);
+            let prefix = layout::cluster_prefix(namespace, name);
             let (plan, contents) = through_archive(bucket, &prefix, source, &e).await?;
             (plan, Some((prefix, contents)))
         }
@@ -391,12 +400,12 @@ async fn through_archive(
     bucket: &Bucket,
     prefix: &str,
     (namespace, name): (&str, &str),
-    refused: &mysql_format::RestorePointError,
+    refused: &format::keys::RestorePointError,
 ) -> Result<(RestorePlan, ArchiveContents), JobError> {
     let refuse = |more: String| JobError::input(POINT_FIELD, format!("{refused}{more}"));
     let (point, dump_time) = match refused {
-        mysql_format::RestorePointError::AfterLatestBackup { point, latest } => (*point, *latest),
-        mysql_format::RestorePointError::BinlogMissing {
+        format::keys::RestorePointError::AfterLatestBackup { point, latest } => (*point, *latest),
+        format::keys::RestorePointError::BinlogMissing {
             point, dump_time, ..
         } => (*point, *dump_time),
         _ => return Err(refuse(String::new())),
@@ -414,11 +423,11 @@ async fn through_archive(
     if latest_ms < point.0.saturating_mul(1000) {
         return Err(refuse(format!(
             "; the binlog archive reaches {} at most",
-            crate::mysql_archive::show_ms(latest_ms)
+            crate::mysql::archive::show_ms(latest_ms)
         )));
     }
     let plan = RestorePlan {
-        dump_key: mysql_format::dump_key(namespace, name, dump_time),
+        dump_key: format::keys::dump_key(namespace, name, dump_time),
         dump_time,
         binlog_keys: Vec::new(),
         stop_at: Some(point),
@@ -445,7 +454,7 @@ async fn load(
         &plan.dump_key,
         DUMP_DIR,
         &Pipeline {
-            stages: vec![mysql_format::dump_extract(&work)],
+            stages: vec![format::restore::dump_extract(&work)],
         },
     )
     .await?;
@@ -455,7 +464,7 @@ async fn load(
             let at_json = dump_dir.join("@.json");
             let metadata =
                 std::fs::read_to_string(&at_json).map_err(|e| io_error(&at_json, "read", e))?;
-            let dump_set = mysql_format::dump_gtid_executed(&metadata)
+            let dump_set = format::backup::dump_gtid_executed(&metadata)
                 .ok()
                 .and_then(|text| GtidSet::parse(&text).ok())
                 .ok_or_else(|| {
@@ -464,7 +473,7 @@ async fn load(
                         "@.json: no readable gtidExecuted".to_owned(),
                     )
                 })?;
-            let replay = crate::mysql_archive::plan_replay(
+            let replay = crate::mysql::archive::plan_replay(
                 prefix,
                 &dump_set,
                 plan.dump_time.0,
@@ -479,7 +488,7 @@ async fn load(
     };
     command::run_one(
         &tools.tools,
-        &mysql_format::load_dump(target, &work, tools.threads, filter),
+        &format::restore::load_dump(target, &work, tools.threads, filter),
         password,
     )
     .await?;
@@ -488,7 +497,7 @@ async fn load(
     if let Some(stop_at) = plan.stop_at {
         for key in &plan.binlog_keys {
             replay_object(tools, bucket, key, password, |files| {
-                mysql_format::binlog_replay(target, &work, stop_at, files, filter)
+                format::restore::binlog_replay(target, &work, stop_at, files, filter)
             })
             .await?;
         }
@@ -499,7 +508,7 @@ async fn load(
     if !replay.include.is_empty() {
         for key in &replay.keys {
             replay_object(tools, bucket, key, password, |files| {
-                crate::mysql_archive::round_replay(
+                crate::mysql::archive::round_replay(
                     target,
                     &work,
                     stop_at,
@@ -516,7 +525,7 @@ async fn load(
 
 /// Unpacks the tarball `key` with `extract` into the work dir, whose `dir` (emptied first) it
 /// fills; returns that directory's path. The extraction names `dir` as its one member, and
-/// whatever it left there must be plain files and directories ([`crate::unpacked`]).
+/// whatever it left there must be plain files and directories ([`crate::guard::unpacked`]).
 async fn unpack(
     tools: &MysqlTools,
     bucket: &Bucket,
@@ -533,7 +542,7 @@ async fn unpack(
         Output::Log,
     )
     .await?;
-    crate::unpacked::check_tree(&tools.work_dir, &path)
+    crate::guard::unpacked::check_tree(&tools.work_dir, &path)
         .map_err(|e| JobError::input(key, e.to_string()))?;
     Ok(path)
 }
@@ -553,14 +562,14 @@ async fn replay_object(
         bucket,
         key,
         BINLOG_DIR,
-        &mysql_format::binlog_extract(&work),
+        &format::restore::binlog_extract(&work),
     )
     .await?;
     let names: Vec<String> = std::fs::read_dir(&dir)
         .map_err(|e| io_error(&dir, "list", e))?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .collect();
-    let files = mysql_format::replay_files(&work, &names)
+    let files = format::restore::replay_files(&work, &names)
         .map_err(|e| JobError::input(key, e.to_string()))?;
     let tmp = tools.fresh(TMP_DIR)?;
     std::fs::create_dir_all(&tmp).map_err(|e| io_error(&tmp, "create", e))?;
@@ -718,7 +727,7 @@ impl BackupServers for SqlServers {
     }
 
     async fn binlog_files(&self, index: u32) -> Result<BinlogFiles, JobError> {
-        let statement = mysql_format::binlog_status_statement(self.dialect(index).await?);
+        let statement = format::backup::binlog_status_statement(self.dialect(index).await?);
         let current: Vec<mysql_async::Row> = self.query(index, statement).await?;
         let current = current
             .into_iter()
@@ -747,11 +756,11 @@ impl RestoreServer for SqlServers {
     }
 
     async fn open_for_load(&self) -> Result<(), JobError> {
-        self.execute(0, &mysql_format::OPEN_FOR_LOAD).await
+        self.execute(0, &format::restore::OPEN_FOR_LOAD).await
     }
 
     async fn close_after_load(&self) -> Result<(), JobError> {
-        self.execute(0, &mysql_format::CLOSE_AFTER_LOAD).await
+        self.execute(0, &format::restore::CLOSE_AFTER_LOAD).await
     }
 }
 
@@ -837,7 +846,7 @@ mod tests {
             "moco/ns/db/20261124-000000/dump.tar",
             DUMP_DIR,
             &Pipeline {
-                stages: vec![mysql_format::dump_extract(&tools.work())],
+                stages: vec![format::restore::dump_extract(&tools.work())],
             },
         )
         .await

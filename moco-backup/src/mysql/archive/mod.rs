@@ -21,7 +21,7 @@
 //! but had not committed (semi-synchronous: not acknowledged) when it failed is never restored.
 //! The next round vouches for those the new primary has.
 //!
-//! **Why this shape, not MariaDB's timeline** ([`crate::binlog`]): MySQL's GTIDs name their
+//! **Why this shape, not MariaDB's timeline** ([`crate::mariadb::binlog`]): MySQL's GTIDs name their
 //! origin server and a server skips a transaction it already executed, so rounds may overlap
 //! and are replayed in the order they were read; a failover needs no branch logic, only the
 //! set algebra. It needs no binlog decoding here (MySQL's events are not parsed by this
@@ -42,7 +42,9 @@ use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::mysql_format::{self, CommandLine, Endpoint, Pipeline, RestoreFilter};
+use crate::mysql::format;
+use crate::mysql::format::command_line::{CommandLine, Endpoint, Pipeline};
+use crate::mysql::format::restore::RestoreFilter;
 
 /// The folder of the archive under a cluster's prefix.
 pub const ARCHIVE_FOLDER: &str = "binlog-archive";
@@ -215,7 +217,7 @@ pub fn progress_after(record: &RoundRecord) -> Progress {
     }
 }
 
-/// The fetch of a round: MOCO's binlog fetch ([`mysql_format::binlog_fetch`]) into
+/// The fetch of a round: MOCO's binlog fetch ([`format::backup::binlog_fetch`]) into
 /// `<work_dir>/binlog/`, from the primary's oldest file; the server starts at the first file
 /// holding a transaction not in `exclude`.
 pub fn round_fetch(
@@ -223,14 +225,14 @@ pub fn round_fetch(
     work_dir: &str,
     exclude: &GtidSet,
     binary_logs: &[String],
-) -> Result<CommandLine, mysql_format::FormatError> {
+) -> Result<CommandLine, format::FormatError> {
     let mut sorted = binary_logs.to_vec();
-    mysql_format::sort_binlog_files(&mut sorted);
+    format::sort_binlog_files(&mut sorted);
     let first = sorted
         .into_iter()
         .next()
-        .ok_or(mysql_format::FormatError::NoBinaryLogs)?;
-    Ok(mysql_format::binlog_fetch(
+        .ok_or(format::FormatError::NoBinaryLogs)?;
+    Ok(format::backup::binlog_fetch(
         primary,
         work_dir,
         &exclude.to_string(),
@@ -333,7 +335,7 @@ pub fn plan_replay(
     })
 }
 
-/// The replay of one round's files (`files`, from [`mysql_format::replay_files`]): MOCO's
+/// The replay of one round's files (`files`, from [`format::restore::replay_files`]): MOCO's
 /// `mysqlbinlog --stop-datetime | mysql` with only the vouched-for transactions
 /// (`--include-gtids`), which also keeps the dump's own from being applied twice.
 pub fn round_replay(
@@ -344,7 +346,7 @@ pub fn round_replay(
     filter: &RestoreFilter,
     include: &GtidSet,
 ) -> Pipeline {
-    let mut pipeline = mysql_format::binlog_replay(target, work_dir, stop_at, files, filter);
+    let mut pipeline = format::restore::binlog_replay(target, work_dir, stop_at, files, filter);
     if let Some(decode) = pipeline.stages.first_mut() {
         decode.args.insert(1, format!("--include-gtids={include}"));
     }
@@ -422,7 +424,7 @@ mod tests {
             assert_eq!(parse_round_record_key(PREFIX, &other), None, "{other}");
         }
         // MOCO's own key parser does not take the archive for a backup folder.
-        assert_eq!(mysql_format::parse_key(PREFIX, &key), None);
+        assert_eq!(format::keys::parse_key(PREFIX, &key), None);
     }
 
     #[test]
@@ -537,7 +539,7 @@ mod tests {
         let cmd = round_fetch(&primary, "/work/archive", &exclude, &files).unwrap();
         assert_eq!(
             cmd,
-            mysql_format::binlog_fetch(
+            format::backup::binlog_fetch(
                 &primary,
                 "/work/archive",
                 &format!("{A}:1-20,{B}:1-3"),
@@ -550,7 +552,7 @@ mod tests {
         );
         assert!(matches!(
             round_fetch(&primary, "/work/archive", &exclude, &[]),
-            Err(mysql_format::FormatError::NoBinaryLogs)
+            Err(format::FormatError::NoBinaryLogs)
         ));
     }
 
@@ -672,7 +674,7 @@ mod tests {
             &RestoreFilter::default(),
             &include,
         );
-        let plain = mysql_format::binlog_replay(
+        let plain = format::restore::binlog_replay(
             &Endpoint::pod("10.0.0.9"),
             "/work",
             Timestamp(1_700_000_000),

@@ -4,7 +4,7 @@
 
 use crate::bucket::Bucket;
 use crate::job::JobError;
-use crate::mysql_archive::{self, Progress, RECORD_FORMAT, RoundRecord};
+use crate::mysql::archive::{self as mysql_archive, Progress, RECORD_FORMAT, RoundRecord};
 
 /// What the archive of one cluster holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

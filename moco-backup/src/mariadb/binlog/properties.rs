@@ -11,7 +11,7 @@ use proptest::test_runner::{Config, TestRunner};
 
 use super::events::{Gtid, summarize, tests::file};
 use super::timeline::{Run, SEGMENT_FORMAT, Segment, Timeline, runs_of};
-use crate::physical::ObjectRecord;
+use crate::mariadb::physical::ObjectRecord;
 
 /// One primary's term: its server id, transactions acknowledged, transactions never
 /// acknowledged (lost at the failover that ends the term), where its binlog files end (as

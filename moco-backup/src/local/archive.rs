@@ -17,10 +17,10 @@ use moco_adapters::mysql::MysqlInstance;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::binlog::fetch::BinlogFiles;
-use crate::binlog::{Archiver, Progress};
 use crate::bucket::BucketSpec;
 use crate::local::cluster_prefix;
+use crate::mariadb::binlog::fetch::BinlogFiles;
+use crate::mariadb::binlog::{Archiver, Progress};
 
 /// The default pause between rounds: the recovery point is about this plus an upload.
 pub const DEFAULT_EVERY: Duration = Duration::from_secs(5);
@@ -149,7 +149,7 @@ fn open(layout: &Layout, config: &ArchiveConfig) -> Result<Archiver, String> {
 async fn round(
     layout: &Layout,
     archiver: &mut Archiver,
-) -> Result<(u32, crate::binlog::archive::Round), String> {
+) -> Result<(u32, crate::mariadb::binlog::archive::Round), String> {
     let manifest = Manifest::load(layout).map_err(|e| e.to_string())?;
     let secret = Secret::load(layout).map_err(|e| e.to_string())?;
     let snapshot = ClusterSnapshot::load(layout)

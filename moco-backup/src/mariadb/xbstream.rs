@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-use crate::entry_name::{UnsafeName, check_relative};
+use crate::guard::entry_name::{UnsafeName, check_relative};
 
 const MAGIC: &[u8; 8] = b"XBSTCK01";
 /// Bytes kept of one watched file: the position files are a line or two.
@@ -82,7 +82,7 @@ impl Scanner {
     }
 
     /// The first chunk path seen that is not a plain relative path
-    /// ([`crate::entry_name::check_relative`]).
+    /// ([`crate::guard::entry_name::check_relative`]).
     pub fn unsafe_name(&self) -> Option<&UnsafeName> {
         self.unsafe_name.as_ref()
     }

@@ -1,22 +1,25 @@
-//! The rounds of binlog archiving for a MySQL cluster ([`crate::mysql_archive`] holds the
-//! rules); [`store`] reads and writes the archive's records (what a restore reads too). What a round asks the primary goes
-//! through [`ArchiveServers`]; the archiver uses [`SqlServers`]. No MySQL server runs where
+//! The rounds of binlog archiving for a MySQL cluster ([`crate::mysql::archive`] holds the
+//! rules); [`super::archive_store`] reads and writes the archive's records (what a restore
+//! reads too). What a round asks the primary goes through [`ArchiveServers`]; the archiver
+//! uses [`SqlServers`]. No MySQL server runs where
 //! this project is tested: the tests drive rounds with a stand-in server and a stand-in
 //! `mysqlbinlog`, and `scripts/e2e-kind.sh` runs them against MySQL.
-
-pub mod store;
 
 use std::future::Future;
 
 use moco_core::gtid::GtidSet;
 
-use self::store::{read_record, write_record};
-use super::JobError;
-use super::mysql::{BackupServers, MysqlTools, SqlServers};
+use super::archive_store::{read_record, write_record};
+use super::{BackupServers, MysqlTools, SqlServers};
 use crate::bucket::Bucket;
-use crate::command::{self, Input, Output};
-use crate::mysql_archive::{self, Progress, RECORD_FORMAT, ROUND_WORK, RoundPlan, RoundRecord};
-use crate::mysql_format::{self, BINLOG_DIR, Endpoint};
+use crate::job::JobError;
+use crate::mysql::archive::{
+    self as mysql_archive, Progress, RECORD_FORMAT, ROUND_WORK, RoundPlan, RoundRecord,
+};
+use crate::mysql::command::{self, Input, Output};
+use crate::mysql::format;
+use crate::mysql::format::BINLOG_DIR;
+use crate::mysql::format::command_line::Endpoint;
 
 /// What a round reads of the primary, in one statement.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,7 +148,7 @@ pub async fn round<S: ArchiveServers>(
             .map_err(|e| JobError::input("--work-dir", format!("list {}: {e}", dir.display())))?
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .collect();
-        mysql_format::sort_binlog_files(&mut names);
+        format::sort_binlog_files(&mut names);
         if names.is_empty() {
             return Err(JobError::Instance {
                 index: primary,
@@ -155,7 +158,7 @@ pub async fn round<S: ArchiveServers>(
         let key = mysql_archive::round_object_key(cluster_prefix, snapshot.now_ms);
         let written = command::run(
             &round_tools.tools,
-            &mysql_format::binlog_archive(&work, tools.threads),
+            &format::backup::binlog_archive(&work, tools.threads),
             "",
             Input::Nothing,
             Output::Object { bucket, key: &key },

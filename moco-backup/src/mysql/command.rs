@@ -1,4 +1,4 @@
-//! Runs the command lines of MOCO's MySQL format ([`crate::mysql_format`]): one process or a
+//! Runs the command lines of MOCO's MySQL format ([`crate::mysql::format`]): one process or a
 //! pipeline of them, reading an object downloaded from the bucket or nothing, writing an
 //! object uploaded to it or the log. Passwords reach each process as its [`CommandLine`]
 //! says, never as an argument.
@@ -24,7 +24,9 @@ use tokio::sync::oneshot;
 use moco_adapters::mysqld::modes::write_atomic;
 
 use crate::bucket::{Bucket, BucketError};
-use crate::mysql_format::{CommandLine, PasswordInput, Pipeline, client_option_file};
+use crate::mysql::format::command_line::{
+    CommandLine, PasswordInput, Pipeline, client_option_file,
+};
 
 /// How much of a failed process's standard error its error keeps: the end, where the tools
 /// say why they stopped.
@@ -293,9 +295,9 @@ fn invalid(stage: &CommandLine, message: &str) -> CommandError {
 }
 
 /// What a failed stage reports: its exit and an excerpt of what it wrote on stderr, values
-/// redacted ([`crate::tool_output::excerpt`]; the log has every line).
+/// redacted ([`crate::guard::tool_output::excerpt`]; the log has every line).
 fn failure(stage: &CommandLine, status: ExitStatus, stderr_tail: &str) -> String {
-    let tail = crate::tool_output::excerpt(stderr_tail);
+    let tail = crate::guard::tool_output::excerpt(stderr_tail);
     if tail.is_empty() {
         format!("{stage} exited with {status}")
     } else {
@@ -461,7 +463,8 @@ impl<R: AsyncRead + Unpin> AsyncRead for EndChecked<R> {
 mod tests {
     use super::*;
     use crate::bucket::BucketSpec;
-    use crate::mysql_format::{binlog_archive, binlog_extract};
+    use crate::mysql::format::backup::binlog_archive;
+    use crate::mysql::format::restore::binlog_extract;
     use std::num::NonZeroU32;
     use std::os::unix::fs::PermissionsExt as _;
     use std::path::Path;

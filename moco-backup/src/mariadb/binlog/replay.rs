@@ -20,9 +20,9 @@ use tokio::process::Command;
 use super::archive::ARCHIVE_FOLDER;
 use super::events::{self, Gtid};
 use super::timeline::{Plan, Segment, Step};
-use crate::bounded::{Bounded, drain_at_most};
 use crate::bucket::{Bucket, BucketError};
-use crate::physical::Hashing;
+use crate::guard::bounded::{Bounded, drain_at_most};
+use crate::mariadb::physical::Hashing;
 
 /// The tools and the server of a replay.
 #[derive(Clone, Debug)]
@@ -378,7 +378,7 @@ async fn apply(
         return Err(failed(format!(
             "mariadb-binlog {decoded}, mariadb {applied}; {}:\n{}",
             target.log.display(),
-            crate::tool_output::log_excerpt(&target.log)
+            crate::guard::tool_output::log_excerpt(&target.log)
         )));
     }
     Ok(())
@@ -424,7 +424,7 @@ async fn position(admin: &MysqlInstance, domain: u32) -> Result<Option<Gtid>, St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::binlog::events::tests::g;
+    use crate::mariadb::binlog::events::tests::g;
 
     #[test]
     fn a_step_takes_what_was_committed_before_the_point() {
@@ -460,7 +460,7 @@ mod tests {
             .unwrap()
     }
 
-    fn segment(object: crate::physical::ObjectRecord) -> Segment {
+    fn segment(object: crate::mariadb::physical::ObjectRecord) -> Segment {
         Segment {
             format_version: super::super::timeline::SEGMENT_FORMAT,
             server_id: 1,
@@ -483,7 +483,7 @@ mod tests {
         let bucket = directory_bucket(dir.path());
         let key = "moco/local/db/binlog/1-s1-binlog.000001.zst";
         let zeros = vec![0u8; 64 << 20];
-        let mut record = crate::physical::put_compressed(&bucket, key, "x", &zeros[..])
+        let mut record = crate::mariadb::physical::put_compressed(&bucket, key, "x", &zeros[..])
             .await
             .unwrap();
         assert!(record.size < 1 << 20, "{record:?}");
@@ -518,7 +518,7 @@ mod tests {
         let mut object = frame.clone();
         object.extend(vec![0x55u8; 32 << 20]);
         bucket.upload(key, &object[..]).await.unwrap();
-        let record = crate::physical::ObjectRecord {
+        let record = crate::mariadb::physical::ObjectRecord {
             key: "x".into(),
             size: frame.len() as u64,
             uncompressed_size: 8,

@@ -28,7 +28,7 @@ use super::events::{self, Gtid};
 use super::fetch::{BinlogFiles, RemoteFetch};
 use super::timeline::{self, Progress, Run, SEGMENT_FORMAT, Segment, Timeline, TimelineError};
 use crate::bucket::{Bucket, BucketError};
-use crate::physical;
+use crate::mariadb::physical;
 
 /// The folder of the archive under a cluster's prefix.
 pub const ARCHIVE_FOLDER: &str = "binlog";
@@ -392,7 +392,7 @@ fn position_of(pos: &str, domain: Option<u32>) -> Result<Option<Gtid>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::binlog::events::tests::g;
+    use crate::mariadb::binlog::events::tests::g;
 
     #[test]
     fn the_position_is_the_archive_domain_entry() {

@@ -1,6 +1,9 @@
-//! Backups of a `moco local` cluster: the physical backup of [`crate::physical`] taken from a
+//! Backups of a `moco local` cluster: the physical backup of [`crate::mariadb::physical`] taken from a
 //! ready replica (the primary only when there is none, as MOCO chooses), under MOCO's key
 //! layout `moco/<namespace>/<name>/<YYYYMMDD-hhmmss>/` with the namespace `local`.
+//! [`archive`] archives a local cluster's binlogs beside its manager.
+
+pub mod archive;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,12 +21,14 @@ use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
 
-use crate::binlog::archive::{self, ArchiveError};
-use crate::binlog::events::parse_position;
-use crate::binlog::replay::{ReplayError, ReplayTarget, Replayed, replay};
-use crate::binlog::timeline::{Base, PlanError, Point, Timeline, plan};
 use crate::bucket::{Bucket, BucketError};
-use crate::physical::{self, BackupError, MANIFEST_KEY, Manifest as BackupManifest};
+use crate::layout;
+use crate::layout::BackupError;
+use crate::mariadb::binlog::archive::{self as binlog_archive, ArchiveError};
+use crate::mariadb::binlog::events::parse_position;
+use crate::mariadb::binlog::replay::{ReplayError, ReplayTarget, Replayed, replay};
+use crate::mariadb::binlog::timeline::{Base, PlanError, Point, Timeline, plan};
+use crate::mariadb::physical::{self, MANIFEST_KEY, Manifest as BackupManifest};
 
 /// The namespace part of the keys of local clusters.
 pub const LOCAL_NAMESPACE: &str = "local";
@@ -59,8 +64,6 @@ pub struct Taken {
 pub fn cluster_prefix(name: &str) -> String {
     format!("moco/{LOCAL_NAMESPACE}/{name}")
 }
-
-pub use crate::physical::folder_name;
 
 /// The instance to back up: the ready, reachable, non-errant replica least behind, else the
 /// primary when it is ready.
@@ -141,7 +144,7 @@ pub async fn backup(
     };
     moco_adapters::instance::clone::wipe_dir(&source.scratch_dir)
         .map_err(|e| fail(e.to_string()))?;
-    let (_, prefix) = physical::free_folder(
+    let (_, prefix) = layout::free_folder(
         bucket,
         &format!("{}/", cluster_prefix(&manifest.name)),
         clock,
@@ -173,9 +176,9 @@ pub struct Listed {
 
 /// Every physical backup under `cluster_prefix` (`moco/<ns>/<name>`), oldest first. The
 /// archives' folders and MOCO's MySQL backups (`dump.tar`, `binlog.tar.zst`:
-/// [`crate::mysql_format::list_dumps`]) are not physical backups and are left out.
+/// [`crate::mysql::format::keys::list_dumps`]) are not physical backups and are left out.
 pub async fn list(bucket: &Bucket, cluster_prefix: &str) -> Result<Vec<Listed>, BucketError> {
-    use crate::mysql_format::{BINLOG_FILE, DUMP_FILE};
+    use crate::mysql::format::keys::{BINLOG_FILE, DUMP_FILE};
     // Per folder: has a manifest, holds MOCO's MySQL format.
     let mut folders: BTreeMap<String, (bool, bool)> = BTreeMap::new();
     for object in bucket.list(cluster_prefix).await? {
@@ -185,8 +188,8 @@ pub async fn list(bucket: &Bucket, cluster_prefix: &str) -> Result<Vec<Listed>, 
         let Some((folder, name)) = rest.split_once('/') else {
             continue;
         };
-        if folder == crate::binlog::archive::ARCHIVE_FOLDER
-            || folder == crate::mysql_archive::ARCHIVE_FOLDER
+        if folder == crate::mariadb::binlog::archive::ARCHIVE_FOLDER
+            || folder == crate::mysql::archive::ARCHIVE_FOLDER
         {
             continue;
         }
@@ -378,9 +381,9 @@ pub struct PlannedRestore {
     /// The base backup's prefix.
     pub base: String,
     /// The archive's segments the plan's steps index.
-    pub segments: Vec<crate::binlog::Segment>,
+    pub segments: Vec<crate::mariadb::binlog::Segment>,
     /// The plan.
-    pub plan: crate::binlog::Plan,
+    pub plan: crate::mariadb::binlog::Plan,
 }
 
 /// Decides how to restore cluster `source`'s state at `point` from `bucket`: the newest
@@ -405,7 +408,7 @@ pub async fn plan_restore_under(
     let backups = list(bucket, &prefix)
         .await
         .map_err(|e| LocalBackupError::Backup(e.into()))?;
-    let contents = archive::load(bucket, &prefix).await?;
+    let contents = binlog_archive::load(bucket, &prefix).await?;
     let timeline = Timeline::build(&contents.segments).map_err(ArchiveError::from)?;
     let bases = bases(&backups, timeline.domain);
     let plain: Vec<Base> = bases.iter().map(|(_, b)| b.clone()).collect();
@@ -646,7 +649,7 @@ pub async fn verify(
             if !diff.is_empty() {
                 return Err(fail(format!(
                     "the restored backup differs from its verification of {}: {}",
-                    crate::binlog::timeline::show(recorded.verified_at),
+                    crate::mariadb::binlog::timeline::show(recorded.verified_at),
                     diff.join("; ")
                 )));
             }
@@ -671,14 +674,15 @@ fn identifier(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::folder_name;
     use moco_adapters::local::snapshot::InstanceSnapshot;
 
     /// Regression: a MySQL cluster's MOCO backups and archive were listed as incomplete
     /// physical backups, and `prune` deletes incomplete backups older than a complete one.
     #[tokio::test]
     async fn moco_mysql_backups_and_archives_are_neither_listed_nor_pruned() {
-        use crate::mysql_format::backup_time_text;
-        use crate::physical::{BASE_KEY, FORMAT_VERSION, Manifest, ObjectRecord};
+        use crate::layout::backup_time_text;
+        use crate::mariadb::physical::{BASE_KEY, FORMAT_VERSION, Manifest, ObjectRecord};
         let dir = tempfile::tempdir().unwrap();
         let bucket = crate::BucketSpec::from_url(&dir.path().display().to_string())
             .unwrap()

@@ -24,10 +24,11 @@ use ring::digest;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, BufReader, ReadBuf};
 
-use crate::bounded::{Bounded, drain_at_most};
 use crate::bucket::{Bucket, BucketError};
+use crate::guard::bounded::{Bounded, drain_at_most};
+use crate::layout::BackupError;
+use crate::mariadb::xbstream::{SafeNames, Scanner, Watched};
 use crate::pace::Paced;
-use crate::xbstream::{SafeNames, Scanner, Watched};
 
 /// The key of the physical backup under a backup's prefix.
 pub const BASE_KEY: &str = "base.xbstream.zst";
@@ -71,31 +72,6 @@ pub struct ObjectRecord {
     pub uncompressed_size: u64,
     /// SHA-256 of the stored bytes, lower-case hex.
     pub sha256: String,
-}
-
-/// Why a backup or a restore failed.
-#[derive(Debug, thiserror::Error)]
-pub enum BackupError {
-    /// The object store.
-    #[error(transparent)]
-    Bucket(#[from] BucketError),
-    /// The tools or the server.
-    #[error(transparent)]
-    Instance(#[from] InstanceError),
-    /// Every folder name tried for a new backup already holds one.
-    #[error("{prefix}: a backup already exists there and the clock did not move to a free second")]
-    FolderTaken {
-        /// The last folder tried.
-        prefix: String,
-    },
-    /// The backup in the bucket is not usable (missing manifest, wrong hash, …).
-    #[error("{prefix}: {message}")]
-    Corrupt {
-        /// The backup's prefix.
-        prefix: String,
-        /// What is wrong.
-        message: String,
-    },
 }
 
 /// Counts and hashes the bytes read through it (or only counts them).
@@ -205,44 +181,6 @@ pub(crate) async fn put_compressed<R: AsyncRead + Unpin>(
 
 fn now() -> Timestamp {
     moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
-}
-
-/// MOCO's folder name of a backup taken at `t`: `YYYYMMDD-hhmmss` (UTC).
-pub fn folder_name(t: Timestamp) -> String {
-    let text = t.to_string(); // 2026-11-23T22:15:00Z
-    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
-    format!(
-        "{}-{}",
-        &digits[..8.min(digits.len())],
-        &digits[8.min(digits.len())..]
-    )
-}
-
-/// How many seconds [`free_folder`] tries before it gives up.
-const FOLDER_TRIES: u32 = 3;
-
-/// The folder (`<cluster_prefix><YYYYMMDD-hhmmss>`, no trailing `/`) and start time of a
-/// backup starting now. MOCO names a backup by the second it starts; a second backup in
-/// the same second (a retried Job, two quick `moco local backup` runs) would write into the
-/// first one's folder and replace its files, so it waits for a second whose folder is
-/// empty instead.
-pub async fn free_folder(
-    bucket: &Bucket,
-    cluster_prefix: &str,
-    clock: &dyn moco_adapters::ports::Clock,
-) -> Result<(Timestamp, String), BackupError> {
-    let mut prefix = String::new();
-    for attempt in 0..FOLDER_TRIES {
-        if attempt > 0 {
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        }
-        let started_at = clock.now();
-        prefix = format!("{cluster_prefix}{}", folder_name(started_at));
-        if bucket.list(&format!("{prefix}/")).await?.is_empty() {
-            return Ok((started_at, prefix));
-        }
-    }
-    Err(BackupError::FolderTaken { prefix })
 }
 
 /// Takes a physical backup of the server `source` describes into `bucket` under `prefix`
@@ -440,66 +378,10 @@ pub async fn restore(
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::sync::Mutex;
     use std::time::Duration;
 
     use super::*;
     use crate::bucket::BucketSpec;
-
-    /// Gives the times it holds, one per call, then the last one forever.
-    #[derive(Debug)]
-    struct Steps(Mutex<Vec<i64>>);
-
-    impl moco_adapters::ports::Clock for Steps {
-        fn now(&self) -> Timestamp {
-            let mut steps = self.0.lock().unwrap();
-            let t = if steps.len() > 1 {
-                steps.remove(0)
-            } else {
-                steps[0]
-            };
-            Timestamp(t)
-        }
-    }
-
-    /// Regression: two backups started in the same second were written into one folder, the
-    /// second replacing the first's files (the backup Job's test caught it once copies got
-    /// fast). The second now waits for a free second; a clock that never moves is an error
-    /// naming the folder.
-    #[tokio::test]
-    async fn a_backup_never_takes_a_folder_that_holds_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let bucket = BucketSpec::from_url(&dir.path().display().to_string())
-            .unwrap()
-            .open(&BTreeMap::new())
-            .unwrap();
-        let t = Timestamp::parse("2026-11-24T08:42:33Z").unwrap().0;
-        let root = "moco/prod/db/";
-        let (at, first) = free_folder(&bucket, root, &Steps(Mutex::new(vec![t])))
-            .await
-            .unwrap();
-        assert_eq!((at.0, first.as_str()), (t, "moco/prod/db/20261124-084233"));
-        bucket
-            .upload(&format!("{first}/base.xbstream.zst"), &b"x"[..])
-            .await
-            .unwrap();
-
-        let (at, second) = free_folder(&bucket, root, &Steps(Mutex::new(vec![t, t + 1])))
-            .await
-            .unwrap();
-        assert_eq!(
-            (at.0, second.as_str()),
-            (t + 1, "moco/prod/db/20261124-084234")
-        );
-
-        let e = free_folder(&bucket, root, &Steps(Mutex::new(vec![t])))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(&e, BackupError::FolderTaken { prefix } if prefix == &first),
-            "{e}"
-        );
-    }
 
     /// The backup Job's path (a donor agent's stream) keeps to `--max-rate` too; on tokio's
     /// paused clock, so the bound is exact.
