@@ -3,9 +3,10 @@
 //! a failed upload that leaves no object. Without the server the test fails, unless
 //! `MOCO_SKIP_OBJECT_STORES=1`.
 
-use std::collections::BTreeMap;
-
-use moco_backup::{BucketSpec, ObjectInfo};
+use moco_backup::BucketSpec;
+use moco_tests::object_store::{
+    a_missing_bucket_is_named, data, env, streams_both_ways, upload_whose_source_fails,
+};
 use moco_tests::s3::{create_bucket, moto};
 use tokio::io::AsyncReadExt as _;
 
@@ -23,74 +24,26 @@ async fn s3_objects_stream_both_ways_and_a_failed_upload_leaves_nothing() {
         name: "$(BUCKET)".into(),
         ..BucketSpec::from_url("s3://placeholder").unwrap()
     };
-    let env: BTreeMap<String, String> = [
+    let env = env(&[
         ("AWS_ACCESS_KEY_ID", "test"),
         ("AWS_SECRET_ACCESS_KEY", "test"),
         ("BUCKET", "moco-test"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    ]);
     let bucket = spec.open(&env).unwrap();
 
     // 20 MiB: four parts of 5 MiB, streamed.
-    let data: Vec<u8> = (0..20 * 1024 * 1024u32).map(|i| (i % 253) as u8).collect();
-    let key = "moco/ns/db/20261123-221500/dump.tar";
-    assert_eq!(
-        bucket.upload(key, &data[..]).await.unwrap(),
-        data.len() as u64
-    );
-    assert_eq!(
-        bucket.list("moco/ns/db").await.unwrap(),
-        [ObjectInfo {
-            key: key.into(),
-            size: data.len() as u64
-        }]
-    );
-    let mut back = Vec::new();
-    bucket
-        .download(key)
-        .await
-        .unwrap()
-        .read_to_end(&mut back)
-        .await
-        .unwrap();
-    assert!(back == data, "the object reads back as written");
+    let data = data();
+    streams_both_ways(&bucket, &data).await;
 
     // The source fails after two parts: the multipart upload is aborted, nothing is listed.
-    let failing = tokio::io::AsyncReadExt::chain(&data[..11 * 1024 * 1024], ErrorReader);
-    let e = bucket
-        .upload("moco/ns/db/broken/dump.tar", failing)
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("the source broke"), "{e}");
+    upload_whose_source_fails(&bucket, &data).await;
     assert_eq!(bucket.list("moco/ns/db/broken").await.unwrap(), []);
 
-    bucket.delete(key).await.unwrap();
+    bucket.delete(moco_tests::object_store::KEY).await.unwrap();
     assert_eq!(bucket.list("").await.unwrap(), []);
 
     // A bucket that does not exist is named in the error.
-    let missing = BucketSpec {
-        name: "no-such-bucket".into(),
-        ..spec.clone()
-    }
-    .open(&env)
-    .unwrap();
-    let e = missing.list("").await.unwrap_err();
-    assert!(e.to_string().contains("s3://no-such-bucket"), "{e}");
-}
-
-/// A reader that fails.
-struct ErrorReader;
-
-impl tokio::io::AsyncRead for ErrorReader {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-        _: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Err(std::io::Error::other("the source broke")))
-    }
+    a_missing_bucket_is_named(&spec, &env, "no-such-bucket", "s3://no-such-bucket").await;
 }
 
 /// Puts `body` as `key` on moto at `port` with a raw request, so that the key reaches the

@@ -6,23 +6,22 @@
 //! target is in `docs/benchmarks.md`), and its history holds both primaries' transactions
 //! with no gap.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_adapters::mysql::Account;
 use moco_backup::job::archive::{ArchiveJob, PrimaryAccess, RoundOutcome};
 use moco_backup::job::cluster::ClusterAccess;
 use moco_backup::job::mysql::MysqlTools;
 use moco_backup::job::server_tls::ServerTls;
 use moco_backup::mariadb::binlog::{self, Timeline};
 use moco_backup::mysql::command::Tools;
-use moco_operator::clustering::addresses::StaticAddresses;
 use moco_testkit::apiserver::FakeApiServer;
-use moco_tests::certs::TestCerts;
+use moco_tests::job_bench::{
+    JobBench, addresses, binlog_position, set_super_read_only, set_writable, writable_with_table,
+};
 use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod, replicate_from_with, test_password, write_mysql_tls};
-use moco_tests::s3::{moto, moto_bucket};
+use moco_tests::pod::{TestPod, replicate_from_with, test_password, write_mysql_tls};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 
@@ -30,28 +29,10 @@ const NS: &str = "prod";
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn cluster_object(primary: u32) -> serde_json::Value {
-    json!({
-        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
-        "metadata": {"name": "db", "namespace": NS, "uid": "uid-db",
-                     "annotations": {"moco-rs/flavor": "mariadb",
-                                     "moco-rs/binlog-archive-interval": "1s"}},
-        "spec": {
-            "replicas": 2,
-            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]}},
-            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
-                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
-        },
-        "status": {"currentPrimaryIndex": primary}
-    })
-}
-
-async fn position(c: &mut mysql_async::Conn) -> binlog::Gtid {
-    let pos: String = c
-        .query_first("SELECT @@gtid_binlog_pos")
-        .await
-        .unwrap()
-        .unwrap();
-    binlog::events::parse_position(&pos).unwrap()[0]
+    let mut cluster = moco_tests::job_bench::cluster_object(NS, "uid-db", 2);
+    cluster["metadata"]["annotations"]["moco-rs/binlog-archive-interval"] = json!("1s");
+    cluster["status"]["currentPrimaryIndex"] = json!(primary);
+    cluster
 }
 
 /// Inserts rows on `c` for `how_long`, from id `first`; returns the last id and when its
@@ -94,64 +75,34 @@ async fn the_archiver_verifies_the_primary_when_it_requires_tls() {
 /// Writes on instance 0, a switchover to 1, writes on 1, with the archiver running; the
 /// archive must reach the last write with no gap.
 async fn archiver_drill(test: &str, with_tls: bool) {
-    let Some(binary) = server_or_skip(test) else {
+    let Some(bench) = JobBench::start(test) else {
         return;
     };
-    let Some(store) = moto(test) else {
-        return;
-    };
-    moco_http::tls::install_crypto_provider();
-    let root = tempfile::tempdir().unwrap();
-    let certs = TestCerts::write(&root.path().join("certs"));
+    let (binary, root) = (&bench.binary, &bench.root);
     let tls = with_tls.then(|| write_mysql_tls(&root.path().join("mysql-tls")));
-    let pods = [
-        TestPod::with_tls(&binary, root.path(), 0, tls.as_ref()),
-        TestPod::with_tls(&binary, root.path(), 1, tls.as_ref()),
-    ];
-    for pod in &pods {
-        pod.init_and_start(10).await;
-    }
     // The agents' first start creates the accounts.
     let ca_flag = tls
         .as_ref()
         .map(|t| format!("--mysql-tls-ca={}", t.ca_file().display()));
     let flags: Vec<&str> = ca_flag.iter().map(String::as_str).collect();
-    let agents: Vec<AgentProcess> = pods
-        .iter()
-        .map(|p| AgentProcess::start(p, &certs.agent.0, &flags))
-        .collect();
-    for a in &agents {
-        a.wait_started(LIMIT).await;
-    }
+    let (pods, agents) = bench
+        .pods_with_agents::<2>(root.path(), tls.as_ref(), &flags, LIMIT)
+        .await;
     let mut c0 = pods[0].admin().await;
     let mut c1 = pods[1].admin().await;
-    for s in sql::set_writable(Dialect::Mariadb) {
-        c0.query_drop(s).await.unwrap();
-    }
-    c0.query_drop("CREATE DATABASE app").await.unwrap();
-    c0.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY)")
-        .await
-        .unwrap();
+    writable_with_table(&mut c0, "id INT PRIMARY KEY").await;
     let ca_file = tls.as_ref().map(|t| t.ca_file());
     replicate_from_with(&mut c1, pods[0].port, ca_file.as_deref()).await;
-    for s in sql::set_super_read_only(Dialect::Mariadb) {
-        c1.query_drop(s).await.unwrap();
-    }
+    set_super_read_only(&mut c1).await;
 
-    let bucket = moto_bucket(store.port, "backups").await;
+    let bucket = bench.bucket().await;
     let fake = FakeApiServer::new();
     fake.insert(cluster_object(0));
     let job = ArchiveJob {
         cluster: ClusterAccess::new(fake.client(), NS, "db"),
         bucket: bucket.clone(),
         access: PrimaryAccess {
-            addresses: Arc::new(StaticAddresses {
-                by_index: BTreeMap::from([
-                    (0, ("127.0.0.1".to_owned(), pods[0].port)),
-                    (1, ("127.0.0.1".to_owned(), pods[1].port)),
-                ]),
-                agents: BTreeMap::new(),
-            }),
+            addresses: Arc::new(addresses(&[pods[0].port, pods[1].port], &[])),
             backup_password: test_password(Account::Backup),
             binlog_tool: binary.tool("mariadb-binlog").unwrap(),
             scratch: root.path().join("work").join("binlog"),
@@ -177,21 +128,17 @@ async fn archiver_drill(test: &str, with_tls: bool) {
 
     // Writes on instance 0, then a switchover to 1, then writes on 1.
     let (_, _) = write(&mut c0, 1, Duration::from_secs(4)).await;
-    let last_on_0 = position(&mut c0).await;
-    for s in sql::set_super_read_only(Dialect::Mariadb) {
-        c0.query_drop(s).await.unwrap();
-    }
+    let last_on_0 = binlog_position(&mut c0).await;
+    set_super_read_only(&mut c0).await;
     let deadline = Instant::now() + LIMIT;
-    while position(&mut c1).await != last_on_0 {
+    while binlog_position(&mut c1).await != last_on_0 {
         assert!(Instant::now() < deadline, "the replica did not catch up");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    for s in sql::set_writable(Dialect::Mariadb) {
-        c1.query_drop(s).await.unwrap();
-    }
+    set_writable(&mut c1).await;
     fake.insert(cluster_object(1));
     let (_, last_acked) = write(&mut c1, 100_000, Duration::from_secs(4)).await;
-    let last_on_1 = position(&mut c1).await;
+    let last_on_1 = binlog_position(&mut c1).await;
     assert_eq!(last_on_1.server_id, 11);
 
     // The archive catches up with the last write.

@@ -6,23 +6,19 @@
 //! position it records. Refusals (an offline cluster, missing Pods, nothing ready, a wrong
 //! clone-donor password) leave no backup and the previous `status.backup`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moco_adapters::instance::clone::RestoreTarget;
-use moco_adapters::mysql::{Account, Dialect, sql};
-use moco_backup::job::backup::BackupJob;
-use moco_backup::job::cluster::ClusterAccess;
+use moco_adapters::mysql::{Account, sql};
 use moco_backup::job::mysql::BackupServers as _;
 use moco_backup::job::server_tls::ServerTls;
 use moco_backup::mariadb::{binlog, physical};
-use moco_operator::clustering::addresses::StaticAddresses;
 use moco_testkit::apiserver::FakeApiServer;
-use moco_tests::certs::TestCerts;
-use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod, replicate_from, test_password};
-use moco_tests::s3::{moto, moto_bucket};
+use moco_tests::job_bench::{
+    JobBench, addresses, binlog_position, pod_object, set_super_read_only, writable_with_table,
+};
+use moco_tests::pod::{TestPod, replicate_from, test_password};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 
@@ -30,32 +26,14 @@ const NS: &str = "prod";
 const CLUSTERS: &str = "moco.cybozu.com/v1beta2/mysqlclusters";
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn pod_object(index: u32, ready: bool) -> serde_json::Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("moco-db-{index}"), "namespace": NS,
-                     "labels": {"app.kubernetes.io/name": "mysql",
-                                "app.kubernetes.io/instance": "db",
-                                "app.kubernetes.io/created-by": "moco"}},
-        "spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]},
-        "status": {"podIP": "127.0.0.1",
-                   "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
-    })
+fn pod(index: u32, ready: bool) -> serde_json::Value {
+    pod_object(NS, index, ready)
 }
 
 fn cluster_object(replicas: u32, offline: bool) -> serde_json::Value {
-    json!({
-        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
-        "metadata": {"name": "db", "namespace": NS, "uid": "uid-db",
-                     "annotations": {"moco-rs/flavor": "mariadb"}},
-        "spec": {
-            "replicas": replicas, "offline": offline,
-            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]}},
-            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
-                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
-        },
-        "status": {"currentPrimaryIndex": 0}
-    })
+    let mut cluster = moco_tests::job_bench::cluster_object(NS, "uid-db", replicas);
+    cluster["spec"]["offline"] = json!(offline);
+    cluster
 }
 
 async fn rows(pod: &TestPod) -> u64 {
@@ -69,79 +47,41 @@ async fn rows(pod: &TestPod) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
     let test = "the_backup_job_streams_a_replica_into_the_bucket_and_records_it";
-    let Some(binary) = server_or_skip(test) else {
+    let Some(bench) = JobBench::start(test) else {
         return;
     };
-    let Some(store) = moto(test) else {
-        return;
-    };
-    moco_http::tls::install_crypto_provider();
-    let root = tempfile::tempdir().unwrap();
-    let certs = TestCerts::write(&root.path().join("certs"));
-    let primary = TestPod::new(&binary, root.path(), 0);
-    let replica = TestPod::new(&binary, root.path(), 1);
-    for pod in [&primary, &replica] {
-        pod.init_and_start(10).await;
-    }
-    let a0 = AgentProcess::start(&primary, &certs.agent.0, &[]);
-    let a1 = AgentProcess::start(&replica, &certs.agent.0, &[]);
-    a0.wait_started(LIMIT).await;
-    a1.wait_started(LIMIT).await;
+    let (binary, root) = (&bench.binary, &bench.root);
+    let ([primary, replica], [a0, a1]) =
+        bench.pods_with_agents(root.path(), None, &[], LIMIT).await;
 
     // A primary with data, and a replica of it.
     let mut c = primary.admin().await;
-    for s in sql::set_writable(Dialect::Mariadb) {
-        c.query_drop(s).await.unwrap();
-    }
-    c.query_drop("CREATE DATABASE app").await.unwrap();
-    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(64))")
-        .await
-        .unwrap();
+    writable_with_table(&mut c, "id INT PRIMARY KEY, v VARCHAR(64)").await;
     c.query_drop("INSERT INTO app.t SELECT seq, REPEAT('x', 60) FROM app.seq_1_to_20000")
         .await
         .unwrap();
     let mut r = replica.admin().await;
     replicate_from(&mut r, primary.port).await;
     // As the manager leaves a replica.
-    for s in sql::set_super_read_only(Dialect::Mariadb) {
-        r.query_drop(s).await.unwrap();
-    }
+    set_super_read_only(&mut r).await;
     let deadline = Instant::now() + LIMIT;
     while rows(&replica).await != 20_000 {
         assert!(Instant::now() < deadline, "the replica did not catch up");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    let bucket = moto_bucket(store.port, "backups").await;
+    let bucket = bench.bucket().await;
 
     let fake = FakeApiServer::new();
     fake.insert(cluster_object(2, false));
-    fake.insert(pod_object(0, true));
-    fake.insert(pod_object(1, true));
-    let addresses = StaticAddresses {
-        by_index: BTreeMap::from([
-            (0, ("127.0.0.1".to_owned(), primary.port)),
-            (1, ("127.0.0.1".to_owned(), replica.port)),
-        ]),
-        agents: BTreeMap::from([
-            (0, ("localhost".to_owned(), a0.agent.port())),
-            (1, ("localhost".to_owned(), a1.agent.port())),
-        ]),
-    };
-    let job = |donor_password: String| BackupJob {
-        cluster: ClusterAccess::new(fake.client(), NS, "db"),
-        bucket: bucket.clone(),
-        // The Job presents the cluster's agent certificate (the Secret it mounts).
-        agents: Some(certs.agent.client(&certs.agent)),
-        addresses: Arc::new(addresses.clone()),
-        donor_password,
-        backup_password: test_password(Account::Backup),
-        binlog_tool: binary.tool("mariadb-binlog").unwrap(),
-        work_dir: root.path().join("work"),
-        tls: ServerTls::default(),
-        tools: moco_backup::mysql::command::Tools::from_path(),
-        threads: std::num::NonZeroU32::MIN,
-        max_rate: None,
+    fake.insert(pod(0, true));
+    fake.insert(pod(1, true));
+    let addresses = addresses(
+        &[primary.port, replica.port],
+        &[a0.agent.port(), a1.agent.port()],
+    );
+    let job = |donor_password: String| {
+        bench.backup_job(&fake, NS, &bucket, &addresses, donor_password, "work")
     };
     let backup_status = || fake.get_json(CLUSTERS, NS, "db").unwrap()["status"]["backup"].clone();
     let objects = || {
@@ -150,33 +90,26 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
     };
 
     // Refusals first: nothing is written.
-    let e = job("wrong".into()).run().await.unwrap_err().to_string();
+    let refusal = |donor_password: &str| {
+        let job = job(donor_password.to_owned());
+        async move { job.run().await.unwrap_err().to_string() }
+    };
+    let donor_password = test_password(Account::CloneDonor);
+    let e = refusal("wrong").await;
     assert!(
         e.contains("403") && e.contains("clone-donor password"),
         "{e}"
     );
     fake.insert(cluster_object(3, false));
-    let e = job(test_password(Account::CloneDonor))
-        .run()
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = refusal(&donor_password).await;
     assert!(e.contains("2 Pods exist for spec.replicas 3"), "{e}");
     fake.insert(cluster_object(2, true));
-    let e = job(test_password(Account::CloneDonor))
-        .run()
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = refusal(&donor_password).await;
     assert!(e.contains("spec.offline is true"), "{e}");
     fake.insert(cluster_object(2, false));
-    fake.insert(pod_object(0, false));
-    fake.insert(pod_object(1, false));
-    let e = job(test_password(Account::CloneDonor))
-        .run()
-        .await
-        .unwrap_err()
-        .to_string();
+    fake.insert(pod(0, false));
+    fake.insert(pod(1, false));
+    let e = refusal(&donor_password).await;
     assert!(
         e.contains("MySQLCluster prod/db") && e.contains("ready"),
         "{e}"
@@ -196,8 +129,8 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
     );
 
     // The backup: from the ready replica.
-    fake.insert(pod_object(0, true));
-    fake.insert(pod_object(1, true));
+    fake.insert(pod(0, true));
+    fake.insert(pod(1, true));
     let began = Instant::now();
     let done = job(test_password(Account::CloneDonor)).run().await.unwrap();
     let took = began.elapsed();
@@ -268,15 +201,7 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
         .await
         .unwrap();
     assert!(!archive.segments.is_empty());
-    let primary_position = || async {
-        let mut c = primary.admin().await;
-        let pos: String = c
-            .query_first("SELECT @@gtid_binlog_pos")
-            .await
-            .unwrap()
-            .unwrap();
-        binlog::events::parse_position(&pos).unwrap()[0]
-    };
+    let primary_position = || async { binlog_position(&mut primary.admin().await).await };
     assert_eq!(
         archive.progress.unwrap().position,
         Some(primary_position().await),
@@ -307,7 +232,7 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
             .await
             .unwrap();
     }
-    fake.insert(pod_object(1, false));
+    fake.insert(pod(1, false));
     let second = job(test_password(Account::CloneDonor)).run().await.unwrap();
     assert_ne!(second.prefix, done.prefix);
     assert_eq!(second.source_index, 0);
@@ -345,7 +270,7 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
 
     // The recorded primary is read-only (a stale status): the backup is made without the
     // binlogs, with MOCO's warning Event, and the Job succeeds.
-    fake.insert(pod_object(1, true));
+    fake.insert(pod(1, true));
     let mut stale = cluster_object(2, false);
     stale["status"]["currentPrimaryIndex"] = json!(1);
     fake.insert(stale);

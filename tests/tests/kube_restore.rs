@@ -7,56 +7,32 @@
 //! instance keeps the new cluster's passwords and is read-only; `status.restoredTime` and
 //! the `Restored` Event are recorded. Refused inputs touch nothing and say why.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::{Account, Dialect, sql};
-use moco_backup::job::backup::BackupJob;
+use moco_adapters::mysql::Account;
 use moco_backup::job::cluster::ClusterAccess;
 use moco_backup::job::restore::RestoreJob;
 use moco_backup::job::server_tls::ServerTls;
 use moco_core::time::Timestamp;
-use moco_operator::clustering::addresses::StaticAddresses;
 use moco_testkit::apiserver::FakeApiServer;
-use moco_tests::certs::TestCerts;
-use moco_tests::local::server_or_skip;
+use moco_tests::job_bench::{JobBench, addresses, pod_object, writable_with_table};
 use moco_tests::pod::{AgentProcess, TestPod, other_password, other_passwords, test_password};
-use moco_tests::s3::{moto, moto_bucket};
 use mysql_async::prelude::Queryable;
-use serde_json::json;
 use tokio::io::AsyncReadExt as _;
 
 const CLUSTERS: &str = "moco.cybozu.com/v1beta2/mysqlclusters";
 const PODS: &str = "v1/pods";
 const LIMIT: Duration = Duration::from_secs(180);
 
-fn pod_object(ns: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "moco-db-0", "namespace": ns,
-                     "labels": {"app.kubernetes.io/name": "mysql",
-                                "app.kubernetes.io/instance": "db",
-                                "app.kubernetes.io/created-by": "moco"}},
-        "spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]},
-        "status": {"podIP": "127.0.0.1", "conditions": [{"type": "Ready", "status": "True"}]}
-    })
+/// The ready Pod of the one-instance cluster `ns/db`.
+fn pod(ns: &str) -> serde_json::Value {
+    pod_object(ns, 0, true)
 }
 
 fn cluster_object(ns: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
-        "metadata": {"name": "db", "namespace": ns, "uid": format!("uid-{ns}"),
-                     "annotations": {"moco-rs/flavor": "mariadb"}},
-        "spec": {
-            "replicas": 1,
-            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]}},
-            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
-                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]
-        },
-        "status": {"currentPrimaryIndex": 0}
-    })
+    moco_tests::job_bench::cluster_object(ns, &format!("uid-{ns}"), 1)
 }
 
 async fn login(port: u16, password: &str) -> Result<mysql_async::Conn, mysql_async::Error> {
@@ -89,53 +65,35 @@ async fn next_second() -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     let test = "the_restore_job_brings_a_new_cluster_to_the_second";
-    let Some(binary) = server_or_skip(test) else {
+    let Some(bench) = JobBench::start(test) else {
         return;
     };
-    let Some(store) = moto(test) else {
-        return;
-    };
-    moco_http::tls::install_crypto_provider();
-    let root = tempfile::tempdir().unwrap();
-    let certs = TestCerts::write(&root.path().join("certs"));
+    let (binary, root, certs) = (&bench.binary, &bench.root, &bench.certs);
 
     // The source cluster: one primary with data, backed up by its backup Job.
-    let source = TestPod::new(&binary, &root.path().join("old"), 0);
-    source.init_and_start(10).await;
-    let a_source = AgentProcess::start(&source, &certs.agent.0, &[]);
-    a_source.wait_started(LIMIT).await;
+    let ([source], [a_source]) = bench
+        .pods_with_agents(&root.path().join("old"), None, &[], LIMIT)
+        .await;
     let mut c = source.admin().await;
-    for s in sql::set_writable(Dialect::Mariadb) {
-        c.query_drop(s).await.unwrap();
-    }
-    c.query_drop("CREATE DATABASE app").await.unwrap();
-    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(64))")
-        .await
-        .unwrap();
+    writable_with_table(&mut c, "id INT PRIMARY KEY, v VARCHAR(64)").await;
     c.query_drop("INSERT INTO app.t SELECT seq, 'base' FROM app.seq_1_to_1000")
         .await
         .unwrap();
 
-    let bucket = moto_bucket(store.port, "backups").await;
+    let bucket = bench.bucket().await;
     let fake = FakeApiServer::new();
     fake.insert(cluster_object("old"));
-    fake.insert(pod_object("old"));
-    let backup_job = || BackupJob {
-        cluster: ClusterAccess::new(fake.client(), "old", "db"),
-        bucket: bucket.clone(),
-        agents: Some(certs.agent.client(&certs.agent)),
-        addresses: Arc::new(StaticAddresses {
-            by_index: BTreeMap::from([(0, ("127.0.0.1".to_owned(), source.port))]),
-            agents: BTreeMap::from([(0, ("localhost".to_owned(), a_source.agent.port()))]),
-        }),
-        donor_password: test_password(Account::CloneDonor),
-        backup_password: test_password(Account::Backup),
-        binlog_tool: binary.tool("mariadb-binlog").unwrap(),
-        work_dir: root.path().join("backup-work"),
-        tls: ServerTls::default(),
-        tools: moco_backup::mysql::command::Tools::from_path(),
-        threads: std::num::NonZeroU32::MIN,
-        max_rate: None,
+    fake.insert(pod("old"));
+    let source_addresses = addresses(&[source.port], &[a_source.agent.port()]);
+    let backup_job = || {
+        bench.backup_job(
+            &fake,
+            "old",
+            &bucket,
+            &source_addresses,
+            test_password(Account::CloneDonor),
+            "backup-work",
+        )
     };
     let first = backup_job().run().await.unwrap();
 
@@ -172,7 +130,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         .env("AWS_REGION", "us-east-1")
         .env(
             "AWS_ENDPOINT_URL",
-            format!("http://127.0.0.1:{}", store.port),
+            format!("http://127.0.0.1:{}", bench.store.port),
         )
         .output()
         .unwrap();
@@ -207,7 +165,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     assert!(e.contains("--cluster needs --from URL"), "{e}");
 
     // The new cluster: one empty instance with its own passwords, and its kubelet.
-    let target = TestPod::new(&binary, &root.path().join("new"), 0);
+    let target = TestPod::new(binary, &root.path().join("new"), 0);
     target.init_and_start(20).await;
     let a_target =
         AgentProcess::start_with_passwords(&target, &certs.agent.0, &[], other_passwords());
@@ -215,7 +173,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
     let target_port = target.port;
     let a_target_port = a_target.agent.port();
     fake.insert(cluster_object("new"));
-    fake.insert(pod_object("new"));
+    fake.insert(pod("new"));
     let restarts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let kubelet = {
         let fake = fake.clone();
@@ -233,7 +191,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
                     );
                     target.start().await;
                     agent.restart();
-                    fake.insert(pod_object("new"));
+                    fake.insert(pod("new"));
                     restarts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     return (target, agent);
                 }
@@ -249,10 +207,7 @@ async fn the_restore_job_brings_a_new_cluster_to_the_second() {
         users: String::new(),
         bucket: bucket.clone(),
         agents: Some(certs.agent.client(&certs.agent)),
-        addresses: Arc::new(StaticAddresses {
-            by_index: BTreeMap::from([(0, ("127.0.0.1".to_owned(), target_port))]),
-            agents: BTreeMap::from([(0, ("localhost".to_owned(), a_target_port))]),
-        }),
+        addresses: Arc::new(addresses(&[target_port], &[a_target_port])),
         admin_password: other_password(Account::Admin),
         binlog_tool: binary.tool("mariadb-binlog").unwrap(),
         client_tool,
