@@ -36,7 +36,7 @@ pub enum BucketError {
         /// The IO error.
         source: std::io::Error,
     },
-    /// A JSON object is larger than [`MAX_JSON_BYTES`].
+    /// A JSON object is larger than [`MAX_JSON_BYTES`](super::MAX_JSON_BYTES).
     #[error(
         "{target}: larger than {limit} bytes, the most a manifest, record or progress mark may hold"
     )]

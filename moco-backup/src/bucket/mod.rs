@@ -14,5 +14,5 @@ mod spec;
 pub use backend::Backend;
 pub use error::BucketError;
 pub use listing::Listing;
-pub use objects::{Bucket, ObjectInfo};
+pub use objects::{Bucket, MAX_JSON_BYTES, ObjectInfo};
 pub use spec::BucketSpec;

@@ -4,7 +4,9 @@
 //!
 //! [`cluster`] reads and records on the MySQLCluster (its Pods, `status.backup`, Events);
 //! [`backup`] is the backup Job, [`restore`] the restore Job, and [`archive`] archives the
-//! binlogs every few seconds (beyond MOCO; [`mysql::archive`] holds its rounds on MySQL).
+//! binlogs every few seconds (beyond MOCO). A MariaDB cluster's steps are in those three; a
+//! MySQL cluster's, in MOCO's format, are in [`mysql`] (its archiving rounds in
+//! [`mysql::archive`]).
 
 pub mod archive;
 pub mod args;

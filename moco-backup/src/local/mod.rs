@@ -1,7 +1,8 @@
-//! Backups of a `moco local` cluster: the physical backup of [`crate::mariadb::physical`] taken from a
-//! ready replica (the primary only when there is none, as MOCO chooses), under MOCO's key
-//! layout `moco/<namespace>/<name>/<YYYYMMDD-hhmmss>/` with the namespace `local`.
-//! [`archive`] archives a local cluster's binlogs beside its manager.
+//! Backups of a `moco local` cluster: the physical backup of [`crate::mariadb::physical`]
+//! taken from a ready replica (the primary only when there is none, as MOCO chooses), under
+//! MOCO's key layout `moco/<namespace>/<name>/<YYYYMMDD-hhmmss>/` with the namespace `local`;
+//! restores to a second from it and the binlog archive; verification. [`archive`] archives a
+//! local cluster's binlogs beside its manager.
 
 pub mod archive;
 

@@ -2,7 +2,7 @@
 //! transactions the primary executed that the archive lacks are fetched with `mysqlbinlog`
 //! and stored, so a restore reaches seconds ago instead of the last backup. It is pure: the
 //! keys, the records, the round's decision and the restore's choice of rounds. The runner is
-//! `job::mysql_archive`.
+//! `job::mysql::archive`.
 //!
 //! **A round.** The archiver reads, in one statement, the primary's `@@gtid_executed`,
 //! `@@gtid_purged` and its clock. When the executed set holds a transaction the archive lacks,

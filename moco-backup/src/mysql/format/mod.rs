@@ -1,7 +1,8 @@
 //! MOCO's own MySQL backup format, as pure data: the command lines MOCO's backup and restore
 //! Jobs run, the choices they make, and the bucket keys they read and write. Nothing here runs
 //! a process or touches the network, so every rule is unit-tested against what MOCO does (its
-//! `backup/`, `pkg/bkop/` and `backup/key.go`); a runner executes the [`CommandLine`]s.
+//! `backup/`, `pkg/bkop/` and `backup/key.go`); a runner executes the
+//! [`CommandLine`](command_line::CommandLine)s.
 //!
 //! Following MOCO keeps two promises: a MOCO user's existing backups restore here, and new
 //! MySQL backups look exactly like MOCO's, so MOCO (or anyone's tooling built for it) can
