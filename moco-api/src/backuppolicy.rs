@@ -205,6 +205,18 @@ pub enum BackendType {
     Azure,
 }
 
+impl BackendType {
+    /// The name the API spells it with (`s3`, `gcs`, `azure`), as the backup Jobs take it in
+    /// `--backend-type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendType::S3 => "s3",
+            BackendType::Gcs => "gcs",
+            BackendType::Azure => "azure",
+        }
+    }
+}
+
 /// A volume source: any field of a core/v1 `Volume` except `name` (`emptyDir`, `ephemeral`,
 /// `persistentVolumeClaim`, …). Kept as JSON so that every volume type is accepted as written.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -17,10 +17,16 @@ pub fn cluster_prefix(namespace: &str, name: &str) -> String {
     format!("{KEY_ROOT}/{namespace}/{name}/")
 }
 
-/// A backup time as MOCO writes it in keys and in the restore Job's arguments:
-/// `YYYYMMDD-hhmmss`, UTC.
+/// A backup time as MOCO writes it in keys (a backup's folder) and in the restore Job's
+/// arguments: `YYYYMMDD-hhmmss`, UTC.
 pub fn backup_time_text(t: Timestamp) -> String {
-    folder_name(t)
+    let text = t.to_string(); // 2026-11-23T22:15:00Z
+    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+    format!(
+        "{}-{}",
+        &digits[..8.min(digits.len())],
+        &digits[8.min(digits.len())..]
+    )
 }
 
 /// Reads a [`backup_time_text`].
@@ -57,17 +63,6 @@ pub struct BadBackupTime {
     pub text: String,
 }
 
-/// MOCO's folder name of a backup taken at `t`: `YYYYMMDD-hhmmss` (UTC).
-pub fn folder_name(t: Timestamp) -> String {
-    let text = t.to_string(); // 2026-11-23T22:15:00Z
-    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
-    format!(
-        "{}-{}",
-        &digits[..8.min(digits.len())],
-        &digits[8.min(digits.len())..]
-    )
-}
-
 /// How many seconds [`free_folder`] tries before it gives up.
 const FOLDER_TRIES: u32 = 3;
 
@@ -87,7 +82,7 @@ pub async fn free_folder(
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }
         let started_at = clock.now();
-        prefix = format!("{cluster_prefix}{}", folder_name(started_at));
+        prefix = format!("{cluster_prefix}{}", backup_time_text(started_at));
         if bucket.list(&format!("{prefix}/")).await?.is_empty() {
             return Ok((started_at, prefix));
         }

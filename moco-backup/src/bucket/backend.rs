@@ -95,6 +95,11 @@ mod tests {
                 serde_json::to_value(api).unwrap(),
                 serde_json::Value::from(text)
             );
+            assert_eq!(api.as_str(), text);
+            assert_eq!(
+                Backend::from_backend_type(api.as_str()).unwrap(),
+                Backend::from(api)
+            );
             assert_eq!(
                 Backend::from_backend_type(text).unwrap(),
                 Backend::from(api)

@@ -675,14 +675,13 @@ fn identifier(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::folder_name;
+    use crate::layout::backup_time_text;
     use moco_adapters::local::snapshot::InstanceSnapshot;
 
     /// Regression: a MySQL cluster's MOCO backups and archive were listed as incomplete
     /// physical backups, and `prune` deletes incomplete backups older than a complete one.
     #[tokio::test]
     async fn moco_mysql_backups_and_archives_are_neither_listed_nor_pruned() {
-        use crate::layout::backup_time_text;
         use crate::mariadb::physical::{BASE_KEY, FORMAT_VERSION, Manifest, ObjectRecord};
         let dir = tempfile::tempdir().unwrap();
         let bucket = crate::BucketSpec::from_url(&dir.path().display().to_string())
@@ -771,7 +770,7 @@ mod tests {
     #[test]
     fn folder_names_are_mocos() {
         let t = Timestamp::parse("2026-11-23T22:15:07Z").unwrap();
-        assert_eq!(folder_name(t), "20261123-221507");
+        assert_eq!(backup_time_text(t), "20261123-221507");
         assert_eq!(cluster_prefix("db"), "moco/local/db");
     }
 

@@ -17,9 +17,7 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use moco_adapters::mysql::Account;
-use moco_api::backuppolicy::{
-    BackendType, BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig,
-};
+use moco_api::backuppolicy::{BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig};
 use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAME};
 use moco_api::mysqlcluster::{MySQLCluster, RestoreSpec};
 use moco_core::facts::Flavor;
@@ -87,12 +85,7 @@ fn bucket_args(bucket: &BucketConfig) -> Vec<String> {
     if bucket.use_path_style {
         args.push("--use-path-style".into());
     }
-    let backend = match bucket.backend_type {
-        BackendType::S3 => "s3",
-        BackendType::Gcs => "gcs",
-        BackendType::Azure => "azure",
-    };
-    args.push(format!("--backend-type={backend}"));
+    args.push(format!("--backend-type={}", bucket.backend_type.as_str()));
     if !bucket.ca_cert.is_empty() {
         args.push(format!("--ca-cert={}", bucket.ca_cert));
     }
