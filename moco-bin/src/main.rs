@@ -9,8 +9,10 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod logging;
-mod output;
 mod signals;
+
+// Printing that cannot fail (a closed pipe is ignored): `crate::output::{out, err, print_out}`.
+use moco_local::output;
 
 /// moco-rs: a MOCO-compatible MySQL/MariaDB operator.
 #[derive(Debug, Parser)]

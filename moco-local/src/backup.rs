@@ -1,105 +1,21 @@
-//! `moco local backup [--dir DIR] [--to URL]` and `moco local backup list`: the work is in
-//! `moco_backup::local`.
+//! `moco local backup` (take, `list`, `prune`, `archive`, `verify`) and `moco local restore`:
+//! the work is in `moco_backup::local`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
-use clap::{Args, Subcommand};
 use moco_adapters::local::create::SeededError;
 use moco_backup::BucketSpec;
-use moco_core::resources::ByteRate;
 use moco_core::time::Timestamp;
 
-use super::{LocalCmdError, usage};
-
-/// `moco local backup`.
-#[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct BackupArgs {
-    #[command(subcommand)]
-    command: Option<BackupCommand>,
-    #[command(flatten)]
-    target: Target,
-    /// Read the backup no faster than this many bytes per second, a Kubernetes quantity
-    /// (`60Mi`, `100M`): the backup takes longer and the primary keeps its write latency
-    /// (`docs/benchmarks.md` has what rates did on one machine).
-    #[arg(long, value_name = "RATE")]
-    max_rate: Option<ByteRate>,
-}
-
-/// Which cluster and which bucket.
-#[derive(Debug, Args)]
-struct Target {
-    /// The cluster directory.
-    #[arg(long, value_name = "DIR")]
-    dir: Option<PathBuf>,
-    /// Where backups go: s3://BUCKET, gs://BUCKET, azure://CONTAINER, file:///DIR or a path
-    /// (default: a `backups` directory beside DIR). Credentials come from the environment
-    /// (`AWS_*`, `AZURE_*`, `GOOGLE_*`); `AWS_ENDPOINT_URL` points S3 at another service.
-    #[arg(long, visible_alias = "from", value_name = "URL")]
-    to: Option<String>,
-    /// `list`, `verify` and `prune` only: the backups of a Kubernetes MySQLCluster (keys
-    /// `moco/NAMESPACE/NAME/`) in the bucket `--from` names, instead of a local cluster's.
-    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "dir")]
-    cluster: Option<String>,
-}
-
-#[derive(Debug, Subcommand)]
-enum BackupCommand {
-    /// List the backups of the cluster, oldest first, incomplete ones included.
-    List(Target),
-    /// Delete old backups: keep the newest N complete ones (`--keep`) and/or those younger
-    /// than D days (`--keep-days`). The newest complete backup, and an incomplete one newer
-    /// than it (maybe running), are always kept; older incomplete ones are deleted.
-    Prune(PruneArgs),
-    /// Archive the binary logs continuously (every few seconds, from whichever instance is
-    /// primary), so that `moco local restore --point` reaches any second since the oldest
-    /// backup. The cluster's manager does it; `--off` stops it.
-    Archive(ArchiveArgs),
-    /// Prove a backup restores: restore it (the newest complete one, or `--backup`) into a
-    /// scratch one-instance cluster beside DIR, check every table (`CHECK TABLE`) and the
-    /// GTID position, and record rows and checksums per table (`verify.json` beside the
-    /// manifest) or compare them with the recorded ones. The scratch cluster is removed.
-    Verify(VerifyArgs),
-}
-
-#[derive(Debug, Args)]
-struct VerifyArgs {
-    #[command(flatten)]
-    target: Target,
-    /// The backup's folder (`YYYYMMDD-hhmmss`, as `list` shows it); default: the newest
-    /// complete one.
-    #[arg(long, value_name = "FOLDER")]
-    backup: Option<String>,
-}
-
-#[derive(Debug, Args)]
-struct ArchiveArgs {
-    #[command(flatten)]
-    target: Target,
-    /// Seconds between rounds: the recovery point is about this plus an upload.
-    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
-    every: u64,
-    /// Stop archiving (what is archived stays).
-    #[arg(long)]
-    off: bool,
-}
-
-#[derive(Debug, Args)]
-struct PruneArgs {
-    #[command(flatten)]
-    target: Target,
-    /// Keep the newest N complete backups.
-    #[arg(long, value_name = "N")]
-    keep: Option<u32>,
-    /// Keep complete backups started less than D days ago.
-    #[arg(long, value_name = "D")]
-    keep_days: Option<u32>,
-    /// Say what would be deleted, and delete nothing.
-    #[arg(long)]
-    dry_run: bool,
-}
+use crate::error::{Error, usage};
+use crate::host::Host;
+use crate::manager::start_manager;
+use crate::options::{
+    ArchiveOptions, BackupCommand, BackupTarget, PruneOptions, RestoreOptions, TakeOptions,
+    VerifyOptions,
+};
+use crate::output::out;
 
 /// The bucket and cluster name of a restore's `--source` and `--from`. A `--source` that is a
 /// cluster's directory gives its name, and without `--from` the `backups/` beside it; a name
@@ -109,7 +25,7 @@ fn restore_source(
     new_dir: &Path,
     source: &str,
     from: Option<&str>,
-) -> Result<(String, String), LocalCmdError> {
+) -> Result<(String, String), Error> {
     let as_dir = Path::new(source);
     let layout = moco_adapters::local::Layout::new(as_dir);
     let (name, beside) = if layout.manifest().is_file() {
@@ -131,7 +47,7 @@ fn default_bucket(dir: &Path) -> PathBuf {
         .join("backups")
 }
 
-fn bucket(target: &Target) -> Result<(PathBuf, moco_backup::Bucket), LocalCmdError> {
+fn bucket(target: &BackupTarget) -> Result<(PathBuf, moco_backup::Bucket), Error> {
     let dir = target
         .dir
         .clone()
@@ -144,7 +60,7 @@ fn bucket(target: &Target) -> Result<(PathBuf, moco_backup::Bucket), LocalCmdErr
 }
 
 /// The bucket `url` names, with the environment's credentials.
-fn open_url(url: &str) -> Result<moco_backup::Bucket, LocalCmdError> {
+fn open_url(url: &str) -> Result<moco_backup::Bucket, Error> {
     let spec = BucketSpec::from_url(url).map_err(|e| usage(format!("--to: {e}")))?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
     spec.open(&env)
@@ -156,25 +72,27 @@ fn now() -> Timestamp {
 }
 
 /// Runs `moco local backup`.
-pub async fn run(args: BackupArgs) -> Result<ExitCode, LocalCmdError> {
-    match args.command {
-        Some(BackupCommand::List(target)) => list(&target).await,
-        Some(BackupCommand::Prune(args)) => prune(&args).await,
-        Some(BackupCommand::Archive(args)) => archive(&args).await,
-        Some(BackupCommand::Verify(args)) => verify(&args).await,
-        None => take(&args.target, args.max_rate.as_ref()).await,
+pub async fn run(command: BackupCommand) -> Result<(), Error> {
+    match command {
+        BackupCommand::Take(options) => take(options).await,
+        BackupCommand::List(target) => list(target).await,
+        BackupCommand::Prune(options) => prune(options).await,
+        BackupCommand::Archive(options) => archive(options).await,
+        BackupCommand::Verify(options) => verify(options).await,
     }
 }
 
-async fn take(target: &Target, max_rate: Option<&ByteRate>) -> Result<ExitCode, LocalCmdError> {
-    let (dir, bucket) = bucket(target)?;
+/// `backup`: a physical backup of the cluster in `dir` (MariaDB), streamed to the bucket.
+pub async fn take(options: TakeOptions) -> Result<(), Error> {
+    let (dir, bucket) = bucket(&options.target)?;
     let started = std::time::Instant::now();
+    let max_rate = options.max_rate.as_ref();
     let taken =
         moco_backup::local::backup(&dir, &bucket, &moco_adapters::ports::SystemClock, max_rate)
             .await
             .map_err(|e| usage(e.to_string()))?;
     let m = &taken.manifest;
-    say!(
+    out!(
         "backed up instance {} to {} in {:.1} s: {} bytes stored ({} before compression), GTID state {}",
         taken.source_index,
         taken.prefix,
@@ -183,7 +101,7 @@ async fn take(target: &Target, max_rate: Option<&ByteRate>) -> Result<ExitCode, 
         m.base.uncompressed_size,
         m.binlog_state_before
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The backups of one cluster in one bucket.
@@ -198,7 +116,7 @@ struct Found {
 }
 
 /// The backups of the local cluster in `--dir`, or of the MySQLCluster `--cluster` names.
-async fn backups_of(target: &Target) -> Result<Found, LocalCmdError> {
+async fn backups_of(target: &BackupTarget) -> Result<Found, Error> {
     let (name, prefix, bucket) = match &target.cluster {
         Some(cluster) => {
             let (ns, name) = cluster
@@ -234,7 +152,10 @@ async fn backups_of(target: &Target) -> Result<Found, LocalCmdError> {
     })
 }
 
-async fn prune(args: &PruneArgs) -> Result<ExitCode, LocalCmdError> {
+/// `backup prune`: deletes old backups, keeping the newest `keep` complete ones and/or those
+/// younger than `keep_days`; the newest complete backup, and an incomplete one newer than it
+/// (maybe running), are always kept.
+pub async fn prune(args: PruneOptions) -> Result<(), Error> {
     if args.keep.is_none() && args.keep_days.is_none() {
         return Err(usage(
             "prune needs --keep N and/or --keep-days D: which backups to keep",
@@ -254,26 +175,28 @@ async fn prune(args: &PruneArgs) -> Result<ExitCode, LocalCmdError> {
     let doomed = moco_backup::retention::decide(&backups, keep, now())
         .map_err(|e| usage(format!("prune deleted nothing: {e}")))?;
     if doomed.is_empty() {
-        say!(
+        out!(
             "nothing to delete among the {} backups of {name}",
             backups.len()
         );
     }
     for prefix in doomed {
         if args.dry_run {
-            say!("would delete {prefix}");
+            out!("would delete {prefix}");
         } else {
             let n = bucket
                 .delete_prefix(&prefix)
                 .await
                 .map_err(|e| usage(e.to_string()))?;
-            say!("deleted {prefix} ({n} objects)");
+            out!("deleted {prefix} ({n} objects)");
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-async fn archive(args: &ArchiveArgs) -> Result<ExitCode, LocalCmdError> {
+/// `backup archive`: tells the cluster's manager to archive the binary logs every `every`
+/// seconds (or, with `off`, to stop).
+pub async fn archive(args: ArchiveOptions) -> Result<(), Error> {
     use moco_backup::local::archive::{ArchiveConfig, config_path};
     let dir = args
         .target
@@ -284,13 +207,13 @@ async fn archive(args: &ArchiveArgs) -> Result<ExitCode, LocalCmdError> {
     moco_adapters::local::Manifest::load(&layout).map_err(|e| usage(format!("--dir: {e}")))?;
     if args.off {
         match std::fs::remove_file(config_path(&layout)) {
-            Ok(()) => say!("binlog archiving is off (the archive stays)"),
+            Ok(()) => out!("binlog archiving is off (the archive stays)"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                say!("binlog archiving was not on")
+                out!("binlog archiving was not on")
             }
             Err(e) => return Err(usage(format!("{}: {e}", config_path(&layout).display()))),
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     if args.every == 0 {
         return Err(usage("--every: at least 1 second"));
@@ -314,15 +237,17 @@ async fn archive(args: &ArchiveArgs) -> Result<ExitCode, LocalCmdError> {
     };
     moco_adapters::local::files::write_json(&config_path(&layout), &config, 0o600)
         .map_err(|e| usage(e.to_string()))?;
-    say!(
+    out!(
         "binlog archiving to {url} every {} s is on; the cluster's manager archives from the primary \
          (object store credentials come from the manager's environment)",
         args.every
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-async fn verify(args: &VerifyArgs) -> Result<ExitCode, LocalCmdError> {
+/// `backup verify`: restores a backup into a scratch one-instance cluster, checks every table
+/// and the GTID position, and records or compares rows and checksums per table.
+pub async fn verify(args: VerifyOptions) -> Result<(), Error> {
     let Found {
         name,
         bucket,
@@ -363,7 +288,7 @@ async fn verify(args: &VerifyArgs) -> Result<ExitCode, LocalCmdError> {
     options.flavor = Some(moco_core::facts::Flavor::Mariadb);
     let prepared = moco_adapters::local::create::prepare(options)?;
     let layout = prepared.layout().clone();
-    say!(
+    out!(
         "verifying {} in a scratch instance ({})",
         chosen.prefix,
         scratch.display()
@@ -390,7 +315,7 @@ async fn verify(args: &VerifyArgs) -> Result<ExitCode, LocalCmdError> {
         }
     };
     let rows: u64 = v.tables.values().map(|t| t.rows).sum();
-    say!(
+    out!(
         "{} verified in {:.1} s: it restores, {} tables pass CHECK TABLE ({} rows), GTID position {}; {}",
         chosen.prefix,
         started.elapsed().as_secs_f64(),
@@ -403,16 +328,18 @@ async fn verify(args: &VerifyArgs) -> Result<ExitCode, LocalCmdError> {
             "rows and checksums recorded for later verifications"
         }
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
+/// `backup list`: the cluster's backups, oldest first, incomplete ones included, with the
+/// times each restores to and the binlog archive.
+pub async fn list(target: BackupTarget) -> Result<(), Error> {
     let Found {
         name,
         prefix,
         bucket,
         backups,
-    } = backups_of(target).await?;
+    } = backups_of(&target).await?;
     // MOCO's MySQL backups and their archive, beside the physical ones.
     let moco_prefix = format!("{prefix}/");
     let objects: Vec<(String, u64)> = bucket
@@ -427,7 +354,7 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
         .await
         .map_err(|e| usage(e.to_string()))?;
     if backups.is_empty() && dumps.is_empty() {
-        say!("no backups of {name}");
+        out!("no backups of {name}");
     }
     list_mysql(&moco_prefix, &dumps, &mysql_archive);
     let contents = moco_backup::mariadb::binlog::archive::load(&bucket, &prefix)
@@ -439,7 +366,7 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
     let show = moco_backup::mariadb::binlog::timeline::show;
     for (i, b) in backups.iter().enumerate() {
         let Some(m) = &b.manifest else {
-            say!(
+            out!(
                 "{}  NOT RESTORABLE: {}",
                 b.prefix,
                 b.problem.as_deref().unwrap_or("unknown")
@@ -465,7 +392,7 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
             Some((_, None)) => "restores as it is (no archived binlogs continue it)".to_owned(),
             None => "restores as it is (its GTID position is not recorded)".to_owned(),
         };
-        say!(
+        out!(
             "{}  complete  finished {}  {} bytes  GTID state {}  {window}",
             b.prefix,
             m.finished_at,
@@ -474,10 +401,10 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
         );
     }
     if !contents.segments.is_empty() {
-        say!("binlog archive: {} files", contents.segments.len());
+        out!("binlog archive: {} files", contents.segments.len());
         for (first, last) in timeline.stretches() {
             let (a, z) = (&timeline.pieces[first], &timeline.pieces[last]);
-            say!(
+            out!(
                 "  transactions {}..={} committed {} .. {}",
                 a.first_seq,
                 z.last_seq,
@@ -486,15 +413,15 @@ async fn list(target: &Target) -> Result<ExitCode, LocalCmdError> {
             );
         }
         if timeline.stretches().len() > 1 {
-            say!(
+            out!(
                 "  GAP: binlogs are missing between the stretches above; a backup before a gap restores only up to it"
             );
         }
         if let Some(p) = contents.progress {
-            say!("  complete up to {}", show(p.checked_at));
+            out!("  complete up to {}", show(p.checked_at));
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The MySQL part of `list`: MOCO's backups with the seconds their binlogs reach, and the
@@ -517,7 +444,7 @@ fn list_mysql(
             }
             (_, None) => "restores as it is; later seconds through the binlog archive".to_owned(),
         };
-        say!(
+        out!(
             "{prefix}{}  MOCO dump  {} bytes  {window}",
             backup_time_text(d.time),
             d.dump_size
@@ -527,7 +454,7 @@ fn list_mysql(
     let first = archive.rounds.first().map(|r| r.read_at_ms);
     let last = archive.rounds.last().map(|r| r.read_at_ms);
     if let (Some(first), Some(last)) = (first, last) {
-        say!(
+        out!(
             "binlog archive (MySQL): {} rounds stored, read {} .. {}",
             archive.rounds.len(),
             show(first),
@@ -535,46 +462,13 @@ fn list_mysql(
         );
     }
     if let Some(p) = &archive.progress {
-        say!("  complete up to {}", show(p.read_at_ms));
+        out!("  complete up to {}", show(p.read_at_ms));
     }
-}
-
-/// `moco local restore`.
-#[derive(Debug, Args)]
-pub struct RestoreArgs {
-    /// The new cluster's directory (must not exist, or be empty).
-    #[arg(long, value_name = "NEWDIR")]
-    dir: PathBuf,
-    /// The bucket the backups are in (as `moco local backup --to`; default: `backups` beside
-    /// the source cluster's directory when `--source` names one, else beside NEWDIR).
-    #[arg(long, value_name = "URL")]
-    from: Option<String>,
-    /// The cluster whose backup to restore: its name (its directory's name), or its
-    /// directory.
-    #[arg(long, value_name = "NAME|DIR")]
-    source: String,
-    /// Which moment: an RFC 3339 time (`2026-11-23T08:29:06Z`: every transaction committed
-    /// before that second, as MOCO's restorePoint), or `latest` (the newest the backups and
-    /// the binlog archive hold). A chosen second needs the binlogs archived
-    /// (`moco local backup archive`).
-    #[arg(long, default_value = "latest")]
-    point: String,
-    /// Number of instances of the new cluster: 1, 3, 5, 7 or 9.
-    #[arg(long, default_value_t = 3)]
-    replicas: u32,
-    /// First port of the new cluster's block (default: the first free block from 13306).
-    #[arg(long)]
-    base_port: Option<u16>,
-    /// The new cluster serves TLS with its own CA (as `moco local up --tls`).
-    #[arg(long)]
-    tls: bool,
-    #[command(flatten)]
-    manager: super::ManagerArgs,
 }
 
 /// Runs `moco local restore`: creates the cluster, puts the backup in place of instance 0,
 /// and starts the manager, which clones the others from it.
-pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
+pub async fn restore(a: RestoreOptions, host: &impl Host) -> Result<(), Error> {
     let point = if a.point == "latest" {
         moco_backup::mariadb::binlog::Point::Latest
     } else {
@@ -608,7 +502,7 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
     options.flavor = Some(moco_core::facts::Flavor::Mariadb);
     let prepared = moco_adapters::local::create::prepare(options)?;
     let layout = prepared.layout().clone();
-    say!(
+    out!(
         "restoring {} at {} into a new {}-instance cluster in {}",
         a.source,
         a.point,
@@ -635,7 +529,7 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
             )));
         }
     };
-    say!(
+    out!(
         "instance 0 holds backup {} (GTID position {}) and {} binlog transactions from {} files \
          (last {}) after {:.1} s (copied in {:.1} s, prepared in {:.1} s); the others are \
          cloned from it",
@@ -650,7 +544,7 @@ pub async fn restore(a: RestoreArgs) -> Result<ExitCode, LocalCmdError> {
         done.restored.copied_in.as_secs_f64(),
         done.restored.prepared_in.as_secs_f64()
     );
-    super::start_manager(&layout, &manifest, &a.manager, started).await
+    start_manager(&layout, &manifest, &a.manager, started, host).await
 }
 
 /// Stops every server of the scratch cluster `verify` created and removes its directory.
@@ -661,6 +555,6 @@ async fn remove_scratch_cluster(layout: &moco_adapters::local::Layout) {
     }
     let root = layout.root();
     if let Err(e) = std::fs::remove_dir_all(root) {
-        say!("could not remove {}: {e}", root.display());
+        out!("could not remove {}: {e}", root.display());
     }
 }

@@ -287,7 +287,7 @@ pub fn print_status_text(
     snapshot: Option<&ClusterSnapshot>,
 ) {
     let status = LocalStatus::gather(layout, manifest, manager, snapshot);
-    super::print_out(&status.render_text(true));
+    crate::output::print_out(&status.render_text(true));
 }
 
 /// Why a cluster without writes cannot fail over, when that is the case: MOCO (and this
