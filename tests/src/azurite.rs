@@ -6,7 +6,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ring::hmac;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::object_store::raw_put;
 
 /// Azurite's one account.
 pub const ACCOUNT: &str = "devstoreaccount1";
@@ -92,35 +93,19 @@ pub fn azurite(test: &str) -> Option<Azurite> {
     Some(server)
 }
 
+/// The REST API version the requests name.
+const VERSION: &str = "2021-08-06";
+
 /// Creates a container (Create Container, signed with the account's key as Azurite requires).
 pub async fn create_container(port: u16, name: &str) {
-    let date = http_date(SystemTime::now());
-    let version = "2021-08-06";
-    // Shared Key's string to sign: the verb, eleven standard headers (all empty here), the
-    // `x-ms-` headers sorted, and the resource: the account, then the path, which for an
-    // emulator starts with the account again, then the query parameters.
-    let to_sign = format!(
-        "PUT\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:{date}\nx-ms-version:{version}\n\
-         /{ACCOUNT}/{ACCOUNT}/{name}\nrestype:container"
-    );
-    let key = hmac::Key::new(hmac::HMAC_SHA256, &base64_decode(KEY));
-    let signature = base64_encode(hmac::sign(&key, to_sign.as_bytes()).as_ref());
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(
-        format!(
-            "PUT /{ACCOUNT}/{name}?restype=container HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
-             x-ms-date: {date}\r\nx-ms-version: {version}\r\n\
-             Authorization: SharedKey {ACCOUNT}:{signature}\r\n\
-             Content-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        .as_bytes(),
+    let answer = signed_put(
+        port,
+        &format!("{name}?restype=container"),
+        &format!("{name}\nrestype:container"),
+        &[],
+        b"",
     )
-    .await
-    .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
+    .await;
     assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
 }
 
@@ -128,33 +113,48 @@ pub async fn create_container(port: u16, name: &str) {
 /// requires, so that the name reaches the store as written (object_store refuses to write
 /// `a//b` or `x/../y`; Azure stores them).
 pub async fn put_blob_raw(port: u16, container: &str, name: &str, body: &[u8]) {
+    let path = format!("{container}/{name}");
+    let answer = signed_put(port, &path, &path, &[("x-ms-blob-type", "BlockBlob")], body).await;
+    assert!(answer.starts_with("HTTP/1.1 201"), "{name}: {answer}");
+}
+
+/// `PUT /devstoreaccount1/<path>` (`path` with its query) on Azurite at `port` with the
+/// `x-ms-` headers `x_ms` (named in order, before `x-ms-date`) and `body`, signed with the
+/// account's key (Shared Key); `resource` is the path again as signed: without its query,
+/// then its parameters as `name:value` lines. Returns the answer.
+async fn signed_put(
+    port: u16,
+    path: &str,
+    resource: &str,
+    x_ms: &[(&str, &str)],
+    body: &[u8],
+) -> String {
     let date = http_date(SystemTime::now());
-    let version = "2021-08-06";
-    let length = body.len();
+    let mut headers = x_ms.to_vec();
+    headers.extend([("x-ms-date", date.as_str()), ("x-ms-version", VERSION)]);
+    // Shared Key's string to sign: the verb, eleven standard headers (all empty here but the
+    // length of a body), the `x-ms-` headers sorted, and the resource: the account, then the
+    // path, which for an emulator starts with the account again, then the query parameters.
+    let length = if body.is_empty() {
+        String::new()
+    } else {
+        body.len().to_string()
+    };
+    let signed_headers: String = headers.iter().map(|(k, v)| format!("{k}:{v}\n")).collect();
     let to_sign = format!(
-        "PUT\n\n\n{length}\n\n\n\n\n\n\n\n\nx-ms-blob-type:BlockBlob\nx-ms-date:{date}\n\
-         x-ms-version:{version}\n/{ACCOUNT}/{ACCOUNT}/{container}/{name}"
+        "PUT\n\n\n{length}\n\n\n\n\n\n\n\n\n{signed_headers}/{ACCOUNT}/{ACCOUNT}/{resource}"
     );
     let key = hmac::Key::new(hmac::HMAC_SHA256, &base64_decode(KEY));
     let signature = base64_encode(hmac::sign(&key, to_sign.as_bytes()).as_ref());
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(
-        format!(
-            "PUT /{ACCOUNT}/{container}/{name} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
-             x-ms-blob-type: BlockBlob\r\nx-ms-date: {date}\r\nx-ms-version: {version}\r\n\
-             Authorization: SharedKey {ACCOUNT}:{signature}\r\n\
-             Content-Length: {length}\r\nConnection: close\r\n\r\n"
-        )
-        .as_bytes(),
+    let authorization = format!("SharedKey {ACCOUNT}:{signature}");
+    headers.push(("Authorization", &authorization));
+    raw_put(
+        &format!("127.0.0.1:{port}"),
+        &format!("/{ACCOUNT}/{path}"),
+        &headers,
+        body,
     )
     .await
-    .unwrap();
-    s.write_all(body).await.unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
-    assert!(answer.starts_with("HTTP/1.1 201"), "{name}: {answer}");
 }
 
 /// `Sun, 06 Nov 1994 08:49:37 GMT` (RFC 7231's IMF-fixdate).

@@ -1,12 +1,15 @@
 //! What the object-store back-end tests share (`backup_s3`, `backup_azure`): the data they
 //! stream, a source that fails mid-upload, and the checks every back-end must pass the same
-//! way (a streamed object round trip, a failed upload, a missing bucket named).
+//! way (a streamed object round trip, a failed upload, a missing bucket named); the raw
+//! requests the stores' helpers send where the client would refuse or cannot ([`raw_put`]);
+//! a directory bucket.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use moco_backup::{Bucket, BucketError, BucketSpec, ObjectInfo};
-use tokio::io::AsyncReadExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// Where the tests put their objects: a backup folder of cluster `ns/db`.
 pub const KEY: &str = "moco/ns/db/20261123-221500/dump.tar";
@@ -88,4 +91,33 @@ pub fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
+}
+
+/// The bucket of directory `dir` (a `BucketSpec` of its path, no environment).
+pub fn directory_bucket(dir: &Path) -> Bucket {
+    BucketSpec::from_url(&dir.display().to_string())
+        .unwrap()
+        .open(&BTreeMap::new())
+        .unwrap()
+}
+
+/// `PUT path` to the store at `host` (`HOST:PORT`) on a connection of its own, with `headers`
+/// (besides `Host`, `Content-Length` and `Connection: close`) and `body`, as written: a bucket
+/// or container created without a client, or a key the client would refuse to write (`a//b`,
+/// `x/../y`). Returns the whole answer, status line first.
+pub async fn raw_put(host: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> String {
+    let mut head = format!("PUT {path} HTTP/1.1\r\nHost: {host}\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    answer
 }

@@ -2,11 +2,15 @@
 //! control plane's bridge where Pods reach it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use moco_backup::{Bucket, BucketSpec};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::object_store::{env, raw_put};
 
 /// A store server that would not start: `None` (skip) under `MOCO_SKIP_OBJECT_STORES=1`,
 /// else the test fails saying how to get it (`install_env`, which `scripts/test.sh` sets).
@@ -113,43 +117,66 @@ pub async fn create_bucket(port: u16, name: &str) {
 /// Creates bucket `name` at `endpoint` (`http://HOST:PORT`).
 pub async fn create_bucket_at(endpoint: &str, name: &str) {
     let host = endpoint.strip_prefix("http://").unwrap();
-    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
-    s.write_all(
-        format!(
-            "PUT /{name} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        .as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
+    let answer = raw_put(host, &format!("/{name}"), &[], b"").await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// Puts `body` as `key` of `bucket` on moto at `port` on loopback with a raw request, so that
+/// the key reaches the store as written (object_store refuses to write `a//b` or `x/../y`; S3
+/// stores them).
+pub async fn put_object_raw(port: u16, bucket: &str, key: &str, body: &[u8]) {
+    let host = format!("127.0.0.1:{port}");
+    let answer = raw_put(&host, &format!("/{bucket}/{key}"), &[], body).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{key}: {answer}");
+}
+
+/// Moto's test credentials, as a Job's environment holds them.
+pub fn moto_env() -> BTreeMap<String, String> {
+    env(&[
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ])
+}
+
+/// The bucket of `url` (`s3://NAME`) at `endpoint` (`http://HOST:PORT`) as a Job names it
+/// for moto: path style, a region.
+pub fn moto_spec(endpoint: &str, url: &str) -> BucketSpec {
+    BucketSpec {
+        endpoint: Some(endpoint.to_owned()),
+        region: Some("us-east-1".into()),
+        path_style: true,
+        ..BucketSpec::from_url(url).unwrap()
+    }
 }
 
 /// Creates bucket `name` on moto at `port` and opens it as a Job would: path style, a region,
 /// moto's test credentials.
-pub async fn moto_bucket(port: u16, name: &str) -> moco_backup::Bucket {
+pub async fn moto_bucket(port: u16, name: &str) -> Bucket {
     open_bucket(&format!("http://127.0.0.1:{port}"), name).await
 }
 
+/// A MOCO JobConfig for bucket `bucket` on moto at `endpoint` (`http://HOST:PORT`), its Jobs
+/// run as ServiceAccount `account`: moto's test credentials in their environment, path style,
+/// a region, an `emptyDir` work volume.
+pub fn moto_job_config(account: &str, bucket: &str, endpoint: &str) -> serde_json::Value {
+    serde_json::json!({
+        "serviceAccountName": account,
+        "env": [
+            {"name": "AWS_ACCESS_KEY_ID", "value": "test"},
+            {"name": "AWS_SECRET_ACCESS_KEY", "value": "test"}
+        ],
+        "bucketConfig": {"bucketName": bucket, "endpointURL": endpoint,
+                         "region": "us-east-1", "usePathStyle": true},
+        "workVolume": {"emptyDir": {}}
+    })
+}
+
 /// Creates bucket `name` at `endpoint` (`http://HOST:PORT`) and opens it as a Job would.
-pub async fn open_bucket(endpoint: &str, name: &str) -> moco_backup::Bucket {
+pub async fn open_bucket(endpoint: &str, name: &str) -> Bucket {
     create_bucket_at(endpoint, name).await;
-    let spec = moco_backup::BucketSpec {
-        endpoint: Some(endpoint.to_owned()),
-        region: Some("us-east-1".into()),
-        path_style: true,
-        ..moco_backup::BucketSpec::from_url(&format!("s3://{name}")).unwrap()
-    };
-    let env: std::collections::BTreeMap<String, String> = [
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    spec.open(&env).unwrap()
+    moto_spec(endpoint, &format!("s3://{name}"))
+        .open(&moto_env())
+        .unwrap()
 }
 
 /// A TCP proxy in front of an object store that goes down on cue: after `cut_after` bytes

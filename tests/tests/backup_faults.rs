@@ -3,18 +3,17 @@
 //! the retry window the backup completes and restores whole; when it stays down the backup
 //! fails, naming the store, and leaves no manifest, so nothing looks complete.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use moco_adapters::instance::clone::RestoreTarget;
-use moco_adapters::mysql::{Dialect, sql};
 use moco_adapters::ports::MysqlPort as _;
 use moco_backup::BucketSpec;
 use moco_backup::mariadb::physical;
+use moco_tests::job_bench::writable_with_table;
 use moco_tests::local::server_or_skip;
 use moco_tests::pod::{backup_donor, pod_admin, ready_pod};
-use moco_tests::s3::{FlakyProxy, create_bucket, moto};
+use moco_tests::s3::{FlakyProxy, create_bucket, moto, moto_env, moto_spec};
 use mysql_async::prelude::Queryable;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -30,33 +29,18 @@ async fn a_store_lost_mid_upload_is_retried_or_leaves_no_complete_backup() {
     let root = tempfile::tempdir().unwrap();
     let source = ready_pod(&binary, root.path(), 0).await;
     let mut c = source.admin().await;
-    for s in sql::set_writable(Dialect::Mariadb) {
-        c.query_drop(s).await.unwrap();
-    }
     // Rows that do not compress away: the stored backup is several 5 MiB parts.
-    c.query_drop("CREATE DATABASE app").await.unwrap();
-    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(200))")
-        .await
-        .unwrap();
+    writable_with_table(&mut c, "id INT PRIMARY KEY, v VARCHAR(200)").await;
     c.query_drop("INSERT INTO app.t SELECT seq, CONCAT(SHA2(seq, 512), SHA2(-seq, 256)) FROM app.seq_1_to_150000")
         .await
         .unwrap();
     drop(c);
     let backup_source = backup_donor(&binary, &source);
-    let env: BTreeMap<String, String> = [
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    let env = moto_env();
     let bucket_via = |port: u16, retry: Duration| {
         BucketSpec {
-            endpoint: Some(format!("http://127.0.0.1:{port}")),
-            region: Some("us-east-1".into()),
-            path_style: true,
             retry_timeout: Some(retry),
-            ..BucketSpec::from_url("s3://flaky").unwrap()
+            ..moto_spec(&format!("http://127.0.0.1:{port}"), "s3://flaky")
         }
         .open(&env)
         .unwrap()

@@ -3,16 +3,17 @@
 //! server in `moco-backup/tests/s3.rs`). The restored instance has every row and continues the
 //! source's GTID history; a damaged object is refused before the copy is prepared.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use moco_adapters::instance::clone::{RestoreTarget, seed};
-use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_adapters::mysql::Account;
 use moco_adapters::ports::MysqlPort as _;
+use moco_backup::ObjectInfo;
 use moco_backup::mariadb::physical::{self, BASE_KEY};
-use moco_backup::{BucketSpec, ObjectInfo};
 use moco_core::resources::ByteRate;
+use moco_tests::job_bench::writable_with_table;
 use moco_tests::local::{connect, opts, server_or_skip};
+use moco_tests::object_store::directory_bucket;
 use moco_tests::pod::{TestPod, backup_donor, pod_admin as admin, ready_pod, test_password};
 use mysql_async::prelude::Queryable;
 
@@ -25,13 +26,7 @@ async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
     let root = tempfile::tempdir().unwrap();
     let source = ready_pod(&binary, root.path(), 0).await;
     let mut c = source.admin().await;
-    for s in sql::set_writable(Dialect::Mariadb) {
-        c.query_drop(s).await.unwrap();
-    }
-    c.query_drop("CREATE DATABASE app").await.unwrap();
-    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(100))")
-        .await
-        .unwrap();
+    writable_with_table(&mut c, "id INT PRIMARY KEY, v VARCHAR(100)").await;
     c.query_drop("INSERT INTO app.t SELECT seq, REPEAT('v', 90) FROM app.seq_1_to_20000")
         .await
         .unwrap();
@@ -40,10 +35,7 @@ async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
         .unwrap();
     let state_before = admin(&source).executed_gtid().await.unwrap();
 
-    let bucket = BucketSpec::from_url(&root.path().join("bucket").display().to_string())
-        .unwrap()
-        .open(&BTreeMap::new())
-        .unwrap();
+    let bucket = directory_bucket(&root.path().join("bucket"));
     let prefix = "moco/ns/db/20261123-230000";
     let backup_source = backup_donor(&binary, &source);
     let started = std::time::Instant::now();
@@ -165,10 +157,7 @@ async fn a_capped_backup_reads_no_faster_than_its_rate() {
     let root = tempfile::tempdir().unwrap();
     let source = ready_pod(&binary, root.path(), 0).await;
     let state = admin(&source).executed_gtid().await.unwrap();
-    let bucket = BucketSpec::from_url(&root.path().join("bucket").display().to_string())
-        .unwrap()
-        .open(&BTreeMap::new())
-        .unwrap();
+    let bucket = directory_bucket(&root.path().join("bucket"));
     let rate = ByteRate::parse("16Mi").unwrap();
     let prefix = "moco/ns/db/20261125-050000";
     let started = std::time::Instant::now();

@@ -5,10 +5,9 @@
 
 use moco_backup::BucketSpec;
 use moco_tests::object_store::{
-    a_missing_bucket_is_named, data, env, streams_both_ways, upload_whose_source_fails,
+    a_missing_bucket_is_named, data, streams_both_ways, upload_whose_source_fails,
 };
-use moco_tests::s3::{create_bucket, moto};
-use tokio::io::AsyncReadExt as _;
+use moco_tests::s3::{create_bucket, moto, moto_env, moto_spec, put_object_raw};
 
 #[tokio::test]
 async fn s3_objects_stream_both_ways_and_a_failed_upload_leaves_nothing() {
@@ -18,17 +17,11 @@ async fn s3_objects_stream_both_ways_and_a_failed_upload_leaves_nothing() {
     };
     create_bucket(server.port, "moco-test").await;
     let spec = BucketSpec {
-        endpoint: Some(format!("http://127.0.0.1:{}", server.port)),
-        region: Some("us-east-1".into()),
-        path_style: true,
         name: "$(BUCKET)".into(),
-        ..BucketSpec::from_url("s3://placeholder").unwrap()
+        ..moto_spec(&server.endpoint, "s3://placeholder")
     };
-    let env = env(&[
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("BUCKET", "moco-test"),
-    ]);
+    let mut env = moto_env();
+    env.insert("BUCKET".into(), "moco-test".into());
     let bucket = spec.open(&env).unwrap();
 
     // 20 MiB: four parts of 5 MiB, streamed.
@@ -44,29 +37,6 @@ async fn s3_objects_stream_both_ways_and_a_failed_upload_leaves_nothing() {
 
     // A bucket that does not exist is named in the error.
     a_missing_bucket_is_named(&spec, &env, "no-such-bucket", "s3://no-such-bucket").await;
-}
-
-/// Puts `body` as `key` on moto at `port` with a raw request, so that the key reaches the
-/// store as written (object_store refuses to write `a//b` or `x/../y`; S3 stores them).
-async fn put_raw(port: u16, bucket: &str, key: &str, body: &[u8]) {
-    use tokio::io::AsyncWriteExt as _;
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(
-        format!(
-            "PUT /{bucket}/{key} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n\
-             Connection: close\r\n\r\n",
-            body.len()
-        )
-        .as_bytes(),
-    )
-    .await
-    .unwrap();
-    s.write_all(body).await.unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{key}: {answer}");
 }
 
 /// Regression (issue 29, item 5): object_store fails a whole page of an S3 listing at a key
@@ -95,7 +65,7 @@ async fn s3_keys_that_are_no_paths_are_skipped_and_the_rest_listed() {
         "moco/ns/db/k039//last",
     ];
     for key in bad {
-        put_raw(server.port, "moco-keys", key, b"x").await;
+        put_object_raw(server.port, "moco-keys", key, b"x").await;
     }
     let listing = bucket.listing("moco/ns/db").await.unwrap();
     assert_eq!(
