@@ -1,7 +1,9 @@
-//! What the tests of the backup, restore and archive Jobs' programs share (`kube_backup`,
-//! `kube_restore`, `kube_archive`): a real server, moto and the agents' certificates in a
-//! temporary directory; Pods with their agents standing in for a cluster's; the MySQLCluster
-//! and Pods as the fake API server holds them; the addresses and the backup Job.
+//! What the tests of the Pod programs and the backup, restore and archive Jobs' programs share
+//! (`agent_restore`, `kube_clone`, `kube_backup`, `kube_restore`, `kube_archive`, the
+//! `bench_kube_backup` benchmark): a real server and the agents' certificates in a temporary
+//! directory ([`AgentBench`]), moto beside them for the Jobs ([`JobBench`]); Pods with their
+//! agents standing in for a cluster's; the MySQLCluster and Pods as the fake API server holds
+//! them; the addresses and the backup Job; a backup pulled from an agent.
 #![allow(clippy::unwrap_used)]
 
 use std::num::NonZeroU32;
@@ -11,51 +13,61 @@ use std::time::Duration;
 
 use moco_adapters::mysql::{Account, Dialect, sql};
 use moco_adapters::mysqld::ServerBinary;
+use moco_agent::AgentError;
+use moco_agent::api::CopyPurpose;
+use moco_agent::client::AgentClient;
 use moco_backup::Bucket;
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::cluster::ClusterAccess;
 use moco_backup::job::server_tls::ServerTls;
 use moco_backup::mariadb::binlog;
 use moco_backup::mysql::command::Tools;
+use moco_core::gtid::GtidSet;
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_testkit::apiserver::FakeApiServer;
 use mysql_async::prelude::Queryable;
 use serde_json::{Value, json};
+use tokio::io::AsyncRead;
 
 use crate::certs::TestCerts;
 use crate::local::server_or_skip;
-use crate::pod::{AgentProcess, MysqlTlsFiles, TestPod, test_password};
+use crate::pod::{AgentProcess, MysqlTlsFiles, TestPod, test_password, test_passwords};
 use crate::s3::{Moto, moto, moto_bucket};
 
-/// A Job test's machine: the server, moto on loopback, a temporary directory, the agents'
-/// certificates in it.
+/// The server-id base of the bench's Pods unless a test names another.
+pub const SERVER_ID_BASE: u32 = 10;
+
+/// A Pod program test's machine: the server, a temporary directory, the agents' certificates
+/// in it.
 #[derive(Debug)]
-pub struct JobBench {
+pub struct AgentBench {
     pub binary: ServerBinary,
-    pub store: Moto,
     pub root: tempfile::TempDir,
     pub certs: TestCerts,
 }
 
-impl JobBench {
+impl AgentBench {
     /// The bench of `test` (which the real-server ledger records), with the crypto provider
-    /// installed; `None` when the test is skipped for lack of a server or of moto.
-    pub fn start(test: &str) -> Option<JobBench> {
+    /// installed; `None` when the test is skipped for lack of a server.
+    pub fn start(test: &str) -> Option<AgentBench> {
         let binary = server_or_skip(test)?;
-        let store = moto(test)?;
+        Some(AgentBench::on(binary))
+    }
+
+    fn on(binary: ServerBinary) -> AgentBench {
         moco_http::tls::install_crypto_provider();
         let root = tempfile::tempdir().unwrap();
         let certs = TestCerts::write(&root.path().join("certs"));
-        Some(JobBench {
+        AgentBench {
             binary,
-            store,
             root,
             certs,
-        })
+        }
     }
 
-    /// Pods `0..N` under `dir` (requiring TLS with `tls`), initialised and started, then their
-    /// agents (with `flags`), waited for: their first start creates MOCO's accounts.
+    /// Pods `0..N` under `dir` (requiring TLS with `tls`), initialised with server-id base
+    /// [`SERVER_ID_BASE`] and started, then their agents (with `flags`), waited for: their
+    /// first start creates MOCO's accounts with the test passwords.
     pub async fn pods_with_agents<const N: usize>(
         &self,
         dir: &Path,
@@ -63,15 +75,30 @@ impl JobBench {
         flags: &[&str],
         limit: Duration,
     ) -> ([TestPod; N], [AgentProcess; N]) {
+        self.cluster_pods_with_agents(dir, SERVER_ID_BASE, test_passwords, tls, flags, limit)
+            .await
+    }
+
+    /// [`AgentBench::pods_with_agents`] of a cluster of its own: server-id base `base`, its
+    /// Secret's `passwords` (e.g. [`crate::pod::other_passwords`]) given to its agents.
+    pub async fn cluster_pods_with_agents<const N: usize>(
+        &self,
+        dir: &Path,
+        base: u32,
+        passwords: fn() -> Vec<(&'static str, String)>,
+        tls: Option<&MysqlTlsFiles>,
+        flags: &[&str],
+        limit: Duration,
+    ) -> ([TestPod; N], [AgentProcess; N]) {
         let mut pods = Vec::new();
         for i in 0..N {
             let pod = TestPod::with_tls(&self.binary, dir, u32::try_from(i).unwrap(), tls);
-            pod.init_and_start(10).await;
+            pod.init_and_start(base).await;
             pods.push(pod);
         }
         let agents: Vec<AgentProcess> = pods
             .iter()
-            .map(|p| AgentProcess::start(p, &self.certs.agent.0, flags))
+            .map(|p| AgentProcess::start_with_passwords(p, &self.certs.agent.0, flags, passwords()))
             .collect();
         for a in &agents {
             a.wait_started(limit).await;
@@ -80,11 +107,6 @@ impl JobBench {
             unreachable!("N of each");
         };
         (pods, agents)
-    }
-
-    /// The bucket `backups` on moto, created and opened as a Job opens it.
-    pub async fn bucket(&self) -> Bucket {
-        moto_bucket(self.store.port, "backups").await
     }
 
     /// The backup Job of cluster `ns/db` storing into `bucket`, reaching the instances at
@@ -114,6 +136,56 @@ impl JobBench {
             max_rate: None,
         }
     }
+}
+
+/// A Job test's machine: an [`AgentBench`] (its fields and methods through `Deref`) and moto on
+/// loopback.
+#[derive(Debug)]
+pub struct JobBench {
+    pub agents: AgentBench,
+    pub store: Moto,
+}
+
+impl std::ops::Deref for JobBench {
+    type Target = AgentBench;
+
+    fn deref(&self) -> &AgentBench {
+        &self.agents
+    }
+}
+
+impl JobBench {
+    /// The bench of `test` (which the real-server ledger records), with the crypto provider
+    /// installed; `None` when the test is skipped for lack of a server or of moto.
+    pub fn start(test: &str) -> Option<JobBench> {
+        let binary = server_or_skip(test)?;
+        let store = moto(test)?;
+        Some(JobBench {
+            agents: AgentBench::on(binary),
+            store,
+        })
+    }
+
+    /// The bucket `backups` on moto, created and opened as a Job opens it.
+    pub async fn bucket(&self) -> Bucket {
+        moto_bucket(self.store.port, "backups").await
+    }
+}
+
+/// A backup (`GET /v1/backup`, for a backup) through `client` from `agent` with the test
+/// clone-donor password: the donor's binlog state and the stream.
+pub async fn agent_backup(
+    client: &AgentClient,
+    agent: &AgentProcess,
+) -> Result<(GtidSet, impl AsyncRead + Unpin + Send + 'static), AgentError> {
+    client
+        .backup(
+            "localhost",
+            agent.agent.port(),
+            &test_password(Account::CloneDonor),
+            CopyPurpose::Backup,
+        )
+        .await
 }
 
 /// The MariaDB MySQLCluster `db` of `ns` (uid `uid`) as the fake API server holds it:

@@ -10,16 +10,17 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
-use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_adapters::mysql::Account;
 use moco_agent::api::{
-    ClonePhase, CloneStatus, CopyPurpose, HEADER_ADMIN_PASSWORD, PATH_RESTORE, RESTORE_DONOR,
+    ClonePhase, CloneStatus, HEADER_ADMIN_PASSWORD, PATH_RESTORE, RESTORE_DONOR,
 };
 use moco_agent::client::AgentClient;
 use moco_core::gtid::GtidSet;
-use moco_tests::certs::TestCerts;
-use moco_tests::local::{connect, opts, server_or_skip};
+use moco_tests::job_bench::{AgentBench, agent_backup, set_writable, writable_with_table};
+use moco_tests::local::{connect, opts};
 use moco_tests::pod::{
-    AgentProcess, ReaderBody, TestPod, other_password, other_passwords, test_password, wait_http,
+    AgentProcess, ReaderBody, TestPod, other_password, other_passwords, test_password,
+    test_passwords, wait_http,
 };
 use mysql_async::prelude::Queryable;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
@@ -37,15 +38,7 @@ async fn pull_backup(
 ) -> (GtidSet, impl AsyncRead + Unpin + Send + 'static) {
     let deadline = Instant::now() + LIMIT;
     loop {
-        match job
-            .backup(
-                "localhost",
-                agent.agent.port(),
-                &test_password(Account::CloneDonor),
-                CopyPurpose::Backup,
-            )
-            .await
-        {
+        match agent_backup(job, agent).await {
             Ok(b) => return b,
             Err(e) if e.to_string().contains("409") && Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -58,6 +51,21 @@ async fn pull_backup(
 /// 64 MiB of zeros: a body far larger than a refusal lets through.
 fn zeros() -> http_body_util::BodyDataStream<ReaderBody<tokio::io::Take<tokio::io::Repeat>>> {
     ReaderBody::new(tokio::io::repeat(0).take(64 << 20), None).into_data_stream()
+}
+
+/// A restore of 64 MiB of zeros through `client` into the agent at `port` with
+/// `admin_password`, which must fail: its error.
+async fn refused_restore(
+    client: &AgentClient,
+    port: u16,
+    admin_password: &str,
+    state: &GtidSet,
+) -> String {
+    client
+        .restore("localhost", port, admin_password, state, zeros())
+        .await
+        .unwrap_err()
+        .to_string()
 }
 
 async fn status(controller: &AgentClient, agent: &AgentProcess) -> CloneStatus {
@@ -123,35 +131,38 @@ fn nothing_of_a_copy_left(pod: &TestPod) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
     let test = "a_backup_of_another_cluster_is_restored_through_the_agent";
-    let Some(binary) = server_or_skip(test) else {
+    let Some(bench) = AgentBench::start(test) else {
         return;
     };
-    moco_http::tls::install_crypto_provider();
-    let root = tempfile::tempdir().unwrap();
-    let certs = TestCerts::write(&root.path().join("certs"));
-    // Two clusters (one CA, as one operator's): instance 0 of each.
-    let source = TestPod::new(&binary, &root.path().join("source"), 0);
-    let target = TestPod::new(&binary, &root.path().join("target"), 0);
-    source.init_and_start(SOURCE_BASE).await;
-    target.init_and_start(TARGET_BASE).await;
-    let a_source = AgentProcess::start(&source, &certs.agent.0, &[]);
-    let mut a_target =
-        AgentProcess::start_with_passwords(&target, &certs.agent.0, &[], other_passwords());
-    // Regression: writing before the agents' first-start check ended raced it (the check
-    // leaves a fresh instance read-only).
-    a_source.wait_started(LIMIT).await;
-    a_target.wait_started(LIMIT).await;
+    let (root, certs) = (&bench.root, &bench.certs);
+    // Two clusters (one CA, as one operator's): instance 0 of each, the target with its own
+    // passwords. Regression: writing before the agents' first-start check ended raced it (the
+    // check leaves a fresh instance read-only): the bench waits for both.
+    let ([source], [a_source]) = bench
+        .cluster_pods_with_agents(
+            &root.path().join("source"),
+            SOURCE_BASE,
+            test_passwords,
+            None,
+            &[],
+            LIMIT,
+        )
+        .await;
+    let ([target], [mut a_target]) = bench
+        .cluster_pods_with_agents(
+            &root.path().join("target"),
+            TARGET_BASE,
+            other_passwords,
+            None,
+            &[],
+            LIMIT,
+        )
+        .await;
 
     // The source: 5,000 rows, and a history of two primaries (server 12, then 10).
     let mut c = source.admin().await;
-    for s in sql::set_writable(Dialect::Mariadb) {
-        c.query_drop(s).await.unwrap();
-    }
     c.query_drop("SET SESSION server_id = 12").await.unwrap();
-    c.query_drop("CREATE DATABASE app").await.unwrap();
-    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(64))")
-        .await
-        .unwrap();
+    writable_with_table(&mut c, "id INT PRIMARY KEY, v VARCHAR(64)").await;
     c.query_drop(format!("SET SESSION server_id = {SOURCE_BASE}"))
         .await
         .unwrap();
@@ -177,17 +188,7 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
     let state = GtidSet::from_mariadb(&source_state).unwrap();
 
     // Refusals. Another cluster's admin password (the source's): 403, whatever the body.
-    let e = job
-        .restore(
-            "localhost",
-            port,
-            &test_password(Account::Admin),
-            &state,
-            zeros(),
-        )
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = refused_restore(&job, port, &test_password(Account::Admin), &state).await;
     assert!(
         e.contains("403") && e.contains(&format!("{HEADER_ADMIN_PASSWORD} does not match")),
         "{e}"
@@ -210,32 +211,18 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
     let body = String::from_utf8_lossy(&body);
     assert!(body.contains("x-moco-gtid-binlog-state"), "{body}");
     // An instance that executed transactions (the source itself): 412.
-    let e = job
-        .restore(
-            "localhost",
-            a_source.agent.port(),
-            &test_password(Account::Admin),
-            &state,
-            zeros(),
-        )
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = refused_restore(
+        &job,
+        a_source.agent.port(),
+        &test_password(Account::Admin),
+        &state,
+    )
+    .await;
     assert!(e.contains("412") && e.contains("not empty"), "{e}");
 
     // A stream that is not an xbstream one: the tools fail, 500 (the answer, not a reset,
     // although the body was still being sent), and nothing is kept.
-    let e = job
-        .restore(
-            "localhost",
-            port,
-            &other_password(Account::Admin),
-            &state,
-            zeros(),
-        )
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = refused_restore(&job, port, &other_password(Account::Admin), &state).await;
     assert!(e.contains("500") && e.contains("mbstream"), "{e}");
     let failed = wait_failed(&controller, &a_target, "mbstream").await;
     assert_eq!(failed.donor.as_deref(), Some(RESTORE_DONOR));
@@ -325,17 +312,7 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
     let seed = std::fs::read_to_string(target.volume().join("moco-clone-seed.json")).unwrap();
     assert!(seed.contains("\"rekey\": true"), "{seed}");
     // A second restore while the copy waits: 409.
-    let e = job
-        .restore(
-            "localhost",
-            port,
-            &other_password(Account::Admin),
-            &state,
-            zeros(),
-        )
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = refused_restore(&job, port, &other_password(Account::Admin), &state).await;
     assert!(e.contains("409") && e.contains("waits"), "{e}");
 
     // The Pod restarts (the Job deleted it). Without the cluster's Secret in its environment
@@ -398,9 +375,7 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
     assert_eq!(slave_pos, source_pos);
     assert_eq!(read_only, 1);
     // Its next transaction follows the source's last, as this cluster's server 20.
-    for s in sql::set_writable(Dialect::Mariadb) {
-        r.query_drop(s).await.unwrap();
-    }
+    set_writable(&mut r).await;
     r.query_drop("INSERT INTO app.t VALUES (5001, 'after the restore')")
         .await
         .unwrap();
@@ -426,16 +401,20 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backup_and_restore_refuse_another_clusters_certificate() {
     let test = "backup_and_restore_refuse_another_clusters_certificate";
-    let Some(binary) = server_or_skip(test) else {
+    let Some(bench) = AgentBench::start(test) else {
         return;
     };
-    moco_http::tls::install_crypto_provider();
-    let root = tempfile::tempdir().unwrap();
-    let certs = TestCerts::write(&root.path().join("certs"));
-    let pod = TestPod::new(&binary, &root.path().join("db"), 0);
-    pod.init_and_start(SOURCE_BASE).await;
-    let agent = AgentProcess::start(&pod, &certs.agent.0, &[]);
-    agent.wait_started(LIMIT).await;
+    let certs = &bench.certs;
+    let ([pod], [agent]) = bench
+        .cluster_pods_with_agents(
+            &bench.root.path().join("db"),
+            SOURCE_BASE,
+            test_passwords,
+            None,
+            &[],
+            LIMIT,
+        )
+        .await;
     let port = agent.agent.port();
     let state = GtidSet::from_mariadb("0-10-1").unwrap();
 
@@ -448,15 +427,7 @@ async fn backup_and_restore_refuse_another_clusters_certificate() {
         ),
         (certs.intruder.client(&certs.agent), "CN=intruder"),
     ] {
-        let e = match client
-            .backup(
-                "localhost",
-                port,
-                &test_password(Account::CloneDonor),
-                CopyPurpose::Backup,
-            )
-            .await
-        {
+        let e = match agent_backup(&client, &agent).await {
             Ok(_) => panic!("{who}: a backup was streamed to another cluster's certificate"),
             Err(e) => e.to_string(),
         };
@@ -464,17 +435,7 @@ async fn backup_and_restore_refuse_another_clusters_certificate() {
             e.contains("403") && e.contains("not of this cluster") && e.contains(who),
             "{who}: {e}"
         );
-        let e = client
-            .restore(
-                "localhost",
-                port,
-                &test_password(Account::Admin),
-                &state,
-                zeros(),
-            )
-            .await
-            .unwrap_err()
-            .to_string();
+        let e = refused_restore(&client, port, &test_password(Account::Admin), &state).await;
         assert!(
             e.contains("403") && e.contains("not of this cluster") && e.contains(who),
             "{who}: {e}"

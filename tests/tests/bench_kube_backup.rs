@@ -4,24 +4,17 @@
 //! the floor measured in the same run on the same server: `mariadb-backup --stream | zstd -1`
 //! into a file. `BENCH_ROWS` sets the data size (default 1,000,000 rows, about 300 MB).
 
-use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::{Account, Dialect, sql};
-use moco_agent::api::CopyPurpose;
-use moco_backup::BucketSpec;
-use moco_backup::job::backup::BackupJob;
-use moco_backup::job::cluster::ClusterAccess;
-use moco_backup::job::server_tls::ServerTls;
-use moco_operator::clustering::addresses::StaticAddresses;
+use moco_adapters::mysql::Account;
 use moco_testkit::apiserver::FakeApiServer;
-use moco_tests::certs::TestCerts;
-use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod, test_password};
+use moco_tests::job_bench::{
+    AgentBench, addresses, agent_backup, cluster_object, pod_object, writable_with_table,
+};
+use moco_tests::object_store::directory_bucket;
+use moco_tests::pod::test_password;
 use mysql_async::prelude::Queryable;
-use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a benchmark: run by hand, numbers in docs/benchmarks.md"]
@@ -34,28 +27,19 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
              --test integration bench_kube_backup:: -- --ignored --nocapture"
         );
     }
-    let Some(binary) = server_or_skip("bench_kube_backup") else {
+    let Some(bench) = AgentBench::start("bench_kube_backup") else {
         return;
     };
-    moco_http::tls::install_crypto_provider();
+    let (binary, root) = (&bench.binary, &bench.root);
     let rows: u64 = std::env::var("BENCH_ROWS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
-    let root = tempfile::tempdir().unwrap();
-    let certs = TestCerts::write(&root.path().join("certs"));
-    let pod = TestPod::new(&binary, root.path(), 0);
-    pod.init_and_start(10).await;
-    let agent = AgentProcess::start(&pod, &certs.agent.0, &[]);
-    agent.wait_started(Duration::from_secs(120)).await;
+    let ([pod], [agent]) = bench
+        .pods_with_agents(root.path(), None, &[], Duration::from_secs(120))
+        .await;
     let mut c = pod.admin().await;
-    for s in sql::set_writable(Dialect::Mariadb) {
-        c.query_drop(s).await.unwrap();
-    }
-    c.query_drop("CREATE DATABASE app").await.unwrap();
-    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(300))")
-        .await
-        .unwrap();
+    writable_with_table(&mut c, "id INT PRIMARY KEY, v VARCHAR(300)").await;
     let load = Instant::now();
     let mut done = 0;
     while done < rows {
@@ -85,25 +69,9 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
     );
 
     let fake = FakeApiServer::new();
-    fake.insert(json!({
-        "apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
-        "metadata": {"name": "db", "namespace": "prod", "uid": "uid-db",
-                     "annotations": {"moco-rs/flavor": "mariadb"}},
-        "spec": {"replicas": 1,
-            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]}},
-            "volumeClaimTemplates": [{"metadata": {"name": "mysql-data"},
-                "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]},
-        "status": {"currentPrimaryIndex": 0}
-    }));
-    fake.insert(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "moco-db-0", "namespace": "prod",
-                     "labels": {"app.kubernetes.io/name": "mysql",
-                                "app.kubernetes.io/instance": "db",
-                                "app.kubernetes.io/created-by": "moco"}},
-        "spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
-    }));
+    fake.insert(cluster_object("prod", "uid-db", 1));
+    fake.insert(pod_object("prod", 0, true));
+    let addresses = addresses(&[pod.port], &[agent.agent.port()]);
     let floor_dir = root.path().join("floor");
     std::fs::create_dir_all(&floor_dir).unwrap();
     let floor = || {
@@ -139,41 +107,20 @@ async fn bench_the_backup_job_through_the_agent_against_the_floor() {
     for run in 0..2 {
         let bucket_dir = root.path().join(format!("bucket-{run}"));
         std::fs::create_dir_all(&bucket_dir).unwrap();
-        let bucket = BucketSpec::from_url(&bucket_dir.display().to_string())
-            .unwrap()
-            .open(&BTreeMap::new())
-            .unwrap();
-        let job = BackupJob {
-            cluster: ClusterAccess::new(fake.client(), "prod", "db"),
-            bucket,
-            agents: Some(certs.agent.client(&certs.agent)),
-            addresses: Arc::new(StaticAddresses {
-                by_index: BTreeMap::from([(0, ("127.0.0.1".to_owned(), pod.port))]),
-                agents: BTreeMap::from([(0, ("localhost".to_owned(), agent.agent.port()))]),
-            }),
-            donor_password: test_password(Account::CloneDonor),
-            backup_password: test_password(Account::Backup),
-            binlog_tool: binary.tool("mariadb-binlog").unwrap(),
-            work_dir: root.path().join("work"),
-            tls: ServerTls::default(),
-            tools: moco_backup::mysql::command::Tools::from_path(),
-            threads: std::num::NonZeroU32::MIN,
-            max_rate: None,
-        };
+        let bucket = directory_bucket(&bucket_dir);
+        let job = bench.backup_job(
+            &fake,
+            "prod",
+            &bucket,
+            &addresses,
+            test_password(Account::CloneDonor),
+            "work",
+        );
         let floor_time = floor();
         // The physical part alone: what the Job does between choosing the source and the
         // binlog step (the agent's stream, compressed and hashed into the bucket).
         let started = Instant::now();
-        let (state, stream) = job
-            .agents
-            .as_ref()
-            .unwrap()
-            .backup(
-                "localhost",
-                agent.agent.port(),
-                &test_password(Account::CloneDonor),
-                CopyPurpose::Backup,
-            )
+        let (state, stream) = agent_backup(job.agents.as_ref().unwrap(), &agent)
             .await
             .unwrap();
         let manifest = moco_backup::mariadb::physical::store_stream(

@@ -5,66 +5,40 @@
 //! kubelet stand-in re-creates a deleted Pod the way a StatefulSet does: the agent and server
 //! stop, `moco init` runs, both start again.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moco_adapters::mysql::{Dialect, sql};
 use moco_adapters::ports::Platform as _;
 use moco_core::operation::ReplicationSource;
-use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::clustering::agent::AgentCloner;
 use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};
 use moco_operator::metrics::ClusterMetrics;
 use moco_operator::render::ClusterId;
 use moco_testkit::apiserver::FakeApiServer;
-use moco_tests::certs::TestCerts;
-use moco_tests::local::server_or_skip;
-use moco_tests::pod::{AgentProcess, TestPod};
+use moco_tests::job_bench::{AgentBench, addresses, pod_object, writable_with_table};
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 
 const NS: &str = "drill";
 const PODS: &str = "v1/pods";
 
-fn pod_object(name: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS,
-                     "labels": {"app.kubernetes.io/name": "mysql",
-                                "app.kubernetes.io/instance": "db",
-                                "app.kubernetes.io/created-by": "moco"}},
-        "spec": {"containers": [{"name": "mysqld", "image": "mariadb"}]},
-    })
+/// Pod `moco-db-<index>` as the kubelet stand-in keeps it (nothing here reads its status).
+fn pod(index: u32) -> serde_json::Value {
+    pod_object(NS, index, true)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_clones_an_empty_instance_through_the_agents() {
     let test = "the_operator_clones_an_empty_instance_through_the_agents";
-    let Some(binary) = server_or_skip(test) else {
+    let Some(bench) = AgentBench::start(test) else {
         return;
     };
-    moco_http::tls::install_crypto_provider();
-    let root = tempfile::tempdir().unwrap();
-    let certs = TestCerts::write(&root.path().join("certs"));
-    let donor = TestPod::new(&binary, root.path(), 0);
-    let recipient = TestPod::new(&binary, root.path(), 1);
-    for pod in [&donor, &recipient] {
-        pod.init_and_start(10).await;
-    }
-    let a0 = AgentProcess::start(&donor, &certs.agent.0, &[]);
-    let a1 = AgentProcess::start(&recipient, &certs.agent.0, &[]);
-    a0.wait_started(Duration::from_secs(120)).await;
-    a1.wait_started(Duration::from_secs(120)).await;
+    let ([donor, recipient], [a0, a1]) = bench
+        .pods_with_agents(bench.root.path(), None, &[], Duration::from_secs(120))
+        .await;
 
     let mut c = donor.admin().await;
-    for s in sql::set_writable(Dialect::Mariadb) {
-        c.query_drop(s).await.unwrap();
-    }
-    c.query_drop("CREATE DATABASE app").await.unwrap();
-    c.query_drop("CREATE TABLE app.t (id INT PRIMARY KEY)")
-        .await
-        .unwrap();
+    writable_with_table(&mut c, "id INT PRIMARY KEY").await;
     c.query_drop("INSERT INTO app.t SELECT seq FROM app.seq_1_to_5000")
         .await
         .unwrap();
@@ -75,8 +49,8 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
         .unwrap();
 
     let fake = FakeApiServer::new();
-    fake.insert(pod_object("moco-db-0"));
-    fake.insert(pod_object("moco-db-1"));
+    fake.insert(pod(0));
+    fake.insert(pod(1));
     // The cluster's password Secret, as the operator writes it.
     let secret = k8s_openapi::api::core::v1::Secret {
         metadata: kube::api::ObjectMeta {
@@ -96,16 +70,10 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
     secret["apiVersion"] = json!("v1");
     secret["kind"] = json!("Secret");
     fake.insert(secret);
-    let addresses = StaticAddresses {
-        by_index: BTreeMap::from([
-            (0, ("127.0.0.1".to_owned(), donor.port)),
-            (1, ("127.0.0.1".to_owned(), recipient.port)),
-        ]),
-        agents: BTreeMap::from([
-            (0, ("localhost".to_owned(), a0.agent.port())),
-            (1, ("localhost".to_owned(), a1.agent.port())),
-        ]),
-    };
+    let addresses = addresses(
+        &[donor.port, recipient.port],
+        &[a0.agent.port(), a1.agent.port()],
+    );
 
     // The kubelet stand-in: a deleted Pod comes back through its init container.
     let restarted = Arc::new(tokio::sync::Notify::new());
@@ -125,7 +93,7 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
                     );
                     recipient.start().await;
                     a1.restart();
-                    fake.insert(pod_object("moco-db-1"));
+                    fake.insert(pod(1));
                     restarted.notify_one();
                     return (recipient, a1);
                 }
@@ -140,7 +108,11 @@ async fn the_operator_clones_an_empty_instance_through_the_agents() {
         uid: "uid-1".into(),
     };
     let addresses = Arc::new(addresses);
-    let cloner = AgentCloner::new(fake.client(), certs.controller.0.clone(), addresses.clone());
+    let cloner = AgentCloner::new(
+        fake.client(),
+        bench.certs.controller.0.clone(),
+        addresses.clone(),
+    );
     let platform = KubePlatform::new(
         fake.client(),
         id.clone(),
