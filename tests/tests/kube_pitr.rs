@@ -36,9 +36,10 @@ use kube::runtime::watcher;
 use moco_adapters::mysql::{clone_binlog_state, sql};
 use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
 use moco_core::gtid::GtidSet;
-use moco_tests::control_plane::{ControlPlane, control_plane, is_ready, wait_for};
+use moco_tests::control_plane::{control_plane, is_ready, wait_for};
+use moco_tests::operated_namespace::{OperatedNamespace, mariadb_cluster};
 use moco_tests::operator_host::{OperatorHost, issue_agent_certificate};
-use moco_tests::s3::{Moto, bridge_moto, open_bucket};
+use moco_tests::s3::{Moto, bridge_moto, moto_job_config, open_bucket};
 use moco_tests::writer::{self, Ack, ServiceRoute, Writer, WriterLog, missing, stored_ids};
 use serde_json::{Value, json};
 
@@ -58,25 +59,11 @@ const JOB_ACCOUNT: &str = "backup";
 /// MariaDB serves clients on 3306.
 const PORT: u16 = 3306;
 
-/// A MariaDB cluster `name` of 3 with `extra` spec fields. `serverIDBase` is set because the
-/// webhook that would pick one is not installed.
+/// A MariaDB cluster `name` of 3 with `extra` spec fields (the operated namespaces' cluster
+/// of 1 Gi claims, renamed).
 fn cluster_manifest(ns: &str, name: &str, extra: &Value) -> String {
-    let mut c = json!({
-        "apiVersion": "moco.cybozu.com/v1beta2",
-        "kind": "MySQLCluster",
-        "metadata": {"namespace": ns, "name": name,
-                     "annotations": {"moco-rs/flavor": "mariadb"}},
-        "spec": {
-            "replicas": 3,
-            "serverIDBase": 100,
-            "podTemplate": {"spec": {"containers": [{"name": "mysqld", "image": "mariadb:10.11"}]}},
-            "volumeClaimTemplates": [{
-                "metadata": {"name": "mysql-data"},
-                "spec": {"accessModes": ["ReadWriteOnce"],
-                         "resources": {"requests": {"storage": "1Gi"}}}
-            }]
-        }
-    });
+    let mut c = mariadb_cluster(ns, 3, "1Gi");
+    c["metadata"]["name"] = json!(name);
     for (k, v) in extra.as_object().into_iter().flatten() {
         c["spec"][k] = v.clone();
     }
@@ -85,16 +72,7 @@ fn cluster_manifest(ns: &str, name: &str, extra: &Value) -> String {
 
 /// The Jobs' settings (MOCO's JobConfig): the bucket on moto, its credentials.
 fn job_config(endpoint: &str) -> Value {
-    json!({
-        "serviceAccountName": JOB_ACCOUNT,
-        "env": [
-            {"name": "AWS_ACCESS_KEY_ID", "value": "test"},
-            {"name": "AWS_SECRET_ACCESS_KEY", "value": "test"}
-        ],
-        "bucketConfig": {"bucketName": BUCKET, "endpointURL": endpoint,
-                         "region": "us-east-1", "usePathStyle": true},
-        "workVolume": {"emptyDir": {}}
-    })
+    moto_job_config(JOB_ACCOUNT, BUCKET, endpoint)
 }
 
 /// A wall-clock second as RFC 3339 (`restorePoint`'s form).
@@ -109,10 +87,10 @@ fn epoch(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
 }
 
+/// The namespace and its operator (which both clusters live in and are managed by), moto and
+/// the bucket.
 struct Fixture {
-    cp: ControlPlane,
-    ns: String,
-    host: OperatorHost,
+    space: OperatedNamespace,
     moto: Moto,
     bucket: moco_backup::Bucket,
     /// A wall-clock reading and the monotonic one taken with it: the writer's
@@ -122,18 +100,17 @@ struct Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        // The operator first, so that nothing re-creates what the namespace's deletion takes.
-        self.host.stop();
+        // The operator first (the namespace's own drop then deletes the namespace, with
+        // nothing re-creating what the deletion takes).
+        let space = &mut self.space;
+        space.host.stop();
         if std::thread::panicking() {
             // Its temporary directory goes with it: the whole log is kept for the diagnosis.
-            let path = std::env::temp_dir().join(format!("{}-operator.log", self.ns));
-            if std::fs::write(&path, self.host.log()).is_ok() {
-                eprintln!("{}: the operator's whole log: {}", self.ns, path.display());
+            let path = std::env::temp_dir().join(format!("{}-operator.log", space.ns));
+            if std::fs::write(&path, space.host.log()).is_ok() {
+                eprintln!("{}: the operator's whole log: {}", space.ns, path.display());
             }
         }
-        let _ = self
-            .cp
-            .kubectl(&["delete", "namespace", &self.ns, "--wait=false"], None);
     }
 }
 
@@ -156,15 +133,15 @@ struct BackupRun {
 
 impl Fixture {
     fn clusters(&self) -> Api<MySQLCluster> {
-        Api::namespaced(self.cp.client.clone(), &self.ns)
+        self.space.clusters()
     }
 
     fn jobs(&self) -> Api<Job> {
-        Api::namespaced(self.cp.client.clone(), &self.ns)
+        Api::namespaced(self.space.cp.client.clone(), &self.space.ns)
     }
 
     fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.cp.client.clone(), &self.ns)
+        self.space.pods()
     }
 
     async fn cluster(&self, name: &str) -> Option<MySQLCluster> {
@@ -188,9 +165,7 @@ impl Fixture {
     }
 
     fn log_tail(&self, n: usize) -> String {
-        let log = self.host.log();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(n)..].join("\n")
+        self.space.log_tail(n)
     }
 
     /// `Healthy: True` and every Pod of `name` Ready.
@@ -225,7 +200,7 @@ impl Fixture {
                 let took = started.elapsed();
                 println!(
                     "{}: {name} Healthy after {:.1} s",
-                    self.ns,
+                    self.space.ns,
                     took.as_secs_f64()
                 );
                 return took;
@@ -233,7 +208,7 @@ impl Fixture {
             assert!(
                 started.elapsed() < limit,
                 "{}: {name} not Healthy within {limit:?}: conditions {:?}\n{}",
-                self.ns,
+                self.space.ns,
                 self.cluster(name).await.and_then(|c| c.status).map(|s| s
                     .conditions
                     .into_iter()
@@ -247,7 +222,7 @@ impl Fixture {
 
     /// A password of cluster `name`'s Secret `moco-<name>` (`ADMIN_PASSWORD`, …).
     async fn password(&self, name: &str, key: &str) -> String {
-        let secret = Api::<Secret>::namespaced(self.cp.client.clone(), &self.ns)
+        let secret = Api::<Secret>::namespaced(self.space.cp.client.clone(), &self.space.ns)
             .get(&format!("moco-{name}"))
             .await
             .unwrap_or_else(|e| panic!("Secret moco-{name}: {e}"));
@@ -272,7 +247,7 @@ impl Fixture {
     /// The messages of the Events of `reason` about cluster `name` (the Jobs create core
     /// Events on it), oldest first.
     async fn events(&self, name: &str, reason: &str) -> Vec<String> {
-        let mut items = Api::<Event>::namespaced(self.cp.client.clone(), &self.ns)
+        let mut items = Api::<Event>::namespaced(self.space.cp.client.clone(), &self.space.ns)
             .list(&ListParams::default())
             .await
             .map(|l| l.items)
@@ -308,10 +283,11 @@ impl Fixture {
                 .collect::<Vec<_>>();
             out.push_str(&format!("Pod {name}: {states:?}\n"));
             let dir = self
+                .space
                 .cp
                 .runner_state()
                 .join("logs")
-                .join(format!("{}_{name}_{uid}", self.ns));
+                .join(format!("{}_{name}_{uid}", self.space.ns));
             for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
                 for log in std::fs::read_dir(entry.path())
                     .into_iter()
@@ -348,6 +324,7 @@ impl Fixture {
             .unwrap_or_else(|| panic!("Job {job} has no succeeded Pod: {pods:?}"));
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let upper = self
+            .space
             .cp
             .runner_state()
             .join("pods")
@@ -365,7 +342,7 @@ impl Fixture {
         assert!(
             outside.is_empty(),
             "{}: Job {job} wrote outside its volumes: {outside:?}",
-            self.ns
+            self.space.ns
         );
         succeeded(pod).unwrap()
     }
@@ -380,7 +357,7 @@ impl Fixture {
             assert!(
                 started.elapsed() < BACKUP,
                 "{}: no scheduled backup recorded within {BACKUP:?} (Job {seen:?})\n{}\n{}",
-                self.ns,
+                self.space.ns,
                 match &seen {
                     Some((j, _)) => self.job_pods_report(j).await,
                     None => String::new(),
@@ -410,7 +387,7 @@ impl Fixture {
                 if let Some((job, _)) = &seen {
                     println!(
                         "{}: the CronJob created Job {job} ({:.1} s into the wait)",
-                        self.ns,
+                        self.space.ns,
                         started.elapsed().as_secs_f64()
                     );
                 }
@@ -428,7 +405,7 @@ impl Fixture {
                 {
                     panic!(
                         "{}: backup Job {job} failed: {conditions:?}\n{}",
-                        self.ns,
+                        self.space.ns,
                         self.job_pods_report(job).await
                     );
                 }
@@ -478,7 +455,7 @@ impl Fixture {
     async fn check_backup(&self, run: &BackupRun) {
         let time = run.status.time.clone().expect("status.backup.time").0;
         let folder = time.strftime("%Y%m%d-%H%M%S").to_string();
-        let prefix = format!("moco/{}/{SOURCE}/{folder}", self.ns);
+        let prefix = format!("moco/{}/{SOURCE}/{folder}", self.space.ns);
         let keys: BTreeSet<String> = self
             .bucket
             .list(&prefix)
@@ -507,7 +484,7 @@ impl Fixture {
             "{}: backup {folder} by Job {} (Pod {pod} on {node}): source {}, {} bytes, \
              binlogs {} bytes, elapsed {}; scheduled {} → Job created +{} s → completed +{:?} s; \
              the Job seen → status.backup seen {:.1} s",
-            self.ns,
+            self.space.ns,
             run.job,
             run.status.source_index,
             run.status.dump_size,
@@ -675,15 +652,18 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
         issue_agent_certificate(&cp, &ns, &ns, name).await;
     }
     let f = Fixture {
-        cp,
-        ns,
-        host,
+        space: OperatedNamespace {
+            cp,
+            system: ns.clone(),
+            ns,
+            host,
+        },
         moto,
         bucket,
         anchor,
     };
-    let ns = f.ns.clone();
-    f.cp.apply(
+    let ns = f.space.ns.clone();
+    f.space.cp.apply(
         &ns,
         &json!({"apiVersion": "v1", "kind": "ServiceAccount",
                 "metadata": {"namespace": ns, "name": JOB_ACCOUNT}})
@@ -691,9 +671,12 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     );
 
     // The source cluster, Healthy, a writer through its primary Service.
-    f.cp.apply(&ns, &cluster_manifest(&ns, SOURCE, &json!({})));
+    f.space
+        .cp
+        .apply(&ns, &cluster_manifest(&ns, SOURCE, &json!({})));
     f.wait_healthy(SOURCE, BRING_UP).await;
-    let primary_route = ServiceRoute::follow(&f.cp.client, &ns, &format!("moco-{SOURCE}-primary"));
+    let primary_route =
+        ServiceRoute::follow(&f.space.cp.client, &ns, &format!("moco-{SOURCE}-primary"));
     let primary = primary_route
         .wait("one ready endpoint", BRING_UP, |e| e.len() == 1)
         .await[0]
@@ -706,7 +689,7 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     w.wait_acked(20, BRING_UP).await;
 
     // The BackupPolicy, every minute; the real CronJob controller fires it.
-    f.cp.apply(
+    f.space.cp.apply(
         &ns,
         &json!({
             "apiVersion": "moco.cybozu.com/v1beta2", "kind": "BackupPolicy",
@@ -729,7 +712,7 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
         )
         .await
         .unwrap();
-    let cronjobs: Api<CronJob> = Api::namespaced(f.cp.client.clone(), &ns);
+    let cronjobs: Api<CronJob> = Api::namespaced(f.space.cp.client.clone(), &ns);
     let cronjob = format!("moco-backup-{SOURCE}");
     wait_for(&format!("{ns}: CronJob {cronjob}"), BRING_UP, || async {
         cronjobs.get_opt(&cronjob).await.ok().flatten()
@@ -865,7 +848,7 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
         watcher::Config::default().labels(&format!("job-name={restore_job}")),
     );
     let applied = Instant::now();
-    f.cp.apply(
+    f.space.cp.apply(
         &ns,
         &cluster_manifest(
             &ns,
@@ -971,12 +954,12 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     assert_eq!(argv.get(1).map(String::as_str), Some("restore"), "{argv:?}");
     for kind in ["Role", "RoleBinding"] {
         let gone = match kind {
-            "Role" => Api::<Role>::namespaced(f.cp.client.clone(), &ns)
+            "Role" => Api::<Role>::namespaced(f.space.cp.client.clone(), &ns)
                 .get_opt(&restore_job)
                 .await
                 .unwrap()
                 .is_none(),
-            _ => Api::<RoleBinding>::namespaced(f.cp.client.clone(), &ns)
+            _ => Api::<RoleBinding>::namespaced(f.space.cp.client.clone(), &ns)
                 .get_opt(&restore_job)
                 .await
                 .unwrap()
@@ -1013,7 +996,9 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
         "{ns}: instance 0's oldest binlog does not start at the restored base's history (the \
          agent's seed of the copy: {:?})",
         std::fs::read_to_string(
-            f.cp.claim_dir(&ns, &format!("mysql-data-moco-{RESTORED}-0"))
+            f.space
+                .cp
+                .claim_dir(&ns, &format!("mysql-data-moco-{RESTORED}-0"))
                 .await
                 .join("moco-clone-result.json")
         )
