@@ -31,6 +31,15 @@ pub(crate) fn open(dir: &Path) -> Result<(Layout, Manifest), Error> {
     Ok((layout, manifest))
 }
 
+/// Opens an existing cluster directory with an instance `index` (`N` on the command line).
+fn open_instance(dir: &Path, index: u32) -> Result<(Layout, Manifest), Error> {
+    let (layout, manifest) = open(dir)?;
+    manifest
+        .check_index(index)
+        .map_err(|e| usage(format!("N = {index}: {e}")))?;
+    Ok((layout, manifest))
+}
+
 /// `status`: prints the cluster's state, roles, endpoints and per-instance replication (JSON
 /// with `json`).
 pub fn status(options: StatusOptions) -> Result<(), Error> {
@@ -230,11 +239,8 @@ pub async fn switchover(options: SwitchoverOptions) -> Result<(), Error> {
 
 /// `kill`: marks instance `index` as held down, then SIGKILLs its server.
 pub async fn kill(options: KillOptions) -> Result<(), Error> {
-    let (layout, manifest) = open(&options.dir)?;
     let index = options.index;
-    manifest
-        .check_index(index)
-        .map_err(|e| usage(format!("N = {index}: {e}")))?;
+    let (layout, manifest) = open_instance(&options.dir, index)?;
     let now = now_ms();
     let until = if options.keep_down {
         None
@@ -289,11 +295,8 @@ pub fn thaw(options: InstanceOptions) -> Result<(), Error> {
 }
 
 fn signal(options: InstanceOptions, what: Freeze) -> Result<(), Error> {
-    let (layout, manifest) = open(&options.dir)?;
     let index = options.index;
-    manifest
-        .check_index(index)
-        .map_err(|e| usage(format!("N = {index}: {e}")))?;
+    let (layout, manifest) = open_instance(&options.dir, index)?;
     let done = local_run::freeze_instance(&layout, &manifest, index, what)?;
     match (done, what) {
         (Some(pid), Freeze::Freeze) => out!(
@@ -310,11 +313,8 @@ fn signal(options: InstanceOptions, what: Freeze) -> Result<(), Error> {
 
 /// `start`: lifts a killed instance's hold and waits until the manager started it.
 pub async fn start(options: StartOptions) -> Result<(), Error> {
-    let (layout, manifest) = open(&options.dir)?;
     let index = options.index;
-    manifest
-        .check_index(index)
-        .map_err(|e| usage(format!("N = {index}: {e}")))?;
+    let (layout, _manifest) = open_instance(&options.dir, index)?;
     PodsFile::update(&layout, |p| {
         if let Some(m) = p.instances.get_mut(&index) {
             m.kill_hold = None;

@@ -82,123 +82,130 @@ pub(crate) async fn start_manager(
     started: Instant,
     host: &impl Host,
 ) -> Result<(), Error> {
-    if options.detach {
-        start_detached(layout, manifest, options, started, host).await
-    } else {
-        run_in_foreground(layout, manifest, options, started, host).await
-    }
-}
-
-/// `--detach`: the manager in its own process, and a wait until the cluster is Healthy.
-async fn start_detached(
-    layout: &Layout,
-    manifest: &Manifest,
-    options: &ManagerOptions,
-    started: Instant,
-    host: &impl Host,
-) -> Result<(), Error> {
-    let mut command = host.manager_command(&RunManagerOptions {
-        dir: layout.root().to_path_buf(),
-        check_interval: options.check_interval,
-        detection_window: options.detection_window,
-    })?;
-    let program = Path::new(command.get_program()).to_path_buf();
-    let log_path = layout.manager_log();
-    let log = open_manager_log(layout)?;
-    let err = log
-        .try_clone()
-        .map_err(|e| LocalError::io(&log_path, "duplicate handle of", e))?;
-    command.stdin(Stdio::null()).stdout(log).stderr(err);
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let mut child = command
-        .spawn()
-        .map_err(|e| LocalError::io(&program, "start the manager", e))?;
-    let pid = child.id();
-    let deadline = Instant::now() + options.wait_timeout;
-    loop {
-        if let Ok(Some(exit)) = child.try_wait() {
-            return Err(usage(format!(
-                "the manager (pid {pid}) exited with {exit}; {}:\n{}",
-                log_path.display(),
-                tail(&log_path, 20)
-            )));
-        }
-        let snapshot = ClusterSnapshot::load(layout).ok().flatten();
-        if let Some(s) = &snapshot
-            && s.manager_pid == pid
-            && s.is(ClusterState::Healthy)
-        {
-            print_status_text(layout, manifest, Some(pid), snapshot.as_ref());
-            out!(
-                "cluster is Healthy after {:.1} s; manager pid {pid} (log {})",
-                started.elapsed().as_secs_f64(),
-                log_path.display()
-            );
-            print_out(&connect_commands(layout, manifest));
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            let state = snapshot
-                .as_ref()
-                .map(|s| s.state_name())
-                .unwrap_or("no round yet");
-            print_status_text(layout, manifest, Some(pid), snapshot.as_ref());
-            return Err(usage(format!(
-                "the cluster did not become Healthy within {} s (state: {state}); the manager (pid {pid}) keeps running: see {} or stop it with `moco local down --dir {}`",
-                options.wait_timeout.as_secs(),
-                log_path.display(),
-                layout.root().display()
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Foreground: the manager in this process, a live view, [`Host::shutdown`] stops everything.
-async fn run_in_foreground(
-    layout: &Layout,
-    manifest: &Manifest,
-    options: &ManagerOptions,
-    started: Instant,
-    host: &impl Host,
-) -> Result<(), Error> {
-    log_to_manager_log(layout, host)?;
-    let run = RunOptions {
-        check_interval: options.check_interval,
-        detection_window: options.detection_window,
-        ..RunOptions::default()
+    let starting = Starting {
+        layout,
+        manifest,
+        options,
+        started,
     };
-    let cluster = RunningCluster::start(layout, run).await?;
-    let archiver = Archiving::start(layout);
-    out!(
-        "manager running (log {}); Ctrl-C stops the cluster",
-        layout.manager_log().display()
-    );
-    let mut view = LiveView::new(layout);
-    let mut healthy_reported = false;
-    let stop = host.shutdown();
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            _ = &mut stop => break,
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                let snapshot = view.tick(manifest);
-                if !healthy_reported && snapshot.as_ref().is_some_and(|s| s.is(ClusterState::Healthy)) {
-                    healthy_reported = true;
-                    out!("cluster is Healthy after {:.1} s", started.elapsed().as_secs_f64());
-                    print_out(&connect_commands(layout, manifest));
+    if options.detach {
+        starting.detached(host).await
+    } else {
+        starting.in_foreground(host).await
+    }
+}
+
+/// A manager being started.
+struct Starting<'a> {
+    layout: &'a Layout,
+    manifest: &'a Manifest,
+    options: &'a ManagerOptions,
+    /// When the command began.
+    started: Instant,
+}
+
+impl Starting<'_> {
+    /// `detach`: the manager in its own process, and a wait until the cluster is Healthy.
+    async fn detached(&self, host: &impl Host) -> Result<(), Error> {
+        let (layout, manifest, options) = (self.layout, self.manifest, self.options);
+        let mut command = host.manager_command(&RunManagerOptions {
+            dir: layout.root().to_path_buf(),
+            check_interval: options.check_interval,
+            detection_window: options.detection_window,
+        })?;
+        let program = Path::new(command.get_program()).to_path_buf();
+        let log_path = layout.manager_log();
+        let log = open_manager_log(layout)?;
+        let err = log
+            .try_clone()
+            .map_err(|e| LocalError::io(&log_path, "duplicate handle of", e))?;
+        command.stdin(Stdio::null()).stdout(log).stderr(err);
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command
+            .spawn()
+            .map_err(|e| LocalError::io(&program, "start the manager", e))?;
+        let pid = child.id();
+        let deadline = Instant::now() + options.wait_timeout;
+        loop {
+            if let Ok(Some(exit)) = child.try_wait() {
+                return Err(usage(format!(
+                    "the manager (pid {pid}) exited with {exit}; {}:\n{}",
+                    log_path.display(),
+                    tail(&log_path, 20)
+                )));
+            }
+            let snapshot = ClusterSnapshot::load(layout).ok().flatten();
+            if let Some(s) = &snapshot
+                && s.manager_pid == pid
+                && s.is(ClusterState::Healthy)
+            {
+                print_status_text(layout, manifest, Some(pid), snapshot.as_ref());
+                out!(
+                    "cluster is Healthy after {:.1} s; manager pid {pid} (log {})",
+                    self.started.elapsed().as_secs_f64(),
+                    log_path.display()
+                );
+                print_out(&connect_commands(layout, manifest));
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let state = snapshot
+                    .as_ref()
+                    .map(|s| s.state_name())
+                    .unwrap_or("no round yet");
+                print_status_text(layout, manifest, Some(pid), snapshot.as_ref());
+                return Err(usage(format!(
+                    "the cluster did not become Healthy within {} s (state: {state}); the manager (pid {pid}) keeps running: see {} or stop it with `moco local down --dir {}`",
+                    options.wait_timeout.as_secs(),
+                    log_path.display(),
+                    layout.root().display()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The manager in this process with a live view; [`Host::shutdown`] stops everything.
+    async fn in_foreground(&self, host: &impl Host) -> Result<(), Error> {
+        let (layout, manifest, options) = (self.layout, self.manifest, self.options);
+        log_to_manager_log(layout, host)?;
+        let run = RunOptions {
+            check_interval: options.check_interval,
+            detection_window: options.detection_window,
+            ..RunOptions::default()
+        };
+        let cluster = RunningCluster::start(layout, run).await?;
+        let archiver = Archiving::start(layout);
+        out!(
+            "manager running (log {}); Ctrl-C stops the cluster",
+            layout.manager_log().display()
+        );
+        let mut view = LiveView::new(layout);
+        let mut healthy_reported = false;
+        let stop = host.shutdown();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                    let snapshot = view.tick(manifest);
+                    if !healthy_reported && snapshot.as_ref().is_some_and(|s| s.is(ClusterState::Healthy)) {
+                        healthy_reported = true;
+                        out!("cluster is Healthy after {:.1} s", self.started.elapsed().as_secs_f64());
+                        print_out(&connect_commands(layout, manifest));
+                    }
                 }
             }
         }
+        out!("stopping the cluster…");
+        archiver.stop().await;
+        cluster.stop().await?;
+        out!(
+            "stopped; start it again with `moco local resume --dir {}`",
+            layout.root().display()
+        );
+        Ok(())
     }
-    out!("stopping the cluster…");
-    archiver.stop().await;
-    cluster.stop().await?;
-    out!(
-        "stopped; start it again with `moco local resume --dir {}`",
-        layout.root().display()
-    );
-    Ok(())
 }
 
 /// Binlog archiving beside the manager (it acts only while `moco local backup archive` has
