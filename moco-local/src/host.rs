@@ -4,7 +4,8 @@
 use std::fs::File;
 use std::future::Future;
 
-use crate::{Error, RunManagerOptions};
+use crate::error::Error;
+use crate::options::RunManagerOptions;
 
 /// The embedding program, as the commands that run a manager need it (`up`, `resume` and
 /// `restore`, in the foreground or with `detach`, and `run`, the detached manager itself).

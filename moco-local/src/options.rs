@@ -15,7 +15,7 @@ pub enum Command {
     Up(UpOptions),
     /// Start the manager of an existing, stopped cluster again: [`crate::resume`].
     Resume(ResumeOptions),
-    /// Print the cluster's state: [`crate::status`].
+    /// Print the cluster's state: [`crate::status()`].
     Status(StatusOptions),
     /// Move the primary: [`crate::switchover`].
     Switchover(SwitchoverOptions),

@@ -38,4 +38,4 @@ macro_rules! __output_err {
 }
 
 #[doc(inline)]
-pub use crate::{__output_err as err, __output_out as out};
+pub use {__output_err as err, __output_out as out};
