@@ -2,7 +2,7 @@
 //!
 //! Every replica serves the webhooks. One holds the Lease `--leader-election-id` in the
 //! controller's namespace (renewed by `kube-lease-manager`); while it does, it runs the
-//! MySQLCluster controller, one clustering manager per cluster and the Pod watcher. When the
+//! MySQLCluster controller, one clustering manager per cluster and the Pod watch. When the
 //! Lease is lost, all of them stop before anything else is done, so two replicas never drive
 //! the same cluster; the next holder starts from what the API server and the servers report.
 
@@ -17,13 +17,12 @@ use tokio::sync::watch;
 use crate::clustering::Managers;
 use crate::clustering::addresses::{AddressResolver, PodNetwork};
 use crate::clustering::agent::AgentCloner;
-use crate::clustering::deleted::stop_deleted;
 use crate::clustering::platform::MysqlConnector;
-use crate::clustering::pods::watch_pods;
+use crate::clustering::pods::{PodCache, watch_pods};
 use crate::config::ControllerArgs;
 use crate::controller::{Scope, Shared, run_controller_in};
 use crate::metrics::ClusterMetrics;
-use crate::reconcile::{Context, wall_clock};
+use crate::reconcile::{Context, existing, wall_clock};
 use crate::render::{Images, RenderSettings};
 
 /// Seconds a Lease stays valid without renewal.
@@ -109,7 +108,7 @@ async fn wait_for(rx: &mut watch::Receiver<bool>, want: bool) -> bool {
     rx.wait_for(|v| *v == want).await.is_ok()
 }
 
-/// Runs while this replica leads: the controller, the managers and the Pod watcher, until
+/// Runs while this replica leads: the controller, the managers and the Pod watch, until
 /// `leading` turns false or `shutdown` turns true.
 pub async fn lead(
     client: Client,
@@ -124,14 +123,19 @@ pub async fn lead(
         config.grpc_cert_dir.clone(),
         addresses.clone(),
     );
-    let managers = Arc::new(Managers::new(
-        client.clone(),
-        addresses,
-        Arc::new(MysqlConnector::default()),
-        Some(Arc::new(cloner)),
-        config.manager.clone(),
-        metrics.clone(),
-    ));
+    let (pods, pod_store) = PodCache::new(&config.scope);
+    let (existing, existing_stores) = existing::stores();
+    let managers = Arc::new(
+        Managers::new(
+            client.clone(),
+            addresses,
+            Arc::new(MysqlConnector::default()),
+            Some(Arc::new(cloner)),
+            config.manager.clone(),
+            metrics.clone(),
+        )
+        .with_pod_cache(pods),
+    );
     let shared = Arc::new(Shared {
         ctx: Context {
             client: client.clone(),
@@ -141,13 +145,20 @@ pub async fn lead(
             pvc_sync_annotation_keys: config.pvc_sync_annotation_keys.clone(),
             metrics,
             now: Arc::new(wall_clock),
+            existing,
         },
         clustering: managers.clone(),
     });
     let (stop_tx, mut stop_rx) = watch::channel(false);
-    let controller = run_controller_in(&config.scope, shared, config.concurrency, async move {
-        let _ = stop_rx.wait_for(|v| *v).await;
-    });
+    let controller = run_controller_in(
+        &config.scope,
+        shared,
+        existing_stores,
+        config.concurrency,
+        async move {
+            let _ = stop_rx.wait_for(|v| *v).await;
+        },
+    );
     tokio::pin!(controller);
     let stop = async {
         tokio::select! {
@@ -165,8 +176,7 @@ pub async fn lead(
                 tracing::warn!("reconciles still running {DRAIN:?} after losing the lead; dropped");
             }
         }
-        () = watch_pods(client.clone(), &config.scope, managers.clone()) => {}
-        () = stop_deleted(client, &config.scope, managers.clone()) => {}
+        () = watch_pods(client, &config.scope, managers.clone(), pod_store) => {}
     }
     managers.stop_all();
 }

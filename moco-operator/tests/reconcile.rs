@@ -77,6 +77,7 @@ impl Env {
             pvc_sync_annotation_keys: vec![],
             metrics: ClusterMetrics::default(),
             now: Arc::new(now),
+            existing: Default::default(),
         };
         Env { fake, ctx }
     }
@@ -763,6 +764,113 @@ async fn the_binlog_archiver_follows_its_annotation() {
     env.annotate("moco-rs/binlog-archive-interval", None);
     env.ok_round().await;
     assert!(deployment().is_none(), "removed with the annotation");
+}
+
+/// The requests of `requests` that are DELETEs, as `resource/name`.
+fn deletes(requests: &[RecordedRequest]) -> Vec<String> {
+    let mut out: Vec<String> = requests
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| {
+            let mut parts = r.path.rsplit('/');
+            let name = parts.next().unwrap_or_default();
+            let resource = parts.next().unwrap_or_default();
+            format!("{resource}/{name}")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Regression (docs/benchmarks.md, the operator on a real control plane, finding 1): every
+/// round of a cluster without `backupPolicyName` sent DELETEs the API server answered 404, for
+/// the backup CronJob, Role and RoleBinding and the archiver's Deployment it never had (and
+/// the budget of a cluster below three instances). Once the controller's stores have listed
+/// their kinds, a round deletes only what they hold; a store that lags delays a deletion to
+/// the round its watch event starts.
+#[tokio::test]
+async fn a_round_deletes_only_what_the_controllers_stores_hold() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::batch::v1::CronJob;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+    use moco_operator::reconcile::existing;
+
+    fn listed<K: kube::Resource<DynamicType = ()> + Clone + 'static>(
+        writer: &mut Writer<PartialObjectMeta<K>>,
+    ) {
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+    }
+    fn seen<K: kube::Resource<DynamicType = ()> + Clone + 'static>(
+        env: &Env,
+        writer: &mut Writer<PartialObjectMeta<K>>,
+        resource: &str,
+        name: &str,
+    ) {
+        let object = env.fake.get_json(resource, NS, name).expect(name);
+        let meta: PartialObjectMeta<K> = serde_json::from_value(object).unwrap();
+        writer.apply_watcher_event(&Event::Apply(meta));
+    }
+
+    let mut env = Env::new(json!({"replicas": 1}));
+    env.fake.insert(daily_policy());
+    let (known, mut stores) = existing::stores();
+    env.ctx.existing = known;
+    env.fake.take_requests();
+    // Not listed yet: the stores know nothing, every delete is sent (and answered 404).
+    env.ok_round().await;
+    assert_eq!(
+        deletes(&env.fake.take_requests()),
+        [
+            "cronjobs/moco-backup-db",
+            "deployments/moco-archive-db",
+            "poddisruptionbudgets/moco-db",
+            "rolebindings/moco-backup-db",
+            "roles/moco-backup-db",
+        ]
+    );
+    listed::<CronJob>(&mut stores.cronjobs);
+    listed::<Role>(&mut stores.roles);
+    listed::<RoleBinding>(&mut stores.role_bindings);
+    listed::<Deployment>(&mut stores.deployments);
+    listed::<PodDisruptionBudget>(&mut stores.pdbs);
+    env.ok_round().await;
+    assert_eq!(deletes(&env.fake.take_requests()), Vec::<String>::new());
+
+    let backup = [
+        "batch/v1/cronjobs",
+        "rbac.authorization.k8s.io/v1/roles",
+        "rbac.authorization.k8s.io/v1/rolebindings",
+    ];
+    env.edit_spec(json!({"backupPolicyName": "daily"}));
+    env.ok_round().await;
+    env.edit_spec(json!({"backupPolicyName": null}));
+    // The stores have not seen the backup objects yet: they stay, for now.
+    env.ok_round().await;
+    assert_eq!(deletes(&env.fake.take_requests()), Vec::<String>::new());
+    for r in backup {
+        assert!(env.fake.get_json(r, NS, "moco-backup-db").is_some(), "{r}");
+    }
+    // Their events arrive (and would start this round): they go, and nothing else is deleted.
+    seen::<CronJob>(&env, &mut stores.cronjobs, backup[0], "moco-backup-db");
+    seen::<Role>(&env, &mut stores.roles, backup[1], "moco-backup-db");
+    seen::<RoleBinding>(&env, &mut stores.role_bindings, backup[2], "moco-backup-db");
+    env.ok_round().await;
+    assert_eq!(
+        deletes(&env.fake.take_requests()),
+        [
+            "cronjobs/moco-backup-db",
+            "rolebindings/moco-backup-db",
+            "roles/moco-backup-db",
+        ]
+    );
+    for r in backup {
+        assert!(env.fake.get_json(r, NS, "moco-backup-db").is_none(), "{r}");
+    }
 }
 
 #[tokio::test]

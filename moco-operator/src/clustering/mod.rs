@@ -1,12 +1,12 @@
 //! Clustering on Kubernetes: one manager (`moco_adapters::manager::Manager`, the same loop
 //! `moco local` runs) per MySQLCluster, driving the [`platform::KubePlatform`]; started, woken,
-//! paused and stopped by reconcile ([`crate::controller::ClusteringControl`]) and woken by the
-//! [`pods`] watcher when a primary Pod is deleted or asked to step down; [`deleted`] stops the
-//! manager of a cluster removed without its finalizer.
+//! paused and stopped by reconcile ([`crate::controller::ClusteringControl`]), and stopped by the
+//! controller's cluster watch when a cluster is removed without its finalizer; the [`pods`]
+//! watch keeps the Pods the rounds read and wakes a manager when a primary Pod is deleted or
+//! asked to step down.
 
 pub mod addresses;
 pub mod agent;
-pub mod deleted;
 pub mod platform;
 pub mod pods;
 pub mod status;
@@ -26,6 +26,7 @@ use crate::reconcile::Clustering;
 use crate::render::ClusterId;
 use addresses::AddressResolver;
 use platform::{InstanceCloner, KubePlatform, SqlConnector};
+use pods::PodCache;
 
 /// A running manager.
 struct Running {
@@ -42,6 +43,7 @@ pub struct Managers {
     cloner: Option<Arc<dyn InstanceCloner>>,
     config: ManagerConfig,
     metrics: ClusterMetrics,
+    pod_cache: Option<PodCache>,
     running: Mutex<HashMap<(String, String), Running>>,
 }
 
@@ -73,8 +75,17 @@ impl Managers {
             cloner,
             config,
             metrics,
+            pod_cache: None,
             running: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The managers' rounds read their Pods from `cache` (filled by [`pods::watch_pods`])
+    /// instead of listing them each round.
+    #[must_use]
+    pub fn with_pod_cache(mut self, cache: PodCache) -> Self {
+        self.pod_cache = Some(cache);
+        self
     }
 
     fn running(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Running>> {
@@ -112,6 +123,10 @@ impl Managers {
             self.cloner.clone(),
             self.metrics.clone(),
         );
+        let platform = match &self.pod_cache {
+            Some(cache) => platform.with_pod_cache(cache.clone()),
+            None => platform,
+        };
         let manager = Manager::new(Arc::new(platform), self.config.clone());
         let waker = manager.waker();
         let (shutdown, rx) = watch::channel(false);

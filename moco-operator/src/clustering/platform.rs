@@ -1,8 +1,10 @@
 //! The Kubernetes [`Platform`]: the same port `moco local` implements, over the API server.
 //! The manager (`moco_adapters::manager`) drives it unchanged.
 //!
-//! * Observation: the MySQLCluster (spec facts, recorded status) and its Pods (ready,
-//!   terminating, demote and prevent-delete annotations, role label), read fresh each round.
+//! * Observation: the MySQLCluster (spec facts, recorded status), read fresh each round, and
+//!   its Pods (ready, terminating, demote and prevent-delete annotations, role label), from the
+//!   Pod watch's store when the platform has one ([`KubePlatform::with_pod_cache`]), else
+//!   listed.
 //! * Actions: role labels and annotations are merge patches of the Pod; the status is a
 //!   read-modify-write of the clustering fields only (reconcile owns the others); events go to
 //!   the MySQLCluster with MOCO's reasons.
@@ -12,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -37,6 +40,7 @@ use moco_core::status::{ClusteringStatus, ConditionStatus};
 use serde_json::json;
 
 use super::addresses::AddressResolver;
+use super::pods::PodCache;
 pub use super::status::{cluster_status, merge_clustering_status, to_time, to_timestamp};
 use crate::metrics::{ClusterLabels, ClusterMetrics};
 use crate::reconcile::apply::retry;
@@ -149,6 +153,12 @@ pub struct KubePlatform {
     round_started: std::sync::Mutex<Option<std::time::Instant>>,
     /// Pods missing this round, and what was last reported of it.
     missing: std::sync::Mutex<MissingPods>,
+    /// The Pod watch's store, if the process runs one.
+    pod_cache: Option<PodCache>,
+    /// Whether this platform wrote a Pod since its Pods were last listed: the store may not
+    /// hold the write yet, and the next round must see it (a stale role label would be set
+    /// again, a removed demote annotation read back).
+    pods_written: AtomicBool,
 }
 
 /// The reason of the engine's warning while Pods of the cluster do not exist.
@@ -287,7 +297,18 @@ impl KubePlatform {
             labels,
             round_started: std::sync::Mutex::new(None),
             missing: std::sync::Mutex::new(MissingPods::default()),
+            pod_cache: None,
+            pods_written: AtomicBool::new(false),
         }
+    }
+
+    /// Reads the cluster's Pods from `cache` instead of listing them each round. A round
+    /// still lists them while the cache has not listed them itself, and the round after this
+    /// platform wrote a Pod.
+    #[must_use]
+    pub fn with_pod_cache(mut self, cache: PodCache) -> Self {
+        self.pod_cache = Some(cache);
+        self
     }
 
     /// The recorder of an event `reason` with `message`. kube's recorder makes a repeat of
@@ -331,14 +352,35 @@ impl KubePlatform {
             .map_err(|e| unreachable(self.target(), &e))
     }
 
-    async fn pods(&self) -> Result<BTreeMap<u32, Pod>, PortError> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.id.namespace);
-        let params = ListParams::default().labels(&label_selector(&self.id.labels()));
+    /// The cluster's Pods by ordinal: from the cache when it can answer, unless `fresh`
+    /// asks for a LIST after this platform's own writes.
+    async fn pods(&self, fresh: bool) -> Result<BTreeMap<u32, Pod>, PortError> {
+        let labels = self.id.labels();
+        let cached = match &self.pod_cache {
+            Some(cache) if !(fresh && self.pods_written.swap(false, Ordering::SeqCst)) => {
+                cache.pods(&self.id.namespace, &labels)
+            }
+            _ => None,
+        };
+        let pods = match cached {
+            Some(pods) => pods,
+            None => {
+                let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.id.namespace);
+                let params = ListParams::default().labels(&label_selector(&labels));
+                match retry(|| api.list(&params)).await {
+                    Ok(list) => list.items,
+                    Err(e) => {
+                        if fresh && self.pod_cache.is_some() {
+                            // Not listed after all: the next round tries again.
+                            self.pods_written.store(true, Ordering::SeqCst);
+                        }
+                        return Err(unreachable(self.target(), &e));
+                    }
+                }
+            }
+        };
         let sts = self.id.prefixed();
-        Ok(retry(|| api.list(&params))
-            .await
-            .map_err(|e| unreachable(self.target(), &e))?
-            .items
+        Ok(pods
             .into_iter()
             .filter_map(|p| {
                 let ordinal = pod_ordinal(p.metadata.name.as_deref()?, &sts)?;
@@ -369,6 +411,8 @@ impl KubePlatform {
         let name = self.pod_name(index);
         let patch = Patch::Merge(patch);
         let params = PatchParams::default();
+        // Before sending: a patch that fails on the way back may still have been applied.
+        self.pods_written.store(true, Ordering::SeqCst);
         retry(|| api.patch(&name, &params, &patch))
             .await
             .map(|_| ())
@@ -460,7 +504,7 @@ impl Platform for KubePlatform {
         };
         let replicas = u32::try_from(spec.replicas)
             .map_err(|_| failed(self.target(), "spec.replicas is negative"))?;
-        let pods = self.pods().await?;
+        let pods = self.pods(true).await?;
         // A shrink's leaving instances are the Pods past `spec.replicas` that the StatefulSet
         // still holds (the reconciler keeps them until the engine lets them go).
         let listed = pods
@@ -507,7 +551,7 @@ impl Platform for KubePlatform {
     async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
         let cluster = self.cluster().await?;
         let flavor = flavor_of(&cluster).unwrap_or(Flavor::Mysql);
-        let pods = self.pods().await?;
+        let pods = self.pods(false).await?;
         let target = format!("instance {} ({})", slot.index, self.pod_name(slot.index));
         let pod = pods
             .get(&slot.index)

@@ -10,7 +10,9 @@
 //!    with its Pods orphaned (its creation in step 6 is the re-creation, counted as one);
 //! 6. the StatefulSet, applied only when its rendering changed or a field the operator owns
 //!    drifted ([`drift`]);
-//! 7. the PodDisruptionBudget; the backup CronJob and the restore Job with their RBAC.
+//! 7. the PodDisruptionBudget; the backup CronJob and the restore Job with their RBAC. Of the
+//!    budget, the backup objects and the archiver, a round deletes those it does not need only
+//!    if the controller's stores do not rule them out ([`existing`]).
 //!
 //! The status (`StatefulSetReady`, `ReconcileSuccess`, `ReconciliationActive`,
 //! `reconcileInfo`) is written at the end of every round, failed ones included, as MOCO does.
@@ -20,6 +22,7 @@
 pub mod apply;
 pub mod conditions;
 pub mod drift;
+pub mod existing;
 pub mod history;
 mod read;
 pub mod rollout;
@@ -71,6 +74,9 @@ pub struct Context {
     pub metrics: ClusterMetrics,
     /// The clock (tests fix it).
     pub now: Arc<dyn Fn() -> Time + Send + Sync>,
+    /// What the controller's watches say exists of the objects a round may delete (the
+    /// default knows nothing, and every such delete is sent).
+    pub existing: existing::Existing,
 }
 
 impl fmt::Debug for Context {
@@ -546,11 +552,12 @@ async fn apply_all(
                 .await
                 .map_err(ReconcileError::api(Step::Pdb))?;
         }
-        None => {
+        None if inputs.present.pdb => {
             delete_if_present(&pdbs, &id.prefixed(), &DeleteParams::default())
                 .await
                 .map_err(ReconcileError::api(Step::Pdb))?;
         }
+        None => {}
     }
     let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), ns);
     let roles: Api<Role> = Api::namespaced(client.clone(), ns);
@@ -571,13 +578,25 @@ async fn apply_all(
                 .map_err(ReconcileError::api(Step::Backup))?;
         }
         None => {
+            // Only what the stores do not rule out: a cluster that never had a backup sends
+            // no DELETE (they were three answered 404 in every round).
             let dp = DeleteParams::background();
-            for result in [
-                delete_if_present(&cronjobs, &id.backup(), &dp).await,
-                delete_if_present(&roles, &id.backup(), &dp).await,
-                delete_if_present(&bindings, &id.backup(), &dp).await,
-            ] {
-                result.map_err(ReconcileError::api(Step::Backup))?;
+            let present = &inputs.present;
+            let name = id.backup();
+            if present.backup_cronjob {
+                delete_if_present(&cronjobs, &name, &dp)
+                    .await
+                    .map_err(ReconcileError::api(Step::Backup))?;
+            }
+            if present.backup_role {
+                delete_if_present(&roles, &name, &dp)
+                    .await
+                    .map_err(ReconcileError::api(Step::Backup))?;
+            }
+            if present.backup_role_binding {
+                delete_if_present(&bindings, &name, &dp)
+                    .await
+                    .map_err(ReconcileError::api(Step::Backup))?;
             }
         }
     }
@@ -589,11 +608,12 @@ async fn apply_all(
                 .await
                 .map_err(ReconcileError::api(Step::Backup))?;
         }
-        None => {
+        None if inputs.present.archive => {
             delete_if_present(&deployments, &id.archive(), &DeleteParams::background())
                 .await
                 .map_err(ReconcileError::api(Step::Backup))?;
         }
+        None => {}
     }
     reconcile_restore(cluster, id, ctx, restore.as_ref()).await?;
     Ok(reason)

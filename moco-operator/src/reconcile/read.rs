@@ -1,6 +1,7 @@
 //! What a round reads besides the cluster: the passwords (creating the controller's Secret on
 //! the first round), the user's my.cnf options, the agent certificate, the BackupPolicy, the
-//! deployed StatefulSet and whether a backup runs.
+//! deployed StatefulSet, whether a backup runs, and which of the objects a round may delete
+//! exist (from the controller's stores, [`super::existing`]).
 
 use std::collections::BTreeMap;
 
@@ -98,6 +99,33 @@ pub(super) struct Inputs {
     pub backup_job_active: bool,
     pub deployed_statefulset: Option<StatefulSet>,
     pub deployed_slow_log: Option<Container>,
+    pub present: Present,
+}
+
+/// Which of the objects a round deletes when they are not needed may exist: the apply step
+/// deletes only these (a `false` is the store's word that the object is not there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Present {
+    pub pdb: bool,
+    pub backup_cronjob: bool,
+    pub backup_role: bool,
+    pub backup_role_binding: bool,
+    pub archive: bool,
+}
+
+impl Present {
+    /// As the stores of `existing` say for cluster `id`.
+    pub(super) fn of(existing: &super::existing::Existing, id: &ClusterId) -> Self {
+        let ns = id.namespace.as_str();
+        let backup = id.backup();
+        Present {
+            pdb: existing.pdbs.may_exist(ns, &id.prefixed()),
+            backup_cronjob: existing.cronjobs.may_exist(ns, &backup),
+            backup_role: existing.roles.may_exist(ns, &backup),
+            backup_role_binding: existing.role_bindings.may_exist(ns, &backup),
+            archive: existing.deployments.may_exist(ns, &id.archive()),
+        }
+    }
 }
 
 impl Inputs {
@@ -171,6 +199,7 @@ impl Inputs {
             backup_job_active,
             deployed_statefulset,
             deployed_slow_log,
+            present: Present::of(&ctx.existing, id),
         })
     }
 }

@@ -27,9 +27,10 @@ use moco_core::facts::Flavor;
 use moco_operator::clustering::Managers;
 use moco_operator::clustering::addresses::AddressResolver;
 use moco_operator::clustering::platform::SqlConnector;
+use moco_operator::clustering::pods::{PodCache, watch_pods};
 use moco_operator::controller::{Scope, Shared, run_controller};
 use moco_operator::metrics::ClusterMetrics;
-use moco_operator::reconcile::{Context, wall_clock};
+use moco_operator::reconcile::{Context, existing, wall_clock};
 use moco_operator::render::{ClusterId, RenderSettings};
 use moco_sim::{INSTANCE_PORT, SimCluster, SimConfig, instance_host};
 use moco_testkit::apiserver::FakeApiServer;
@@ -227,9 +228,10 @@ fn env_secs(name: &str, default: u64) -> Duration {
 }
 
 /// What `moco controller` runs while it leads, over `n` simulated clusters `c0…`: the
-/// controller (8 reconciles at once), one manager per cluster at `BENCH_CHECK_INTERVAL_SECS`,
-/// and with `pod_watches` the two watches `moco_operator::operator::lead` adds (Pods being
-/// deleted or demoted, clusters deleted without their finalizer).
+/// controller (8 reconciles at once, clusters deleted without their finalizer included), one
+/// manager per cluster at `BENCH_CHECK_INTERVAL_SECS`, and with `pod_watches` the Pod watch
+/// `moco_operator::operator::lead` adds (its store serves the rounds' Pods, which are listed
+/// each round without it).
 struct BenchOperator {
     managers: Arc<Managers>,
     stop: tokio::sync::watch::Sender<bool>,
@@ -262,7 +264,7 @@ impl BenchOperator {
                 }
             }
         });
-        let managers = Arc::new(Managers::new(
+        let mut managers = Managers::new(
             client.clone(),
             Arc::new(SimAddresses),
             Arc::new(SimConnector { sims }),
@@ -272,7 +274,15 @@ impl BenchOperator {
                 ..ManagerConfig::default()
             },
             ClusterMetrics::default(),
-        ));
+        );
+        let mut pod_store = None;
+        if pod_watches {
+            let (cache, writer) = PodCache::new(&Scope::All);
+            managers = managers.with_pod_cache(cache);
+            pod_store = Some(writer);
+        }
+        let managers = Arc::new(managers);
+        let (existing, existing_stores) = existing::stores();
         let shared = Arc::new(Shared {
             ctx: Context {
                 client: client.clone(),
@@ -282,22 +292,19 @@ impl BenchOperator {
                 pvc_sync_annotation_keys: vec![],
                 metrics: ClusterMetrics::default(),
                 now: Arc::new(wall_clock),
+                existing,
             },
             clustering: managers.clone(),
         });
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
-        let controller = tokio::spawn(run_controller(shared, 8, async move {
+        let controller = tokio::spawn(run_controller(shared, existing_stores, 8, async move {
             let _ = stopped.wait_for(|v| *v).await;
         }));
         let mut watches = Vec::new();
-        if pod_watches {
+        if let Some(writer) = pod_store {
             let (c, m) = (client.clone(), managers.clone());
             watches.push(tokio::spawn(async move {
-                moco_operator::clustering::pods::watch_pods(c, &Scope::All, m).await;
-            }));
-            let (c, m) = (client.clone(), managers.clone());
-            watches.push(tokio::spawn(async move {
-                moco_operator::clustering::deleted::stop_deleted(c, &Scope::All, m).await;
+                watch_pods(c, &Scope::All, m, writer).await;
             }));
         }
         BenchOperator {
