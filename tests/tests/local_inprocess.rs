@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use moco_adapters::local::create::{self, CreateOptions};
 use moco_adapters::local::pods::PodsFile;
-use moco_adapters::local::proxy::EndpointKind;
 use moco_adapters::local::run::{RunOptions, RunningCluster, running_manager};
 use moco_adapters::local::snapshot::ClusterSnapshot;
 use moco_adapters::local::{Layout, Manifest};
@@ -124,18 +123,14 @@ async fn platform_and_manager_in_process() {
         s.current_primary_index != primary && s.is(ClusterState::Healthy)
     })
     .await;
-    // The old client was cut when its backend lost the primary label.
+    // The old client's connection is gone: the switchover's KILL of client sessions on the
+    // old primary or the endpoint's cut when the backend lost the primary label ends it,
+    // whichever comes first. (Regression: asserting the endpoint's cut counter failed under
+    // load, when the server's kill came first; the proxy's unit tests prove the cut itself.)
     let cut = client.query_drop("SELECT 1").await;
     assert!(
         cut.is_err(),
         "a client of the demoted primary kept its connection"
-    );
-    assert!(
-        cluster
-            .endpoints()
-            .counters(EndpointKind::Primary)
-            .cut_by_role_change
-            >= 1
     );
     let mut client = connect(
         &opts(ep, "moco-writable", &writable),
