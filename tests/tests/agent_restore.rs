@@ -16,18 +16,20 @@ use moco_agent::api::{
 };
 use moco_agent::client::AgentClient;
 use moco_core::gtid::GtidSet;
-use moco_tests::job_bench::{AgentBench, agent_backup, set_writable, writable_with_table};
+use moco_tests::job_bench::{
+    AgentBench, SERVER_ID_BASE, agent_backup, set_writable, writable_with_table,
+};
 use moco_tests::local::{connect, opts};
 use moco_tests::pod::{
-    AgentProcess, ReaderBody, TestPod, other_password, other_passwords, test_password,
-    test_passwords, wait_http,
+    AgentProcess, ReaderBody, TestPod, other_password, other_passwords, test_password, wait_http,
 };
 use mysql_async::prelude::Queryable;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 const LIMIT: Duration = Duration::from_secs(120);
-/// Server-id bases of the two clusters: the source's instance 0 is server 10, the target's 20.
-const SOURCE_BASE: u32 = 10;
+/// Server-id bases of the two clusters: the source's instance 0 is server 10 (the bench's
+/// own), the target's 20.
+const SOURCE_BASE: u32 = SERVER_ID_BASE;
 const TARGET_BASE: u32 = 20;
 
 /// A backup of the source through its agent (a backup that was just abandoned may still be
@@ -139,14 +141,7 @@ async fn a_backup_of_another_cluster_is_restored_through_the_agent() {
     // passwords. Regression: writing before the agents' first-start check ended raced it (the
     // check leaves a fresh instance read-only): the bench waits for both.
     let ([source], [a_source]) = bench
-        .cluster_pods_with_agents(
-            &root.path().join("source"),
-            SOURCE_BASE,
-            test_passwords,
-            None,
-            &[],
-            LIMIT,
-        )
+        .pods_with_agents(&root.path().join("source"), None, &[], LIMIT)
         .await;
     let ([target], [mut a_target]) = bench
         .cluster_pods_with_agents(
@@ -406,14 +401,7 @@ async fn backup_and_restore_refuse_another_clusters_certificate() {
     };
     let certs = &bench.certs;
     let ([pod], [agent]) = bench
-        .cluster_pods_with_agents(
-            &bench.root.path().join("db"),
-            SOURCE_BASE,
-            test_passwords,
-            None,
-            &[],
-            LIMIT,
-        )
+        .pods_with_agents(&bench.root.path().join("db"), None, &[], LIMIT)
         .await;
     let port = agent.agent.port();
     let state = GtidSet::from_mariadb("0-10-1").unwrap();
