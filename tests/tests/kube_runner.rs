@@ -92,6 +92,9 @@ spec:
   template:
     metadata: {labels: {app: web}}
     spec:
+      # One Node: an address is the Node's (from its Pod range), and claims have no topology,
+      # so a re-created Pod elsewhere would rightly get another (CI saw it move).
+      nodeSelector: {kubernetes.io/hostname: node-0}
       terminationGracePeriodSeconds: 10
       containers:
       - name: web
@@ -145,7 +148,8 @@ spec:
         "{hosts}"
     );
 
-    // A deleted Pod comes back under its name, with its claim, its data and its address.
+    // A deleted Pod comes back under its name, with its claim, its data and (on its Node) its
+    // address.
     let old_uid = cp.pod(&ns, "web-1").await.unwrap().metadata.uid.unwrap();
     pods(&cp, &ns)
         .delete("web-1", &DeleteParams::default())
