@@ -5,7 +5,10 @@
 //! * [`mutate_mysqlcluster`]: CREATE only; adds the finalizer and picks `serverIDBase`, answered
 //!   with a JSON patch;
 //! * [`validate_backuppolicy`]: CREATE/UPDATE schedule rule, and DELETE refused while a
-//!   MySQLCluster of the namespace references the policy.
+//!   MySQLCluster of the namespace references the policy;
+//! * [`mutate_statefulset`]: CREATE and UPDATE of a MySQLCluster's StatefulSet; holds every
+//!   Pod on its revision (`partition = replicas`) on any spec change, for the partitioned
+//!   rollout (`moco_core::resources::partition`).
 //!
 //! Cluster facts come through [`ClusterLookup`]: [`KubeLookup`] asks the API server,
 //! [`StaticLookup`] serves fixed facts (tests, offline use).
@@ -14,11 +17,13 @@ use std::collections::BTreeMap;
 use std::future::Future;
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use moco_core::resources::{AdmittedPartition, PartitionAdmission, admit_partition};
 use moco_core::validate::{
     BackupPolicyView, ClusterReference, ClusterView, FINALIZER, MutationInput, StorageClassFacts,
     StorageFacts, Violation, mutate_cluster_create, mutate_cluster_update, storage_growth,
@@ -30,6 +35,7 @@ use serde_json::Value;
 
 use crate::backuppolicy::BackupPolicy;
 use crate::convert::storage_class_facts;
+use crate::labels::ANNOTATION_FORCE_ROLLING_UPDATE;
 use crate::mysqlcluster::MySQLCluster;
 
 /// A failed lookup of cluster facts.
@@ -272,6 +278,133 @@ pub fn mutate_mysqlcluster(review: Review, random: u32) -> Review {
 fn add(path: &str, value: Value) -> Result<PatchOperation, String> {
     let path = PointerBuf::parse(path).map_err(|e| format!("bad JSON pointer {path:?}: {e}"))?;
     Ok(PatchOperation::Add(AddOperation { path, value }))
+}
+
+/// The mutating webhook of a MySQLCluster's StatefulSet (CREATE, UPDATE): the partitioned
+/// rollout's hold. A StatefulSet not controlled by exactly one MySQLCluster is left alone
+/// (MOCO's rule, with its `&&` written as meant: both the kind and the group must match).
+pub fn mutate_statefulset(review: Review) -> Review {
+    let req = match request(review) {
+        Ok(r) => r,
+        Err(response) => return respond(*response),
+    };
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return allow(&req);
+    }
+    let sts: StatefulSet = match decode(req.object.as_ref(), "object") {
+        Ok(s) => s,
+        Err(e) => return error(&req, e, 400),
+    };
+    if !owned_by_one_cluster(&sts) {
+        return allow(&req);
+    }
+    let only_partition_changed = if req.operation == Operation::Update {
+        match decode::<StatefulSet>(req.old_object.as_ref(), "oldObject") {
+            Ok(old) => spec_without_partition(&old) == spec_without_partition(&sts),
+            Err(e) => return error(&req, e, 400),
+        }
+    } else {
+        false
+    };
+    let spec = sts.spec.as_ref();
+    let strategy = spec.and_then(|s| s.update_strategy.as_ref());
+    if strategy
+        .and_then(|s| s.type_.as_deref())
+        .is_some_and(|t| t != "RollingUpdate")
+    {
+        // OnDelete: the StatefulSet controller rolls nothing by itself; no partition applies.
+        return allow(&req);
+    }
+    let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+    let admission = PartitionAdmission {
+        replicas: spec
+            .and_then(|s| s.replicas)
+            .and_then(|r| u32::try_from(r).ok())
+            .unwrap_or(1),
+        partition: rolling
+            .and_then(|r| r.partition)
+            .and_then(|p| u32::try_from(p).ok()),
+        only_partition_changed,
+        force_rolling_update: sts
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_FORCE_ROLLING_UPDATE))
+            .is_some_and(|v| v == "true"),
+    };
+    let ops: Vec<PatchOperation> = match admit_partition(&admission) {
+        AdmittedPartition::Keep => Vec::new(),
+        AdmittedPartition::Unmanaged if rolling.is_some() => {
+            vec![remove("/spec/updateStrategy/rollingUpdate")]
+        }
+        AdmittedPartition::Unmanaged => Vec::new(),
+        AdmittedPartition::Hold { to } => {
+            let (path, value) = match (strategy, rolling) {
+                (None, _) => (
+                    "/spec/updateStrategy",
+                    serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"partition": to}}),
+                ),
+                (Some(_), None) => (
+                    "/spec/updateStrategy/rollingUpdate",
+                    serde_json::json!({"partition": to}),
+                ),
+                (Some(_), Some(_)) => (
+                    "/spec/updateStrategy/rollingUpdate/partition",
+                    Value::from(to),
+                ),
+            };
+            match add(path, value) {
+                Ok(op) => vec![op],
+                Err(e) => return error(&req, e, 500),
+            }
+        }
+    };
+    let response = AdmissionResponse::from(&req);
+    if ops.is_empty() {
+        return respond(response);
+    }
+    match response.with_patch(Patch(ops)) {
+        Ok(r) => respond(r),
+        Err(e) => error(
+            &req,
+            format!("internal error: cannot build the patch: {e}"),
+            500,
+        ),
+    }
+}
+
+/// Exactly one owner, and it is a MySQLCluster of moco.cybozu.com.
+fn owned_by_one_cluster(sts: &StatefulSet) -> bool {
+    match sts.metadata.owner_references.as_deref() {
+        Some([owner]) => {
+            owner.kind == "MySQLCluster"
+                && owner
+                    .api_version
+                    .split('/')
+                    .next()
+                    .is_some_and(|group| group == "moco.cybozu.com")
+        }
+        _ => false,
+    }
+}
+
+/// The spec as JSON without the partition: what the partition controller's own write leaves
+/// unchanged.
+fn spec_without_partition(sts: &StatefulSet) -> Value {
+    let mut spec = serde_json::to_value(&sts.spec).unwrap_or(Value::Null);
+    if let Some(rolling) = spec
+        .pointer_mut("/updateStrategy/rollingUpdate")
+        .and_then(Value::as_object_mut)
+    {
+        rolling.remove("partition");
+    }
+    spec
+}
+
+fn remove(path: &str) -> PatchOperation {
+    PatchOperation::Remove(RemoveOperation {
+        path: PointerBuf::from_tokens(path.split('/').skip(1)),
+    })
 }
 
 /// The validating webhook of BackupPolicy (CREATE, UPDATE, DELETE).

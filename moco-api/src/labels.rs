@@ -50,3 +50,5 @@ pub const PATH_VALIDATE_MYSQLCLUSTER: &str = "/validate-moco-cybozu-com-v1beta2-
 pub const PATH_MUTATE_MYSQLCLUSTER: &str = "/mutate-moco-cybozu-com-v1beta2-mysqlcluster";
 /// Webhook path of the BackupPolicy validating webhook.
 pub const PATH_VALIDATE_BACKUPPOLICY: &str = "/validate-moco-cybozu-com-v1beta2-backuppolicy";
+/// Path of the StatefulSet mutating webhook (the partitioned rollout; MOCO's path).
+pub const PATH_MUTATE_STATEFULSET: &str = "/mutate-apps-v1-statefulset";

@@ -8,3 +8,4 @@ mod admission;
 mod cel_rules;
 mod offline;
 mod prevent_delete_policy;
+mod statefulset_webhook;

@@ -5,6 +5,7 @@
 //! look like or which change to make; applying it is the adapter's job. `docs/resources.md`
 //! describes each decision and where it departs from MOCO.
 
+pub mod catch_up;
 pub mod mycnf;
 pub mod partition;
 pub mod pdb;
@@ -13,6 +14,7 @@ pub mod rate;
 pub mod statefulset;
 pub mod volumes;
 
+pub use catch_up::{CatchUp, Incarnation};
 pub use mycnf::{
     InstanceConfig, MycnfError, MycnfInput, MycnfPaths, MysqldMemory, fnv1a_32, generate_mycnf,
     innodb_buffer_pool_bytes, instance_mycnf, mycnf_config_map_name, server_section,
