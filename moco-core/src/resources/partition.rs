@@ -89,6 +89,10 @@ pub struct PartitionPod {
     /// itself counts as caught up). Unknown counts as not.
     #[serde(default)]
     pub caught_up: bool,
+    /// A container of it failed (its last run ended with a non-zero exit, or it waits in a
+    /// back-off or on a configuration error): it is not merely slow to start.
+    #[serde(default)]
+    pub failing: bool,
     /// Why it is not Ready, as its containers tell (a waiting reason, the last exit code and
     /// message); empty when unknown.
     #[serde(default)]
@@ -128,7 +132,8 @@ pub struct PartitionInput {
     /// How long an updated Pod must have been Ready (MOCO: 5 s, the `minReadySeconds`).
     #[serde(default)]
     pub min_ready_seconds: u64,
-    /// How long an updated Pod may stay not Ready before the rollout is reported stalled.
+    /// How long an updated Pod may stay not Ready before the rollout is reported stalled
+    /// (one whose container failed is reported at once).
     #[serde(default)]
     pub stall_seconds: u64,
     /// The Pods, in any order.
@@ -218,7 +223,8 @@ pub fn decide_partition(input: &PartitionInput) -> PartitionDecision {
     let partition = partition.min(input.replicas);
     for pod in pods.iter().filter(|p| p.index >= partition).rev() {
         if let Some(lacks) = not_rolled(pod, input.min_ready_seconds) {
-            if !pod.ready && !pod.terminating && pod.seconds_in_condition >= input.stall_seconds {
+            let stalled = pod.failing || pod.seconds_in_condition >= input.stall_seconds;
+            if !pod.ready && !pod.terminating && stalled {
                 return PartitionDecision::Stalled {
                     index: pod.index,
                     reason: stall_reason(pod),
@@ -319,6 +325,7 @@ mod tests {
             ready: true,
             seconds_in_condition: 60,
             caught_up: true,
+            failing: false,
             not_ready_reason: String::new(),
         }
     }
@@ -498,6 +505,21 @@ mod tests {
             PartitionDecision::Stalled {
                 index: 2,
                 reason: "not Ready for 300 s".to_owned()
+            }
+        );
+        // A Pod whose container failed is reported at once; one that is only slow is not.
+        i.pods[2].seconds_in_condition = 12;
+        i.pods[2].not_ready_reason = "mysqld: exit code 1".to_owned();
+        assert!(matches!(
+            decide_partition(&i),
+            PartitionDecision::Wait(RolloutWait::PodNotReady { index: 2, .. })
+        ));
+        i.pods[2].failing = true;
+        assert_eq!(
+            decide_partition(&i),
+            PartitionDecision::Stalled {
+                index: 2,
+                reason: "not Ready for 12 s: mysqld: exit code 1".to_owned()
             }
         );
     }

@@ -13,6 +13,8 @@ use super::harness::{Counts, check};
 
 const MIN_READY: u64 = 5;
 const STALL: u64 = 120;
+/// Seconds after its restart a Pod of a broken revision is seen failing (its container exited).
+const CRASH: u64 = 3;
 const SWITCHOVER_TICKS: u64 = 2;
 const LIMIT: u64 = 3000;
 
@@ -155,6 +157,7 @@ fn run(r: &Rollout) -> Result<(Record, u32, u32), TestCaseError> {
                     ready: p.ready,
                     seconds_in_condition: tick - p.since,
                     caught_up: p.caught_up,
+                    failing: r.broken && p.restarts > 0 && !p.ready && tick - p.since >= CRASH,
                     not_ready_reason: if r.broken && !p.ready {
                         "mysqld exited 1: unknown variable".to_owned()
                     } else {
