@@ -1,13 +1,15 @@
 //! # moco-adapters
 //!
-//! The ports (traits) the cluster manager drives, and their implementations. No decisions are
-//! made here: every choice comes from `moco-core`.
+//! The implementations of the cluster manager's ports (`moco_cluster::ports`) for real servers
+//! and local processes: MySQL and MariaDB over `mysql_async` ([`mysql`]), local mysqld
+//! processes ([`mysqld`]), the procedures that run next to one mysqld ([`instance`]) and the
+//! local platform behind `moco local` ([`local`]). No decisions are made here: every choice
+//! comes from `moco-core`, and the loop that drives these adapters is `moco-cluster`'s.
 #![deny(missing_docs)]
 
-pub mod health;
+pub mod greeting;
 pub mod instance;
 pub mod local;
-pub mod manager;
+pub mod modes;
 pub mod mysql;
 pub mod mysqld;
-pub mod ports;

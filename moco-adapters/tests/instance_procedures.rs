@@ -14,7 +14,7 @@ use moco_adapters::instance::clone::{
 use moco_adapters::instance::datadir::{DatadirInit, InitProgram, initialize_datadir};
 use moco_adapters::mysql::{Account, MocoPasswords, MysqlInstance};
 use moco_adapters::mysqld::{LocalMysqld, ServerKind, free_ports};
-use moco_adapters::ports::{Credentials, MysqlPort};
+use moco_cluster::ports::{Credentials, MysqlPort};
 use moco_core::facts::Flavor;
 use mysql_async::prelude::Queryable;
 use support::{Fleet, READY_TIMEOUT, STOP_GRACE, client, mycnf, server_binary, tcp_options};

@@ -15,7 +15,7 @@ use moco_adapters::instance::accounts::{FreshServer, create_accounts};
 use moco_adapters::instance::rekey::{rekey_accounts, rekey_init_file};
 use moco_adapters::mysql::{Account, MocoPasswords, MysqlInstance};
 use moco_adapters::mysqld::{LocalMysqld, ServerKind};
-use moco_adapters::ports::MysqlPort as _;
+use moco_cluster::ports::MysqlPort as _;
 use mysql_async::prelude::Queryable;
 use support::{Fleet, READY_TIMEOUT, STOP_GRACE, server_binary, tcp_options};
 

@@ -11,7 +11,7 @@ use moco_adapters::mysql::{
     Account, InitOptions, MocoPasswords, MysqlInstance, initialize, seed_mariadb_clone, sql,
 };
 use moco_adapters::mysqld::{LocalMysqld, ServerKind};
-use moco_adapters::ports::{Credentials, MysqlPort, PortError};
+use moco_cluster::ports::{Credentials, MysqlPort, PortError};
 use moco_core::facts::{Flavor, MysqldStatus, ThreadState};
 use moco_core::gtid::GtidSet;
 use moco_core::operation::ReplicationSource;

@@ -10,7 +10,7 @@
 use crate::support;
 
 use moco_adapters::mysql::MysqlInstance;
-use moco_adapters::ports::MysqlPort;
+use moco_cluster::ports::MysqlPort;
 use mysql_async::prelude::Queryable;
 use support::{Fleet, bootstrap_options, server_binary, tcp_options};
 

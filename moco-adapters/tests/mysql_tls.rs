@@ -13,7 +13,7 @@ use moco_adapters::mysql::{
     Account, InitOptions, MocoPasswords, MysqlInstance, admin_options, initialize,
 };
 use moco_adapters::mysqld::{LocalMysqld, free_ports};
-use moco_adapters::ports::MysqlPort;
+use moco_cluster::ports::MysqlPort;
 use mysql_async::prelude::Queryable;
 use support::{INIT_TIMEOUT, READY_TIMEOUT, bootstrap_options, mycnf, server_binary, tcp_options};
 
@@ -187,7 +187,7 @@ async fn replication_verifies_its_source() {
         Authority::generate("another CA").unwrap().cert_pem(),
     )
     .unwrap();
-    let repl = moco_adapters::ports::Credentials {
+    let repl = moco_cluster::ports::Credentials {
         user: Account::Repl.name().into(),
         password: pw.repl.clone(),
     };

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use moco_adapters::instance::InstanceError;
 use moco_adapters::mysqld::MysqldError;
-use moco_adapters::ports::PortError;
+use moco_cluster::ports::PortError;
 
 /// Coarse kinds of failure, usable as a metric label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -68,7 +68,7 @@ impl DataVolume {
 
 /// Writes `contents` to `path` atomically (mode 0644: the markers hold no secret).
 pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    moco_adapters::mysqld::modes::write_atomic(path, contents, 0o644)
+    moco_adapters::modes::write_atomic(path, contents, 0o644)
 }
 
-pub use moco_adapters::mysqld::modes::sync_dir;
+pub use moco_adapters::modes::sync_dir;

@@ -74,7 +74,7 @@ const FOLDER_TRIES: u32 = 3;
 pub async fn free_folder(
     bucket: &Bucket,
     cluster_prefix: &str,
-    clock: &dyn moco_adapters::ports::Clock,
+    clock: &dyn moco_cluster::ports::Clock,
 ) -> Result<(Timestamp, String), BackupError> {
     let mut prefix = String::new();
     for attempt in 0..FOLDER_TRIES {
@@ -127,7 +127,7 @@ mod tests {
     #[derive(Debug)]
     struct Steps(Mutex<Vec<i64>>);
 
-    impl moco_adapters::ports::Clock for Steps {
+    impl moco_cluster::ports::Clock for Steps {
         fn now(&self) -> Timestamp {
             let mut steps = self.0.lock().unwrap();
             let t = if steps.len() > 1 {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use moco_adapters::manager::ManagerError;
+use moco_cluster::manager::ManagerError;
 use moco_core::FactsError;
 use thiserror::Error;
 

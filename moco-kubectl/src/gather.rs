@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
-use moco_adapters::manager::{Manager, ManagerConfig};
-use moco_adapters::ports::{
+use moco_api::mysqlcluster::MySQLCluster;
+use moco_cluster::manager::{Manager, ManagerConfig};
+use moco_cluster::ports::{
     Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
 };
-use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::{ClusterFacts, Flavor, Role};
 use moco_core::operation::{Event, ReplicationSource};
 use moco_core::status::ClusteringStatus;

@@ -23,7 +23,7 @@ use moco_adapters::local::create::{self, CreateOptions};
 use moco_adapters::local::layout::Layout;
 use moco_adapters::local::secret::Secret;
 use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance};
-use moco_adapters::ports::{Credentials, MysqlPort as _};
+use moco_cluster::ports::{Credentials, MysqlPort as _};
 use moco_core::facts::{ClusterFacts, Flavor, MysqldStatus};
 use moco_core::operation::ReplicationSource;
 use moco_testkit::apiserver::FakeApiServer;

@@ -8,7 +8,7 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{NAME, NS, cluster, fake_with, pod, run, uid, writes};
-use moco_adapters::ports::Platform as _;
+use moco_cluster::ports::Platform as _;
 use moco_core::operation::Event;
 use moco_operator::clustering::addresses::PodNetwork;
 use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};

@@ -68,7 +68,7 @@ fn open_url(url: &str) -> Result<moco_backup::Bucket, Error> {
 }
 
 fn now() -> Timestamp {
-    moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
+    moco_cluster::ports::Clock::now(&moco_cluster::ports::SystemClock)
 }
 
 /// Runs `moco local backup`.
@@ -88,7 +88,7 @@ pub async fn take(options: TakeOptions) -> Result<(), Error> {
     let started = std::time::Instant::now();
     let max_rate = options.max_rate.as_ref();
     let taken =
-        moco_backup::local::backup(&dir, &bucket, &moco_adapters::ports::SystemClock, max_rate)
+        moco_backup::local::backup(&dir, &bucket, &moco_cluster::ports::SystemClock, max_rate)
             .await
             .map_err(|e| usage(e.to_string()))?;
     let m = &taken.manifest;

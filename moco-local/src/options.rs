@@ -61,7 +61,7 @@ impl Default for ManagerOptions {
         ManagerOptions {
             detach: false,
             check_interval: Duration::from_secs(1),
-            detection_window: moco_adapters::health::DEFAULT_DETECTION_WINDOW,
+            detection_window: moco_cluster::health::DEFAULT_DETECTION_WINDOW,
             wait_timeout: Duration::from_secs(300),
         }
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use kube::Client;
 use kube_lease_manager::LeaseManagerBuilder;
-use moco_adapters::manager::ManagerConfig;
+use moco_cluster::manager::ManagerConfig;
 use tokio::sync::watch;
 
 use crate::clustering::Managers;

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use moco_adapters::manager::ManagerConfig;
+use moco_cluster::manager::ManagerConfig;
 use moco_operator::controller::Scope;
 use moco_operator::metrics::ClusterMetrics;
 use moco_operator::operator::{OperatorConfig, run_operator};

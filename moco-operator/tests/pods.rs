@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moco_adapters::manager::ManagerConfig;
-use moco_adapters::ports::Platform;
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_cluster::manager::ManagerConfig;
+use moco_cluster::ports::Platform;
 use moco_core::facts::Role;
 use moco_operator::clustering::Managers;
 use moco_operator::clustering::addresses::PodNetwork;

@@ -16,8 +16,8 @@ use super::model::{
     WriteRecord, WriteState, WriteTarget, host_of,
 };
 use super::records::{AppliedOp, ErrantWrite, WipeRecord};
-use moco_adapters::manager::{Manager, ManagerConfig};
-use moco_adapters::ports::{Clock, Platform, PortError};
+use moco_cluster::manager::{Manager, ManagerConfig};
+use moco_cluster::ports::{Clock, Platform, PortError};
 
 /// Shape of a simulated cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,14 +54,14 @@ struct Shared {
     /// How many SQL ports the platform handed out (a manager should build one per instance).
     ports_built: std::sync::atomic::AtomicU64,
     /// Every round's timing, as the manager reported it.
-    rounds: Mutex<Vec<moco_adapters::ports::RoundTiming>>,
+    rounds: Mutex<Vec<moco_cluster::ports::RoundTiming>>,
 }
 
 /// An in-memory cluster of simulated mysqld instances, deterministic: nothing happens unless
 /// a caller asks (a client write, a [`tick`](SimCluster::tick), a fault, a port call).
 ///
 /// Clones share the same cluster. It implements [`Platform`]; [`crate::SimInstance`]
-/// implements [`moco_adapters::ports::MysqlPort`]. Operations that wait (read-only with
+/// implements [`moco_cluster::ports::MysqlPort`]. Operations that wait (read-only with
 /// pending commits, GTID waits) advance the simulation one tick per simulated second with
 /// `tokio::time`, so they are meant to run on a runtime with paused time. Instance indexes out of range are ignored by the fault
 /// controls.
@@ -634,8 +634,8 @@ impl SimCluster {
         self.lock().inst(i).is_some_and(|x| x.pod.demote)
     }
 
-    /// The timing of every round so far, in order (see [`moco_adapters::ports::RoundTiming`]).
-    pub fn round_timings(&self) -> Vec<moco_adapters::ports::RoundTiming> {
+    /// The timing of every round so far, in order (see [`moco_cluster::ports::RoundTiming`]).
+    pub fn round_timings(&self) -> Vec<moco_cluster::ports::RoundTiming> {
         self.shared
             .rounds
             .lock()
@@ -643,7 +643,7 @@ impl SimCluster {
             .clone()
     }
 
-    pub(crate) fn note_round(&self, timing: &moco_adapters::ports::RoundTiming) {
+    pub(crate) fn note_round(&self, timing: &moco_cluster::ports::RoundTiming) {
         self.shared
             .rounds
             .lock()

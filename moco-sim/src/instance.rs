@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::cluster::{SimCluster, reach};
 use super::model::{PORT, host_of};
 use super::records::SimOp;
-use moco_adapters::ports::{Credentials, MysqlPort, PortError};
+use moco_cluster::ports::{Credentials, MysqlPort, PortError};
 
 /// How long a wait without limit may advance the simulation before giving up (the manager's
 /// own operation timeout usually stops it first).

@@ -1,8 +1,8 @@
 //! # moco-sim
 //!
-//! An in-memory simulated cluster implementing [`moco_adapters::ports::Platform`] and
-//! [`moco_adapters::ports::MysqlPort`], for driving the real
-//! [`moco_adapters::manager::Manager`] and engine through fault schedules (see
+//! An in-memory simulated cluster implementing [`moco_cluster::ports::Platform`] and
+//! [`moco_cluster::ports::MysqlPort`], for driving the real
+//! [`moco_cluster::manager::Manager`] and engine through fault schedules (see
 //! `docs/simulation.md`). Test-only: other crates take it as a dev-dependency, so no
 //! production build compiles it.
 //!

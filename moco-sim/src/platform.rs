@@ -13,7 +13,7 @@ use moco_core::{Action, Decision};
 use super::cluster::{SimCluster, reach};
 use super::model::{PORT, PodState, Promotion, host_of};
 use super::records::SimOp;
-use moco_adapters::ports::{
+use moco_cluster::ports::{
     Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
 };
 
@@ -88,13 +88,8 @@ impl Platform for SimCluster {
     }
 
     async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
-        let name = match user {
-            MocoUser::Admin => "moco-admin",
-            MocoUser::Repl => "moco-repl",
-            MocoUser::CloneDonor => "moco-clone-donor",
-        };
         Ok(Credentials {
-            user: name.to_owned(),
+            user: user.name().to_owned(),
             password: "sim".to_owned(),
         })
     }
@@ -202,7 +197,7 @@ impl Platform for SimCluster {
         st.note_facts(facts, decision);
     }
 
-    async fn round_finished(&self, timing: &moco_adapters::ports::RoundTiming) {
+    async fn round_finished(&self, timing: &moco_cluster::ports::RoundTiming) {
         self.note_round(timing);
     }
 }

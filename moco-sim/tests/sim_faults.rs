@@ -56,8 +56,8 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use moco_adapters::health::DEFAULT_DETECTION_WINDOW;
-use moco_adapters::manager::Manager;
+use moco_cluster::health::DEFAULT_DETECTION_WINDOW;
+use moco_cluster::manager::Manager;
 
 use common::{acks_needed, manager_config, runtime};
 use moco_core::Action;
@@ -1822,7 +1822,7 @@ fn an_old_primarys_tail_becomes_errant_only_at_the_failover() {
 /// as a faulty manager would).
 #[test]
 fn operation_checks_catch_forbidden_operations() {
-    use moco_adapters::ports::{Credentials, MysqlPort, Platform};
+    use moco_cluster::ports::{Credentials, MysqlPort, Platform};
     use moco_core::operation::ReplicationSource;
     block_on(async {
         let mut h = booted(3, Flavor::Mysql).await;

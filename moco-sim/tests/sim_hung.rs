@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use moco_adapters::health::DEFAULT_DETECTION_WINDOW;
-use moco_adapters::manager::{Manager, ManagerConfig};
+use moco_cluster::health::DEFAULT_DETECTION_WINDOW;
+use moco_cluster::manager::{Manager, ManagerConfig};
 use moco_core::Action;
 use moco_core::facts::Flavor;
 use moco_core::state::ClusterState;

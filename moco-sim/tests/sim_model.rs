@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use moco_adapters::ports::{Credentials, MysqlPort, PortError};
+use moco_cluster::ports::{Credentials, MysqlPort, PortError};
 use moco_core::facts::{Flavor, ThreadState};
 use moco_core::operation::ReplicationSource;
 use moco_sim::{SimCluster, SimConfig, WriteOutcome, WriteState, WriteTarget};
@@ -289,7 +289,7 @@ async fn mysql_connection_checks() {
     sim.client_write(WriteTarget::Instance(0));
     sim.tick();
     sim.wipe(1);
-    moco_adapters::ports::Platform::clone_instance(&sim, 1, &source(0), Duration::from_secs(60))
+    moco_cluster::ports::Platform::clone_instance(&sim, 1, &source(0), Duration::from_secs(60))
         .await
         .unwrap();
     let s1 = sim.instance(1).status().await.unwrap();
@@ -398,7 +398,7 @@ async fn split_brain_is_recorded() {
 /// timestamps are the simulated epoch plus one second per tick, never wall time.
 #[tokio::test(start_paused = true)]
 async fn manager_rounds_carry_simulated_time() {
-    use moco_adapters::manager::ManagerConfig;
+    use moco_cluster::manager::ManagerConfig;
     use moco_sim::SIM_EPOCH;
 
     let sim = SimCluster::new(SimConfig::new(3, Flavor::Mariadb));
@@ -420,7 +420,7 @@ async fn manager_rounds_carry_simulated_time() {
 /// later round and operation.
 #[tokio::test(start_paused = true)]
 async fn manager_reuses_one_port_per_instance() {
-    use moco_adapters::manager::ManagerConfig;
+    use moco_cluster::manager::ManagerConfig;
 
     let sim = SimCluster::new(SimConfig::new(3, Flavor::Mysql));
     let manager = sim.manager(ManagerConfig::default());

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use moco_adapters::manager::{Manager, ManagerConfig, ManagerError};
-use moco_adapters::ports::{
+use moco_cluster::manager::{Manager, ManagerConfig, ManagerError};
+use moco_cluster::ports::{
     Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
 };
 use moco_core::Decision;

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use moco_adapters::local::create::{self, CreateOptions};
 use moco_adapters::local::{Layout, Manifest};
-use moco_adapters::manager::ManagerConfig;
 use moco_adapters::mysql::Account;
 use moco_adapters::mysqld::LocalMysqld;
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_cluster::manager::ManagerConfig;
 use moco_operator::clustering::Managers;
 use moco_operator::clustering::addresses::StaticAddresses;
 use moco_operator::clustering::platform::MysqlConnector;

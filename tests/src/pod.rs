@@ -668,7 +668,7 @@ pub fn pod_admin(pod: &TestPod) -> moco_adapters::mysql::MysqlInstance {
     moco_adapters::mysql::MysqlInstance::new(moco_adapters::mysql::ConnectOptions::new(
         "127.0.0.1",
         pod.port,
-        &moco_adapters::ports::Credentials {
+        &moco_cluster::ports::Credentials {
             user: "moco-admin".into(),
             password: test_password(moco_adapters::mysql::Account::Admin),
         },
@@ -690,7 +690,7 @@ pub fn backup_donor(
         datadir: pod.volume().join("data"),
         host: "127.0.0.1".into(),
         port: pod.port,
-        credentials: moco_adapters::ports::Credentials {
+        credentials: moco_cluster::ports::Credentials {
             user: "moco-clone-donor".into(),
             password: test_password(moco_adapters::mysql::Account::CloneDonor),
         },

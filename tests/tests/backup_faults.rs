@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use moco_adapters::instance::clone::RestoreTarget;
-use moco_adapters::ports::MysqlPort as _;
 use moco_backup::BucketSpec;
 use moco_backup::mariadb::physical;
+use moco_cluster::ports::MysqlPort as _;
 use moco_tests::job_bench::writable_with_table;
 use moco_tests::local::server_or_skip;
 use moco_tests::pod::{backup_donor, pod_admin, ready_pod};

@@ -107,7 +107,7 @@ async fn a_replayed_segment_never_writes_outside_the_scratch_dir() {
         client: binary.tool("mariadb").unwrap(),
         host: "127.0.0.1".into(),
         port: pod.port,
-        credentials: moco_adapters::ports::Credentials {
+        credentials: moco_cluster::ports::Credentials {
             user: "moco-admin".into(),
             password: test_password(moco_adapters::mysql::Account::Admin),
         },

@@ -237,7 +237,7 @@ async fn binlog_fetches_verify_the_servers_name_with_the_ca() {
         scratch: root.path().join(dir),
         host: "127.0.0.1".into(),
         port: pod.port,
-        credentials: moco_adapters::ports::Credentials {
+        credentials: moco_cluster::ports::Credentials {
             user: Account::Backup.name().into(),
             password: test_password(Account::Backup),
         },

@@ -301,7 +301,7 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
             namespace: NS.into(),
             uid: "uid-db".into(),
         },
-        moco_adapters::ports::Credentials {
+        moco_cluster::ports::Credentials {
             user: Account::Backup.name().into(),
             password: test_password(Account::Backup),
         },

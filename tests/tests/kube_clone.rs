@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use moco_adapters::ports::Platform as _;
+use moco_cluster::ports::Platform as _;
 use moco_core::operation::ReplicationSource;
 use moco_operator::clustering::agent::AgentCloner;
 use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};

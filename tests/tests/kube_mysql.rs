@@ -206,7 +206,7 @@ fn read(dir: &Path, name: &str) -> String {
 }
 
 fn now() -> i64 {
-    moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock).0
+    moco_cluster::ports::Clock::now(&moco_cluster::ports::SystemClock).0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -111,7 +111,7 @@ async fn freeze_and_thaw_cycles_end_healthy_with_bounded_rounds_and_no_acknowled
             "--wait-timeout",
             "300s",
         ])
-        .env("MOCO_LOG", "info,moco_adapters::manager=debug")
+        .env("MOCO_LOG", "info,moco_cluster::manager=debug")
         .output()
         .unwrap();
     assert!(

@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use moco_cluster::ports::Credentials;
+
 use super::InstanceError;
 use crate::mysql::{self, ConnectOptions, InitOptions, MocoPasswords, ServerInfo};
-use crate::ports::Credentials;
 
 /// Where the fresh server listens.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -21,6 +21,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use moco_cluster::ports::Credentials;
 use moco_core::gtid::GtidSet;
 use mysql_async::prelude::Queryable;
 use tokio::io::{AsyncRead, AsyncWriteExt};
@@ -29,7 +30,6 @@ use tokio::process::{Child, ChildStdout, Command};
 use super::{InstanceError, file_tail};
 use crate::mysql::option_file::{quote_value, tls_client_options};
 use crate::mysql::{self, MysqlInstance};
-use crate::ports::Credentials;
 
 /// The donor side of a MariaDB copy.
 #[derive(Clone, Debug)]
@@ -157,8 +157,8 @@ pub fn start_backup(source: &BackupSource) -> Result<BackupStream, InstanceError
     let command = format!("{} {}", source.tool.display(), args.join(" "));
     let mut tool = Command::new(&source.tool);
     tool.args(&args)
-        .env("UMASK", crate::mysqld::modes::SERVER_FILE_UMASK)
-        .env("UMASK_DIR", crate::mysqld::modes::SERVER_DIR_UMASK)
+        .env("UMASK", crate::modes::SERVER_FILE_UMASK)
+        .env("UMASK_DIR", crate::modes::SERVER_DIR_UMASK)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log_handle(&source.log)?)
@@ -282,8 +282,8 @@ where
     );
     let mut child = Command::new(&target.mbstream)
         .arg("-x")
-        .env("UMASK", crate::mysqld::modes::SERVER_FILE_UMASK)
-        .env("UMASK_DIR", crate::mysqld::modes::SERVER_DIR_UMASK)
+        .env("UMASK", crate::modes::SERVER_FILE_UMASK)
+        .env("UMASK_DIR", crate::modes::SERVER_DIR_UMASK)
         .arg("-C")
         .arg(&target.datadir)
         .stdin(Stdio::piped())
@@ -323,8 +323,8 @@ pub async fn prepare(target: &RestoreTarget) -> Result<GtidSet, InstanceError> {
     );
     let status = Command::new(&target.backup_tool)
         .arg("--prepare")
-        .env("UMASK", crate::mysqld::modes::SERVER_FILE_UMASK)
-        .env("UMASK_DIR", crate::mysqld::modes::SERVER_DIR_UMASK)
+        .env("UMASK", crate::modes::SERVER_FILE_UMASK)
+        .env("UMASK_DIR", crate::modes::SERVER_DIR_UMASK)
         .arg(format!("--target-dir={}", target.datadir.display()))
         .stdin(Stdio::null())
         .stdout(log_handle(&target.log)?)
@@ -372,7 +372,7 @@ pub fn write_binlog_state(
 ) -> Result<(), InstanceError> {
     let state = mysql::clone_binlog_state(donor_state, position);
     let path = datadir.join(BINLOG_STATE_FILE);
-    crate::mysqld::modes::write_atomic(
+    crate::modes::write_atomic(
         &path,
         mysql::sql::mariadb_binlog_state_file(&state).as_bytes(),
         0o640,

@@ -165,8 +165,8 @@ pub async fn initialize_datadir(init: &DatadirInit) -> Result<bool, InstanceErro
     let child = child
         .args(&args)
         .env("TMPDIR", &init.tmpdir)
-        .env("UMASK", crate::mysqld::modes::SERVER_FILE_UMASK)
-        .env("UMASK_DIR", crate::mysqld::modes::SERVER_DIR_UMASK)
+        .env("UMASK", crate::modes::SERVER_FILE_UMASK)
+        .env("UMASK_DIR", crate::modes::SERVER_DIR_UMASK)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -2,9 +2,8 @@
 
 use std::path::PathBuf;
 
+use moco_cluster::ports::PortError;
 use thiserror::Error;
-
-use crate::ports::PortError;
 
 /// A failed instance procedure, naming the file, command or server it concerns.
 #[derive(Debug, Error)]

@@ -22,11 +22,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use moco_cluster::ports::PortError;
 use mysql_async::prelude::Queryable as _;
 
 use super::InstanceError;
 use crate::mysql::{Account, DEFAULT_ACCOUNT_HOST, MocoPasswords, redact, sql};
-use crate::ports::PortError;
 
 /// The accounts of the copy that win over MOCO's at login: a MOCO account name on another
 /// host than [`DEFAULT_ACCOUNT_HOST`], and anonymous accounts (roles aside: they log in to
@@ -116,7 +116,7 @@ pub async fn rekey_accounts(
 ) -> Result<Rekeyed, InstanceError> {
     let target = format!("the copy's mysqld on {}", socket.display());
     let deadline = Instant::now() + boot;
-    while !crate::local::platform::socket_greets(socket, Duration::from_secs(2)).await {
+    while !crate::greeting::socket_greets(socket, Duration::from_secs(2)).await {
         if Instant::now() > deadline {
             return Err(InstanceError::Timeout {
                 what: format!("waiting for {target}"),

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use moco_cluster::ports::{MocoUser, MysqlPort};
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
 
@@ -17,7 +18,6 @@ use crate::instance::clone::{self, BackupSource, RestoreTarget};
 use crate::instance::{InstanceError, file_tail};
 use crate::mysql::MysqlInstance;
 use crate::mysqld::{LocalMysqld, ServerBinary};
-use crate::ports::{MocoUser, MysqlPort};
 
 /// Limit of the backup stream and of the prepare step.
 const COPY_TIMEOUT: Duration = Duration::from_secs(3600);

@@ -4,7 +4,7 @@
 //!
 //! * [`create`]: `moco local up` (checks that touch nothing, then datadirs and accounts);
 //! * [`servers`]: each instance's my.cnf, first initialisation and stopping;
-//! * [`platform::LocalPlatform`]: the [`crate::ports::Platform`] port (files instead of API
+//! * [`platform::LocalPlatform`]: the [`moco_cluster::ports::Platform`] port (files instead of API
 //!   objects, processes instead of Pods, a supervisor instead of the kubelet);
 //! * [`proxy`]: the primary and replica endpoints;
 //! * [`clone`]: copying an instance (mariadb-backup streaming, MySQL `CLONE INSTANCE`);

@@ -6,6 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use moco_cluster::health::{DEFAULT_DETECTION_WINDOW, HealthConfig};
+use moco_cluster::manager::{Manager, ManagerConfig};
+use moco_cluster::ports::Platform;
 use moco_core::pacing::Pacing;
 use tokio::sync::watch;
 
@@ -16,10 +19,7 @@ use super::manifest::Manifest;
 use super::platform::{LocalConfig, LocalPlatform};
 use super::proxy::{Endpoints, ProxyConfig};
 use super::servers::stop_servers;
-use crate::health::{DEFAULT_DETECTION_WINDOW, HealthConfig};
-use crate::manager::{Manager, ManagerConfig};
 use crate::mysqld::{LocalMysqld, process_alive};
-use crate::ports::Platform;
 
 /// Options of the manager process.
 #[derive(Clone, Debug)]
@@ -27,7 +27,7 @@ pub struct RunOptions {
     /// Pause between rounds when nothing changes.
     pub check_interval: Duration,
     /// How long an instance may stay silent before it counts as unreachable (see
-    /// [`crate::health`]).
+    /// [`moco_cluster::health`]).
     pub detection_window: Duration,
     /// Platform timing.
     pub local: LocalConfig,

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use moco_cluster::ports::{Credentials, MocoUser};
 use serde::{Deserialize, Serialize};
 
 use super::error::LocalError;
@@ -14,7 +15,6 @@ use super::files;
 use super::layout::Layout;
 use super::manifest::{Manifest, random_hex};
 use crate::mysql::option_file::tls_client_options;
-use crate::ports::{Credentials, MocoUser};
 
 /// MOCO's accounts (moco-reference §c.1), in the order MOCO lists them.
 pub const MOCO_USERS: [&str; 8] = [
@@ -27,15 +27,6 @@ pub const MOCO_USERS: [&str; 8] = [
     "moco-readonly",
     "moco-writable",
 ];
-
-/// The account name of a [`MocoUser`].
-pub fn user_name(user: MocoUser) -> &'static str {
-    match user {
-        MocoUser::Admin => "moco-admin",
-        MocoUser::Repl => "moco-repl",
-        MocoUser::CloneDonor => "moco-clone-donor",
-    }
-}
 
 /// The contents of `secret.json`.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,7 +64,7 @@ impl Secret {
 
     /// Credentials of a manager account.
     pub fn credentials(&self, user: MocoUser) -> Credentials {
-        let name = user_name(user);
+        let name = user.name();
         Credentials {
             user: name.to_owned(),
             password: self.passwords.get(name).cloned().unwrap_or_default(),

@@ -5,13 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use moco_cluster::ports::{MocoUser, MysqlPort};
+
 use super::error::LocalError;
 use super::layout::Layout;
 use super::manifest::Manifest;
 use super::secret::Secret;
 use crate::instance::accounts::{FreshServer, create_accounts};
 use crate::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
-use crate::ports::{MocoUser, MysqlPort};
 
 /// Limit for establishing a connection to a local server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);

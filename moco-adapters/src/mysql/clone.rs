@@ -7,11 +7,11 @@
 //! `xtrabackup_binlog_info` (primary donor) or `xtrabackup_slave_info` (replica donor with
 //! `--slave-info`).
 
+use moco_cluster::ports::PortError;
 use moco_core::gtid::{GtidSet, SourceId};
 
 use super::MysqlInstance;
 use super::sql::{self, Dialect};
-use crate::ports::PortError;
 
 /// A backup info file that does not hold a GTID position.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,6 @@
 //! Instance initialisation, as moco-agent does it once per fresh datadir.
 
+use moco_cluster::ports::{Credentials, PortError};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
@@ -8,7 +9,6 @@ use super::users::{
     Account, DEFAULT_ACCOUNT_HOST, MocoPasswords, account_statements, required_plugins,
 };
 use super::{ConnectOptions, MysqlInstance, ServerInfo};
-use crate::ports::{Credentials, PortError};
 
 /// Choices of [`initialize`].
 #[derive(Clone, Debug, PartialEq, Eq)]

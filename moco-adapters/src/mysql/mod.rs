@@ -1,4 +1,4 @@
-//! MySQL and MariaDB over `mysql_async`: the [`crate::ports::MysqlPort`] implementation and
+//! MySQL and MariaDB over `mysql_async`: the [`moco_cluster::ports::MysqlPort`] implementation and
 //! instance initialisation.
 //!
 //! [`MysqlInstance`] is one server behind a small connection pool. It learns its [`Dialect`]
@@ -47,7 +47,7 @@ use moco_core::operation::ReplicationSource;
 use mysql_async::prelude::{FromValue, Queryable};
 use mysql_async::{Conn, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row};
 
-use crate::ports::{Credentials, MysqlPort, PortError};
+use moco_cluster::ports::{Credentials, MysqlPort, PortError};
 
 pub use clone::{
     BackupInfoError, clone_binlog_state, parse_xtrabackup_binlog_info, parse_xtrabackup_slave_info,

@@ -21,6 +21,7 @@
 //! the admin creates application users) and its data privileges are granted on every database
 //! but `mysql` ([`MARIADB_WRITABLE_DATA_PRIVILEGES`]).
 
+use moco_cluster::ports::MocoUser;
 use serde::{Deserialize, Serialize};
 
 use super::sql::{Dialect, account, quote};
@@ -49,6 +50,17 @@ pub enum Account {
     ReadOnly,
     /// `moco-writable`: end users, write access (never through read-only).
     Writable,
+}
+
+/// The account of each user the manager asks its platform for.
+impl From<MocoUser> for Account {
+    fn from(user: MocoUser) -> Account {
+        match user {
+            MocoUser::Admin => Account::Admin,
+            MocoUser::Repl => Account::Repl,
+            MocoUser::CloneDonor => Account::CloneDonor,
+        }
+    }
 }
 
 impl Account {
@@ -464,6 +476,13 @@ mod tests {
             MocoPasswords::from_secret_data(&data),
             Err("CLONE_DONOR_PASSWORD")
         );
+    }
+
+    #[test]
+    fn the_managers_users_are_moco_accounts_of_the_same_name() {
+        for user in [MocoUser::Admin, MocoUser::Repl, MocoUser::CloneDonor] {
+            assert_eq!(Account::from(user).name(), user.name());
+        }
     }
 
     #[test]

@@ -34,7 +34,6 @@
 
 mod binary;
 mod config;
-pub mod modes;
 mod process;
 
 use std::path::{Path, PathBuf};
@@ -45,16 +44,15 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 use thiserror::Error;
 
+use crate::greeting::read_greeting;
 use crate::instance::InstanceError;
 use crate::instance::datadir::{DatadirInit, InitProgram, initialize_datadir};
-use tokio::io::AsyncReadExt;
+use crate::modes::{SERVER_DIR_UMASK, SERVER_FILE_UMASK, private_dir, write_private};
 
 pub use binary::{
     MYSQLD_ENV, REAL_SERVER_LEDGER_ENV, ServerBinary, ServerKind, find_program, tool_beside,
 };
 pub use config::MycnfSettings;
-pub use modes::{SERVER_DIR_UMASK, SERVER_FILE_UMASK};
-use modes::{private_dir, write_private};
 pub use process::{is_server_process, process_alive, running_as_root};
 
 use binary::tail;
@@ -657,33 +655,13 @@ fn absolute(dir: &Path) -> Result<PathBuf, MysqldError> {
     })
 }
 
-/// Connects to `address` and reads the first packet: protocol version 10 means the server
-/// accepts clients; an error packet (e.g. "too many connections") is reported as text.
+/// Connects to `address` and reads the first packet ([`read_greeting`]).
 async fn probe_greeting(address: &str, limit: Duration) -> Result<(), String> {
     let attempt = async {
         let mut stream = tokio::net::TcpStream::connect(address)
             .await
             .map_err(|e| format!("connect: {e}"))?;
-        let mut header = [0u8; 4];
-        stream
-            .read_exact(&mut header)
-            .await
-            .map_err(|e| format!("read greeting: {e}"))?;
-        let len =
-            usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
-        let mut payload = vec![0u8; len.min(512)];
-        stream
-            .read_exact(&mut payload)
-            .await
-            .map_err(|e| format!("read greeting: {e}"))?;
-        match payload.first() {
-            Some(10) => Ok(()),
-            Some(0xff) => Err(format!(
-                "server error: {}",
-                String::from_utf8_lossy(payload.get(3..).unwrap_or_default())
-            )),
-            other => Err(format!("unexpected greeting byte {other:?}")),
-        }
+        read_greeting(&mut stream).await
     };
     tokio::time::timeout(limit, attempt)
         .await

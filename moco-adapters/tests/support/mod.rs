@@ -198,7 +198,7 @@ where
 
 /// Root without a password on the instance's socket: the bootstrap login of a fresh datadir.
 pub fn bootstrap_options(m: &LocalMysqld, name: &str) -> moco_adapters::mysql::ConnectOptions {
-    let root = moco_adapters::ports::Credentials {
+    let root = moco_cluster::ports::Credentials {
         user: "root".into(),
         password: String::new(),
     };
@@ -220,7 +220,7 @@ pub fn tcp_options(
     user: &str,
     password: &str,
 ) -> moco_adapters::mysql::ConnectOptions {
-    let creds = moco_adapters::ports::Credentials {
+    let creds = moco_cluster::ports::Credentials {
         user: user.into(),
         password: password.into(),
     };

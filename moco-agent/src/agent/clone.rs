@@ -30,7 +30,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use moco_adapters::instance::clone::{self as procedures, BackupSource, RestoreTarget};
 use moco_adapters::mysql::{Account, InitOptions, MysqlInstance, ensure_users};
-use moco_adapters::ports::{Credentials, MysqlPort as _};
+use moco_cluster::ports::{Credentials, MysqlPort as _};
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
@@ -108,7 +108,7 @@ pub(super) fn refuse(status: StatusCode, error: impl Into<String>) -> Response {
 
 /// Seconds since the epoch now.
 pub fn now() -> Timestamp {
-    moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
+    moco_cluster::ports::Clock::now(&moco_cluster::ports::SystemClock)
 }
 
 /// The refusal of a client that is not the controller; `None` for the controller.

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use moco_adapters::mysql::MysqlInstance;
-use moco_adapters::ports::MysqlPort as _;
+use moco_cluster::ports::MysqlPort as _;
 use moco_core::facts::{Flavor, ThreadState};
 use mysql_async::prelude::Queryable;
 

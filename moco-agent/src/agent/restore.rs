@@ -26,7 +26,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::put;
 use futures::{StreamExt as _, TryStreamExt as _};
-use moco_adapters::ports::MysqlPort as _;
+use moco_cluster::ports::MysqlPort as _;
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
 use moco_http::tls::PeerIdentity;
@@ -166,7 +166,7 @@ async fn admit(
         return Err(refuse(StatusCode::CONFLICT, why));
     }
     let unavailable =
-        |e: moco_adapters::ports::PortError| refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+        |e: moco_cluster::ports::PortError| refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
     let info = state.agent.server_info().await.map_err(unavailable)?;
     if info.dialect.flavor() == Flavor::Mysql {
         return Err(refuse(

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
-use moco_adapters::ports::Credentials;
+use moco_cluster::ports::Credentials;
 
 use super::metrics::AgentMetrics;
 use super::readiness::ReadinessLimits;

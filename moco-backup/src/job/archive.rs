@@ -21,8 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance};
-use moco_adapters::ports::Credentials;
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_cluster::ports::Credentials;
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
 use moco_operator::clustering::addresses::{AddressResolver, PodNetwork};

@@ -22,10 +22,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::Account;
-use moco_adapters::ports::Credentials;
 use moco_agent::api::CopyPurpose;
 use moco_agent::client::AgentClient;
 use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
+use moco_cluster::ports::Credentials;
 use moco_core::facts::Flavor;
 use moco_core::validate::duration::format_go_duration;
 use moco_operator::clustering::addresses::{AddressResolver, PodNetwork};
@@ -273,7 +273,7 @@ impl BackupJob {
             &tools,
             servers,
             &self.bucket,
-            &moco_adapters::ports::SystemClock,
+            &moco_cluster::ports::SystemClock,
             endpoint,
             job,
         )
@@ -304,7 +304,7 @@ impl BackupJob {
         let (started_at, prefix) = layout::free_folder(
             &self.bucket,
             &layout::cluster_prefix(&id.namespace, &id.name),
-            &moco_adapters::ports::SystemClock,
+            &moco_cluster::ports::SystemClock,
         )
         .await?;
         let (host, port) = self.addresses.agent(&id, source_index);

@@ -51,7 +51,7 @@ mod tests {
         assert!(e.starts_with("--mysql-tls-ca: /nonexistent/ca.crt"), "{e}");
         let none = ServerTls::from_flag(None).unwrap();
         assert!(none.ca_file().is_none());
-        let creds = moco_adapters::ports::Credentials {
+        let creds = moco_cluster::ports::Credentials {
             user: "u".into(),
             password: "p".into(),
         };

@@ -95,7 +95,7 @@ pub async fn run(layout: Layout, mut shutdown: watch::Receiver<bool>) {
                     let outcome = round(&layout, archiver).await;
                     status.rounds += 1;
                     status.round_at =
-                        moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
+                        moco_cluster::ports::Clock::now(&moco_cluster::ports::SystemClock)
                             .seconds();
                     match outcome {
                         Ok((index, r)) => {

@@ -17,7 +17,7 @@ use moco_adapters::local::tls;
 use moco_adapters::local::{Layout, Manifest};
 use moco_adapters::mysql::MysqlInstance;
 use moco_adapters::mysqld::{ServerBinary, tool_beside};
-use moco_adapters::ports::{MocoUser, MysqlPort as _};
+use moco_cluster::ports::{MocoUser, MysqlPort as _};
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
@@ -93,7 +93,7 @@ pub fn choose_source(snapshot: &ClusterSnapshot) -> Option<u32> {
 pub async fn backup(
     dir: &Path,
     bucket: &Bucket,
-    clock: &dyn moco_adapters::ports::Clock,
+    clock: &dyn moco_cluster::ports::Clock,
     max_rate: Option<&moco_core::resources::ByteRate>,
 ) -> Result<Taken, LocalBackupError> {
     let fail = |message: String| LocalBackupError::Cluster {

@@ -180,7 +180,7 @@ pub(crate) async fn put_compressed<R: AsyncRead + Unpin>(
 }
 
 fn now() -> Timestamp {
-    moco_adapters::ports::Clock::now(&moco_adapters::ports::SystemClock)
+    moco_cluster::ports::Clock::now(&moco_cluster::ports::SystemClock)
 }
 
 /// Takes a physical backup of the server `source` describes into `bucket` under `prefix`

@@ -21,7 +21,7 @@ use tokio::io::{
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 
-use moco_adapters::mysqld::modes::write_atomic;
+use moco_adapters::modes::write_atomic;
 
 use crate::bucket::{Bucket, BucketError};
 use crate::mysql::format::command_line::{

@@ -16,10 +16,10 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams};
-use moco_adapters::ports::{Credentials, PortError};
 use moco_agent::api::{ClonePhase, CloneRequest, CloneStatus};
 use moco_agent::client::AgentClient;
 use moco_agent::error::AgentError;
+use moco_cluster::ports::{Credentials, PortError};
 use moco_core::operation::ReplicationSource;
 use moco_http::tls::mtls_client_config;
 

@@ -1,4 +1,4 @@
-//! Clustering on Kubernetes: one manager (`moco_adapters::manager::Manager`, the same loop
+//! Clustering on Kubernetes: one manager (`moco_cluster::manager::Manager`, the same loop
 //! `moco local` runs) per MySQLCluster, driving the [`platform::KubePlatform`]; started, woken,
 //! paused and stopped by reconcile ([`crate::controller::ClusteringControl`]), and stopped by the
 //! controller's cluster watch when a cluster is removed without its finalizer; the [`pods`]
@@ -16,8 +16,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kube::Client;
-use moco_adapters::manager::{Manager, ManagerConfig};
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_cluster::manager::{Manager, ManagerConfig};
 use tokio::sync::{Notify, watch};
 
 use crate::controller::ClusteringControl;

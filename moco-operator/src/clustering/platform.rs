@@ -1,5 +1,5 @@
 //! The Kubernetes [`Platform`]: the same port `moco local` implements, over the API server.
-//! The manager (`moco_adapters::manager`) drives it unchanged.
+//! The manager (`moco_cluster::manager`) drives it unchanged.
 //!
 //! * Observation: the MySQLCluster (spec facts, recorded status), read fresh each round, and
 //!   its Pods (ready, terminating, demote and prevent-delete annotations, role label), from the
@@ -24,14 +24,14 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use moco_adapters::mysql::tls::MysqlTls;
 use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
-use moco_adapters::ports::{
-    Credentials, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform,
-    PortError, RoundTiming,
-};
 use moco_api::labels::{
     ANNOTATION_DEMOTE, ANNOTATION_PREVENT_DELETE, LABEL_ROLE, ROLE_PRIMARY, ROLE_REPLICA,
 };
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_cluster::ports::{
+    Credentials, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform,
+    PortError, RoundTiming,
+};
 use moco_core::Decision;
 use moco_core::facts::ClusterFacts;
 use moco_core::facts::{ExternalSource, Flavor, PodFacts, Role, SpecFacts};
@@ -578,11 +578,7 @@ impl Platform for KubePlatform {
 
     async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
         let passwords = self.passwords().await?;
-        let account = match user {
-            MocoUser::Admin => Account::Admin,
-            MocoUser::Repl => Account::Repl,
-            MocoUser::CloneDonor => Account::CloneDonor,
-        };
+        let account = Account::from(user);
         Ok(Credentials {
             user: account.name().to_owned(),
             password: passwords.get(account).to_owned(),

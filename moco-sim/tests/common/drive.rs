@@ -1,7 +1,7 @@
 //! The simulator tests' driver for clusters that change size: a manager over a simulated
 //! cluster, the safety checks, and the random events of the fault schedules.
 
-use moco_adapters::manager::Manager;
+use moco_cluster::manager::Manager;
 use moco_core::facts::Flavor;
 use moco_core::state::ClusterState;
 use moco_sim::{SimCluster, SimConfig, WriteTarget};

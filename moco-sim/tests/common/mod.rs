@@ -8,7 +8,7 @@ pub mod resize;
 
 use std::time::Duration;
 
-use moco_adapters::manager::ManagerConfig;
+use moco_cluster::manager::ManagerConfig;
 use moco_core::facts::Flavor;
 
 pub fn manager_config() -> ManagerConfig {

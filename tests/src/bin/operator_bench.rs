@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use moco_adapters::manager::ManagerConfig;
-use moco_adapters::ports::{Credentials, MysqlPort};
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_cluster::manager::ManagerConfig;
+use moco_cluster::ports::{Credentials, MysqlPort};
 use moco_core::facts::Flavor;
 use moco_operator::clustering::Managers;
 use moco_operator::clustering::addresses::AddressResolver;

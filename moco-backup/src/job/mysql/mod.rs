@@ -30,8 +30,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::{ConnectOptions, Dialect, MysqlInstance};
-use moco_adapters::ports::{Clock, Credentials};
 use moco_api::mysqlcluster::BackupStatus;
+use moco_cluster::ports::{Clock, Credentials};
 use moco_core::facts::Role;
 use moco_core::gtid::GtidSet;
 use moco_core::resources::ByteRate;

@@ -9,7 +9,7 @@ use std::process::Stdio;
 
 use moco_adapters::instance::clone::{log_handle, write_private};
 use moco_adapters::mysql::option_file::{quote_value, tls_client_options};
-use moco_adapters::ports::Credentials;
+use moco_cluster::ports::Credentials;
 use tokio::process::Command;
 
 /// How a round gets at the closed binlog files.

@@ -12,7 +12,7 @@ use std::process::Stdio;
 use moco_adapters::instance::clone::{log_handle, write_private};
 use moco_adapters::mysql::MysqlInstance;
 use moco_adapters::mysql::option_file::{quote_value, tls_client_options};
-use moco_adapters::ports::{Credentials, MysqlPort as _};
+use moco_cluster::ports::{Credentials, MysqlPort as _};
 use mysql_async::prelude::Queryable as _;
 use tokio::io::BufReader;
 use tokio::process::Command;

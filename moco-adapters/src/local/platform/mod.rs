@@ -1,4 +1,5 @@
-//! [`LocalPlatform`]: the [`Platform`] port for a cluster of local processes.
+//! [`LocalPlatform`]: the [`Platform`] port for a cluster of local processes; its rules, as
+//! pure functions of what it saw, are in `rules.rs`.
 //!
 //! | Kubernetes                     | here                                                      |
 //! |--------------------------------|-----------------------------------------------------------|
@@ -14,20 +15,28 @@
 //! | moco-agent clone               | [`LocalPlatform::clone_instance`]: mariadb-backup / CLONE |
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use moco_core::facts::{ClusterFacts, Flavor, PodFacts, Role, SpecFacts};
+use moco_cluster::ports::{
+    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError, RoundTiming,
+};
+use moco_core::facts::{ClusterFacts, Flavor, PodFacts, Role};
 use moco_core::operation::{Event, EventType, ReplicationSource};
 use moco_core::status::{ClusterStatus, ClusteringStatus};
 use moco_core::time::Timestamp;
 use moco_core::{Action, Decision};
 use serde::{Deserialize, Serialize};
-use tokio::io::AsyncReadExt;
 use tokio::sync::Notify;
+
+mod rules;
+
+use rules::{
+    RouteInputs, SwitchRequest, next_readiness, replication_error, restart_args, restart_pause,
+    spec_facts, switch_request,
+};
 
 use super::clone;
 use super::error::LocalError;
@@ -35,14 +44,12 @@ use super::files;
 use super::layout::Layout;
 use super::manifest::Manifest;
 use super::pods::{PodsFile, now_ms};
-use super::proxy::{Backend, Endpoints, Routes};
+use super::proxy::Endpoints;
 use super::secret::Secret;
 use super::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot, RoundSnapshot};
 use super::sql;
+use crate::greeting::socket_greets;
 use crate::mysqld::{LocalMysqld, ServerBinary};
-use crate::ports::{
-    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError, RoundTiming,
-};
 
 /// Timing of the platform's own work (not of the manager's rounds).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,9 +108,6 @@ struct Supervision {
     not_before: Option<Instant>,
 }
 
-/// What `moco local switchover` asks for, as seen in `pods.json`.
-type SwitchRequest = (Option<u32>, Vec<u32>);
-
 #[derive(Debug, Default)]
 struct Observed {
     /// Readiness per instance from the last readiness probe.
@@ -160,21 +164,6 @@ fn port_err(target: String, e: LocalError) -> PortError {
         target,
         message: e.to_string(),
     }
-}
-
-/// True when a server answers with a protocol greeting on its UNIX socket. (The socket keeps
-/// these probes out of the server's per-host connection-error counters, which a TCP probe
-/// that hangs up after the greeting would raise.)
-pub async fn socket_greets(socket: &Path, limit: Duration) -> bool {
-    let attempt = async {
-        let mut stream = tokio::net::UnixStream::connect(socket).await.ok()?;
-        let mut header = [0u8; 4];
-        stream.read_exact(&mut header).await.ok()?;
-        let mut first = [0u8; 1];
-        stream.read_exact(&mut first).await.ok()?;
-        Some(first[0] == 10)
-    };
-    matches!(tokio::time::timeout(limit, attempt).await, Ok(Some(true)))
 }
 
 impl LocalPlatform {
@@ -290,31 +279,15 @@ impl LocalPlatform {
             let o = lock(&self.observed);
             (o.ready.clone(), o.writable.clone())
         };
-        let primary = lock(&self.status).current_primary_index;
-        let routed = endpoints.routes().primary.map(|b| b.index);
-        let mut routes = Routes::default();
-        for index in 0..self.manifest.replicas {
-            if !ready.get(index as usize).copied().unwrap_or(false) {
-                continue;
-            }
-            let backend = Backend {
-                index,
-                addr: self.instance_addr(index),
-            };
-            match pods.get(index).role {
-                Some(Role::Primary)
-                    if index == primary
-                        && routes.primary.is_none()
-                        && (writable.get(index as usize).copied().unwrap_or(false)
-                            || routed == Some(index)) =>
-                {
-                    routes.primary = Some(backend)
-                }
-                Some(Role::Replica) => routes.replicas.push(backend),
-                _ => {}
-            }
-        }
-        endpoints.set_routes(routes);
+        let seen = RouteInputs {
+            replicas: self.manifest.replicas,
+            ready: &ready,
+            writable: &writable,
+            primary: lock(&self.status).current_primary_index,
+            routed: endpoints.routes().primary.map(|b| b.index),
+            pods: &pods,
+        };
+        endpoints.set_routes(seen.routes(|index| self.instance_addr(index)));
     }
 
     /// The pid of instance `index`'s server, if it runs.
@@ -341,27 +314,8 @@ impl LocalPlatform {
         .await;
         let readiness = {
             let mut o = lock(&self.observed);
-            o.ready_failures.resize(probes.len(), 0);
             let was = o.ready.clone();
-            let readiness: Vec<bool> = probes
-                .iter()
-                .enumerate()
-                .map(|(i, probe)| match probe {
-                    None => {
-                        o.ready_failures[i] = READINESS_FAILURES;
-                        false
-                    }
-                    Some(true) => {
-                        o.ready_failures[i] = 0;
-                        true
-                    }
-                    Some(false) => {
-                        o.ready_failures[i] = o.ready_failures[i].saturating_add(1);
-                        was.get(i).copied().unwrap_or(false)
-                            && o.ready_failures[i] < READINESS_FAILURES
-                    }
-                })
-                .collect();
+            let readiness = next_readiness(&probes, &was, &mut o.ready_failures);
             o.ready = readiness.clone();
             o.ready_at = Some(Instant::now());
             readiness
@@ -486,14 +440,7 @@ impl LocalPlatform {
     /// `pods.json` (written by `moco local switchover` in another process).
     pub fn supervise_once(self: &Arc<Self>) {
         let pods = PodsFile::load(&self.layout).unwrap_or_default();
-        let request: SwitchRequest = (
-            pods.switchover_to,
-            pods.instances
-                .iter()
-                .filter(|(_, m)| m.demote)
-                .map(|(i, _)| *i)
-                .collect(),
-        );
+        let request = switch_request(&pods);
         let changed = {
             let mut last = lock(&self.last_request);
             let changed = last.as_ref().is_some_and(|l| *l != request);
@@ -546,16 +493,14 @@ impl LocalPlatform {
                 continue;
             }
             let is_primary = index == primary;
-            if is_primary
-                && self.manifest.replicas > 1
-                && now.duration_since(down_since) < self.config.primary_restart_grace
-            {
+            let Some(args) = restart_args(
+                is_primary,
+                &self.manifest,
+                now.duration_since(down_since),
+                self.config.primary_restart_grace,
+            ) else {
                 continue;
-            }
-            let mut args = Vec::new();
-            if !is_primary && self.manifest.flavor == Flavor::Mariadb {
-                args.push("--init-rpl-role=SLAVE".to_owned());
-            }
+            };
             // Claim the instance; a clone that claimed it in the meantime wins.
             if busy
                 .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
@@ -648,8 +593,7 @@ impl LocalPlatform {
                         return;
                     };
                     s.failures += 1;
-                    let pause = Duration::from_secs(1u64 << s.failures.min(6).saturating_sub(1))
-                        .min(self.config.restart_backoff_max);
+                    let pause = restart_pause(s.failures, self.config.restart_backoff_max);
                     s.not_before = Some(Instant::now() + pause);
                     s.failures
                 };
@@ -688,15 +632,7 @@ impl LocalPlatform {
                     .and_then(|i| i.mysqld.as_ref());
                 let meta = pods.get(index);
                 let replica = mysqld.and_then(|m| m.replica_status.as_ref());
-                let error = replica.and_then(|r| {
-                    if r.last_io_errno != 0 {
-                        Some(format!("IO {}: {}", r.last_io_errno, r.last_io_error))
-                    } else if r.last_sql_errno != 0 {
-                        Some(format!("SQL {}: {}", r.last_sql_errno, r.last_sql_error))
-                    } else {
-                        None
-                    }
-                });
+                let error = replica.and_then(replication_error);
                 InstanceSnapshot {
                     index,
                     role: meta.role.map_or("none", Role::as_str).to_owned(),
@@ -834,17 +770,7 @@ impl Platform for LocalPlatform {
             })
             .collect();
         Ok(Observation {
-            spec: SpecFacts {
-                replicas: self.manifest.spec_replicas(),
-                external_source: None,
-                restore: false,
-                offline: false,
-                server_id_base: self.manifest.server_id_base,
-                max_delay_seconds_for_pod_deletion: 0,
-                flavor: self.manifest.flavor,
-                reclone_errant: self.manifest.reclone_errant,
-                startup_wait_seconds: 3600,
-            },
+            spec: spec_facts(&self.manifest),
             status,
             instances,
             // A request for an instance that is leaving is not one the engine may follow.
@@ -1024,3 +950,6 @@ impl Platform for LocalPlatform {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,9 @@
 //! File modes: what this crate writes and what the servers it starts create are private to
 //! the user, whatever the umask (a world-writable my.cnf is ignored by the server, and under
 //! umask 000 `moco local up` failed far from the cause).
+//!
+//! A floor of its own under [`crate::mysqld`], [`crate::instance`] and [`crate::local`]: each
+//! of them writes files and starts servers, and none has to reach into another for it.
 
 use std::path::Path;
 

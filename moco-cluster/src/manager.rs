@@ -872,7 +872,7 @@ fn refusal_message(index: u32, err: &PortError) -> String {
          locked, given another password or stripped of privileges outside the operator; \
          until it is restored with the password in the cluster's password Secret, the \
          operator cannot manage this instance (no switchover or failover through it)",
-        crate::mysql::Account::Admin.name()
+        MocoUser::Admin.name()
     )
 }
 

@@ -1,6 +1,7 @@
-//! The ports the cluster manager drives. Adapters implement them for real servers
-//! ([`crate::mysql`]), local processes ([`crate::local`]), Kubernetes (next), and the
-//! in-memory simulator (the `moco-sim` crate). The manager depends on these traits only.
+//! The ports the cluster manager drives. Adapters implement them for real servers and local
+//! processes (`moco-adapters`: `mysql`, `local`), Kubernetes (`moco-operator`'s
+//! `clustering`), and the in-memory simulator (the `moco-sim` crate). The manager depends on
+//! these traits only.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -237,6 +238,18 @@ pub enum MocoUser {
     Repl,
     /// `moco-clone-donor`: clone donors.
     CloneDonor,
+}
+
+impl MocoUser {
+    /// The account's user name, as MOCO names it (`moco-admin`, `moco-repl`,
+    /// `moco-clone-donor`): the manager names the account in what it tells a person.
+    pub fn name(self) -> &'static str {
+        match self {
+            MocoUser::Admin => "moco-admin",
+            MocoUser::Repl => "moco-repl",
+            MocoUser::CloneDonor => "moco-clone-donor",
+        }
+    }
 }
 
 /// Where the manager's timestamps come from (`lastTransitionTime`, the engine's `now`): the
