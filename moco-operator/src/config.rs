@@ -52,8 +52,8 @@ pub struct ControllerArgs {
     /// The reconciler's flags (MOCO's names and defaults).
     #[command(flatten)]
     pub reconciler: Box<ReconcilerFlags>,
-    /// MOCO flags this build accepts without using them (pprof, the partitioned rollout, the
-    /// agent's gRPC certificate, klog); logged at startup.
+    /// MOCO flags this build accepts without using them (pprof, the client-side throttle,
+    /// klog); logged at startup.
     #[command(flatten)]
     pub compat: Box<CompatFlags>,
 }
@@ -89,6 +89,10 @@ pub struct ReconcilerFlags {
     /// Interval of the clustering checks of each cluster (Go duration: `1m`, `30s`, `1h30m`).
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_std_duration)]
     pub check_interval: Duration,
+    /// The least time between two partition updates of the partitioned rollout, across
+    /// every cluster (Go duration; 0: none).
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_std_duration)]
+    pub partition_update_interval: Duration,
     /// Clusters reconciled at once.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub max_concurrent_reconciles: u32,
@@ -137,10 +141,6 @@ pub struct CompatFlags {
     /// MOCO: listen address of the pprof endpoints. Accepted; this build serves no pprof.
     #[arg(long, value_name = "ADDR", default_value = "")]
     pub pprof_addr: String,
-    /// MOCO: minimum interval between StatefulSet partition updates (Go duration). Accepted,
-    /// unused: this build has no partitioned rollout yet.
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_std_duration)]
-    pub partition_update_interval: Duration,
     /// MOCO: maximum queries per second to the API server (burst 1.5×). Accepted, unused.
     #[arg(long, value_name = "QPS", default_value_t = 20)]
     pub apiserver_qps_throttle: u32,

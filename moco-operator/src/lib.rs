@@ -32,6 +32,7 @@ pub mod flags;
 pub mod health;
 pub mod metrics;
 pub mod operator;
+pub mod partition;
 pub mod reconcile;
 pub mod render;
 pub mod run;

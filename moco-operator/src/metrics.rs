@@ -30,15 +30,17 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use moco_api::labels::{
-    PATH_MUTATE_MYSQLCLUSTER, PATH_VALIDATE_BACKUPPOLICY, PATH_VALIDATE_MYSQLCLUSTER,
+    PATH_MUTATE_MYSQLCLUSTER, PATH_MUTATE_STATEFULSET, PATH_VALIDATE_BACKUPPOLICY,
+    PATH_VALIDATE_MYSQLCLUSTER,
 };
 
 /// The content type of the OpenMetrics text format that [`Metrics::render`] writes.
 pub use moco_http::metrics::CONTENT_TYPE;
 
 /// The webhook paths served (each counted, from zero).
-pub const WEBHOOK_PATHS: [&str; 3] = [
+pub const WEBHOOK_PATHS: [&str; 4] = [
     PATH_MUTATE_MYSQLCLUSTER,
+    PATH_MUTATE_STATEFULSET,
     PATH_VALIDATE_BACKUPPOLICY,
     PATH_VALIDATE_MYSQLCLUSTER,
 ];
@@ -108,6 +110,13 @@ pub struct ClusterLabels {
     /// The MySQLCluster's name.
     pub name: String,
     /// Its namespace.
+    pub namespace: String,
+}
+
+/// Labels of MOCO's `moco_cluster_partition_update_retries_total`: the namespace alone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct NamespaceLabels {
+    /// The namespace.
     pub namespace: String,
 }
 
@@ -189,6 +198,16 @@ pub struct ClusterMetrics {
     pub clustering_stopped: Family<ClusterLabels, Gauge>,
     /// Reconcile rounds by outcome.
     pub reconcile: Family<ReconcileLabels, Counter>,
+    /// The StatefulSet's Pods on its current revision (`status.currentReplicas`).
+    pub current_replicas: Family<ClusterLabels, FloatGauge>,
+    /// Its Pods on the update revision (`status.updatedReplicas`).
+    pub updated_replicas: Family<ClusterLabels, FloatGauge>,
+    /// When the partition was last lowered (Unix seconds).
+    pub last_partition_updated: Family<ClusterLabels, FloatGauge>,
+    /// Partition updates put off by `--partition-update-interval`.
+    pub partition_update_retries: Family<NamespaceLabels, Counter>,
+    /// 1 while a rollout is stalled on an updated Pod that does not become Ready.
+    pub rollout_stalled: Family<ClusterLabels, Gauge>,
 }
 
 impl Default for ClusterMetrics {
@@ -213,6 +232,11 @@ impl Default for ClusterMetrics {
             reconciliation_stopped: Family::default(),
             clustering_stopped: Family::default(),
             reconcile: Family::default(),
+            current_replicas: Family::default(),
+            updated_replicas: Family::default(),
+            last_partition_updated: Family::default(),
+            partition_update_retries: Family::default(),
+            rollout_stalled: Family::default(),
         }
     }
 }
@@ -310,6 +334,31 @@ impl ClusterMetrics {
             self.clustering_stopped.clone(),
         );
         registry.register(
+            "moco_cluster_current_replicas",
+            "The number of current replicas",
+            self.current_replicas.clone(),
+        );
+        registry.register(
+            "moco_cluster_updated_replicas",
+            "The number of updated replicas",
+            self.updated_replicas.clone(),
+        );
+        registry.register(
+            "moco_cluster_last_partition_updated",
+            "The timestamp of the last successful partition update",
+            self.last_partition_updated.clone(),
+        );
+        registry.register(
+            "moco_cluster_partition_update_retries",
+            "The number of times the partition update was retried",
+            self.partition_update_retries.clone(),
+        );
+        registry.register(
+            "moco_cluster_rollout_stalled",
+            "1 while a rollout waits on an updated Pod that failed or stays not Ready",
+            self.rollout_stalled.clone(),
+        );
+        registry.register(
             "moco_controller_reconcile",
             "MySQLCluster reconcile rounds by result (success or the failed step) and error category",
             self.reconcile.clone(),
@@ -337,9 +386,13 @@ impl ClusterMetrics {
             &self.ready_replicas,
             &self.errant_replicas,
             &self.last_round,
+            &self.current_replicas,
+            &self.updated_replicas,
+            &self.last_partition_updated,
         ] {
             family.remove(labels);
         }
+        self.rollout_stalled.remove(labels);
         self.processing_time.remove(labels);
         self.round_duration.remove(labels);
         self.reconciliation_stopped.remove(labels);

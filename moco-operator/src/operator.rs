@@ -22,6 +22,7 @@ use crate::clustering::pods::{PodCache, watch_pods};
 use crate::config::ControllerArgs;
 use crate::controller::{Scope, Shared, run_controller_in};
 use crate::metrics::ClusterMetrics;
+use crate::partition::{PartitionConfig, run_partition_controller};
 use crate::reconcile::{Context, existing, wall_clock};
 use crate::render::{Images, RenderSettings};
 
@@ -59,6 +60,8 @@ pub struct OperatorConfig {
     pub grpc_cert_dir: std::path::PathBuf,
     /// The namespaces watched (`--watch-namespace`).
     pub scope: Scope,
+    /// The partitioned rollout's settings (`--partition-update-interval`).
+    pub partition: PartitionConfig,
 }
 
 impl OperatorConfig {
@@ -99,6 +102,10 @@ impl OperatorConfig {
             },
             grpc_cert_dir: r.grpc_cert_dir.clone(),
             scope: Scope::from_flag(&r.watch_namespace),
+            partition: PartitionConfig {
+                interval: r.partition_update_interval,
+                ..PartitionConfig::default()
+            },
         }
     }
 }
@@ -108,8 +115,8 @@ async fn wait_for(rx: &mut watch::Receiver<bool>, want: bool) -> bool {
     rx.wait_for(|v| *v == want).await.is_ok()
 }
 
-/// Runs while this replica leads: the controller, the managers and the Pod watch, until
-/// `leading` turns false or `shutdown` turns true.
+/// Runs while this replica leads: the controller, the managers, the Pod watch and the
+/// partition controller, until `leading` turns false or `shutdown` turns true.
 pub async fn lead(
     client: Client,
     config: &OperatorConfig,
@@ -143,13 +150,24 @@ pub async fn lead(
             history_limit: config.history_limit,
             pvc_sync_label_keys: config.pvc_sync_label_keys.clone(),
             pvc_sync_annotation_keys: config.pvc_sync_annotation_keys.clone(),
-            metrics,
+            metrics: metrics.clone(),
             now: Arc::new(wall_clock),
             existing,
         },
         clustering: managers.clone(),
     });
     let (stop_tx, mut stop_rx) = watch::channel(false);
+    let mut partition_stop = stop_tx.subscribe();
+    let partition = run_partition_controller(
+        &config.scope,
+        client.clone(),
+        managers.clone(),
+        metrics,
+        config.partition,
+        async move {
+            let _ = partition_stop.wait_for(|v| *v).await;
+        },
+    );
     let controller = run_controller_in(
         &config.scope,
         shared,
@@ -159,6 +177,9 @@ pub async fn lead(
             let _ = stop_rx.wait_for(|v| *v).await;
         },
     );
+    let controller = async move {
+        tokio::join!(controller, partition);
+    };
     tokio::pin!(controller);
     let stop = async {
         tokio::select! {

@@ -103,16 +103,16 @@ pub fn announce(args: &ControllerArgs) {
         fluent_bit_image = r.fluent_bit_image.as_deref().unwrap_or(crate::render::DEFAULT_FLUENT_BIT_IMAGE),
         mysqld_exporter_image = r.mysqld_exporter_image.as_deref().unwrap_or(crate::render::DEFAULT_MYSQLD_EXPORTER_IMAGE),
         pvc_sync_annotation_keys = ?r.pvc_sync_annotation_keys,
+        partition_update_interval = ?r.partition_update_interval,
         pvc_sync_label_keys = ?r.pvc_sync_label_keys,
         "reconciler settings"
     );
     let compat = &args.compat;
     tracing::info!(
         grpc_cert_dir = %r.grpc_cert_dir.display(),
-        partition_update_interval = ?compat.partition_update_interval,
         apiserver_qps_throttle = compat.apiserver_qps_throttle,
         "MOCO flags accepted for compatibility and unused by this build (no moco agent, no \
-         partitioned rollout, no client-side throttling yet)"
+         client-side throttling yet)"
     );
     if !compat.pprof_addr.is_empty() {
         tracing::info!(pprof_addr = %compat.pprof_addr, "--pprof-addr ignored: this build serves no pprof endpoints");

@@ -14,10 +14,12 @@ use axum::{Json, Router};
 use kube::core::DynamicObject;
 use kube::core::admission::AdmissionReview;
 use moco_api::admission::{
-    ClusterLookup, mutate_mysqlcluster, validate_backuppolicy, validate_mysqlcluster,
+    ClusterLookup, mutate_mysqlcluster, mutate_statefulset, validate_backuppolicy,
+    validate_mysqlcluster,
 };
 use moco_api::labels::{
-    PATH_MUTATE_MYSQLCLUSTER, PATH_VALIDATE_BACKUPPOLICY, PATH_VALIDATE_MYSQLCLUSTER,
+    PATH_MUTATE_MYSQLCLUSTER, PATH_MUTATE_STATEFULSET, PATH_VALIDATE_BACKUPPOLICY,
+    PATH_VALIDATE_MYSQLCLUSTER,
 };
 use serde_json::Value;
 
@@ -68,7 +70,7 @@ pub fn os_random() -> u32 {
     })
 }
 
-/// The three webhook paths and `/healthz`, each webhook answer counted in `metrics`.
+/// The four webhook paths and `/healthz`, each webhook answer counted in `metrics`.
 pub fn webhook_router<L: ClusterLookup>(
     state: Arc<WebhookState<L>>,
     metrics: Arc<Metrics>,
@@ -77,6 +79,7 @@ pub fn webhook_router<L: ClusterLookup>(
         .route(PATH_VALIDATE_MYSQLCLUSTER, post(validate_cluster::<L>))
         .route(PATH_MUTATE_MYSQLCLUSTER, post(mutate_cluster::<L>))
         .route(PATH_VALIDATE_BACKUPPOLICY, post(validate_policy::<L>))
+        .route(PATH_MUTATE_STATEFULSET, post(mutate_sts))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(
@@ -105,6 +108,10 @@ async fn mutate_cluster<L: ClusterLookup>(
         review,
         (state.random)(),
     )))
+}
+
+async fn mutate_sts(Json(review): Json<Review>) -> Json<Value> {
+    Json(patch_as_base64(&mutate_statefulset(review)))
 }
 
 async fn validate_policy<L: ClusterLookup>(

@@ -276,7 +276,7 @@ fn moco_flags_beyond_the_manifests_parse() {
     );
     assert_eq!(parsed.reconciler.pvc_sync_annotation_keys, ["a", "b", "c"]);
     assert_eq!(
-        parsed.compat.partition_update_interval,
+        parsed.reconciler.partition_update_interval,
         Duration::from_millis(100)
     );
     assert!(!parsed.reconciler.disable_default_security_context);
@@ -301,7 +301,10 @@ fn moco_flags_beyond_the_manifests_parse() {
     assert_eq!(defaults.reconciler.max_concurrent_reconciles, 8);
     assert_eq!(defaults.reconciler.mysql_configmap_history_limit, 10);
     assert_eq!(defaults.compat.apiserver_qps_throttle, 20);
-    assert_eq!(defaults.compat.partition_update_interval, Duration::ZERO);
+    assert_eq!(
+        defaults.reconciler.partition_update_interval,
+        Duration::ZERO
+    );
 
     // Not MOCO flags, or bad values: refused.
     for bad in [

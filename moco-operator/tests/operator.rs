@@ -30,6 +30,7 @@ fn config() -> OperatorConfig {
         },
         grpc_cert_dir: "/nonexistent/grpc-cert".into(),
         scope: Scope::All,
+        partition: Default::default(),
     }
 }
 

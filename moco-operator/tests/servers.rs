@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 const VALIDATE: &str = "/validate-moco-cybozu-com-v1beta2-mysqlcluster";
 const MUTATE: &str = "/mutate-moco-cybozu-com-v1beta2-mysqlcluster";
 const POLICY: &str = "/validate-moco-cybozu-com-v1beta2-backuppolicy";
+const STATEFULSET: &str = "/mutate-apps-v1-statefulset";
 
 fn loopback() -> ListenAddr {
     ListenAddr::Socket(SocketAddr::from(([127, 0, 0, 1], 0)))
@@ -115,6 +116,37 @@ async fn serves_webhooks_health_and_metrics() {
     assert!(allowed(
         &https(webhook, &ca, POLICY, &delete("weekly")).await
     ));
+    // The partitioned rollout's hold, answered as a base64 JSON patch.
+    let sts = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "moco-c1", "namespace": "default", "ownerReferences": [
+            {"apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster", "name": "c1",
+             "uid": "u", "controller": true}]},
+        "spec": {"replicas": 3, "selector": {}, "serviceName": "moco-c1", "template": {},
+                 "updateStrategy": {"type": "RollingUpdate"}}
+    });
+    let r = https(
+        webhook,
+        &ca,
+        STATEFULSET,
+        &review(
+            "StatefulSet",
+            "statefulsets",
+            "CREATE",
+            "default",
+            "moco-c1",
+            sts,
+            Value::Null,
+        ),
+    )
+    .await;
+    assert!(allowed(&r), "{}", r.body);
+    assert_eq!(
+        r.json().pointer("/response/patch"),
+        Some(&json!(moco_operator::webhook::base64(
+            br#"[{"op":"add","path":"/spec/updateStrategy/rollingUpdate","value":{"partition":3}}]"#
+        )))
+    );
     let r = https(webhook, &ca, VALIDATE, "{not json").await;
     assert!(
         (400..500).contains(&r.status),
@@ -144,6 +176,7 @@ async fn serves_webhooks_health_and_metrics() {
     assert_eq!(count(POLICY, "allowed"), Some(1.0));
     assert_eq!(count(POLICY, "denied"), Some(1.0));
     assert_eq!(count(MUTATE, "denied"), Some(0.0));
+    assert_eq!(count(STATEFULSET, "allowed"), Some(1.0));
     let by_code = |code: u16, path: &str| {
         after
             .get(&format!(
@@ -154,7 +187,9 @@ async fn serves_webhooks_health_and_metrics() {
     assert_eq!(by_code(200, VALIDATE), Some(2.0));
     assert_eq!(by_code(200, POLICY), Some(2.0));
     assert!(
-        after.keys().all(|k| !k.contains("statefulset")),
+        after
+            .keys()
+            .all(|k| !k.contains("validate-apps-v1-statefulset")),
         "unknown paths are not counted"
     );
     let error_code = after

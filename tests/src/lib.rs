@@ -3,6 +3,7 @@
 pub mod agent_pki;
 pub mod azurite;
 pub mod certs;
+pub mod clustered;
 pub mod control_plane;
 pub mod job_bench;
 pub mod kube;

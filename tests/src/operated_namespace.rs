@@ -92,9 +92,17 @@ impl OperatedNamespace {
     /// naming the Pods as cluster DNS would (for clusters whose Pods run); `None` when the
     /// control plane's tests are skipped.
     pub async fn start(test: &str) -> Option<OperatedNamespace> {
+        Self::start_with(test, |o| o).await
+    }
+
+    /// As [`OperatedNamespace::start`], with the operator's [`Options`] changed by `options`.
+    pub async fn start_with(
+        test: &str,
+        options: impl FnOnce(Options) -> Options,
+    ) -> Option<OperatedNamespace> {
         let cp = control_plane(test).await?;
         let ns = cp.namespace(&test.replace('_', "-")).await;
-        let host = OperatorHost::start(&cp, &ns, &[]).await;
+        let host = OperatorHost::start_with(&cp, options(Options::watching(&ns))).await;
         Some(OperatedNamespace {
             cp,
             system: ns.clone(),

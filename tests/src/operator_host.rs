@@ -21,7 +21,9 @@
 //!   it would issue for the operator, both of one CA ([`crate::agent_pki`]), so that the
 //!   operator can call the agents (a clone).
 //! * **the webhooks** are served (the process needs a certificate for them) but not
-//!   registered with the API server.
+//!   registered with the API server, except the StatefulSet webhook of the partitioned
+//!   rollout when asked ([`Options::statefulset_webhook`]): registered for the watched
+//!   namespace alone, at the process's address, while it runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -152,6 +154,7 @@ pub struct Options {
     system: Option<String>,
     dns: bool,
     args: Vec<String>,
+    statefulset_webhook: bool,
 }
 
 impl Options {
@@ -163,7 +166,15 @@ impl Options {
             system: None,
             dns: true,
             args: Vec::new(),
+            statefulset_webhook: false,
         }
+    }
+
+    /// The API server calls its StatefulSet webhook (`/mutate-apps-v1-statefulset`) for the
+    /// watched namespace: the partitioned rollout holds each Pod-template change.
+    pub fn statefulset_webhook(mut self) -> Options {
+        self.statefulset_webhook = true;
+        self
     }
 
     /// Its own namespace (`POD_NAMESPACE`: the password Secrets, the Certificates, the Lease;
@@ -200,6 +211,8 @@ pub struct OperatorHost {
     options: Options,
     dir: tempfile::TempDir,
     hosts_writer: Option<tokio::task::JoinHandle<()>>,
+    /// The control plane, and the MutatingWebhookConfiguration registered for this process.
+    webhook: Option<(ControlPlane, String)>,
 }
 
 impl std::fmt::Debug for OperatorHost {
@@ -356,6 +369,7 @@ impl OperatorHost {
             options,
             dir,
             hosts_writer,
+            webhook: None,
         };
         let started = Instant::now();
         loop {
@@ -371,6 +385,14 @@ impl OperatorHost {
                     "moco controller for {namespace}: leading after {:.1} s",
                     started.elapsed().as_secs_f64()
                 );
+                if host.options.statefulset_webhook {
+                    host.webhook = Some(register_statefulset_webhook(
+                        cp,
+                        &namespace,
+                        &addr(2),
+                        ca.cert_pem(),
+                    ));
+                }
                 return host;
             }
             assert!(
@@ -411,8 +433,22 @@ impl OperatorHost {
         sample(&self.metrics().await?, name, labels)
     }
 
-    /// Stops it: SIGTERM, then SIGKILL after the grace; waits for it to be gone.
+    /// Stops it: SIGTERM, then SIGKILL after the grace; waits for it to be gone. The
+    /// StatefulSet webhook registered for it goes first: with `failurePolicy: Fail`, every
+    /// later write of the namespace's StatefulSets (their deletion's finalizers included)
+    /// would be refused.
     pub fn stop(&mut self) {
+        if let Some((cp, name)) = self.webhook.take() {
+            let _ = cp.kubectl(
+                &[
+                    "delete",
+                    "mutatingwebhookconfiguration",
+                    &name,
+                    "--ignore-not-found",
+                ],
+                None,
+            );
+        }
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -450,6 +486,38 @@ impl Drop for OperatorHost {
             }
         }
     }
+}
+
+/// Registers the operator's StatefulSet webhook at `addr` (TLS, certificate of `ca_pem`) for
+/// `namespace` alone; returns the control plane and the configuration's name.
+fn register_statefulset_webhook(
+    cp: &ControlPlane,
+    namespace: &str,
+    addr: &str,
+    ca_pem: &str,
+) -> (ControlPlane, String) {
+    let name = format!("moco-statefulset-{namespace}");
+    let config = serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "mstatefulset.kb.io",
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": {
+                "url": format!("https://{addr}/mutate-apps-v1-statefulset"),
+                "caBundle": moco_operator::webhook::base64(ca_pem.as_bytes()),
+            },
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "objectSelector": {"matchLabels": {"app.kubernetes.io/created-by": "moco"}},
+            "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["statefulsets"]}]
+        }]
+    });
+    cp.apply(namespace, &config.to_string());
+    (cp.clone(), name)
 }
 
 /// The value of sample `name{labels}` (exactly those labels, in any order) in the OpenMetrics

@@ -25,6 +25,7 @@ mod kube_operator;
 mod kube_pitr;
 mod kube_rbac;
 mod kube_restore;
+mod kube_rollout;
 mod kube_runner;
 mod kube_seeds;
 mod local_backup;

@@ -12,6 +12,7 @@
 //! soft state: lost (the operator restarts), every Ready Pod is measured again from the next
 //! round, which can only delay the rollout, never let it go early.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::facts::ClusterFacts;
@@ -76,18 +77,15 @@ impl CatchUp {
                 caught_up.insert(pod.index);
                 continue;
             }
-            if !self.pods.contains_key(&pod.index) {
-                // Only a round that began after the Pod came back may set its mark.
-                let (Some(primary), true) = (primary, round.now.0 >= pod.ready_since.0) else {
-                    continue;
-                };
-                self.pods.insert(
-                    pod.index,
-                    (pod.key.clone(), Progress::Behind(primary.clone())),
-                );
-            }
-            let Some((_, progress)) = self.pods.get_mut(&pod.index) else {
-                continue;
+            let (_, progress) = match self.pods.entry(pod.index) {
+                Entry::Occupied(known) => known.into_mut(),
+                Entry::Vacant(new) => {
+                    // Only a round that began after the Pod came back may set its mark.
+                    let (Some(primary), true) = (primary, round.now.0 >= pod.ready_since.0) else {
+                        continue;
+                    };
+                    new.insert((pod.key.clone(), Progress::Behind(primary.clone())))
+                }
             };
             if let Progress::Behind(mark) = progress
                 && executed(pod.index).is_some_and(|e| mark.is_subset(e))

@@ -9,6 +9,7 @@ pub mod addresses;
 pub mod agent;
 pub mod platform;
 pub mod pods;
+pub mod rounds;
 pub mod status;
 
 use std::collections::HashMap;
@@ -27,6 +28,7 @@ use crate::render::ClusterId;
 use addresses::AddressResolver;
 use platform::{InstanceCloner, KubePlatform, SqlConnector};
 use pods::PodCache;
+use rounds::LastRounds;
 
 /// A running manager.
 struct Running {
@@ -44,6 +46,7 @@ pub struct Managers {
     config: ManagerConfig,
     metrics: ClusterMetrics,
     pod_cache: Option<PodCache>,
+    last_rounds: LastRounds,
     running: Mutex<HashMap<(String, String), Running>>,
 }
 
@@ -76,6 +79,7 @@ impl Managers {
             config,
             metrics,
             pod_cache: None,
+            last_rounds: LastRounds::default(),
             running: Mutex::new(HashMap::new()),
         }
     }
@@ -109,8 +113,9 @@ impl Managers {
 
     /// Stops every manager (shutdown, or leadership lost).
     pub fn stop_all(&self) {
-        for (_, r) in self.running().drain() {
+        for ((namespace, name), r) in self.running().drain() {
             let _ = r.shutdown.send(true);
+            self.last_rounds.forget(&namespace, &name);
         }
     }
 
@@ -126,7 +131,8 @@ impl Managers {
         let platform = match &self.pod_cache {
             Some(cache) => platform.with_pod_cache(cache.clone()),
             None => platform,
-        };
+        }
+        .with_last_rounds(self.last_rounds.clone());
         let manager = Manager::new(Arc::new(platform), self.config.clone());
         let waker = manager.waker();
         let (shutdown, rx) = watch::channel(false);
@@ -168,6 +174,7 @@ impl ClusteringControl for Managers {
             Clustering::Pause | Clustering::Stop => {
                 if let Some(r) = running.remove(&key) {
                     let _ = r.shutdown.send(true);
+                    self.last_rounds.forget(&key.0, &key.1);
                     tracing::info!(cluster = %key.1, namespace = %key.0, ?what, "clustering stopped");
                 }
                 let labels = ClusterLabels {
@@ -181,5 +188,19 @@ impl ClusteringControl for Managers {
                 }
             }
         }
+    }
+}
+
+impl crate::partition::Rounds for Managers {
+    fn last_round(
+        &self,
+        namespace: &str,
+        cluster: &str,
+    ) -> Option<Arc<moco_core::facts::ClusterFacts>> {
+        self.last_rounds.get(namespace, cluster)
+    }
+
+    fn wake(&self, namespace: &str, cluster: &str) {
+        Managers::wake(self, namespace, cluster);
     }
 }

@@ -159,6 +159,8 @@ pub struct KubePlatform {
     /// hold the write yet, and the next round must see it (a stale role label would be set
     /// again, a removed demote annotation read back).
     pods_written: AtomicBool,
+    /// Where each round's facts are kept for the partition controller, if anywhere.
+    last_rounds: Option<super::rounds::LastRounds>,
 }
 
 /// The reason of the engine's warning while Pods of the cluster do not exist.
@@ -299,7 +301,16 @@ impl KubePlatform {
             missing: std::sync::Mutex::new(MissingPods::default()),
             pod_cache: None,
             pods_written: AtomicBool::new(false),
+            last_rounds: None,
         }
+    }
+
+    /// Keeps each round's facts in `rounds` (the partition controller reads how far each
+    /// instance got from them).
+    #[must_use]
+    pub fn with_last_rounds(mut self, rounds: super::rounds::LastRounds) -> Self {
+        self.last_rounds = Some(rounds);
+        self
     }
 
     /// Reads the cluster's Pods from `cache` instead of listing them each round. A round
@@ -741,6 +752,9 @@ impl Platform for KubePlatform {
     }
 
     async fn observed(&self, facts: &ClusterFacts, decision: &Decision) {
+        if let Some(rounds) = &self.last_rounds {
+            rounds.record(&self.id.namespace, &self.id.name, facts);
+        }
         self.missing().observed(
             decision
                 .events

@@ -175,6 +175,17 @@ fn container_status(c: &Container) -> ContainerStatus {
     }
 }
 
+/// An init container's status: ready once it exited 0, as the kubelet's prober manager
+/// reports it (`UpdatePodStatus`); MOCO's rollout waits for every container of a Pod, init
+/// containers included, to be ready.
+fn init_container_status(c: &Container) -> ContainerStatus {
+    let succeeded = matches!(&c.state, State::Terminated(e) if e.exit_code == 0);
+    ContainerStatus {
+        ready: c.ready || succeeded,
+        ..container_status(c)
+    }
+}
+
 /// The condition types the kubelet owns; others (`PodScheduled`, readiness gates,
 /// `DisruptionTarget`) are kept as they are.
 const OWNED: [&str; 4] = [
@@ -273,7 +284,7 @@ pub fn build(
         pod_ips: ip.map(|ip| vec![PodIP { ip }]),
         start_time: Some(time(view.start_time)),
         init_container_statuses: (!view.init.is_empty())
-            .then(|| view.init.iter().map(container_status).collect()),
+            .then(|| view.init.iter().map(init_container_status).collect()),
         container_statuses: Some(view.containers.iter().map(container_status).collect()),
         qos_class: previous.and_then(|s| s.qos_class.clone()),
         reason: view.reason.clone().filter(|_| terminal),
@@ -380,6 +391,34 @@ mod tests {
             cond(&build(&view(true), Some(&opened), &gates, t), "Ready").status,
             "True"
         );
+    }
+
+    #[test]
+    fn an_init_container_that_exited_0_is_ready_and_one_that_failed_is_not() {
+        let mut v = view(true);
+        let ended = |code: i32| Ended {
+            exit_code: code,
+            signal: None,
+            reason: if code == 0 { "Completed" } else { "Error" }.into(),
+            message: None,
+            started_at: None,
+            finished_at: Timestamp::from_second(95).unwrap(),
+            container_id: None,
+        };
+        let mut done = Container::waiting("init", "debian:12", "PodInitializing");
+        done.state = State::Terminated(ended(0));
+        let mut failed = Container::waiting("init2", "debian:12", "PodInitializing");
+        failed.state = State::Terminated(ended(1));
+        let running = Container::waiting("init3", "debian:12", "PodInitializing");
+        v.init = vec![done, failed, running];
+        let s = build(&v, None, &[], Timestamp::from_second(100).unwrap());
+        let ready: Vec<bool> = s
+            .init_container_statuses
+            .unwrap()
+            .iter()
+            .map(|c| c.ready)
+            .collect();
+        assert_eq!(ready, [true, false, false]);
     }
 
     #[test]
