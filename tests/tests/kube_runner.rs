@@ -365,7 +365,12 @@ spec:
     cp.delete_namespace(&ns).await;
 }
 
-fn job_yaml(name: &str, code: u8, backoff: u32) -> String {
+/// A Job whose container prints "working" and exits `code`, with `policy` as its
+/// `terminationMessagePolicy` (the API server's default, `File`, when None).
+fn job_yaml(name: &str, code: u8, backoff: u32, policy: Option<&str>) -> String {
+    let policy = policy
+        .map(|p| format!("        terminationMessagePolicy: {p}\n"))
+        .unwrap_or_default();
     format!(
         r#"
 apiVersion: batch/v1
@@ -380,7 +385,7 @@ spec:
       - name: job
         image: debian:12
         command: ["sh", "-c", "echo working; exit {code}"]
-"#
+{policy}"#
     )
 }
 
@@ -399,8 +404,12 @@ async fn a_job_completes_a_failing_one_retries_to_its_backoff_limit_and_a_cronjo
     let Some((cp, ns)) = plane("runner_jobs").await else {
         return;
     };
-    cp.apply(&ns, &job_yaml("works", 0, 2));
-    cp.apply(&ns, &job_yaml("fails", 3, 1));
+    cp.apply(&ns, &job_yaml("works", 0, 2, None));
+    cp.apply(&ns, &job_yaml("fails", 3, 1, None));
+    cp.apply(
+        &ns,
+        &job_yaml("fails-logged", 4, 0, Some("FallbackToLogsOnError")),
+    );
     cp.apply(
         &ns,
         r#"
@@ -447,7 +456,27 @@ spec:
             .and_then(|s| s.terminated.clone())
             .unwrap();
         assert_eq!(t.exit_code, 3);
+        // The default policy (`File`): the message is what the container wrote to its
+        // termination-log file, which the runner does not provide; never its log.
+        assert_eq!(t.message, None);
     }
+    // FallbackToLogsOnError: a failed container's log ends its termination message.
+    let logged = wait_for("the logged job's Pod failed", LIMIT, || async {
+        let pods = pods(&cp, &ns)
+            .list(&ListParams::default().labels("job-name=fails-logged"))
+            .await
+            .unwrap()
+            .items;
+        pods.first()
+            .and_then(|p| p.status.clone())
+            .and_then(|s| s.container_statuses)
+            .and_then(|c| c.first().cloned())
+            .and_then(|c| c.state)
+            .and_then(|s| s.terminated)
+    })
+    .await;
+    assert_eq!(logged.exit_code, 4);
+    assert_eq!(logged.message.as_deref(), Some("working"));
     // A minute's schedule fires within two, and its Job completes.
     wait_for(
         "a Job of the CronJob Complete",

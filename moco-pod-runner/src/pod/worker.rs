@@ -865,6 +865,12 @@ impl Worker {
 
     fn on_exit(&mut self, name: &str, run_id: u64, exit: Exit) {
         let init = self.is_init(name);
+        let fallback = self
+            .containers()
+            .into_iter()
+            .chain(self.init_containers())
+            .find(|c| c.name == name)
+            .is_some_and(|c| falls_back_to_logs(&c));
         let Some(slot) = self.slots.get_mut(name) else {
             return;
         };
@@ -878,7 +884,9 @@ impl Worker {
             exit_code: code,
             signal: exit.signal,
             reason: if code == 0 { "Completed" } else { "Error" }.into(),
-            message: (code != 0).then(|| launch::log_tail(&log)).flatten(),
+            message: (code != 0 && fallback)
+                .then(|| launch::log_tail(&log))
+                .flatten(),
             started_at: Some(run.started_at),
             finished_at: Timestamp::now(),
             container_id: Some(format!(
@@ -1194,4 +1202,12 @@ fn signal(pid: u32, sig: nix::sys::signal::Signal) {
     if let Err(e) = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig) {
         tracing::debug!(pid, ?sig, error = %e, "signal");
     }
+}
+
+/// The kubelet's `terminationMessagePolicy: FallbackToLogsOnError`: a container that fails
+/// leaves the end of its log as its termination message. With the default policy (`File`) the
+/// message is what the container wrote to its `terminationMessagePath`, which the runner does
+/// not provide: no message.
+fn falls_back_to_logs(container: &Container) -> bool {
+    container.termination_message_policy.as_deref() == Some("FallbackToLogsOnError")
 }
