@@ -33,6 +33,7 @@ use moco_core::validate::{
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::annotations::is_true;
 use crate::backuppolicy::BackupPolicy;
 use crate::convert::storage_class_facts;
 use crate::labels::ANNOTATION_FORCE_ROLLING_UPDATE;
@@ -325,12 +326,7 @@ pub fn mutate_statefulset(review: Review) -> Review {
             .and_then(|r| r.partition)
             .and_then(|p| u32::try_from(p).ok()),
         only_partition_changed,
-        force_rolling_update: sts
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_FORCE_ROLLING_UPDATE))
-            .is_some_and(|v| v == "true"),
+        force_rolling_update: is_true(&sts.metadata, ANNOTATION_FORCE_ROLLING_UPDATE),
     };
     let ops: Vec<PatchOperation> = match admit_partition(&admission) {
         AdmittedPartition::Keep => Vec::new(),

@@ -9,6 +9,7 @@ use moco_core::validate::{
     ContainerView, MutationInput, StorageClassFacts,
 };
 
+use crate::annotations::is_true;
 use crate::backuppolicy::BackupPolicy;
 use crate::labels::{ANNOTATION_DEFAULT_STORAGE_CLASS, ANNOTATION_DEFAULT_STORAGE_CLASS_BETA};
 use crate::mysqlcluster::MySQLCluster;
@@ -111,12 +112,7 @@ impl From<&BackupPolicy> for BackupPolicyView {
 
 /// What the volume expansion rule needs to know about a StorageClass.
 pub fn storage_class_facts(sc: &StorageClass) -> StorageClassFacts {
-    let annotations = sc.metadata.annotations.as_ref();
-    let flag = |key: &str| {
-        annotations
-            .and_then(|a| a.get(key))
-            .is_some_and(|v| v == "true")
-    };
+    let flag = |key: &str| is_true(&sc.metadata, key);
     StorageClassFacts {
         name: sc.metadata.name.clone().unwrap_or_default(),
         allow_volume_expansion: sc.allow_volume_expansion == Some(true),

@@ -8,11 +8,18 @@
 //! * [`convert`]: views of the objects for the pure rules of `moco_core::validate`;
 //! * [`offline`]: schema + CEL + admission checks of manifests without a cluster (`moco validate`);
 //! * [`admission`]: the admission webhooks, `AdmissionReview` in and out (served over HTTPS by
-//!   `moco-operator`).
+//!   `moco-operator`);
+//! * [`labels`]: MOCO's label, annotation and finalizer keys; [`annotations`]: this build's
+//!   own annotations, their parsers, and the reader of a `"true"` annotation;
+//! * [`cluster`]: a cluster's identity and the names of its objects and ports;
+//!   [`addresses`]: where its instances and agents are reached.
 #![deny(missing_docs)]
 
+pub mod addresses;
 pub mod admission;
+pub mod annotations;
 pub mod backuppolicy;
+pub mod cluster;
 pub mod convert;
 pub mod crd;
 pub mod labels;

@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::sync::Mutex;
 
-use moco_operator::flags::LogEncoder;
+use moco_http::flags::LogEncoder;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 

@@ -4,9 +4,11 @@
 //! * [`listen`]: listen addresses as MOCO's flags write them (`:8080`, `host:port`, `0`);
 //! * [`tls`]: certificates and keys from cert-manager's PEM files, re-read in place, and
 //!   mutual TLS ([`tls::MtlsAcceptor`]: the client's certificate name reaches each request);
+//! * [`flags`]: flag values as MOCO's Go programs take them (booleans, the log format and level);
 //! * [`limits`]: connections, time and bytes one client may hold of a listener;
 //! * [`metrics`]: the answer of `/metrics`.
 
+pub mod flags;
 pub mod limits;
 pub mod listen;
 pub mod metrics;

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
+use moco_api::addresses::{Address, AddressResolver, PodNetwork};
+use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::manager::{Manager, ManagerConfig};
 use moco_cluster::ports::{
@@ -21,10 +23,8 @@ use moco_cluster::ports::{
 use moco_core::facts::{ClusterFacts, Flavor, Role};
 use moco_core::operation::{Event, ReplicationSource};
 use moco_core::status::ClusteringStatus;
-use moco_operator::clustering::addresses::{Address, AddressResolver, PodNetwork};
 use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};
 use moco_operator::metrics::ClusterMetrics;
-use moco_operator::render::ClusterId;
 
 use crate::cli::AddressOverride;
 use crate::context::Context;

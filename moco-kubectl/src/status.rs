@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
+use moco_api::annotations::is_true;
 use moco_api::labels::{
     ANNOTATION_CLUSTERING_STOPPED, ANNOTATION_RECONCILIATION_STOPPED, LABEL_ROLE,
 };
@@ -239,14 +240,7 @@ pub fn report(
 ) -> StatusReport {
     let name = cluster.metadata.name.clone().unwrap_or_default();
     let status = cluster.status.clone().unwrap_or_default();
-    let annotated = |key: &str| {
-        cluster
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .is_some_and(|v| v == "true")
-    };
+    let annotated = |key: &str| is_true(&cluster.metadata, key);
     let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_);
     let condition_status =
         |type_: &str| condition(type_).map_or_else(|| "Unknown".to_owned(), |c| c.status.clone());

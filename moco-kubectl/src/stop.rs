@@ -7,6 +7,7 @@
 use std::io::Write;
 
 use kube::api::{Api, Patch, PatchParams};
+use moco_api::annotations::is_true;
 use moco_api::labels::{ANNOTATION_CLUSTERING_STOPPED, ANNOTATION_RECONCILIATION_STOPPED};
 use moco_api::mysqlcluster::MySQLCluster;
 use serde_json::json;
@@ -61,12 +62,7 @@ pub async fn run(
     let ns = &ctx.namespace;
     let cluster = objects::cluster(ctx, name).await?;
     let key = target.annotation();
-    let stopped = cluster
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .is_some_and(|v| v == "true");
+    let stopped = is_true(&cluster.metadata, key);
     if stopped == stop {
         let already = if stop { "stopped" } else { "running" };
         writeln!(out, "The {} is already {already}.", target.word())?;

@@ -4,6 +4,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
+use moco_api::annotations::is_true;
 use moco_api::labels::ANNOTATION_DEMOTE;
 use serde_json::json;
 
@@ -66,12 +67,7 @@ pub async fn run(ctx: &Context, args: &ClusterArg) -> Result<Outcome, Error> {
         .get(&name)
         .await
         .map_err(|e| Error::api("get", "Pod", ns, &name, ": the primary's Pod is missing", e))?;
-    let annotated = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_DEMOTE))
-        .is_some_and(|v| v == "true");
+    let annotated = is_true(&pod.metadata, ANNOTATION_DEMOTE);
     if annotated {
         return Ok(Outcome::AlreadyRequested { pod: name });
     }

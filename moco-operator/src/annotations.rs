@@ -1,6 +1,6 @@
 //! Admission rules of this build's own annotations (MOCO's API has no fields for them),
 //! applied by the validating webhook after MOCO's rules. A backup's rate cap
-//! ([`crate::render::jobs::MAX_RATE_ANNOTATION`]) is checked as a rate here, so a typo is refused at `apply`
+//! ([`moco_api::annotations::MAX_RATE_ANNOTATION`]) is checked as a rate here, so a typo is refused at `apply`
 //! rather than stopping the cluster's reconcile.
 //!
 //! Three annotations are fixed once the cluster exists: the server family
@@ -12,11 +12,11 @@
 
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use moco_api::annotations::{
+    FLAVOR_ANNOTATION, TLS_ANNOTATION, TLS_ISSUER_ANNOTATION, flavor_of, issuer_of, max_rate_of,
+    tls_of,
+};
 use moco_api::mysqlcluster::MySQLCluster;
-
-use crate::render::jobs::max_rate_of;
-use crate::render::meta::{FLAVOR_ANNOTATION, flavor_of};
-use crate::render::tls::{TLS_ANNOTATION, TLS_ISSUER_ANNOTATION, issuer_of, tls_of};
 
 /// What is wrong with `new` (and, on update, with its change from `old`): one sentence per
 /// problem, each naming the annotation.
@@ -129,8 +129,9 @@ pub fn apply_annotation_rules(
 mod tests {
     use std::collections::BTreeMap;
 
+    use moco_api::annotations::MAX_RATE_ANNOTATION;
+
     use super::*;
-    use crate::render::jobs::MAX_RATE_ANNOTATION;
 
     fn cluster(annotations: &[(&str, &str)]) -> MySQLCluster {
         let mut c: MySQLCluster = serde_json::from_value(serde_json::json!({

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use moco_core::validate::duration::parse_std_duration;
+use moco_http::flags::{LogEncoder, parse_go_bool, parse_zap_encoder, parse_zap_level};
 
 use crate::error::ControllerError;
-use crate::flags::{LogEncoder, parse_go_bool, parse_zap_encoder, parse_zap_level};
 use crate::limits::{PROBE_LIMITS, ServerLimits, WEBHOOK_LIMITS};
 use crate::listen::{ListenAddr, parse_listen_addr};
 

@@ -28,7 +28,6 @@ pub mod clustering;
 pub mod config;
 pub mod controller;
 pub mod error;
-pub mod flags;
 pub mod health;
 pub mod metrics;
 pub mod operator;

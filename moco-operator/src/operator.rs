@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use kube::Client;
 use kube_lease_manager::LeaseManagerBuilder;
+use moco_api::addresses::{AddressResolver, PodNetwork};
 use moco_cluster::manager::ManagerConfig;
 use tokio::sync::watch;
 
 use crate::clustering::Managers;
-use crate::clustering::addresses::{AddressResolver, PodNetwork};
 use crate::clustering::agent::AgentCloner;
 use crate::clustering::platform::MysqlConnector;
 use crate::clustering::pods::{PodCache, watch_pods};

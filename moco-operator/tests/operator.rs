@@ -206,8 +206,8 @@ fn controller(
 ) {
     use std::sync::Arc;
 
+    use moco_api::addresses::PodNetwork;
     use moco_operator::clustering::Managers;
-    use moco_operator::clustering::addresses::PodNetwork;
     use moco_operator::clustering::platform::MysqlConnector;
     use moco_operator::controller::{Shared, run_controller};
     use moco_operator::reconcile::{Context, existing, wall_clock};

@@ -6,17 +6,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use moco_api::addresses::PodNetwork;
+use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::manager::ManagerConfig;
 use moco_cluster::ports::Platform;
 use moco_core::facts::Role;
 use moco_operator::clustering::Managers;
-use moco_operator::clustering::addresses::PodNetwork;
 use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};
 use moco_operator::clustering::pods::{PodCache, watch_pods};
 use moco_operator::controller::Scope;
 use moco_operator::metrics::ClusterMetrics;
-use moco_operator::render::ClusterId;
 use moco_testkit::apiserver::FakeApiServer;
 use serde_json::json;
 

@@ -296,7 +296,7 @@ async fn the_backup_job_streams_a_replica_into_the_bucket_and_records_it() {
     // The MySQL Jobs' queries where MariaDB shares them: the binlog files as moco-backup.
     let servers = moco_backup::job::mysql::SqlServers::new(
         Arc::new(addresses.clone()),
-        moco_operator::render::ClusterId {
+        moco_api::cluster::ClusterId {
             name: "db".into(),
             namespace: NS.into(),
             uid: "uid-db".into(),

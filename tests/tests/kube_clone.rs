@@ -8,12 +8,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use moco_api::cluster::ClusterId;
 use moco_cluster::ports::Platform as _;
 use moco_core::operation::ReplicationSource;
 use moco_operator::clustering::agent::AgentCloner;
 use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};
 use moco_operator::metrics::ClusterMetrics;
-use moco_operator::render::ClusterId;
 use moco_testkit::apiserver::FakeApiServer;
 use moco_tests::job_bench::{AgentBench, addresses, pod_object, writable_with_table};
 use mysql_async::prelude::Queryable;

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moco_adapters::mysql::Account;
+use moco_api::addresses::StaticAddresses;
 use moco_backup::bucket::{Bucket, BucketSpec};
 use moco_backup::job::JobError;
 use moco_backup::job::archive::{ArchiveJob, Archived, PrimaryAccess};
@@ -35,7 +36,6 @@ use moco_backup::mysql::command::Tools;
 use moco_backup::mysql::{archive as mysql_archive, format};
 use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
-use moco_operator::clustering::addresses::StaticAddresses;
 use moco_testkit::apiserver::FakeApiServer;
 use serde_json::json;
 
@@ -847,7 +847,7 @@ async fn a_mysql_clusters_binlogs_are_archived_across_a_failover_and_restored_to
     };
     let round = || async {
         let cluster = job.cluster.get().await.unwrap();
-        let id = moco_operator::render::ClusterId::of(&cluster).unwrap();
+        let id = moco_api::cluster::ClusterId::of(&cluster).unwrap();
         job.mysql_round(&cluster, &id, &servers).await
     };
     let record = |seconds: i64| {

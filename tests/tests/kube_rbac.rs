@@ -8,8 +8,8 @@
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::MySQLCluster;
-use moco_operator::render::meta::ClusterId;
 use moco_operator::render::services::{instance_rbac, service_account};
 use moco_tests::control_plane::{ControlPlane, control_plane};
 

@@ -21,13 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance};
+use moco_api::addresses::{AddressResolver, PodNetwork};
+use moco_api::annotations::flavor_of;
+use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::ports::Credentials;
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
-use moco_operator::clustering::addresses::{AddressResolver, PodNetwork};
-use moco_operator::render::ClusterId;
-use moco_operator::render::meta::flavor_of;
 use tokio::sync::watch;
 
 use super::JobError;

@@ -24,13 +24,13 @@ use std::time::{Duration, Instant};
 use moco_adapters::mysql::Account;
 use moco_agent::api::CopyPurpose;
 use moco_agent::client::AgentClient;
+use moco_api::addresses::{AddressResolver, PodNetwork};
+use moco_api::annotations::flavor_of;
+use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
 use moco_cluster::ports::Credentials;
 use moco_core::facts::Flavor;
 use moco_core::validate::duration::format_go_duration;
-use moco_operator::clustering::addresses::{AddressResolver, PodNetwork};
-use moco_operator::render::ClusterId;
-use moco_operator::render::meta::flavor_of;
 
 use super::JobError;
 use super::archive::{PrimaryAccess, archiver_of, round_through_primary};

@@ -17,7 +17,7 @@ pub mod restore;
 pub mod server_tls;
 
 use moco_agent::error::AgentError;
-use moco_operator::render::RenderError;
+use moco_api::cluster::ObjectError;
 
 use crate::bucket::BucketError;
 use crate::layout::BackupError;
@@ -63,7 +63,7 @@ pub enum JobError {
     },
     /// The cluster's object is not what this build understands.
     #[error(transparent)]
-    Render(#[from] RenderError),
+    Object(#[from] ObjectError),
     /// An agent.
     #[error(transparent)]
     Agent(#[from] AgentError),

@@ -37,14 +37,14 @@ use futures::StreamExt as _;
 use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance, clone_binlog_state, sql};
 use moco_agent::api::{ClonePhase, RESTORE_DONOR, RestoreReceived};
 use moco_agent::client::AgentClient;
+use moco_api::addresses::{AddressResolver, PodNetwork};
+use moco_api::annotations::flavor_of;
+use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::ports::Credentials;
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
 use moco_core::time::Timestamp;
-use moco_operator::clustering::addresses::{AddressResolver, PodNetwork};
-use moco_operator::render::ClusterId;
-use moco_operator::render::meta::flavor_of;
 use mysql_async::prelude::Queryable as _;
 use tokio::io::{AsyncReadExt as _, BufReader};
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use moco_agent::init::InitArgs;
 use moco_agent::{AgentArgs, AgentError};
-use moco_operator::flags::LogEncoder;
+use moco_http::flags::LogEncoder;
 
 use crate::logging::{self, LogOutput};
 use crate::signals;

@@ -9,7 +9,7 @@ use moco_backup::job::archive::ArchiveJob;
 use moco_backup::job::args::{ArchiveArgs, BackupArgs, RestoreArgs};
 use moco_backup::job::backup::BackupJob;
 use moco_backup::job::restore::RestoreJob;
-use moco_operator::flags::LogEncoder;
+use moco_http::flags::LogEncoder;
 
 use crate::logging::{self, LogOutput};
 

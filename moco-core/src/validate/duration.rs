@@ -209,6 +209,33 @@ mod tests {
         assert!(parse_go_duration("9999999999h").is_err());
     }
 
+    /// The operator's duration flags (`--check-interval`, `--partition-update-interval`) take
+    /// what MOCO's Go flags take.
+    #[test]
+    fn std_durations_take_what_gos_flags_take() {
+        use std::time::Duration;
+        let cases = [
+            ("0", Duration::ZERO),
+            ("1m", Duration::from_secs(60)),
+            ("30s", Duration::from_secs(30)),
+            ("5s", Duration::from_secs(5)),
+            ("100ms", Duration::from_millis(100)),
+            ("1h30m", Duration::from_secs(5400)),
+            ("1.5h", Duration::from_secs(5400)),
+            ("2m0s", Duration::from_secs(120)),
+            ("+10s", Duration::from_secs(10)),
+            ("250us", Duration::from_micros(250)),
+            ("250µs", Duration::from_micros(250)),
+            ("7ns", Duration::from_nanos(7)),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_std_duration(text), Ok(want), "{text}");
+        }
+        for bad in ["", "10", "-1s", "1x", "s", "1m-", "1..5s", "ms"] {
+            assert!(parse_std_duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
     #[test]
     fn std_durations_refuse_negatives() {
         use std::time::Duration;

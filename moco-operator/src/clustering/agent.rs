@@ -23,9 +23,9 @@ use moco_cluster::ports::{Credentials, PortError};
 use moco_core::operation::ReplicationSource;
 use moco_http::tls::mtls_client_config;
 
-use super::addresses::AddressResolver;
 use super::platform::{CloneCredentials, InstanceCloner};
-use crate::render::ClusterId;
+use moco_api::addresses::AddressResolver;
+use moco_api::cluster::ClusterId;
 
 /// How often a running clone is looked at.
 const POLL: Duration = Duration::from_secs(1);

@@ -5,7 +5,6 @@
 //! watch keeps the Pods the rounds read and wakes a manager when a primary Pod is deleted or
 //! asked to step down.
 
-pub mod addresses;
 pub mod agent;
 pub mod platform;
 pub mod pods;
@@ -17,6 +16,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kube::Client;
+use moco_api::addresses::AddressResolver;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::manager::{Manager, ManagerConfig};
 use tokio::sync::{Notify, watch};
@@ -24,8 +24,7 @@ use tokio::sync::{Notify, watch};
 use crate::controller::ClusteringControl;
 use crate::metrics::{ClusterLabels, ClusterMetrics};
 use crate::reconcile::Clustering;
-use crate::render::ClusterId;
-use addresses::AddressResolver;
+use moco_api::cluster::ClusterId;
 use platform::{InstanceCloner, KubePlatform, SqlConnector};
 use pods::PodCache;
 use rounds::LastRounds;

@@ -24,6 +24,9 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use moco_adapters::mysql::tls::MysqlTls;
 use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
+use moco_api::addresses::AddressResolver;
+use moco_api::annotations::{flavor_of, is_true, tls_of};
+use moco_api::cluster::{CLUSTER_API_VERSION, CLUSTER_KIND};
 use moco_api::labels::{
     ANNOTATION_DEMOTE, ANNOTATION_PREVENT_DELETE, LABEL_ROLE, ROLE_PRIMARY, ROLE_REPLICA,
 };
@@ -39,14 +42,12 @@ use moco_core::operation::{EventType, ReplicationSource};
 use moco_core::status::{ClusteringStatus, ConditionStatus};
 use serde_json::json;
 
-use super::addresses::AddressResolver;
 use super::pods::PodCache;
 pub use super::status::{cluster_status, merge_clustering_status, to_time, to_timestamp};
 use crate::metrics::{ClusterLabels, ClusterMetrics};
 use crate::reconcile::apply::retry;
 use crate::reconcile::label_selector;
-use crate::render::ClusterId;
-use crate::render::meta::flavor_of;
+use moco_api::cluster::ClusterId;
 
 /// Limits of the manager's SQL connections: MOCO's connect timeout, and a call limit that
 /// bounds every statement.
@@ -234,13 +235,7 @@ fn pod_facts(pod: Option<&Pod>) -> PodFacts {
     let Some(pod) = pod else {
         return PodFacts::default();
     };
-    let annotated = |key: &str| {
-        pod.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .is_some_and(|v| v == "true")
-    };
+    let annotated = |key: &str| is_true(&pod.metadata, key);
     let ready = pod
         .status
         .as_ref()
@@ -433,7 +428,7 @@ impl KubePlatform {
     /// With TLS, what the manager trusts: the CA of `moco-<name>-mysql-ca` (the CA alone,
     /// copied from cert-manager's Secret by reconcile).
     async fn client_tls(&self, cluster: &MySQLCluster) -> Result<Option<MysqlTls>, PortError> {
-        if !crate::render::tls::tls_of(cluster).map_err(|e| failed(self.target(), e))? {
+        if !tls_of(cluster).map_err(|e| failed(self.target(), e))? {
             return Ok(None);
         }
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.id.namespace);
@@ -673,8 +668,8 @@ impl Platform for KubePlatform {
             return Ok(());
         }
         let reference = ObjectReference {
-            api_version: Some(crate::render::meta::CLUSTER_API_VERSION.into()),
-            kind: Some(crate::render::meta::CLUSTER_KIND.into()),
+            api_version: Some(CLUSTER_API_VERSION.into()),
+            kind: Some(CLUSTER_KIND.into()),
             name: Some(self.id.name.clone()),
             namespace: Some(self.id.namespace.clone()),
             uid: Some(self.id.uid.clone()),

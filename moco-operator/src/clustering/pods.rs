@@ -14,6 +14,7 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
+use moco_api::annotations::is_true;
 use moco_api::labels::{
     ANNOTATION_DEMOTE, APP_MYSQL, CREATED_BY, LABEL_CREATED_BY, LABEL_INSTANCE, LABEL_NAME,
 };
@@ -28,12 +29,7 @@ const SELECTED: [(&str, &str); 2] = [(LABEL_NAME, APP_MYSQL), (LABEL_CREATED_BY,
 /// that is terminating or asked to step down.
 pub fn wakes(pod: &Pod) -> Option<(String, String)> {
     let labels = pod.metadata.labels.as_ref()?;
-    let demote = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_DEMOTE))
-        .is_some_and(|v| v == "true");
+    let demote = is_true(&pod.metadata, ANNOTATION_DEMOTE);
     if !(demote || pod.metadata.deletion_timestamp.is_some()) {
         return None;
     }

@@ -19,11 +19,9 @@
 //! restarting mysqld: a given reconciler version renders the same objects in every release
 //! (the snapshots in `tests/snapshots/` hold that contract), so the hash does not change.
 
+use moco_api::annotations::RENDERED_HASH_ANNOTATION;
 use moco_core::resources::{Quantity, fnv1a_32};
 use serde_json::Value;
-
-/// The annotation holding the hash of the object as last rendered and applied.
-pub const RENDERED_HASH_ANNOTATION: &str = "moco-rs/rendered-hash";
 
 /// The hash of `rendered` (without the hash annotation itself), as 8 hex digits.
 pub fn rendered_hash(rendered: &Value) -> String {

@@ -42,6 +42,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Resource};
+use moco_api::annotations::{is_true, tls_of};
+use moco_api::cluster::ClusterId;
 use moco_api::labels::{
     ANNOTATION_CLUSTERING_STOPPED, ANNOTATION_RECONCILIATION_STOPPED, FINALIZER,
 };
@@ -51,7 +53,7 @@ use serde_json::Value;
 
 use crate::metrics::{ClusterLabels, ClusterMetrics};
 use crate::render::{
-    ClusterId, ClusterInputs, ClusterObjects, JobObjects, RenderError, RenderSettings, TlsObjects,
+    ClusterInputs, ClusterObjects, JobObjects, RenderError, RenderSettings, TlsObjects,
 };
 
 use apply::{apply, create_once, delete_if_present, retry};
@@ -236,15 +238,6 @@ pub struct Outcome {
     pub statefulset: Option<ApplyReason>,
 }
 
-fn annotated(cluster: &MySQLCluster, key: &str) -> bool {
-    cluster
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .is_some_and(|v| v == "true")
-}
-
 fn labels(id: &ClusterId) -> ClusterLabels {
     ClusterLabels {
         name: id.name.clone(),
@@ -254,7 +247,7 @@ fn labels(id: &ClusterId) -> ClusterLabels {
 
 /// One round for `cluster`, as read from the API server (or its cache).
 pub async fn reconcile(cluster: &MySQLCluster, ctx: &Context) -> Result<Outcome, ReconcileError> {
-    let id = ClusterId::of(cluster)?;
+    let id = ClusterId::of(cluster).map_err(RenderError::from)?;
     let result = reconcile_inner(cluster, &id, ctx).await;
     let outcome = match &result {
         Ok(_) => crate::metrics::ReconcileLabels {
@@ -292,12 +285,12 @@ async fn reconcile_inner(
     if !has_finalizer {
         add_finalizer(cluster, id, &clusters).await?;
     }
-    let clustering_stopped = annotated(cluster, ANNOTATION_CLUSTERING_STOPPED);
+    let clustering_stopped = is_true(&cluster.metadata, ANNOTATION_CLUSTERING_STOPPED);
     ctx.metrics
         .clustering_stopped
         .get_or_create(&labels(id))
         .set(i64::from(clustering_stopped));
-    if annotated(cluster, ANNOTATION_RECONCILIATION_STOPPED) {
+    if is_true(&cluster.metadata, ANNOTATION_RECONCILIATION_STOPPED) {
         ctx.metrics
             .reconciliation_stopped
             .get_or_create(&labels(id))
@@ -794,7 +787,7 @@ async fn finalize(
     delete_if_present(&certificates, &id.certificate(), &DeleteParams::default())
         .await
         .map_err(ReconcileError::api(Step::Finalizer))?;
-    if crate::render::tls::tls_of(cluster).unwrap_or(false) {
+    if tls_of(cluster).unwrap_or(false) {
         // cert-manager leaves a deleted Certificate's Secret behind: it holds mysqld's key.
         let name = id.mysql_certificate();
         delete_if_present(&certificates, &name, &DeleteParams::default())

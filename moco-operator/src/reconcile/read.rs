@@ -18,9 +18,9 @@ use moco_api::mysqlcluster::MySQLCluster;
 use super::apply::{FIELD_MANAGER, retry};
 use super::drift::owned_part;
 use super::{Context, ReconcileError, Step};
-use crate::render::ClusterId;
 use crate::render::pod_template::names;
 use crate::render::secrets::SECRET_VERSION;
+use moco_api::cluster::ClusterId;
 
 /// The passwords of the cluster's accounts, as read.
 pub(super) enum Passwords {

@@ -11,7 +11,7 @@ use super::conditions::{
     reconciliation_active, set, set_unknown, statefulset_ready,
 };
 use super::{Context, ReconcileError, Step};
-use crate::render::ClusterId;
+use moco_api::cluster::ClusterId;
 
 /// Attempts of a read-modify-write before a conflict ends the round.
 const ATTEMPTS: u32 = 5;

@@ -21,7 +21,7 @@ use serde_json::json;
 use super::apply::{delete_if_present, retry};
 use super::drift::Recreation;
 use super::{Context, ReconcileError, Step, label_selector, labels};
-use crate::render::ClusterId;
+use moco_api::cluster::ClusterId;
 
 /// How long a StatefulSet deleted for re-creation may take to go away.
 const RECREATE_WAIT: Duration = Duration::from_secs(5);

@@ -10,17 +10,19 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Container;
+use moco_api::annotations::{
+    ARCHIVE_ANNOTATION, IssuerRef, annotation, flavor_of, issuer_of, max_rate_of, tls_of,
+};
 use moco_api::backuppolicy::{BackupPolicy, JobConfig};
+use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::Flavor;
 
 use super::config_maps::{self, SlowLogConfig};
-use super::jobs::{self, ARCHIVE_ANNOTATION};
+use super::jobs;
 pub use super::jobs::{CheckedBackup, CheckedRestore};
-use super::meta::{self, ClusterId};
 use super::pod_template::names;
-use super::tls::{self, IssuerRef};
-use super::{RenderError, RenderSettings, annotation};
+use super::{RenderError, RenderSettings};
 
 /// A cluster that passed every check, with what the checks parsed.
 #[derive(Clone, Debug)]
@@ -60,12 +62,12 @@ pub fn check<'a>(
 ) -> Result<Checked<'a>, RenderError> {
     let id = ClusterId::of(cluster)?;
     let spec = &cluster.spec;
-    let flavor = meta::flavor_of(cluster)?;
-    let tls = if tls::tls_of(cluster)? {
-        Some(tls::issuer_of(cluster)?)
+    let flavor = flavor_of(cluster)?;
+    let tls = if tls_of(cluster)? {
+        Some(issuer_of(cluster)?)
     } else {
         // An issuer without TLS is refused too.
-        tls::issuer_of(cluster)?;
+        issuer_of(cluster)?;
         None
     };
     let replicas = u32::try_from(spec.replicas)
@@ -97,16 +99,16 @@ pub fn check<'a>(
         (Some(_), Some(policy)) => Some(CheckedBackup {
             policy,
             work: policy_work(&policy.spec.job_config)?,
-            max_rate_arg: jobs::max_rate_of(cluster)?
+            max_rate_arg: max_rate_of(cluster)?
                 .map(|rate| jobs::max_rate_arg(settings, flavor, &rate))
                 .transpose()?,
         }),
     };
-    let archive_interval = match annotation(cluster, ARCHIVE_ANNOTATION) {
+    let archive_interval = match annotation(&cluster.metadata, ARCHIVE_ANNOTATION) {
         None => None,
         Some(interval) if backup.is_some() => {
             jobs::check_archive_interval(settings, flavor, interval)?;
-            Some(interval.as_str())
+            Some(interval)
         }
         Some(_) => {
             return Err(RenderError::invalid(

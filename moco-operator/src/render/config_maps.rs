@@ -12,8 +12,8 @@ use moco_core::resources::{
     MycnfInput, MycnfPaths, MysqldMemory, Quantity, fnv1a_32, generate_mycnf, mycnf_config_map_name,
 };
 
-use super::meta::ClusterId;
 use super::template::expand_path;
+use moco_api::cluster::ClusterId;
 
 use super::RenderError;
 

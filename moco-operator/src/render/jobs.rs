@@ -17,14 +17,15 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use moco_adapters::mysql::Account;
+use moco_api::annotations::{ARCHIVE_ANNOTATION, MAX_RATE_ANNOTATION, archive_interval};
 use moco_api::backuppolicy::{BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig};
+use moco_api::cluster::ClusterId;
 use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAME};
 use moco_api::mysqlcluster::{MySQLCluster, RestoreSpec};
 use moco_core::facts::Flavor;
 use moco_core::resources::ByteRate;
 use moco_core::validate::DATA_CLAIM_NAME;
 
-use super::meta::ClusterId;
 use super::pod_template::{pod_security_context, spread_over_nodes, with_default_user};
 use super::{JobObjects, RenderError, RenderSettings};
 
@@ -36,15 +37,6 @@ const GRPC_CERT_VOLUME: &str = "grpc-cert";
 const GRPC_CERT_PATH: &str = "/grpc-cert";
 /// The volume of the MySQL CA in MariaDB Jobs with TLS.
 const MYSQL_CA_VOLUME: &str = "mysql-ca";
-
-/// MySQLCluster annotation turning on binlog archiving every few seconds (beyond MOCO, whose
-/// API has no field for it): the pause between rounds, a Go duration from `1s` to `1h`.
-pub const ARCHIVE_ANNOTATION: &str = "moco-rs/binlog-archive-interval";
-
-/// MySQLCluster annotation capping the backup Job's read rate (beyond MOCO): bytes per second
-/// as a Kubernetes quantity (`60Mi`), passed as `moco backup --max-rate`. A backup of a
-/// replica that shares a node with the primary otherwise slows the primary's writes more.
-pub const MAX_RATE_ANNOTATION: &str = "moco-rs/backup-max-rate";
 
 /// `app.kubernetes.io/component` of the archiver: its Pods carry the backup labels too, and
 /// its selector must not match the backup Jobs' Pods.
@@ -420,20 +412,6 @@ fn policy_pod(
     )
 }
 
-/// The cap [`MAX_RATE_ANNOTATION`] sets on `cluster`'s backups, if any; a value that is not
-/// a rate is an error naming the annotation (the webhook refuses it too).
-pub fn max_rate_of(cluster: &MySQLCluster) -> Result<Option<ByteRate>, RenderError> {
-    let Some(text) = super::annotation(cluster, MAX_RATE_ANNOTATION) else {
-        return Ok(None);
-    };
-    ByteRate::parse(text).map(Some).map_err(|e| {
-        RenderError::invalid(
-            format!("metadata.annotations[\"{MAX_RATE_ANNOTATION}\"]"),
-            e.to_string(),
-        )
-    })
-}
-
 /// `moco backup --max-rate`, when the image's program knows the flag.
 pub fn max_rate_arg(
     settings: &RenderSettings,
@@ -651,14 +629,7 @@ pub fn check_archive_interval(
             ),
         ));
     }
-    let every = moco_core::validate::duration::parse_std_duration(interval)
-        .map_err(|e| RenderError::invalid(field.clone(), format!("{interval:?}: {e}")))?;
-    if every < std::time::Duration::from_secs(1) || every > std::time::Duration::from_secs(3600) {
-        return Err(RenderError::invalid(
-            field,
-            format!("{interval:?}: between 1s and 1h"),
-        ));
-    }
+    archive_interval(interval)?;
     Ok(())
 }
 

@@ -34,12 +34,12 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
+use moco_api::cluster::ObjectError;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::resources::{MycnfError, PdbDecision, PdbInput, decide_pdb};
 use serde_json::Value;
 
 pub use checked::Checked;
-pub use meta::ClusterId;
 
 /// This release's agent image (`docker build --target agent`; it also carries `moco-init`).
 /// MOCO's agent speaks gRPC to MOCO's controller and cannot serve this operator.
@@ -166,7 +166,7 @@ pub struct ClusterObjects {
     /// Restore Job, Role and RoleBinding, while `spec.restore` is set and not yet done.
     pub restore: Option<JobObjects<Job>>,
     /// `moco-archive-<name>`, the binlog archiver, while the annotation
-    /// [`jobs::ARCHIVE_ANNOTATION`] asks for it (it runs with the backup policy's settings).
+    /// [`moco_api::annotations::ARCHIVE_ANNOTATION`] asks for it (it runs with the backup policy's settings).
     pub archive: Option<Deployment>,
 }
 
@@ -227,6 +227,21 @@ pub enum RenderError {
         /// The name given.
         name: String,
     },
+}
+
+/// The identity or an annotation of the cluster, as the operator reports it: the same path
+/// and words.
+impl From<ObjectError> for RenderError {
+    fn from(e: ObjectError) -> Self {
+        let field = e.path();
+        match e {
+            ObjectError::MissingField { path } => RenderError::MissingField { path },
+            ObjectError::InvalidAnnotation { message, .. } => RenderError::InvalidField {
+                path: field,
+                message,
+            },
+        }
+    }
 }
 
 impl RenderError {
@@ -435,11 +450,6 @@ impl<W: serde::Serialize> JobObjects<W> {
 }
 
 /// `object` as JSON; k8s-openapi writes `apiVersion` and `kind` itself.
-/// The value of the annotation `key` on `cluster`, if it has one.
-fn annotation<'a>(cluster: &'a MySQLCluster, key: &str) -> Option<&'a String> {
-    cluster.metadata.annotations.as_ref()?.get(key)
-}
-
 fn typed<K: serde::Serialize>(object: &K) -> Result<Value, serde_json::Error> {
     serde_json::to_value(object)
 }

@@ -19,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use moco_api::cluster::{ADMIN_PORT, AGENT_PORT, ClusterId, MYSQL_PORT, MYSQLX_PORT};
 use moco_api::labels::{APP_MYSQL, CREATED_BY, LABEL_CREATED_BY, LABEL_INSTANCE, LABEL_NAME};
 use moco_api::mysqlcluster::{MySQLCluster, OverwriteableContainerName};
 use moco_core::facts::Flavor;
@@ -26,9 +27,8 @@ use moco_core::resources::PodTemplateFacts;
 use moco_core::validate::{DATA_CLAIM_NAME, MYSQLD_CONTAINER_NAME};
 
 use super::RenderSettings;
-use super::meta::{ClusterId, overlay};
+use super::meta::overlay;
 use super::secrets::CREDENTIALS_DIR;
-use super::services::{ADMIN_PORT, MYSQL_PORT, MYSQLX_PORT};
 
 /// The user and group the containers run as unless the template says otherwise.
 pub const DEFAULT_UID: i64 = 10000;
@@ -36,8 +36,6 @@ pub const DEFAULT_UID: i64 = 10000;
 pub const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 300;
 /// The agent's mysqld health port (`/healthz`, `/readyz`).
 pub const HEALTH_PORT: i32 = 9081;
-/// The agent's gRPC port.
-pub const AGENT_PORT: i32 = 9080;
 /// The agent's metrics port.
 pub const AGENT_METRICS_PORT: i32 = 8080;
 /// mysqld_exporter's port.

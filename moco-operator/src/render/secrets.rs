@@ -10,7 +10,7 @@ use moco_adapters::mysql::option_file::quote_value;
 use moco_adapters::mysql::{Account, MocoPasswords};
 use moco_api::labels::ANNOTATION_SECRET_VERSION;
 
-use super::meta::ClusterId;
+use moco_api::cluster::ClusterId;
 
 /// The format version of password Secrets; a Secret without it is not trusted.
 pub const SECRET_VERSION: &str = "1";

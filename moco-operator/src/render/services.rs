@@ -4,17 +4,11 @@
 use k8s_openapi::api::core::v1::{Service, ServiceAccount, ServicePort, ServiceSpec};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use moco_api::cluster::{ADMIN_PORT, ClusterId, MYSQL_PORT, MYSQLX_PORT};
 use moco_api::labels::{LABEL_ROLE, ROLE_PRIMARY, ROLE_REPLICA};
 use moco_api::mysqlcluster::{MySQLClusterSpec, ServiceTemplate};
 
-use super::meta::{ClusterId, overlay};
-
-/// The MySQL protocol port of every instance.
-pub const MYSQL_PORT: i32 = 3306;
-/// The X protocol port (MySQL only; harmless on MariaDB, where nothing listens on it).
-pub const MYSQLX_PORT: i32 = 33060;
-/// The admin port the controller connects to.
-pub const ADMIN_PORT: i32 = 33062;
+use super::meta::overlay;
 
 fn port(name: &str, number: i32) -> ServicePort {
     ServicePort {

@@ -13,14 +13,12 @@
 //! `--latest-reconciler-version 2` renders it as version 1 plus one Pod-template annotation.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use moco_api::annotations::UPGRADE_TEST_ANNOTATION;
 
 pub use moco_core::resources::LATEST_RECONCILER_VERSION;
 
 /// The upgrade-test version (see the module documentation).
 pub const UPGRADE_TEST_VERSION: u32 = 2;
-
-/// The Pod-template annotation by which version 2 differs from version 1.
-pub const UPGRADE_TEST_ANNOTATION: &str = "moco-rs/reconciler-version";
 
 /// The highest version an operator may be told is its latest.
 pub const HIGHEST_KNOWN: u32 = UPGRADE_TEST_VERSION;

@@ -30,6 +30,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::{ConnectOptions, Dialect, MysqlInstance};
+use moco_api::addresses::AddressResolver;
+use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::BackupStatus;
 use moco_cluster::ports::{Clock, Credentials};
 use moco_core::facts::Role;
@@ -37,8 +39,6 @@ use moco_core::gtid::GtidSet;
 use moco_core::resources::ByteRate;
 use moco_core::time::Timestamp;
 use moco_core::validate::duration::format_go_duration;
-use moco_operator::clustering::addresses::AddressResolver;
-use moco_operator::render::ClusterId;
 use mysql_async::prelude::Queryable as _;
 
 use self::archive_store::ArchiveContents;

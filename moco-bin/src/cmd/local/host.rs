@@ -21,7 +21,7 @@ impl Host for Binary {
     fn log_to(&self, log: File) {
         logging::init(
             LogOutput::File(log),
-            moco_operator::flags::LogEncoder::Console,
+            moco_http::flags::LogEncoder::Console,
             tracing::Level::INFO,
         );
     }

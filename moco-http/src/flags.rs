@@ -1,7 +1,9 @@
 //! Parsers for flag values written the way Go programs take them, so that the Deployment args of
-//! MOCO's `moco-controller` parse unchanged: Go booleans, zap's encoder and level. Durations are
-//! Go durations too, parsed by `moco_core::validate::duration::parse_std_duration`; listen
-//! addresses are in [`crate::listen`].
+//! MOCO's `moco-controller` parse unchanged: Go booleans, zap's encoder and level. The log
+//! format ([`LogEncoder`]) is every program's, the agent's and the Jobs' too, so it is here
+//! rather than in the operator. Durations are Go durations too, parsed by
+//! `moco_core::validate::duration::parse_std_duration`; listen addresses are in
+//! [`crate::listen`].
 
 /// Log output format (`--zap-encoder`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,37 +51,7 @@ pub fn parse_zap_level(text: &str) -> Result<tracing::Level, String> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use moco_core::validate::duration::parse_std_duration;
-
     use super::*;
-
-    /// The duration flags (`--check-interval`, `--partition-update-interval`) take what MOCO's
-    /// Go flags take.
-    #[test]
-    fn go_durations() {
-        let cases = [
-            ("0", Duration::ZERO),
-            ("1m", Duration::from_secs(60)),
-            ("30s", Duration::from_secs(30)),
-            ("5s", Duration::from_secs(5)),
-            ("100ms", Duration::from_millis(100)),
-            ("1h30m", Duration::from_secs(5400)),
-            ("1.5h", Duration::from_secs(5400)),
-            ("2m0s", Duration::from_secs(120)),
-            ("+10s", Duration::from_secs(10)),
-            ("250us", Duration::from_micros(250)),
-            ("250µs", Duration::from_micros(250)),
-            ("7ns", Duration::from_nanos(7)),
-        ];
-        for (text, want) in cases {
-            assert_eq!(parse_std_duration(text), Ok(want), "{text}");
-        }
-        for bad in ["", "10", "-1s", "1x", "s", "1m-", "1..5s", "ms"] {
-            assert!(parse_std_duration(bad).is_err(), "{bad:?} accepted");
-        }
-    }
 
     #[test]
     fn go_bools_and_zap_values() {

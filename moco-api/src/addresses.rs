@@ -5,7 +5,9 @@
 //! admin port for MySQL (MariaDB has no admin interface, so its SQL port), replicas on the SQL
 //! port. MOCO dials the Pod IP instead; the manager here keeps one connection pool per instance
 //! address, and a name follows a rescheduled Pod where a cached IP would not. Drills and tests
-//! that run real servers on loopback ports in place of Pods give their own table.
+//! that run real servers on loopback ports in place of Pods give their own table. The operator's
+//! manager, the backup Jobs and `kubectl moco` all reach instances through an
+//! [`AddressResolver`].
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -13,9 +15,7 @@ use std::fmt::Debug;
 use k8s_openapi::api::core::v1::Pod;
 use moco_core::facts::Flavor;
 
-use crate::render::ClusterId;
-use crate::render::pod_template::AGENT_PORT;
-use crate::render::services::{ADMIN_PORT, MYSQL_PORT};
+use crate::cluster::{ADMIN_PORT, AGENT_PORT, ClusterId, MYSQL_PORT};
 
 /// A host and port.
 pub type Address = (String, u16);
