@@ -264,6 +264,43 @@ async fn webhook_setup(test: &str) -> Option<ClusteredNamespace> {
     setup_with(test, 3, Options::statefulset_webhook).await
 }
 
+/// What one rollout of a my.cnf edit did, watched from the edit to every Pod updated and the
+/// cluster Healthy.
+struct Rollout {
+    rolled: Rolled,
+    edited: Instant,
+    took: Duration,
+}
+
+/// Edits the cluster's my.cnf (`max_connections` = `value`) and waits for the rollout.
+async fn roll_mycnf(f: &ClusteredNamespace, replicas: u32, value: u32) -> Rollout {
+    let observer = Observer::start(f);
+    let before = update_revision(f).await;
+    set_mycnf(
+        f,
+        "db-options",
+        json!({"max_connections": value.to_string()}),
+    );
+    let edited = Instant::now();
+    use_mycnf(f, "db-options").await;
+    wait_rolled(f, i32::try_from(replicas).unwrap(), &before).await;
+    let took = edited.elapsed();
+    let rolled = analyse(&observer.stop(), replicas);
+    println!("{}: rollout in {}: {rolled:?}", f.ns, secs(took));
+    for i in 0..replicas {
+        assert_eq!(
+            max_connections(f, i).await,
+            Some(u64::from(value)),
+            "instance {i}"
+        );
+    }
+    Rollout {
+        rolled,
+        edited,
+        took,
+    }
+}
+
 /// Drill: a my.cnf edit rolled one Pod at a time, the primary last after a switchover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_my_cnf_edit_rolls_one_pod_at_a_time_and_the_primary_last_after_a_switchover() {
@@ -279,16 +316,11 @@ async fn a_my_cnf_edit_rolls_one_pod_at_a_time_and_the_primary_last_after_a_swit
     );
     let primary = f.primary_index().await.unwrap();
     assert_eq!(primary, 0);
-    let observer = Observer::start(&f);
-    let before = update_revision(&f).await;
-    set_mycnf(&f, "db-options", json!({"max_connections": "321"}));
-    let edited = Instant::now();
-    use_mycnf(&f, "db-options").await;
-    wait_rolled(&f, 3, &before).await;
-    let took = edited.elapsed();
-    let samples = observer.stop();
-    let rolled = analyse(&samples, 3);
-    println!("{}: rollout in {}: {rolled:?}", f.ns, secs(took));
+    let Rollout {
+        rolled,
+        edited,
+        took,
+    } = roll_mycnf(&f, 3, 321).await;
     assert_eq!(rolled.order, [2, 1, 0], "restart order");
     assert_eq!(
         rolled.restarts,
@@ -302,9 +334,6 @@ async fn a_my_cnf_edit_rolls_one_pod_at_a_time_and_the_primary_last_after_a_swit
         rolled.went_as_primary
     );
     assert_ne!(f.primary_index().await, Some(0), "switched over off Pod 0");
-    for i in 0..3 {
-        assert_eq!(max_connections(&f, i).await, Some(321), "instance {i}");
-    }
     assert_eq!(
         notes(&f, "StatefulSet", "PartitionUpdate").await,
         [
@@ -400,4 +429,67 @@ async fn a_refused_option_stops_the_rollout_at_one_pod_and_fixing_it_resumes() {
         .map(|c| c.status);
     assert_eq!(cleared.as_deref(), Some("False"));
     f.finish(w).await;
+}
+
+/// Benchmark (ignored by `cargo test`; `cargo test -p moco-tests --test integration
+/// kube_rollout::bench -- --ignored --nocapture` with `MOCO_KUBE_DIR`): a my.cnf edit rolled
+/// under writes by the partition controller and, as the baseline, by the StatefulSet
+/// controller alone (MOCO's `force-rolling-update` annotation), on 3 and 5 instances. Prints
+/// per rollout the total time, the longest pause between acknowledged writes, the Pods down at
+/// once and the Pods restarted while primary; every run checks that no acknowledged write was
+/// lost. Numbers in `docs/benchmarks.md`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a benchmark: run by hand, numbers in docs/benchmarks.md"]
+async fn bench_rollouts_managed_and_unmanaged() {
+    let mut table = Vec::new();
+    for (replicas, managed) in [(3, true), (3, false), (5, true), (5, false)] {
+        let test = format!("ro_bench_{replicas}_{}", if managed { "m" } else { "u" });
+        let Some(f) = setup_with(&test, replicas, Options::statefulset_webhook).await else {
+            return;
+        };
+        if !managed {
+            f.clusters()
+                .patch(
+                    NAME,
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({"metadata": {"annotations": {
+                        "moco.cybozu.com/force-rolling-update": "true"}}})),
+                )
+                .await
+                .unwrap();
+        }
+        let w = f.healthy_with_writer("bring-up").await;
+        if !managed {
+            wait_for(&format!("{}: no partition", f.ns), CHANGE, || async {
+                rollout_state(&f).await.2.is_none().then_some(())
+            })
+            .await;
+        }
+        let r = roll_mycnf(&f, replicas, 300 + replicas).await;
+        let log = f.finish(w).await;
+        let pause = log
+            .longest_pause_around(r.edited, Instant::now())
+            .map(|p| p.length())
+            .unwrap_or_default();
+        table.push(format!(
+            "| {replicas} | {} | {} | {} | {} | {:?} | {} |",
+            if managed {
+                "partition controller"
+            } else {
+                "StatefulSet controller (forced)"
+            },
+            secs(r.took),
+            secs(pause),
+            r.rolled.most_down,
+            r.rolled.went_as_primary,
+            log.acks.len(),
+        ));
+    }
+    println!(
+        "| instances | rolled by | total | longest write pause | most Pods down | restarted as primary | writes acknowledged (0 lost) |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for row in table {
+        println!("{row}");
+    }
 }
