@@ -29,6 +29,26 @@ pub const ADMIN_PORT: i32 = 33062;
 /// The agent's port (its clone API over mutual TLS).
 pub const AGENT_PORT: i32 = 9080;
 
+/// Where the client option files of MOCO's accounts are mounted in every container that needs
+/// them (from the Secret [`ClusterId::mycnf_secret`]).
+pub const CREDENTIALS_DIR: &str = "/mysql-credentials";
+
+/// The key of user `user`'s option file in [`ClusterId::mycnf_secret`] and its file name in
+/// [`CREDENTIALS_DIR`] (`moco-admin-my.cnf`, …).
+pub fn mycnf_key(user: &str) -> String {
+    format!("{user}-my.cnf")
+}
+
+/// Where the mysqld and agent containers (and the Jobs) find mysqld's TLS files, when the
+/// cluster has TLS (`moco-rs/tls`).
+pub const TLS_MOUNT_PATH: &str = "/mysql-tls";
+/// The CA file inside [`TLS_MOUNT_PATH`]: replication channels, `mariadb-backup` and
+/// `mariadb-binlog` verify their server with it.
+pub const TLS_CA_FILE: &str = "/mysql-tls/ca.crt";
+/// The CA's key in the cert-manager Secret of mysqld's certificate and in both of the
+/// operator's copies ([`ClusterId::mysql_tls_secret`], [`ClusterId::mysql_ca_secret`]).
+pub const TLS_CA_KEY: &str = "ca.crt";
+
 /// A MySQLCluster object that is not what this build understands: a field every name needs is
 /// missing, or one of this build's annotations holds a value nothing can be built from. Each
 /// names the field (a JSON path).

@@ -23,8 +23,8 @@ use moco_cluster::ports::{
 use moco_core::facts::{ClusterFacts, Flavor, Role};
 use moco_core::operation::{Event, ReplicationSource};
 use moco_core::status::ClusteringStatus;
-use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};
-use moco_operator::metrics::ClusterMetrics;
+use moco_kube::metrics::ClusterMetrics;
+use moco_kube::platform::{KubePlatform, MysqlConnector};
 
 use crate::cli::AddressOverride;
 use crate::context::Context;

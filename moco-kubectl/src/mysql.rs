@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
+use moco_api::cluster::{CREDENTIALS_DIR, mycnf_key};
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::validate::MYSQLD_CONTAINER_NAME;
-use moco_operator::render::secrets::{CREDENTIALS_DIR, mycnf_key};
 
 use crate::cli::{KubeFlags, MysqlArgs, MysqlUser};
 use crate::context::Context;
@@ -93,7 +93,7 @@ pub fn exec_args(
     args.push(
         format!(
             "--defaults-extra-file={CREDENTIALS_DIR}/{}",
-            mycnf_key(user.account())
+            mycnf_key(user.account().name())
         )
         .into(),
     );

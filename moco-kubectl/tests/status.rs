@@ -12,8 +12,8 @@ use moco_api::addresses::PodNetwork;
 use moco_api::cluster::ClusterId;
 use moco_cluster::ports::Platform as _;
 use moco_core::operation::Event;
-use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};
-use moco_operator::metrics::ClusterMetrics;
+use moco_kube::metrics::ClusterMetrics;
+use moco_kube::platform::{KubePlatform, MysqlConnector};
 use moco_testkit::apiserver::FakeApiServer;
 use serde_json::{Value, json};
 

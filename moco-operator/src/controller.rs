@@ -21,6 +21,7 @@ use kube::runtime::{Controller, WatchStreamExt, watcher};
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::labels::{CREATED_BY, LABEL_CREATED_BY};
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_kube::api::Scope;
 use serde::de::DeserializeOwned;
 
 use crate::reconcile::existing::ExistingWriters;
@@ -44,39 +45,6 @@ pub const RESYNC: Duration = Duration::from_secs(10 * 60 * 60);
 pub const INPUT_RETRY: Duration = Duration::from_secs(60);
 /// Delay before retrying a round that failed on the API.
 pub const API_RETRY: Duration = Duration::from_secs(10);
-
-/// The namespaces the operator watches: every one (MOCO's only choice), or one
-/// (`--watch-namespace`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum Scope {
-    /// Every namespace.
-    #[default]
-    All,
-    /// This namespace alone.
-    Namespace(String),
-}
-
-impl Scope {
-    /// `--watch-namespace`: empty means every namespace.
-    pub fn from_flag(namespace: &str) -> Self {
-        match namespace.trim() {
-            "" => Scope::All,
-            ns => Scope::Namespace(ns.to_owned()),
-        }
-    }
-
-    /// The API of the namespaced resource `K` in this scope.
-    pub fn api<K>(&self, client: kube::Client) -> Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-        <K as kube::Resource>::DynamicType: Default,
-    {
-        match self {
-            Scope::All => Api::all(client),
-            Scope::Namespace(ns) => Api::namespaced(client, ns),
-        }
-    }
-}
 
 /// Where reconcile's clustering decisions go: the clustering managers, one per cluster.
 pub trait ClusteringControl: Send + Sync + Debug {

@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use moco_cluster::manager::ManagerConfig;
-use moco_operator::controller::Scope;
-use moco_operator::metrics::ClusterMetrics;
+use moco_kube::api::Scope;
+use moco_kube::metrics::ClusterMetrics;
 use moco_operator::operator::{OperatorConfig, run_operator};
 use moco_operator::render::RenderSettings;
 use moco_testkit::apiserver::FakeApiServer;
@@ -207,8 +207,8 @@ fn controller(
     use std::sync::Arc;
 
     use moco_api::addresses::PodNetwork;
+    use moco_kube::platform::MysqlConnector;
     use moco_operator::clustering::Managers;
-    use moco_operator::clustering::platform::MysqlConnector;
     use moco_operator::controller::{Shared, run_controller};
     use moco_operator::reconcile::{Context, existing, wall_clock};
 

@@ -12,11 +12,12 @@ use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::manager::ManagerConfig;
 use moco_cluster::ports::Platform;
 use moco_core::facts::Role;
+use moco_kube::api::Scope;
+use moco_kube::metrics::ClusterMetrics;
+use moco_kube::platform::{KubePlatform, MysqlConnector};
+use moco_kube::pods::PodCache;
 use moco_operator::clustering::Managers;
-use moco_operator::clustering::platform::{KubePlatform, MysqlConnector};
-use moco_operator::clustering::pods::{PodCache, watch_pods};
-use moco_operator::controller::Scope;
-use moco_operator::metrics::ClusterMetrics;
+use moco_operator::clustering::pods::watch_pods;
 use moco_testkit::apiserver::FakeApiServer;
 use serde_json::json;
 

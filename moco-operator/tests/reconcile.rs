@@ -7,7 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use moco_api::mysqlcluster::MySQLCluster;
-use moco_operator::metrics::{ClusterLabels, ClusterMetrics};
+use moco_kube::metrics::{ClusterLabels, ClusterMetrics};
 use moco_operator::reconcile::drift::ApplyReason;
 use moco_operator::reconcile::{Clustering, Context, Outcome, ReconcileError, reconcile};
 use moco_operator::render::RenderSettings;

@@ -16,10 +16,10 @@ use moco_adapters::mysqld::LocalMysqld;
 use moco_api::addresses::StaticAddresses;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::manager::ManagerConfig;
+use moco_kube::metrics::{ClusterLabels, ClusterMetrics};
+use moco_kube::platform::MysqlConnector;
 use moco_operator::clustering::Managers;
-use moco_operator::clustering::platform::MysqlConnector;
 use moco_operator::controller::ClusteringControl;
-use moco_operator::metrics::{ClusterLabels, ClusterMetrics};
 use moco_operator::reconcile::Clustering;
 use moco_testkit::apiserver::FakeApiServer;
 use serde_json::{Value, json};
@@ -283,9 +283,10 @@ impl KubeDrill {
         let cluster: MySQLCluster =
             serde_json::from_value(self.cluster()).unwrap_or_else(|e| panic!("cluster: {e}"));
         let spec = u32::try_from(cluster.spec.replicas).unwrap_or(0);
-        let may_go = cluster.status.as_ref().is_some_and(|s| {
-            moco_operator::clustering::platform::cluster_status(s).leaving_may_go(spec)
-        });
+        let may_go = cluster
+            .status
+            .as_ref()
+            .is_some_and(|s| moco_kube::status::cluster_status(s).leaving_may_go(spec));
         let pods = self.size();
         let held = moco_core::resources::statefulset_replicas(spec, Some(pods), may_go);
         for index in (held..pods).rev() {

@@ -19,13 +19,12 @@ use kube::api::{Api, DeleteParams};
 use moco_agent::api::{ClonePhase, CloneRequest, CloneStatus};
 use moco_agent::client::AgentClient;
 use moco_agent::error::AgentError;
+use moco_api::addresses::AddressResolver;
+use moco_api::cluster::ClusterId;
 use moco_cluster::ports::{Credentials, PortError};
 use moco_core::operation::ReplicationSource;
 use moco_http::tls::mtls_client_config;
-
-use super::platform::{CloneCredentials, InstanceCloner};
-use moco_api::addresses::AddressResolver;
-use moco_api::cluster::ClusterId;
+use moco_kube::platform::{CloneCredentials, InstanceCloner};
 
 /// How often a running clone is looked at.
 const POLL: Duration = Duration::from_secs(1);

@@ -6,10 +6,7 @@
 //! asked to step down.
 
 pub mod agent;
-pub mod platform;
 pub mod pods;
-pub mod rounds;
-pub mod status;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,15 +16,15 @@ use kube::Client;
 use moco_api::addresses::AddressResolver;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::manager::{Manager, ManagerConfig};
+use moco_kube::metrics::{ClusterLabels, ClusterMetrics};
+use moco_kube::platform::{InstanceCloner, KubePlatform, SqlConnector};
+use moco_kube::pods::PodCache;
+use moco_kube::rounds::LastRounds;
 use tokio::sync::{Notify, watch};
 
 use crate::controller::ClusteringControl;
-use crate::metrics::{ClusterLabels, ClusterMetrics};
 use crate::reconcile::Clustering;
 use moco_api::cluster::ClusterId;
-use platform::{InstanceCloner, KubePlatform, SqlConnector};
-use pods::PodCache;
-use rounds::LastRounds;
 
 /// A running manager.
 struct Running {

@@ -37,9 +37,9 @@ use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::ClusterFacts;
 use moco_core::resources::{CatchUp, PartitionDecision, RolloutWait, decide_partition};
 use moco_core::time::Timestamp;
+use moco_kube::api::Scope;
+use moco_kube::metrics::{ClusterLabels, ClusterMetrics, NamespaceLabels};
 
-use crate::controller::Scope;
-use crate::metrics::{ClusterLabels, ClusterMetrics, NamespaceLabels};
 use crate::reconcile::apply::FIELD_MANAGER;
 use input::{RolloutLimits, incarnations, ordinal, partition_input};
 

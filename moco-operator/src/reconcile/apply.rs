@@ -1,59 +1,17 @@
 //! Writing objects: server-side apply with the operator's one field manager, create-once,
-//! delete-if-present, each retried with backoff on conflicts and transient API errors.
+//! delete-if-present, each retried with backoff on conflicts and transient API errors
+//! (`moco_kube::api::retry`).
 
 use std::fmt::Debug;
-use std::future::Future;
-use std::time::Duration;
 
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use moco_kube::api::{is_not_found, retry};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// The field manager of every write (MOCO's, so that objects MOCO applied are updated in place).
 pub const FIELD_MANAGER: &str = "moco-controller";
-
-/// Attempts per write before the error ends the round (the controller requeues it with its
-/// own backoff).
-pub const ATTEMPTS: u32 = 4;
-/// The first retry delay; doubled for each further attempt.
-pub const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-
-/// Whether `error` may pass on its own: a conflict, throttling, a server error, or a failed
-/// connection.
-pub fn is_transient(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Api(status) => status.code == 409 || status.code == 429 || status.code >= 500,
-        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
-        _ => false,
-    }
-}
-
-/// Whether `error` is the API server's 404.
-pub fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(s) if s.code == 404)
-}
-
-/// Runs `op` until it succeeds, fails for good, or [`ATTEMPTS`] are used up.
-pub async fn retry<T, F, Fut>(mut op: F) -> Result<T, kube::Error>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, kube::Error>>,
-{
-    let mut delay = FIRST_BACKOFF;
-    let mut attempt = 1;
-    loop {
-        match op().await {
-            Err(e) if attempt < ATTEMPTS && is_transient(&e) => {
-                tracing::debug!(error = %e, attempt, "retrying a transient API error");
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-                attempt += 1;
-            }
-            other => return other,
-        }
-    }
-}
 
 /// Server-side applies `object` (anything serializing to the object, with `apiVersion` and
 /// `kind`) as [`FIELD_MANAGER`], taking ownership of conflicting fields.

@@ -49,14 +49,15 @@ use moco_api::labels::{
 };
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::resources::VolumeError;
+use moco_kube::api::{label_selector, retry};
+use moco_kube::metrics::{ClusterLabels, ClusterMetrics, ReconcileLabels};
 use serde_json::Value;
 
-use crate::metrics::{ClusterLabels, ClusterMetrics};
 use crate::render::{
     ClusterInputs, ClusterObjects, JobObjects, RenderError, RenderSettings, TlsObjects,
 };
 
-use apply::{apply, create_once, delete_if_present, retry};
+use apply::{apply, create_once, delete_if_present};
 use drift::{ApplyReason, apply_reason, with_hash};
 
 /// What reconcile needs besides the cluster.
@@ -250,11 +251,11 @@ pub async fn reconcile(cluster: &MySQLCluster, ctx: &Context) -> Result<Outcome,
     let id = ClusterId::of(cluster).map_err(RenderError::from)?;
     let result = reconcile_inner(cluster, &id, ctx).await;
     let outcome = match &result {
-        Ok(_) => crate::metrics::ReconcileLabels {
+        Ok(_) => ReconcileLabels {
             result: "success",
             category: "none",
         },
-        Err(e) => crate::metrics::ReconcileLabels {
+        Err(e) => ReconcileLabels {
             result: e.step().as_str(),
             category: e.category(),
         },
@@ -895,13 +896,4 @@ fn to_value<K: serde::Serialize>(object: &K, step: Step) -> Result<Value, Reconc
         step,
         message: e.to_string(),
     })
-}
-
-/// `k=v,k=v` for a label selector.
-pub fn label_selector(labels: &std::collections::BTreeMap<String, String>) -> String {
-    labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
 }

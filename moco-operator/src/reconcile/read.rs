@@ -12,15 +12,16 @@ use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 use kube::api::{Api, ListParams};
 use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
+use moco_api::cluster::ClusterId;
 use moco_api::labels::ANNOTATION_SECRET_VERSION;
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_kube::api::{label_selector, retry};
 
-use super::apply::{FIELD_MANAGER, retry};
+use super::apply::FIELD_MANAGER;
 use super::drift::owned_part;
 use super::{Context, ReconcileError, Step};
 use crate::render::pod_template::names;
 use crate::render::secrets::SECRET_VERSION;
-use moco_api::cluster::ClusterId;
 
 /// The passwords of the cluster's accounts, as read.
 pub(super) enum Passwords {
@@ -250,7 +251,7 @@ fn applied_slow_log(sts: &StatefulSet) -> Option<Container> {
 /// left by a StatefulSet deleted with `propagationPolicy: Orphan`.
 pub(super) async fn orphaned_pods(ctx: &Context, id: &ClusterId) -> Result<bool, ReconcileError> {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &id.namespace);
-    let params = ListParams::default().labels(&super::label_selector(&id.labels()));
+    let params = ListParams::default().labels(&label_selector(&id.labels()));
     let pods = retry(|| api.list(&params))
         .await
         .map_err(ReconcileError::api(Step::Read))?;

@@ -10,9 +10,10 @@
 
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, Patch, PatchParams};
+use moco_kube::api::retry;
 use serde_json::json;
 
-use super::apply::{FIELD_MANAGER, apply, retry};
+use super::apply::{FIELD_MANAGER, apply};
 
 /// Whether the API server refused an object as invalid (422) naming a duplicate value.
 fn is_duplicate(error: &kube::Error) -> bool {

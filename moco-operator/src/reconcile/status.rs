@@ -4,14 +4,15 @@
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::api::{Api, PostParams};
+use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::{MySQLCluster, MySQLClusterStatus, ReconcileInfo};
+use moco_kube::api::retry;
 
 use super::conditions::{
     self, CLUSTERING_ACTIVE, StatefulSetSeen, clustering_active, reconcile_success,
     reconciliation_active, set, set_unknown, statefulset_ready,
 };
 use super::{Context, ReconcileError, Step};
-use moco_api::cluster::ClusterId;
 
 /// Attempts of a read-modify-write before a conflict ends the round.
 const ATTEMPTS: u32 = 5;
@@ -25,7 +26,7 @@ async fn modify(
     let err = ReconcileError::api(Step::Status);
     let mut attempt = 1;
     loop {
-        let mut current = super::apply::retry(|| api.get_status(name))
+        let mut current = retry(|| api.get_status(name))
             .await
             .map_err(ReconcileError::api(Step::Status))?;
         let mut status = current.status.clone().unwrap_or_default();

@@ -10,18 +10,19 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use moco_api::cluster::ClusterId;
 use moco_api::labels::{ANNOTATION_DEFAULT_STORAGE_CLASS, ANNOTATION_DEFAULT_STORAGE_CLASS_BETA};
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::resources::{
     ClaimTemplate, DeployedVolumes, PvcFacts, Quantity, RolloutFacts, StorageClassFacts,
     VolumeInput, plan_volumes,
 };
+use moco_kube::api::{label_selector, retry};
 use serde_json::json;
 
-use super::apply::{delete_if_present, retry};
+use super::apply::delete_if_present;
 use super::drift::Recreation;
-use super::{Context, ReconcileError, Step, label_selector, labels};
-use moco_api::cluster::ClusterId;
+use super::{Context, ReconcileError, Step, labels};
 
 /// How long a StatefulSet deleted for re-creation may take to go away.
 const RECREATE_WAIT: Duration = Duration::from_secs(5);

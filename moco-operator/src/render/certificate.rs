@@ -7,9 +7,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use serde_json::{Value, json};
-
 use moco_api::cluster::ClusterId;
+use serde_json::{Value, json};
 
 /// The Issuer of the install manifests that signs agent certificates.
 pub const GRPC_ISSUER: &str = "moco-grpc-issuer";

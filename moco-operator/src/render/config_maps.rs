@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Container};
+use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::Flavor;
 use moco_core::resources::{
@@ -13,7 +14,6 @@ use moco_core::resources::{
 };
 
 use super::template::expand_path;
-use moco_api::cluster::ClusterId;
 
 use super::RenderError;
 

@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use moco_adapters::mysql::Account;
 use moco_api::annotations::{ARCHIVE_ANNOTATION, MAX_RATE_ANNOTATION, archive_interval};
 use moco_api::backuppolicy::{BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig};
-use moco_api::cluster::ClusterId;
+use moco_api::cluster::{ClusterId, TLS_CA_FILE, TLS_MOUNT_PATH};
 use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAME};
 use moco_api::mysqlcluster::{MySQLCluster, RestoreSpec};
 use moco_core::facts::Flavor;
@@ -355,17 +355,12 @@ fn with_agent_access(id: &ClusterId, pod: &mut PodSpec, donor_password: bool) {
 /// What a MariaDB Job adds with TLS: the CA alone (never the server's key), and the flag that
 /// makes its SQL connections and `mariadb-binlog` verify the servers with it.
 fn with_mysql_ca(id: &ClusterId, pod: &mut PodSpec) {
-    mount_secret(
-        pod,
-        MYSQL_CA_VOLUME,
-        id.mysql_ca_secret(),
-        super::tls::MOUNT_PATH,
-    );
+    mount_secret(pod, MYSQL_CA_VOLUME, id.mysql_ca_secret(), TLS_MOUNT_PATH);
     for container in &mut pod.containers {
         // After the subcommand, before the positional arguments.
         let args = container.args.get_or_insert_with(Vec::new);
         let at = args.len().min(1);
-        args.insert(at, format!("--mysql-tls-ca={}", super::tls::CA_FILE));
+        args.insert(at, format!("--mysql-tls-ca={}", TLS_CA_FILE));
     }
 }
 

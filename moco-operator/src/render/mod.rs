@@ -306,7 +306,7 @@ pub fn build(
     let leaving_may_go = cluster
         .status
         .as_ref()
-        .is_some_and(|s| crate::clustering::status::cluster_status(s).leaving_may_go(replicas));
+        .is_some_and(|s| moco_kube::status::cluster_status(s).leaving_may_go(replicas));
     let held = moco_core::resources::statefulset_replicas(
         replicas,
         inputs.deployed_replicas,

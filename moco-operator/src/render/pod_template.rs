@@ -19,7 +19,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use moco_api::cluster::{ADMIN_PORT, AGENT_PORT, ClusterId, MYSQL_PORT, MYSQLX_PORT};
+use moco_api::cluster::{
+    ADMIN_PORT, AGENT_PORT, CREDENTIALS_DIR, ClusterId, MYSQL_PORT, MYSQLX_PORT, TLS_CA_FILE,
+    TLS_MOUNT_PATH,
+};
 use moco_api::labels::{APP_MYSQL, CREATED_BY, LABEL_CREATED_BY, LABEL_INSTANCE, LABEL_NAME};
 use moco_api::mysqlcluster::{MySQLCluster, OverwriteableContainerName};
 use moco_core::facts::Flavor;
@@ -28,7 +31,6 @@ use moco_core::validate::{DATA_CLAIM_NAME, MYSQLD_CONTAINER_NAME};
 
 use super::RenderSettings;
 use super::meta::overlay;
-use super::secrets::CREDENTIALS_DIR;
 
 /// The user and group the containers run as unless the template says otherwise.
 pub const DEFAULT_UID: i64 = 10000;
@@ -258,7 +260,7 @@ fn mysqld(inputs: &PodInputs<'_>) -> Container {
     if inputs.tls {
         c.volume_mounts.get_or_insert_with(Vec::new).push(mount(
             volume::MYSQL_TLS,
-            super::tls::MOUNT_PATH,
+            TLS_MOUNT_PATH,
             true,
         ));
     }
@@ -298,8 +300,8 @@ fn agent(inputs: &PodInputs<'_>) -> Container {
     if inputs.tls {
         // `mariadb-backup` streams a clone or a backup over TCP to 127.0.0.1, which the
         // certificate names.
-        args.extend(["--mysql-tls-ca".to_owned(), super::tls::CA_FILE.to_owned()]);
-        volume_mounts.push(mount(volume::MYSQL_TLS, super::tls::MOUNT_PATH, true));
+        args.extend(["--mysql-tls-ca".to_owned(), TLS_CA_FILE.to_owned()]);
+        volume_mounts.push(mount(volume::MYSQL_TLS, TLS_MOUNT_PATH, true));
     }
     Container {
         name: names::AGENT.into(),

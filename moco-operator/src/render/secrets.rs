@@ -8,15 +8,11 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use moco_adapters::mysql::option_file::quote_value;
 use moco_adapters::mysql::{Account, MocoPasswords};
+use moco_api::cluster::{ClusterId, mycnf_key};
 use moco_api::labels::ANNOTATION_SECRET_VERSION;
-
-use moco_api::cluster::ClusterId;
 
 /// The format version of password Secrets; a Secret without it is not trusted.
 pub const SECRET_VERSION: &str = "1";
-
-/// Path where the client option files are mounted in every container that needs them.
-pub const CREDENTIALS_DIR: &str = "/mysql-credentials";
 
 /// The accounts that get a client option file, in the order MOCO lists them.
 pub const MYCNF_ACCOUNTS: [Account; 5] = [
@@ -26,11 +22,6 @@ pub const MYCNF_ACCOUNTS: [Account; 5] = [
     Account::ReadOnly,
     Account::Writable,
 ];
-
-/// The key of `account`'s option file in `moco-my-cnf-<name>` (`moco-admin-my.cnf`, …).
-pub fn mycnf_key(account: Account) -> String {
-    format!("{}-my.cnf", account.name())
-}
 
 fn version_annotation() -> BTreeMap<String, String> {
     BTreeMap::from([(ANNOTATION_SECRET_VERSION.into(), SECRET_VERSION.into())])
@@ -92,7 +83,7 @@ pub fn mycnf(id: &ClusterId, passwords: &MocoPasswords) -> Secret {
         .iter()
         .map(|a| {
             (
-                mycnf_key(*a),
+                mycnf_key(a.name()),
                 ByteString(client_option_file(*a, passwords.get(*a)).into_bytes()),
             )
         })

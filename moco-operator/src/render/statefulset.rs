@@ -7,10 +7,10 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpe
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use moco_api::cluster::ClusterId;
 use moco_api::labels::ANNOTATION_FORCE_ROLLING_UPDATE;
 
 use super::pod_template::{PodInputs, pod_template};
-use moco_api::cluster::ClusterId;
 
 /// A volume claim template of the cluster as the StatefulSet carries it: owned by the cluster,
 /// so the PVCs are deleted with it, and with Kubernetes' defaults written out so that the

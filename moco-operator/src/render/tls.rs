@@ -15,20 +15,13 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use moco_api::annotations::IssuerRef;
-use moco_api::cluster::ClusterId;
+use moco_api::cluster::{ClusterId, TLS_CA_FILE, TLS_CA_KEY, TLS_MOUNT_PATH};
 use serde_json::{Value, json};
 
 use super::certificate::{certificate_object, copied_secret};
 
-/// Where the mysqld and agent containers (and the Jobs) find the files.
-pub const MOUNT_PATH: &str = "/mysql-tls";
-/// The CA file inside [`MOUNT_PATH`]: replication channels, `mariadb-backup` and
-/// `mariadb-binlog` verify their server with it.
-pub const CA_FILE: &str = "/mysql-tls/ca.crt";
-/// The CA key of the cert-manager Secret and of both copies.
-pub const CA_KEY: &str = "ca.crt";
 /// The keys of the server's copy.
-const SERVER_KEYS: [&str; 3] = [CA_KEY, "tls.crt", "tls.key"];
+const SERVER_KEYS: [&str; 3] = [TLS_CA_KEY, "tls.crt", "tls.key"];
 
 /// The `Certificate` `moco-mysql-<ns>.<name>` in the controller namespace, signed by `issuer`.
 pub fn certificate(id: &ClusterId, system_namespace: &str, issuer: &IssuerRef) -> Value {
@@ -55,22 +48,22 @@ pub fn certificate(id: &ClusterId, system_namespace: &str, issuer: &IssuerRef) -
     )
 }
 
-/// `moco-<name>-mysql-tls`: the certificate, key and CA the Pods mount at [`MOUNT_PATH`].
+/// `moco-<name>-mysql-tls`: the certificate, key and CA the Pods mount at [`TLS_MOUNT_PATH`].
 pub fn server_secret(id: &ClusterId, source: &BTreeMap<String, ByteString>) -> Secret {
     copied_secret(id, id.mysql_tls_secret(), &SERVER_KEYS, source)
 }
 
 /// `moco-<name>-mysql-ca`: the CA only (`ca.crt`), for clients and the Jobs.
 pub fn ca_secret(id: &ClusterId, source: &BTreeMap<String, ByteString>) -> Secret {
-    copied_secret(id, id.mysql_ca_secret(), &[CA_KEY], source)
+    copied_secret(id, id.mysql_ca_secret(), &[TLS_CA_KEY], source)
 }
 
 /// The server options of my.cnf; they replace the user's options of the same names.
 pub fn mycnf_options() -> BTreeMap<String, String> {
     BTreeMap::from([
-        ("ssl_ca".to_owned(), CA_FILE.to_owned()),
-        ("ssl_cert".to_owned(), format!("{MOUNT_PATH}/tls.crt")),
-        ("ssl_key".to_owned(), format!("{MOUNT_PATH}/tls.key")),
+        ("ssl_ca".to_owned(), TLS_CA_FILE.to_owned()),
+        ("ssl_cert".to_owned(), format!("{TLS_MOUNT_PATH}/tls.crt")),
+        ("ssl_key".to_owned(), format!("{TLS_MOUNT_PATH}/tls.key")),
         ("require_secure_transport".to_owned(), "ON".to_owned()),
     ])
 }

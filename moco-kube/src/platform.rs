@@ -26,7 +26,7 @@ use moco_adapters::mysql::tls::MysqlTls;
 use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
 use moco_api::addresses::AddressResolver;
 use moco_api::annotations::{flavor_of, is_true, tls_of};
-use moco_api::cluster::{CLUSTER_API_VERSION, CLUSTER_KIND};
+use moco_api::cluster::{CLUSTER_API_VERSION, CLUSTER_KIND, ClusterId, TLS_CA_FILE, TLS_CA_KEY};
 use moco_api::labels::{
     ANNOTATION_DEMOTE, ANNOTATION_PREVENT_DELETE, LABEL_ROLE, ROLE_PRIMARY, ROLE_REPLICA,
 };
@@ -42,12 +42,11 @@ use moco_core::operation::{EventType, ReplicationSource};
 use moco_core::status::{ClusteringStatus, ConditionStatus};
 use serde_json::json;
 
-use super::pods::PodCache;
-pub use super::status::{cluster_status, merge_clustering_status, to_time, to_timestamp};
+use crate::api::{label_selector, retry};
 use crate::metrics::{ClusterLabels, ClusterMetrics};
-use crate::reconcile::apply::retry;
-use crate::reconcile::label_selector;
-use moco_api::cluster::ClusterId;
+use crate::pods::PodCache;
+use crate::rounds::LastRounds;
+use crate::status::{cluster_status, merge_clustering_status};
 
 /// Limits of the manager's SQL connections: MOCO's connect timeout, and a call limit that
 /// bounds every statement.
@@ -101,14 +100,14 @@ pub trait SqlConnector: Send + Sync + fmt::Debug {
 #[derive(Clone, Debug)]
 pub struct MysqlConnector {
     /// The CA file as the instances read it: with TLS, their replication channels verify
-    /// their source with it (in a Pod, [`crate::render::tls::CA_FILE`]).
+    /// their source with it (in a Pod, [`TLS_CA_FILE`]).
     pub replication_ca: String,
 }
 
 impl Default for MysqlConnector {
     fn default() -> Self {
         MysqlConnector {
-            replication_ca: crate::render::tls::CA_FILE.to_owned(),
+            replication_ca: TLS_CA_FILE.to_owned(),
         }
     }
 }
@@ -161,7 +160,7 @@ pub struct KubePlatform {
     /// again, a removed demote annotation read back).
     pods_written: AtomicBool,
     /// Where each round's facts are kept for the partition controller, if anywhere.
-    last_rounds: Option<super::rounds::LastRounds>,
+    last_rounds: Option<LastRounds>,
 }
 
 /// The reason of the engine's warning while Pods of the cluster do not exist.
@@ -303,7 +302,7 @@ impl KubePlatform {
     /// Keeps each round's facts in `rounds` (the partition controller reads how far each
     /// instance got from them).
     #[must_use]
-    pub fn with_last_rounds(mut self, rounds: super::rounds::LastRounds) -> Self {
+    pub fn with_last_rounds(mut self, rounds: LastRounds) -> Self {
         self.last_rounds = Some(rounds);
         self
     }
@@ -447,7 +446,7 @@ impl KubePlatform {
         let pem = secret
             .data
             .unwrap_or_default()
-            .remove(crate::render::tls::CA_KEY)
+            .remove(TLS_CA_KEY)
             .filter(|v| !v.0.is_empty())
             .ok_or_else(|| failed(target, "key ca.crt is missing or empty"))?;
         Ok(Some(MysqlTls::new(pem.0)))
