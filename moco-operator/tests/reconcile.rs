@@ -271,7 +271,7 @@ async fn the_first_round_creates_every_object_with_one_field_manager() {
     let c = env.fake.get_json(CLUSTERS, NS, "db").unwrap();
     assert_eq!(
         c["status"]["reconcileInfo"],
-        json!({"generation": 1, "reconcileVersion": 1})
+        json!({"generation": 1, "reconcileVersion": 2})
     );
     env.statefulset_ready();
     env.ok_round().await;
@@ -384,7 +384,7 @@ async fn each_invalid_input_stops_the_round_before_any_write_naming_its_field() 
         env.fake.take_requests();
         let err = env.round().await.expect_err(what);
         assert!(err.to_string().contains(field), "{what}: {err}");
-        assert_eq!(err.category(), "input", "{what}");
+        assert_eq!(err.category().as_str(), "input", "{what}");
         let writes = env.writes();
         assert!(
             writes.iter().all(|r| r.path.contains("/mysqlclusters/db")),
@@ -420,8 +420,8 @@ async fn an_upgrade_keeps_the_recorded_reconciler_version_until_a_spec_edit() {
     let info = |env: &Env| {
         env.fake.get_json(CLUSTERS, NS, "db").unwrap()["status"]["reconcileInfo"].clone()
     };
-    assert_eq!(info(&env), json!({"generation": 1, "reconcileVersion": 1}));
-    env.ctx.settings.latest_reconciler_version = 2;
+    assert_eq!(info(&env), json!({"generation": 1, "reconcileVersion": 2}));
+    env.ctx.settings.latest_reconciler_version = 3;
     env.fake.take_requests();
     assert_eq!(env.ok_round().await.statefulset, None);
     assert!(
@@ -431,16 +431,16 @@ async fn an_upgrade_keeps_the_recorded_reconciler_version_until_a_spec_edit() {
         "{:?}",
         env.writes()
     );
-    assert_eq!(info(&env), json!({"generation": 1, "reconcileVersion": 1}));
+    assert_eq!(info(&env), json!({"generation": 1, "reconcileVersion": 2}));
     env.edit_spec(json!({"podTemplate": {"metadata": {"labels": {"edited": "yes"}}}}));
     assert_eq!(
         env.ok_round().await.statefulset,
         Some(ApplyReason::Rendering)
     );
-    assert_eq!(info(&env)["reconcileVersion"], 2);
+    assert_eq!(info(&env)["reconcileVersion"], 3);
     assert_eq!(
         env.sts().unwrap()["spec"]["template"]["metadata"]["annotations"]["moco-rs/reconciler-version"],
-        "2"
+        "3"
     );
 }
 
@@ -487,7 +487,7 @@ async fn a_new_mycnf_rolls_the_statefulset_and_old_config_maps_are_pruned() {
             .contains("spec.mysqlConfigMapName: ConfigMap ns/opts not found"),
         "{err}"
     );
-    assert_eq!(err.category(), "input");
+    assert_eq!(err.category().as_str(), "input");
     assert_eq!(
         env.condition("ReconcileSuccess")["reason"],
         "ReconcileFailed"
@@ -1155,7 +1155,7 @@ async fn conflicts_are_retried_and_lasting_errors_fail_the_round_with_their_step
     );
     let err = env.round().await.unwrap_err();
     assert_eq!(err.step().as_str(), "services");
-    assert_eq!(err.category(), "api");
+    assert_eq!(err.category().as_str(), "api");
     assert_eq!(env.condition("ReconcileSuccess")["status"], "False");
 }
 

@@ -1558,21 +1558,42 @@ fn the_prevent_delete_policy_selects_the_rendered_mysqld_pods_only() {
     }
 }
 
-/// Reconciler version 2 (the upgrade-test version) renders exactly what version 1 renders
+/// Reconciler version 3 (the upgrade-test version) renders exactly what version 2 renders
 /// plus one Pod-template annotation: the upgrade test on the real control plane then proves
 /// the version choice, not a rendering difference of its own.
 #[test]
-fn version_2_is_version_1_with_one_pod_annotation() {
+fn version_3_is_version_2_with_one_pod_annotation() {
+    let c = cluster(json!({}));
+    let mut inputs = Inputs::new();
+    inputs.reconciler_version = 2;
+    let v2 = serde_json::to_value(&inputs.render(&c).unwrap().statefulset).unwrap();
+    inputs.reconciler_version = 3;
+    let mut v3 = serde_json::to_value(&inputs.render(&c).unwrap().statefulset).unwrap();
+    let annotations = v3["spec"]["template"]["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations")
+        .unwrap();
+    assert_eq!(annotations, json!({"moco-rs/reconciler-version": "3"}));
+    assert_eq!(v2, v3);
+}
+
+/// Reconciler version 2 renders what version 1 renders but for mysqld's termination message
+/// policy (the contract: a cluster on version 1 keeps version 1's Pods until its spec changes).
+#[test]
+fn version_2_is_version_1_with_mysqld_falling_back_to_its_log() {
     let c = cluster(json!({}));
     let mut inputs = Inputs::new();
     let v1 = serde_json::to_value(&inputs.render(&c).unwrap().statefulset).unwrap();
     inputs.reconciler_version = 2;
     let mut v2 = serde_json::to_value(&inputs.render(&c).unwrap().statefulset).unwrap();
-    let annotations = v2["spec"]["template"]["metadata"]
+    let mysqld = v2["spec"]["template"]["spec"]["containers"][0]
         .as_object_mut()
-        .unwrap()
-        .remove("annotations")
         .unwrap();
-    assert_eq!(annotations, json!({"moco-rs/reconciler-version": "2"}));
+    assert_eq!(mysqld["name"], "mysqld");
+    assert_eq!(
+        mysqld.remove("terminationMessagePolicy"),
+        Some(json!("FallbackToLogsOnError"))
+    );
     assert_eq!(v1, v2);
 }

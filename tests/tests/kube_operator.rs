@@ -737,9 +737,9 @@ async fn reconcile_info(f: &Fixture) -> (i64, i32) {
 /// Regression (issue 31, defect 1): the operator recorded `reconcileVersion: 1` whatever
 /// rendered, and rendered every cluster with the newest code, so a release that renders the
 /// Pods differently restarted every mysqld without a spec edit. An operator whose latest
-/// version is 2 (the upgrade-test version, `--latest-reconciler-version 2`) taking over a
-/// cluster reconciled by version 1 writes no StatefulSet and restarts no Pod; the next spec
-/// edit renders it with version 2, once.
+/// version is 3 (the upgrade-test version, `--latest-reconciler-version 3`) taking over a
+/// cluster reconciled by version 2 writes no StatefulSet and restarts no Pod; the next spec
+/// edit renders it with version 3, once.
 #[tokio::test]
 async fn an_upgraded_operator_keeps_each_cluster_on_its_reconciler_version_until_a_spec_edit() {
     let Some(mut f) = setup("op_upgrade").await else {
@@ -750,7 +750,7 @@ async fn an_upgraded_operator_keeps_each_cluster_on_its_reconciler_version_until
     let pods = f.ready_pods(1).await;
     f.wait_reconciled("created").await;
     let generation = f.cluster().await.metadata.generation.unwrap();
-    assert_eq!(reconcile_info(&f).await, (generation, 1));
+    assert_eq!(reconcile_info(&f).await, (generation, 2));
     let sts = f.statefulset().await.unwrap();
     let (rv, sts_generation) = (
         sts.metadata.resource_version.clone(),
@@ -762,7 +762,7 @@ async fn an_upgraded_operator_keeps_each_cluster_on_its_reconciler_version_until
             .collect::<Vec<_>>()
     };
 
-    f.restart_operator(&["--latest-reconciler-version", "2"])
+    f.restart_operator(&["--latest-reconciler-version", "3"])
         .await;
     wait_for("the upgraded operator's first round", LIMIT, || async {
         (f.rounds().await >= 1.0).then_some(())
@@ -780,8 +780,8 @@ async fn an_upgraded_operator_keeps_each_cluster_on_its_reconciler_version_until
     );
     assert_eq!(
         reconcile_info(&f).await,
-        (generation, 1),
-        "the cluster stays on version 1"
+        (generation, 2),
+        "the cluster stays on version 2"
     );
     let same = f.ready_pods(1).await;
     assert_eq!(uid(&same), uid(&pods), "no Pod was replaced");
@@ -792,9 +792,9 @@ async fn an_upgraded_operator_keeps_each_cluster_on_its_reconciler_version_until
 
     f.patch_cluster(json!({"spec": {"podTemplate": {"metadata": {"annotations": {"example.com/edited": "1"}}}}}))
         .await;
-    wait_for("the edit rendered with version 2", LIMIT, || async {
+    wait_for("the edit rendered with version 3", LIMIT, || async {
         let (g, v) = reconcile_info(&f).await;
-        (g == generation + 1 && v == 2).then_some(())
+        (g == generation + 1 && v == 3).then_some(())
     })
     .await;
     let sts = f.statefulset().await.unwrap();
@@ -808,14 +808,14 @@ async fn an_upgraded_operator_keeps_each_cluster_on_its_reconciler_version_until
         annotations
             .get("moco-rs/reconciler-version")
             .map(String::as_str),
-        Some("2"),
+        Some("3"),
         "{annotations:?}"
     );
-    wait_for("the Pod rolled to version 2", LIMIT, || async {
+    wait_for("the Pod rolled to version 3", LIMIT, || async {
         let pods = f.pods().list(&ListParams::default()).await.ok()?;
         let p = pods.items.first()?;
         let a = p.metadata.annotations.as_ref()?;
-        (a.get("moco-rs/reconciler-version").map(String::as_str) == Some("2") && is_ready(p))
+        (a.get("moco-rs/reconciler-version").map(String::as_str) == Some("3") && is_ready(p))
             .then_some(())
     })
     .await;

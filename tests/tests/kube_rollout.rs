@@ -398,7 +398,12 @@ async fn a_refused_option_stops_the_rollout_at_one_pod_and_fixing_it_resumes() {
     .await;
     println!("{}: stalled: {message}", f.ns);
     assert!(message.contains(&pod_name(2)), "{message}");
+    // mysqld's log (reconciler version 2: FallbackToLogsOnError) names what it refused.
     assert!(message.contains("mysqld exited"), "{message}");
+    assert!(
+        message.contains("unknown variable 'innodb_bogus_option=1'"),
+        "{message}"
+    );
     let events = notes(&f, "MySQLCluster", "RolloutStalled").await;
     assert!(events.iter().any(|n| n == &message), "{events:?}");
     // The others kept their Pods; the cluster stays Available; the partition stays at 2.

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The newest reconciler this operator implements.
-pub const LATEST_RECONCILER_VERSION: u32 = 1;
+pub const LATEST_RECONCILER_VERSION: u32 = 2;
 
 /// `status.reconcileInfo`: the spec generation last reconciled and the reconciler version used.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -293,7 +293,8 @@ mod tests {
 
     #[test]
     fn reconciler_version_table() {
-        // (recorded generation, recorded version, current generation, deleting) → version
+        // (recorded generation, recorded version, current generation, deleting) → version, for
+        // an operator whose latest is 1.
         let cases = [
             (0, 0, 1, false, 1), // new cluster
             (3, 0, 3, false, 1), // nothing recorded: latest
@@ -305,7 +306,7 @@ mod tests {
         ];
         for (rg, rv, g, deleting, want) in cases {
             assert_eq!(
-                choose_reconciler_version(&info(rg, rv), g, deleting, LATEST_RECONCILER_VERSION),
+                choose_reconciler_version(&info(rg, rv), g, deleting, 1),
                 want,
                 "recorded ({rg},{rv}) generation {g} deleting {deleting}"
             );
@@ -563,7 +564,8 @@ mod tests {
                 generation: case.generation,
                 deleting: case.deleting,
                 reconcile_info: case.recorded,
-                latest_reconciler_version: LATEST_RECONCILER_VERSION,
+                // The rules, for an operator whose latest is 1.
+                latest_reconciler_version: 1,
                 desired: case.desired,
                 deployed: case.deployed,
             });

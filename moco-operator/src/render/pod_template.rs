@@ -264,6 +264,7 @@ fn mysqld(inputs: &PodInputs<'_>) -> Container {
             true,
         ));
     }
+    super::version::mysqld_container(inputs.reconciler_version, &mut c);
     c
 }
 
