@@ -20,7 +20,7 @@ pub use mycnf::{
     innodb_buffer_pool_bytes, instance_mycnf, mycnf_config_map_name, server_section,
 };
 pub use partition::{
-    AdmittedPartition, PartitionAdmission, PartitionDecision, PartitionInput, PartitionPod,
+    AdmittedPartition, Lacks, PartitionAdmission, PartitionDecision, PartitionInput, PartitionPod,
     RolloutWait, admit_partition, decide_partition,
 };
 pub use pdb::{PdbDecision, PdbInput, decide_pdb};

@@ -157,10 +157,50 @@ pub enum RolloutWait {
         /// Its ordinal.
         index: u32,
         /// What it lacks.
-        lacks: String,
+        lacks: Lacks,
     },
     /// The cluster is not Healthy.
     ClusterNotHealthy,
+}
+
+/// What a Pod already let go still lacks before the next one may go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "lacks", rename_all = "camelCase")]
+pub enum Lacks {
+    /// It runs the old revision (the StatefulSet controller has not replaced it yet).
+    UpdateRevision,
+    /// It is terminating.
+    Terminating,
+    /// It is not Ready.
+    Ready,
+    /// It has been Ready for less than the minimum: the wait ends by itself.
+    Available {
+        /// The minimum (`minReadySeconds`).
+        needed_seconds: u64,
+        /// How long it has been Ready.
+        ready_seconds: u64,
+    },
+    /// Its replica has not executed what the primary had when it came back: the wait ends
+    /// when a clustering round sees it has.
+    CatchUp,
+}
+
+impl std::fmt::Display for Lacks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lacks::UpdateRevision => f.write_str("the update revision"),
+            Lacks::Terminating => f.write_str("to finish terminating"),
+            Lacks::Ready => f.write_str("Ready"),
+            Lacks::Available {
+                needed_seconds,
+                ready_seconds,
+            } => write!(
+                f,
+                "to be Ready for {needed_seconds} s (Ready for {ready_seconds} s)"
+            ),
+            Lacks::CatchUp => f.write_str("to catch up with the primary"),
+        }
+    }
 }
 
 /// The partition controller's decision.
@@ -283,20 +323,20 @@ fn lower(partition: u32) -> PartitionDecision {
 }
 
 /// What an already rolled Pod still lacks before the next one may go, if anything.
-fn not_rolled(pod: &PartitionPod, min_ready_seconds: u64) -> Option<String> {
+fn not_rolled(pod: &PartitionPod, min_ready_seconds: u64) -> Option<Lacks> {
     if !pod.updated {
-        Some("the update revision".to_owned())
+        Some(Lacks::UpdateRevision)
     } else if pod.terminating {
-        Some("to finish terminating".to_owned())
+        Some(Lacks::Terminating)
     } else if !pod.ready {
-        Some("Ready".to_owned())
+        Some(Lacks::Ready)
     } else if pod.seconds_in_condition < min_ready_seconds {
-        Some(format!(
-            "to be Ready for {min_ready_seconds} s (Ready for {} s)",
-            pod.seconds_in_condition
-        ))
+        Some(Lacks::Available {
+            needed_seconds: min_ready_seconds,
+            ready_seconds: pod.seconds_in_condition,
+        })
     } else if !pod.caught_up {
-        Some("to catch up with the primary".to_owned())
+        Some(Lacks::CatchUp)
     } else {
         None
     }
@@ -447,28 +487,47 @@ mod tests {
     #[test]
     fn a_rolled_pod_must_be_updated_ready_available_and_caught_up() {
         type Break = fn(&mut PartitionPod);
-        let cases: [(Break, &str); 5] = [
-            (|p| p.updated = false, "the update revision"),
-            (|p| p.terminating = true, "to finish terminating"),
+        let cases: [(Break, Lacks, &str); 5] = [
+            (
+                |p| p.updated = false,
+                Lacks::UpdateRevision,
+                "the update revision",
+            ),
+            (
+                |p| p.terminating = true,
+                Lacks::Terminating,
+                "to finish terminating",
+            ),
             (
                 |p| {
                     p.ready = false;
                     p.seconds_in_condition = 10;
                 },
+                Lacks::Ready,
                 "Ready",
             ),
-            (|p| p.seconds_in_condition = 4, "to be Ready for 5 s"),
-            (|p| p.caught_up = false, "to catch up with the primary"),
+            (
+                |p| p.seconds_in_condition = 4,
+                Lacks::Available {
+                    needed_seconds: 5,
+                    ready_seconds: 4,
+                },
+                "to be Ready for 5 s (Ready for 4 s)",
+            ),
+            (
+                |p| p.caught_up = false,
+                Lacks::CatchUp,
+                "to catch up with the primary",
+            ),
         ];
-        for (brk, lacks) in cases {
+        for (brk, lacks, text) in cases {
             let mut i = rolling(3, 1);
             brk(&mut i.pods[1]);
-            match decide_partition(&i) {
-                PartitionDecision::Wait(RolloutWait::PodNotReady { index: 1, lacks: l }) => {
-                    assert!(l.starts_with(lacks), "{l}");
-                }
-                other => panic!("{lacks}: {other:?}"),
-            }
+            assert_eq!(
+                decide_partition(&i),
+                PartitionDecision::Wait(RolloutWait::PodNotReady { index: 1, lacks })
+            );
+            assert_eq!(lacks.to_string(), text);
         }
         // At the minimum it may go.
         let mut i = rolling(3, 2);

@@ -35,7 +35,7 @@ use kube::{Resource, ResourceExt};
 use moco_api::labels::{ANNOTATION_DEMOTE, CREATED_BY, LABEL_CREATED_BY};
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::ClusterFacts;
-use moco_core::resources::{CatchUp, PartitionDecision, RolloutWait, decide_partition};
+use moco_core::resources::{CatchUp, Lacks, PartitionDecision, RolloutWait, decide_partition};
 use moco_core::time::Timestamp;
 use moco_kube::api::Scope;
 use moco_kube::metrics::{ClusterLabels, ClusterMetrics, NamespaceLabels};
@@ -227,14 +227,11 @@ async fn step(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Action, Partit
         }
         PartitionDecision::Wait(wait) => {
             resume(&ctx, &sts, &cluster_name, &labels).await?;
-            Ok(match wait {
-                RolloutWait::ClusterNotHealthy => Action::requeue(UNHEALTHY),
-                RolloutWait::PodNotReady { lacks, .. } if lacks.contains("catch up") => {
-                    ctx.rounds.wake(&namespace, &cluster_name);
-                    Action::requeue(SOON)
-                }
-                _ => Action::requeue(STEP),
-            })
+            let (after, wake) = next_look(&wait);
+            if wake {
+                ctx.rounds.wake(&namespace, &cluster_name);
+            }
+            Ok(Action::requeue(after))
         }
         PartitionDecision::Lower { from, to } => {
             resume(&ctx, &sts, &cluster_name, &labels).await?;
@@ -490,6 +487,25 @@ pub fn stalled_condition(
     }
 }
 
+/// When to look again at a rollout that waits, and whether to wake the clustering manager
+/// first. A wait that ends by itself (a Ready Pod's availability, a replica catching up, which
+/// a clustering round must see) is looked at soon: no event marks its end. The others end with
+/// a change of the StatefulSet or a Pod, which starts a step at once.
+fn next_look(wait: &RolloutWait) -> (Duration, bool) {
+    match wait {
+        RolloutWait::ClusterNotHealthy => (UNHEALTHY, false),
+        RolloutWait::PodNotReady {
+            lacks: Lacks::CatchUp,
+            ..
+        } => (SOON, true),
+        RolloutWait::PodNotReady {
+            lacks: Lacks::Available { .. },
+            ..
+        } => (SOON, false),
+        _ => (STEP, false),
+    }
+}
+
 fn error_policy(sts: Arc<StatefulSet>, error: &PartitionError, _: Arc<Context>) -> Action {
     tracing::warn!(
         statefulset = sts.metadata.name.as_deref().unwrap_or_default(),
@@ -542,6 +558,23 @@ mod tests {
 
     fn at(s: i64) -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap())
+    }
+
+    #[test]
+    fn waits_that_end_by_themselves_are_looked_at_soon() {
+        let pod = |lacks| RolloutWait::PodNotReady { index: 2, lacks };
+        assert_eq!(next_look(&pod(Lacks::CatchUp)), (SOON, true));
+        let available = Lacks::Available {
+            needed_seconds: 5,
+            ready_seconds: 2,
+        };
+        assert_eq!(next_look(&pod(available)), (SOON, false));
+        assert_eq!(next_look(&pod(Lacks::Ready)), (STEP, false));
+        assert_eq!(
+            next_look(&RolloutWait::ClusterNotHealthy),
+            (UNHEALTHY, false)
+        );
+        assert_eq!(next_look(&RolloutWait::NotSettled), (STEP, false));
     }
 
     #[test]
