@@ -7,6 +7,7 @@
 //! comes from `moco-core`, and the loop that drives these adapters is `moco-cluster`'s.
 #![deny(missing_docs)]
 
+pub mod failure;
 pub mod greeting;
 pub mod instance;
 pub mod local;

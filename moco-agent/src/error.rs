@@ -3,23 +3,26 @@
 
 use std::path::PathBuf;
 
+use moco_adapters::failure::IoError;
 use moco_adapters::instance::InstanceError;
 use moco_adapters::mysqld::MysqldError;
 use moco_cluster::ports::PortError;
 
-/// Coarse kinds of failure, usable as a metric label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Category {
-    /// A flag or an environment variable is missing or wrong.
-    Config,
-    /// A file or a process.
-    Io,
-    /// A statement on the server.
-    Sql,
-    /// The other agent or the network.
-    Remote,
-    /// Refused: busy, not empty, not allowed.
-    Refused,
+moco_core::error_category! {
+    /// What kind of failure an [`AgentError`] is: a stable, low-cardinality name for metric
+    /// labels and log fields (the message itself varies).
+    pub enum ErrorCategory {
+        /// A flag or an environment variable is missing or wrong.
+        Config => "config",
+        /// A file or a process.
+        Io => "io",
+        /// A statement on the server.
+        Sql => "sql",
+        /// The other agent or the network.
+        Remote => "remote",
+        /// Refused: busy, not empty, not allowed.
+        Refused => "refused",
+    }
 }
 
 /// A failure of `moco init` or `moco agent`.
@@ -37,15 +40,8 @@ pub enum AgentError {
         message: String,
     },
     /// A file operation failed.
-    #[error("{what} {path}: {source}", path = path.display())]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// The operation.
-        what: &'static str,
-        /// The OS error.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     /// Starting, stopping or initialising mysqld failed.
     #[error(transparent)]
     Mysqld(#[from] MysqldError),
@@ -76,25 +72,21 @@ pub enum AgentError {
 
 impl AgentError {
     /// Its category.
-    pub fn category(&self) -> Category {
+    pub fn category(&self) -> ErrorCategory {
         match self {
             AgentError::MissingEnv(_) | AgentError::Invalid { .. } | AgentError::Tls(_) => {
-                Category::Config
+                ErrorCategory::Config
             }
-            AgentError::Io { .. } | AgentError::Mysqld(_) | AgentError::Bind(_) => Category::Io,
-            AgentError::Instance(InstanceError::Sql(_)) | AgentError::Sql(_) => Category::Sql,
-            AgentError::Instance(_) => Category::Io,
-            AgentError::Remote { .. } => Category::Remote,
-            AgentError::Refused(_) => Category::Refused,
+            AgentError::Io(_) | AgentError::Mysqld(_) | AgentError::Bind(_) => ErrorCategory::Io,
+            AgentError::Instance(InstanceError::Sql(_)) | AgentError::Sql(_) => ErrorCategory::Sql,
+            AgentError::Instance(_) => ErrorCategory::Io,
+            AgentError::Remote { .. } => ErrorCategory::Remote,
+            AgentError::Refused(_) => ErrorCategory::Refused,
         }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, what: &'static str, source: std::io::Error) -> Self {
-        AgentError::Io {
-            path: path.into(),
-            what,
-            source,
-        }
+        AgentError::Io(IoError::new(path, what, source))
     }
 
     pub(crate) fn invalid(name: &'static str, message: impl Into<String>) -> Self {
@@ -102,5 +94,30 @@ impl AgentError {
             name,
             message: message.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Metric labels must stay distinct and stable: dashboards and alerts key on them.
+    #[test]
+    fn categories_are_distinct_labels() {
+        let labels = [
+            AgentError::MissingEnv("POD_NAME"),
+            AgentError::io("/d", "read", std::io::Error::other("x")),
+            AgentError::Sql(PortError::Failed {
+                target: "t".into(),
+                message: "m".into(),
+            }),
+            AgentError::Remote {
+                target: "t".into(),
+                message: "m".into(),
+            },
+            AgentError::Refused("busy".into()),
+        ]
+        .map(|e| e.category().to_string());
+        assert_eq!(labels, ["config", "io", "sql", "remote", "refused"]);
     }
 }

@@ -17,4 +17,4 @@ pub mod pod;
 pub mod role;
 
 pub use agent::config::AgentArgs;
-pub use error::{AgentError, Category};
+pub use error::{AgentError, ErrorCategory};

@@ -68,41 +68,22 @@ pub enum PortError {
     },
 }
 
-/// What kind of failure a [`PortError`] is: a stable, low-cardinality name for metric labels
-/// and log fields (the message itself varies).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ErrorCategory {
-    /// The server or API did not answer.
-    Unreachable,
-    /// An operation ran out of time.
-    Timeout,
-    /// The server refused a statement.
-    Sql,
-    /// A local file or process operation failed.
-    Io,
-    /// The platform refused or could not do something (missing object, bad state).
-    Platform,
-    /// The facts contradicted themselves (an adapter bug).
-    Facts,
-}
-
-impl ErrorCategory {
-    /// The label value: `unreachable`, `timeout`, `sql`, `io`, `platform`, `facts`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCategory::Unreachable => "unreachable",
-            ErrorCategory::Timeout => "timeout",
-            ErrorCategory::Sql => "sql",
-            ErrorCategory::Io => "io",
-            ErrorCategory::Platform => "platform",
-            ErrorCategory::Facts => "facts",
-        }
-    }
-}
-
-impl std::fmt::Display for ErrorCategory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+moco_core::error_category! {
+    /// What kind of failure a [`PortError`] is: a stable, low-cardinality name for metric labels
+    /// and log fields (the message itself varies).
+    pub enum ErrorCategory {
+        /// The server or API did not answer.
+        Unreachable => "unreachable",
+        /// An operation ran out of time.
+        Timeout => "timeout",
+        /// The server refused a statement.
+        Sql => "sql",
+        /// A local file or process operation failed.
+        Io => "io",
+        /// The platform refused or could not do something (missing object, bad state).
+        Platform => "platform",
+        /// The facts contradicted themselves (an adapter bug).
+        Facts => "facts",
     }
 }
 

@@ -24,6 +24,7 @@ use moco_api::mysqlcluster::MySQLCluster;
 use moco_kube::api::Scope;
 use serde::de::DeserializeOwned;
 
+use crate::error::ErrorCategory;
 use crate::reconcile::existing::ExistingWriters;
 use crate::reconcile::{Clustering, Context, ReconcileError, reconcile};
 
@@ -75,13 +76,13 @@ fn error_policy(cluster: Arc<MySQLCluster>, error: &ReconcileError, _: Arc<Share
         cluster = cluster.metadata.name.as_deref().unwrap_or_default(),
         namespace = cluster.metadata.namespace.as_deref().unwrap_or_default(),
         step = %error.step(),
-        category = error.category(),
+        category = %error.category(),
         error = %error,
         "reconcile failed"
     );
     match error.category() {
-        "input" => Action::requeue(INPUT_RETRY),
-        _ => Action::requeue(API_RETRY),
+        ErrorCategory::Input => Action::requeue(INPUT_RETRY),
+        ErrorCategory::Api | ErrorCategory::Conflict => Action::requeue(API_RETRY),
     }
 }
 

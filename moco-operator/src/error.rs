@@ -4,6 +4,20 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+moco_core::error_category! {
+    /// What kind of failure a reconcile round met: a stable, low-cardinality name for the
+    /// `category` label of `moco_controller_reconcile_total` and for the retry policy (the
+    /// message itself varies).
+    pub enum ErrorCategory {
+        /// Something the user can fix in the cluster or the objects it names; retried slowly.
+        Input => "input",
+        /// The API server failed or was unreachable.
+        Api => "api",
+        /// Another writer changed the object first.
+        Conflict => "conflict",
+    }
+}
+
 /// Errors of `moco controller`.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -57,3 +71,20 @@ pub enum ControllerError {
 }
 
 pub use moco_http::tls::TlsError;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `moco_controller_reconcile_total`'s `category` values: dashboards key on them.
+    #[test]
+    fn categories_are_the_metric_labels() {
+        let labels = [
+            ErrorCategory::Input,
+            ErrorCategory::Api,
+            ErrorCategory::Conflict,
+        ]
+        .map(|c| c.to_string());
+        assert_eq!(labels, ["input", "api", "conflict"]);
+    }
+}

@@ -384,7 +384,7 @@ async fn each_invalid_input_stops_the_round_before_any_write_naming_its_field() 
         env.fake.take_requests();
         let err = env.round().await.expect_err(what);
         assert!(err.to_string().contains(field), "{what}: {err}");
-        assert_eq!(err.category(), "input", "{what}");
+        assert_eq!(err.category().as_str(), "input", "{what}");
         let writes = env.writes();
         assert!(
             writes.iter().all(|r| r.path.contains("/mysqlclusters/db")),
@@ -487,7 +487,7 @@ async fn a_new_mycnf_rolls_the_statefulset_and_old_config_maps_are_pruned() {
             .contains("spec.mysqlConfigMapName: ConfigMap ns/opts not found"),
         "{err}"
     );
-    assert_eq!(err.category(), "input");
+    assert_eq!(err.category().as_str(), "input");
     assert_eq!(
         env.condition("ReconcileSuccess")["reason"],
         "ReconcileFailed"
@@ -1155,7 +1155,7 @@ async fn conflicts_are_retried_and_lasting_errors_fail_the_round_with_their_step
     );
     let err = env.round().await.unwrap_err();
     assert_eq!(err.step().as_str(), "services");
-    assert_eq!(err.category(), "api");
+    assert_eq!(err.category().as_str(), "api");
     assert_eq!(env.condition("ReconcileSuccess")["status"], "False");
 }
 

@@ -27,7 +27,8 @@ use mysql_async::prelude::Queryable;
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::process::{Child, ChildStdout, Command};
 
-use super::{InstanceError, file_tail};
+use super::InstanceError;
+use crate::failure::{CommandFailed, file_tail};
 use crate::mysql::option_file::{quote_value, tls_client_options};
 use crate::mysql::{self, MysqlInstance};
 
@@ -132,11 +133,11 @@ pub fn log_handle(path: &Path) -> Result<Stdio, InstanceError> {
 }
 
 fn failed(command: String, status: impl ToString, log: &Path) -> InstanceError {
-    InstanceError::Command {
+    InstanceError::Command(CommandFailed {
         command,
         status: status.to_string(),
         output_tail: format!("{}:\n{}", log.display(), file_tail(log)),
-    }
+    })
 }
 
 /// Starts `mariadb-backup --backup` on the donor; read the stream from

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::{InstanceError, tail};
+use super::InstanceError;
+use crate::failure::{CommandFailed, tail};
 
 /// The program that creates the system tables.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,11 +184,11 @@ pub async fn initialize_datadir(init: &DatadirInit) -> Result<bool, InstanceErro
     if !output.status.success() || !is_initialized(&init.datadir) {
         let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&output.stderr));
-        return Err(InstanceError::Command {
+        return Err(InstanceError::Command(CommandFailed {
             command,
             status: output.status.to_string(),
             output_tail: tail(&text, 15),
-        });
+        }));
     }
     Ok(true)
 }
@@ -306,7 +307,7 @@ mod tests {
         i.datadir = dir.path().join("data");
         i.tmpdir = dir.path().join("tmp");
         let e = initialize_datadir(&i).await.unwrap_err();
-        assert!(matches!(e, InstanceError::Command { .. }), "{e}");
+        assert!(matches!(e, InstanceError::Command(_)), "{e}");
         assert!(e.to_string().contains("/bin/false"), "{e}");
     }
 }

@@ -19,4 +19,3 @@ pub mod error;
 pub mod rekey;
 
 pub use error::InstanceError;
-pub(crate) use error::{file_tail, tail};

@@ -14,8 +14,9 @@ use super::layout::Layout;
 use super::manifest::Manifest;
 use super::secret::Secret;
 use super::sql;
+use crate::failure::file_tail;
+use crate::instance::InstanceError;
 use crate::instance::clone::{self, BackupSource, RestoreTarget};
-use crate::instance::{InstanceError, file_tail};
 use crate::mysql::MysqlInstance;
 use crate::mysqld::{LocalMysqld, ServerBinary};
 

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::MysqldError;
+use crate::failure::{CommandFailed, tail};
 
 /// The environment variable naming the server binary tests and `moco local` use.
 pub const MYSQLD_ENV: &str = "MOCO_TEST_MYSQLD";
@@ -87,28 +88,22 @@ impl ServerBinary {
             path.to_owned()
         } else {
             std::env::current_dir()
-                .map_err(|source| MysqldError::Io {
-                    path: path.to_owned(),
-                    what: "resolve relative server path",
-                    source,
+                .map_err(|source| {
+                    MysqldError::io(path.to_owned(), "resolve relative server path", source)
                 })?
                 .join(path)
         };
         let output = std::process::Command::new(&path)
             .arg("--version")
             .output()
-            .map_err(|source| MysqldError::Io {
-                path: path.clone(),
-                what: "run --version",
-                source,
-            })?;
+            .map_err(|source| MysqldError::io(path.clone(), "run --version", source))?;
         let text = String::from_utf8_lossy(&output.stdout).into_owned();
         if !output.status.success() || text.trim().is_empty() {
-            return Err(MysqldError::Command {
+            return Err(MysqldError::Command(CommandFailed {
                 command: format!("{} --version", path.display()),
                 status: output.status.to_string(),
                 output_tail: tail(&String::from_utf8_lossy(&output.stderr), 10),
-            });
+            }));
         }
         let kind = if text.contains("MariaDB") {
             ServerKind::Mariadb
@@ -218,8 +213,6 @@ fn parse_version(text: &str) -> String {
     text.trim().to_owned()
 }
 
-pub(crate) use crate::instance::tail;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,11 +267,5 @@ mod tests {
             err.to_string().contains("no-such-tool-for-this-test"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn tail_keeps_the_last_lines() {
-        assert_eq!(tail("a\nb\nc\n", 2), "b\nc");
-        assert_eq!(tail("a", 5), "a");
     }
 }

@@ -173,11 +173,8 @@ fn include(
         _ => return Ok(()),
     };
     for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|source| MysqldError::Io {
-            path: file.clone(),
-            what: "read included my.cnf",
-            source,
-        })?;
+        let text = std::fs::read_to_string(&file)
+            .map_err(|source| MysqldError::io(file.clone(), "read included my.cnf", source))?;
         collect(&text, &file, c, depth + 1)?;
     }
     Ok(())

@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 use thiserror::Error;
 
+use crate::failure::{CommandFailed, IoError, tail};
 use crate::greeting::read_greeting;
 use crate::instance::InstanceError;
 use crate::instance::datadir::{DatadirInit, InitProgram, initialize_datadir};
@@ -55,7 +56,6 @@ pub use binary::{
 pub use config::MycnfSettings;
 pub use process::{is_server_process, process_alive, running_as_root};
 
-use binary::tail;
 use process::send_signal;
 
 /// How often conditions (process gone, port answering) are re-checked.
@@ -85,25 +85,11 @@ pub enum MysqldError {
         message: String,
     },
     /// A file operation failed.
-    #[error("{what} {path}: {source}", path = path.display())]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// The operation.
-        what: &'static str,
-        /// The OS error.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     /// A helper command failed.
-    #[error("`{command}` failed ({status}):\n{output_tail}")]
-    Command {
-        /// The command line.
-        command: String,
-        /// Exit status, or "timed out after N s".
-        status: String,
-        /// The end of its output (and of the server log).
-        output_tail: String,
-    },
+    #[error(transparent)]
+    Command(#[from] CommandFailed),
     /// The server is already running.
     #[error("{defaults_file}: server already running as pid {pid}", defaults_file = defaults_file.display())]
     AlreadyRunning {
@@ -166,6 +152,13 @@ pub enum MysqldError {
     },
 }
 
+impl MysqldError {
+    /// A [`MysqldError::Io`] of `what` on `path`.
+    pub(crate) fn io(path: impl Into<PathBuf>, what: &'static str, source: std::io::Error) -> Self {
+        MysqldError::Io(IoError::new(path, what, source))
+    }
+}
+
 /// How [`LocalMysqld::stop`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopOutcome {
@@ -191,18 +184,13 @@ pub struct LocalMysqld {
 impl LocalMysqld {
     /// Writes `mycnf` to `<dir>/my.cnf` (creating `dir`) and reads the settings it needs.
     pub fn create(binary: ServerBinary, dir: &Path, mycnf: &str) -> Result<Self, MysqldError> {
-        private_dir(dir).map_err(|source| MysqldError::Io {
-            path: dir.to_owned(),
-            what: "create instance directory",
-            source,
+        private_dir(dir).map_err(|source| {
+            MysqldError::io(dir.to_owned(), "create instance directory", source)
         })?;
         let dir = absolute(dir)?;
         let defaults_file = dir.join("my.cnf");
-        write_private(&defaults_file, mycnf.as_bytes()).map_err(|source| MysqldError::Io {
-            path: defaults_file.clone(),
-            what: "write",
-            source,
-        })?;
+        write_private(&defaults_file, mycnf.as_bytes())
+            .map_err(|source| MysqldError::io(defaults_file.clone(), "write", source))?;
         Self::open(binary, &dir)
     }
 
@@ -210,11 +198,8 @@ impl LocalMysqld {
     pub fn open(binary: ServerBinary, dir: &Path) -> Result<Self, MysqldError> {
         let dir = absolute(dir)?;
         let defaults_file = dir.join("my.cnf");
-        let text = std::fs::read_to_string(&defaults_file).map_err(|source| MysqldError::Io {
-            path: defaults_file.clone(),
-            what: "read",
-            source,
-        })?;
+        let text = std::fs::read_to_string(&defaults_file)
+            .map_err(|source| MysqldError::io(defaults_file.clone(), "read", source))?;
         let settings = MycnfSettings::parse(&text, &defaults_file)?;
         Ok(LocalMysqld {
             binary,
@@ -295,26 +280,21 @@ impl LocalMysqld {
             timeout,
         };
         initialize_datadir(&init).await.map_err(|e| match e {
-            InstanceError::Io { path, what, source } => MysqldError::Io { path, what, source },
-            InstanceError::Command {
-                command,
-                status,
-                output_tail,
-            } => MysqldError::Command {
-                command,
-                status,
-                output_tail: format!("{output_tail}\n{}", self.log_tail(LOG_LINES)),
-            },
-            InstanceError::Timeout { what, seconds } => MysqldError::Command {
+            InstanceError::Io(e) => MysqldError::Io(e),
+            InstanceError::Command(c) => MysqldError::Command(CommandFailed {
+                output_tail: format!("{}\n{}", c.output_tail, self.log_tail(LOG_LINES)),
+                ..c
+            }),
+            InstanceError::Timeout { what, seconds } => MysqldError::Command(CommandFailed {
                 command: what,
                 status: format!("timed out after {seconds} s"),
                 output_tail: self.log_tail(LOG_LINES),
-            },
-            other => MysqldError::Command {
+            }),
+            other => MysqldError::Command(CommandFailed {
                 command: "initialise the datadir".to_owned(),
                 status: other.to_string(),
                 output_tail: self.log_tail(LOG_LINES),
-            },
+            }),
         })
     }
 
@@ -339,10 +319,8 @@ impl LocalMysqld {
             .flatten()
         {
             if let Some(parent) = path.parent() {
-                private_dir(parent).map_err(|source| MysqldError::Io {
-                    path: parent.to_owned(),
-                    what: "create directory",
-                    source,
+                private_dir(parent).map_err(|source| {
+                    MysqldError::io(parent.to_owned(), "create directory", source)
                 })?;
             }
         }
@@ -353,16 +331,10 @@ impl LocalMysqld {
             .append(true)
             .mode(0o600)
             .open(&out_path)
-            .map_err(|source| MysqldError::Io {
-                path: out_path.clone(),
-                what: "open",
-                source,
-            })?;
-        let err = out.try_clone().map_err(|source| MysqldError::Io {
-            path: out_path.clone(),
-            what: "duplicate handle of",
-            source,
-        })?;
+            .map_err(|source| MysqldError::io(out_path.clone(), "open", source))?;
+        let err = out
+            .try_clone()
+            .map_err(|source| MysqldError::io(out_path.clone(), "duplicate handle of", source))?;
         let mut command = std::process::Command::new(self.binary.path());
         command.arg(format!("--defaults-file={}", self.defaults_file.display()));
         if running_as_root() && self.settings.user.is_none() {
@@ -381,19 +353,11 @@ impl LocalMysqld {
             .stdout(out)
             .stderr(err)
             .spawn()
-            .map_err(|source| MysqldError::Io {
-                path: self.binary.path().to_owned(),
-                what: "start",
-                source,
-            })?;
+            .map_err(|source| MysqldError::io(self.binary.path().to_owned(), "start", source))?;
         let pid = child.id();
         *self.child_slot() = Some(child);
         write_private(&self.settings.pid_file, format!("{pid}\n").as_bytes()).map_err(
-            |source| MysqldError::Io {
-                path: self.settings.pid_file.clone(),
-                what: "write pid file",
-                source,
-            },
+            |source| MysqldError::io(self.settings.pid_file.clone(), "write pid file", source),
         )?;
         tracing::debug!(pid, defaults_file = %self.defaults_file.display(), "mysqld started");
         Ok(pid)
@@ -558,11 +522,8 @@ impl LocalMysqld {
 
     fn prepare_tmpdir(&self) -> Result<PathBuf, MysqldError> {
         let tmpdir = self.tmpdir();
-        private_dir(&tmpdir).map_err(|source| MysqldError::Io {
-            path: tmpdir.clone(),
-            what: "create tmpdir",
-            source,
-        })?;
+        private_dir(&tmpdir)
+            .map_err(|source| MysqldError::io(tmpdir.clone(), "create tmpdir", source))?;
         Ok(tmpdir)
     }
 
@@ -648,11 +609,7 @@ impl LocalMysqld {
 }
 
 fn absolute(dir: &Path) -> Result<PathBuf, MysqldError> {
-    std::fs::canonicalize(dir).map_err(|source| MysqldError::Io {
-        path: dir.to_owned(),
-        what: "resolve",
-        source,
-    })
+    std::fs::canonicalize(dir).map_err(|source| MysqldError::io(dir.to_owned(), "resolve", source))
 }
 
 /// Connects to `address` and reads the first packet ([`read_greeting`]).

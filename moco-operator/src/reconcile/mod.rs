@@ -53,6 +53,7 @@ use moco_kube::api::{label_selector, retry};
 use moco_kube::metrics::{ClusterLabels, ClusterMetrics, ReconcileLabels};
 use serde_json::Value;
 
+use crate::error::ErrorCategory;
 use crate::render::{
     ClusterInputs, ClusterObjects, JobObjects, RenderError, RenderSettings, TlsObjects,
 };
@@ -201,18 +202,17 @@ impl ReconcileError {
         }
     }
 
-    /// `input` (the user can fix it), `conflict` (another writer), or `api`.
-    pub fn category(&self) -> &'static str {
+    /// Its category: input (the user can fix it), conflict (another writer), or api.
+    pub fn category(&self) -> ErrorCategory {
         match self {
             ReconcileError::Api {
                 source: kube::Error::Api(s),
                 ..
-            } if s.code == 409 => "conflict",
-            ReconcileError::SecretRaced(_) => "conflict",
-            ReconcileError::Api { .. } | ReconcileError::RecreateTimeout(_) => "api",
-            ReconcileError::Render(_)
-            | ReconcileError::Input { .. }
-            | ReconcileError::Volume(_) => "input",
+            } if s.code == 409 => ErrorCategory::Conflict,
+            ReconcileError::SecretRaced(_) => ErrorCategory::Conflict,
+            ReconcileError::Api { .. } | ReconcileError::RecreateTimeout(_) => ErrorCategory::Api,
+            ReconcileError::Render(e) => e.category(),
+            ReconcileError::Input { .. } | ReconcileError::Volume(_) => ErrorCategory::Input,
         }
     }
 }
@@ -257,7 +257,7 @@ pub async fn reconcile(cluster: &MySQLCluster, ctx: &Context) -> Result<Outcome,
         },
         Err(e) => ReconcileLabels {
             result: e.step().as_str(),
-            category: e.category(),
+            category: e.category().as_str(),
         },
     };
     ctx.metrics.reconcile.get_or_create(&outcome).inc();

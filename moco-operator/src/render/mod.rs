@@ -39,6 +39,8 @@ use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::resources::{MycnfError, PdbDecision, PdbInput, decide_pdb};
 use serde_json::Value;
 
+use crate::error::ErrorCategory;
+
 pub use checked::Checked;
 
 /// This release's agent image (`docker build --target agent`; it also carries `moco-init`).
@@ -245,10 +247,10 @@ impl From<ObjectError> for RenderError {
 }
 
 impl RenderError {
-    /// The metrics category: `input` for what the user can fix in the cluster or the objects
-    /// it names.
-    pub fn category(&self) -> &'static str {
-        "input"
+    /// Its category: always [`ErrorCategory::Input`], what the user can fix in the cluster or
+    /// the objects it names.
+    pub fn category(&self) -> ErrorCategory {
+        ErrorCategory::Input
     }
 
     pub(crate) fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
