@@ -37,14 +37,17 @@ export MOCO_REAL_SERVER_LEDGER="$ledger"
 # The end-to-end tests run this `moco`, which `cargo test` builds with the workspace's features
 # (moco-bin's own tests need it). Left to themselves they would run `cargo build -p moco-bin`,
 # whose feature set differs: a second build of the shared dependencies, ~45 s and ~0.5 GB.
-export MOCO_BIN="$PWD/${CARGO_TARGET_DIR:-target}/debug/moco"
+# The build's directory, absolute (CARGO_TARGET_DIR may be either).
+target_dir=${CARGO_TARGET_DIR:-target}
+case $target_dir in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
+export MOCO_BIN="$target_dir/debug/moco"
 # The tests' binaries first: the control plane runs the `pod-runner` and `moco` they build.
 cargo test --workspace --no-run
 step "control plane (scripts/kube.sh up: kube-apiserver, kube-controller-manager, etcd, Pod runner)"
-kube_dir="$PWD/${CARGO_TARGET_DIR:-target}/kube-test"
+kube_dir="$target_dir/kube-test"
 scripts/kube.sh down --dir "$kube_dir" >/dev/null 2>&1 || true # a killed run's leftovers
 trap 'scripts/kube.sh down --dir "$kube_dir" || true; rm -rf "$ledger"' EXIT
-MOCO_POD_RUNNER="$PWD/${CARGO_TARGET_DIR:-target}/debug/pod-runner" \
+MOCO_POD_RUNNER="$target_dir/debug/pod-runner" \
     scripts/kube.sh up --dir "$kube_dir" --nodes 3
 # cert-manager, built once here (a cold build takes minutes): kube_install's control planes
 # install it with the operator (`scripts/kube.sh install`); the shared one stays without both.
