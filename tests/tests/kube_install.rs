@@ -247,7 +247,7 @@ async fn ca_bundles_are_injected(p: &Plane) {
                 .map(|w| (w.name, w.client_config.ca_bundle)),
         )
         .collect();
-    assert_eq!(bundles.len(), 3, "{bundles:?}");
+    assert_eq!(bundles.len(), 4, "{bundles:?}");
     for (name, bundle) in bundles {
         assert_eq!(
             bundle.map(|b| b.0).as_deref(),
