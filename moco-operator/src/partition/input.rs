@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
+use moco_api::annotations::is_true;
 use moco_api::labels::ANNOTATION_FORCE_ROLLING_UPDATE;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::resources::{Incarnation, PartitionInput, PartitionPod};
@@ -191,12 +192,7 @@ pub fn partition_input(
         rollout_complete: update_revision.is_some()
             && status.and_then(|s| s.current_revision.as_deref()) == update_revision,
         settled: observed && reconciled,
-        force_rolling_update: sts
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_FORCE_ROLLING_UPDATE))
-            .is_some_and(|v| v == "true"),
+        force_rolling_update: is_true(&sts.metadata, ANNOTATION_FORCE_ROLLING_UPDATE),
         cluster_healthy: cluster_status.is_some_and(|s| {
             s.conditions
                 .iter()

@@ -32,6 +32,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
+use moco_api::annotations::is_true;
 use moco_api::labels::{ANNOTATION_DEMOTE, CREATED_BY, LABEL_CREATED_BY};
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::ClusterFacts;
@@ -316,7 +317,7 @@ async fn demote(
     let asked = ctx.pods.state().iter().any(|p| {
         p.metadata.namespace.as_deref() == Some(namespace)
             && p.metadata.name.as_deref() == Some(pod.as_str())
-            && p.annotations().get(ANNOTATION_DEMOTE).map(String::as_str) == Some("true")
+            && is_true(&p.metadata, ANNOTATION_DEMOTE)
     });
     if asked {
         return Ok(());
