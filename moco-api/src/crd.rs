@@ -11,6 +11,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
+use crate::accounts::{MySQLDatabase, MySQLUser};
 use crate::backuppolicy::BackupPolicy;
 use crate::mysqlcluster::MySQLCluster;
 
@@ -79,6 +80,9 @@ const BACKUPPOLICY_EMBEDDED: &[&str] = &[
     "spec.jobConfig.maxMemory",
 ];
 
+/// Only the conditions are embedded Kubernetes types in moco-rs's own kinds.
+const ACCOUNTS_EMBEDDED: &[&str] = &["status.conditions"];
+
 /// The MySQLCluster CRD as installed.
 pub fn mysqlcluster_crd() -> Result<CustomResourceDefinition, CrdError> {
     finish(MySQLCluster::crd(), MYSQLCLUSTER_EMBEDDED)
@@ -89,9 +93,24 @@ pub fn backuppolicy_crd() -> Result<CustomResourceDefinition, CrdError> {
     finish(BackupPolicy::crd(), BACKUPPOLICY_EMBEDDED)
 }
 
-/// Both CRDs, MySQLCluster first.
+/// The MySQLUser CRD (`moco-rs.io/v1alpha1`) as installed.
+pub fn mysqluser_crd() -> Result<CustomResourceDefinition, CrdError> {
+    finish(MySQLUser::crd(), ACCOUNTS_EMBEDDED)
+}
+
+/// The MySQLDatabase CRD (`moco-rs.io/v1alpha1`) as installed.
+pub fn mysqldatabase_crd() -> Result<CustomResourceDefinition, CrdError> {
+    finish(MySQLDatabase::crd(), ACCOUNTS_EMBEDDED)
+}
+
+/// Every CRD: MOCO's two (MySQLCluster first), then moco-rs's own MySQLUser and MySQLDatabase.
 pub fn all_crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    Ok(vec![mysqlcluster_crd()?, backuppolicy_crd()?])
+    Ok(vec![
+        mysqlcluster_crd()?,
+        backuppolicy_crd()?,
+        mysqluser_crd()?,
+        mysqldatabase_crd()?,
+    ])
 }
 
 /// One CRD as a YAML document (without the leading `---`).
@@ -103,7 +122,7 @@ pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, CrdError> {
     })
 }
 
-/// Both CRDs as one multi-document YAML stream, as printed by `moco crd`.
+/// Every CRD as one multi-document YAML stream, as printed by `moco crd`.
 pub fn all_crds_yaml() -> Result<String, CrdError> {
     let mut out = String::new();
     for crd in all_crds()? {
@@ -134,6 +153,7 @@ fn finish(
     embedded: &[&str],
 ) -> Result<CustomResourceDefinition, CrdError> {
     let name = crd.metadata.name.clone().unwrap_or_default();
+    let group = crd.spec.group.clone();
     let mut value = serde_json::to_value(&crd).map_err(|source| CrdError::Json {
         name: name.clone(),
         source,
@@ -143,8 +163,15 @@ fn finish(
         .and_then(Value::as_array_mut)
     {
         for version in versions {
+            let api_version = format!(
+                "{group}/{}",
+                version
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            );
             if let Some(root) = version.pointer_mut("/schema/openAPIV3Schema") {
-                root_fields(root);
+                root_fields(root, &api_version);
                 quantities(root, "");
                 for path in embedded {
                     if let Some(node) = walk(root, path) {
@@ -170,7 +197,7 @@ fn finish(
 
 /// Declares `apiVersion`, `kind` and `metadata` at the root like every Kubernetes CRD, and drops
 /// the derive's `title`.
-fn root_fields(root: &mut Value) {
+fn root_fields(root: &mut Value, api_version: &str) {
     let Some(map) = root.as_object_mut() else {
         return;
     };
@@ -178,7 +205,7 @@ fn root_fields(root: &mut Value) {
     if let Some(Value::Object(props)) = map.get_mut("properties") {
         props.insert(
             "apiVersion".to_owned(),
-            json!({"type": "string", "description": "APIVersion of the object: moco.cybozu.com/v1beta2."}),
+            json!({"type": "string", "description": format!("APIVersion of the object: {api_version}.")}),
         );
         props.insert(
             "kind".to_owned(),

@@ -12,9 +12,12 @@
 //! * [`labels`]: MOCO's label, annotation and finalizer keys; [`annotations`]: this build's
 //!   own annotations, their parsers, and the reader of a `"true"` annotation;
 //! * [`cluster`]: a cluster's identity and the names of its objects and ports;
-//!   [`addresses`]: where its instances and agents are reached.
+//!   [`addresses`]: where its instances and agents are reached;
+//! * [`accounts`]: moco-rs's own kinds `MySQLUser` and `MySQLDatabase` (`moco-rs.io/v1alpha1`):
+//!   accounts and databases as code, their admission rules and webhooks.
 #![deny(missing_docs)]
 
+pub mod accounts;
 pub mod addresses;
 pub mod admission;
 pub mod annotations;

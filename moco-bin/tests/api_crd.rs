@@ -39,7 +39,13 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
 #[test]
 fn prints_both_crds_like_moco() {
     let crds = crds();
-    assert_eq!(crds.len(), 2);
+    // MOCO's two first, then moco-rs's own MySQLUser and MySQLDatabase (tested in moco-api).
+    assert_eq!(crds.len(), 4);
+    assert_eq!(str_at(&crds[2], "/metadata/name"), "mysqlusers.moco-rs.io");
+    assert_eq!(
+        str_at(&crds[3], "/metadata/name"),
+        "mysqldatabases.moco-rs.io"
+    );
     let cluster = &crds[0];
     let policy = &crds[1];
     assert_eq!(
@@ -209,6 +215,8 @@ fn committed_crds_are_up_to_date() {
     for name in [
         "moco.cybozu.com_mysqlclusters.yaml",
         "moco.cybozu.com_backuppolicies.yaml",
+        "moco-rs.io_mysqlusers.yaml",
+        "moco-rs.io_mysqldatabases.yaml",
     ] {
         let generated = std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
         assert!(!generated.is_empty(), "{name} was not generated");
