@@ -1,6 +1,7 @@
 //! The admission webhooks over HTTP, on MOCO's paths: the rules are
-//! [`moco_api::admission`]'s; this module decodes the `AdmissionReview`, encodes the answer as
-//! the API server expects it, and counts each answer in the [`Metrics`].
+//! [`moco_api::admission`]'s (and, for moco-rs's own MySQLUser and MySQLDatabase,
+//! [`moco_api::accounts::admission`]'s); this module decodes the `AdmissionReview`, encodes the
+//! answer as the API server expects it, and counts each answer in the [`Metrics`].
 
 use std::sync::Arc;
 
@@ -13,6 +14,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use kube::core::DynamicObject;
 use kube::core::admission::AdmissionReview;
+use moco_api::accounts::admission::{validate_mysqldatabase, validate_mysqluser};
+use moco_api::accounts::{PATH_VALIDATE_MYSQLDATABASE, PATH_VALIDATE_MYSQLUSER};
 use moco_api::admission::{
     ClusterLookup, mutate_mysqlcluster, mutate_statefulset, validate_backuppolicy,
     validate_mysqlcluster,
@@ -70,7 +73,8 @@ pub fn os_random() -> u32 {
     })
 }
 
-/// The four webhook paths and `/healthz`, each webhook answer counted in `metrics`.
+/// MOCO's four webhook paths, moco-rs's two (MySQLUser, MySQLDatabase) and `/healthz`, each
+/// answer on a path of [`WEBHOOK_PATHS`] counted in `metrics`.
 pub fn webhook_router<L: ClusterLookup>(
     state: Arc<WebhookState<L>>,
     metrics: Arc<Metrics>,
@@ -80,6 +84,14 @@ pub fn webhook_router<L: ClusterLookup>(
         .route(PATH_MUTATE_MYSQLCLUSTER, post(mutate_cluster::<L>))
         .route(PATH_VALIDATE_BACKUPPOLICY, post(validate_policy::<L>))
         .route(PATH_MUTATE_STATEFULSET, post(mutate_sts))
+        .route(
+            PATH_VALIDATE_MYSQLUSER,
+            post(|Json(review): Json<Review>| async { Json(validate_mysqluser(review)) }),
+        )
+        .route(
+            PATH_VALIDATE_MYSQLDATABASE,
+            post(|Json(review): Json<Review>| async { Json(validate_mysqldatabase(review)) }),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(
@@ -218,6 +230,138 @@ fn classify(status: StatusCode, body: &[u8]) -> WebhookResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use moco_api::admission::StaticLookup;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// POSTs `body` to `path` of the router served on a loopback port; the answer's JSON body.
+    async fn post(path: &str, body: &serde_json::Value) -> (u16, Value) {
+        let router = webhook_router(
+            Arc::new(WebhookState::new(StaticLookup::default())),
+            Arc::new(Metrics::new("moco-system")),
+        );
+        let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+            Ok(l) => l,
+            Err(e) => panic!("{e}"),
+        };
+        let addr = listener.local_addr().ok();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        let Some(addr) = addr else {
+            panic!("no address")
+        };
+        let mut stream = match tokio::net::TcpStream::connect(addr).await {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        };
+        let body = body.to_string();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let mut answer = String::new();
+        let written = stream.write_all(request.as_bytes()).await;
+        let read = stream.read_to_string(&mut answer).await;
+        assert!(written.is_ok() && read.is_ok(), "{written:?} {read:?}");
+        let status = answer
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let json = answer
+            .split_once("\r\n\r\n")
+            .and_then(|(_, b)| serde_json::from_str(b).ok())
+            .unwrap_or(Value::Null);
+        (status, json)
+    }
+
+    fn review(kind: &str, object: Value) -> Value {
+        serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u1",
+                "kind": {"group": "moco-rs.io", "version": "v1alpha1", "kind": kind},
+                "resource": {"group": "moco-rs.io", "version": "v1alpha1", "resource": "x"},
+                "name": "app",
+                "namespace": "ns",
+                "operation": "CREATE",
+                "userInfo": {},
+                "object": object,
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn the_mysqluser_and_mysqldatabase_webhooks_are_served() {
+        let user = |name: &str| {
+            serde_json::json!({
+                "apiVersion": "moco-rs.io/v1alpha1", "kind": "MySQLUser",
+                "metadata": {"name": "app", "namespace": "ns"},
+                "spec": {"clusterName": "test", "name": name,
+                    "passwordSecretKeyRef": {"name": "s", "key": "password"}},
+            })
+        };
+        let (status, answer) =
+            post(PATH_VALIDATE_MYSQLUSER, &review("MySQLUser", user("app"))).await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            answer.pointer("/response/allowed"),
+            Some(&Value::Bool(true))
+        );
+        let (status, answer) = post(
+            PATH_VALIDATE_MYSQLUSER,
+            &review("MySQLUser", user("moco-admin")),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            answer.pointer("/response/allowed"),
+            Some(&Value::Bool(false))
+        );
+        let message = answer
+            .pointer("/response/status/message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        assert!(
+            message.contains("spec.name: \"moco-admin\" is one of MOCO's own accounts"),
+            "{answer}"
+        );
+
+        let database = serde_json::json!({
+            "apiVersion": "moco-rs.io/v1alpha1", "kind": "MySQLDatabase",
+            "metadata": {"name": "mysql", "namespace": "ns"},
+            "spec": {"clusterName": "test"},
+        });
+        let (status, answer) = post(
+            PATH_VALIDATE_MYSQLDATABASE,
+            &review("MySQLDatabase", database),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            answer.pointer("/response/allowed"),
+            Some(&Value::Bool(false))
+        );
+        let message = answer
+            .pointer("/response/status/message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        assert!(
+            message.contains("metadata.name: \"mysql\" is a schema of the server itself"),
+            "{answer}"
+        );
+    }
+
+    #[test]
+    fn the_reserved_accounts_are_the_ones_moco_creates() {
+        let created: std::collections::BTreeSet<&str> = moco_adapters::mysql::Account::ALL
+            .iter()
+            .map(|a| a.name())
+            .collect();
+        let reserved: std::collections::BTreeSet<&str> =
+            moco_api::accounts::MOCO_ACCOUNTS.into_iter().collect();
+        assert_eq!(reserved, created);
+    }
 
     #[test]
     fn base64_rfc4648_vectors() {

@@ -247,7 +247,9 @@ async fn ca_bundles_are_injected(p: &Plane) {
                 .map(|w| (w.name, w.client_config.ca_bundle)),
         )
         .collect();
-    assert_eq!(bundles.len(), 4, "{bundles:?}");
+    // MOCO's four (validating MySQLCluster and BackupPolicy, mutating MySQLCluster and the
+    // StatefulSet), and moco-rs's two validating ones (MySQLUser, MySQLDatabase).
+    assert_eq!(bundles.len(), 6, "{bundles:?}");
     for (name, bundle) in bundles {
         assert_eq!(
             bundle.map(|b| b.0).as_deref(),
