@@ -41,6 +41,12 @@ pub const ARCHIVE_ANNOTATION: &str = "moco-rs/binlog-archive-interval";
 /// replica that shares a node with the primary otherwise slows the primary's writes more.
 pub const MAX_RATE_ANNOTATION: &str = "moco-rs/backup-max-rate";
 
+/// MySQLCluster annotation asking for a switchover to one instance, by ordinal
+/// (`kubectl moco switchover --to N`; beyond MOCO, whose demote annotation lets the operator
+/// choose). The clustering manager removes it once that instance is the primary, or with a
+/// `SwitchOverRefused` event when it cannot take over (not Ready, errant, not replicating).
+pub const SWITCHOVER_TO_ANNOTATION: &str = "moco-rs/switchover-to";
+
 /// Pod-template annotation by which reconciler version 2 (an upgrade test) differs from
 /// version 1.
 pub const UPGRADE_TEST_ANNOTATION: &str = "moco-rs/reconciler-version";
@@ -161,6 +167,28 @@ pub fn max_rate_of(cluster: &MySQLCluster) -> Result<Option<ByteRate>, ObjectErr
         .map_err(|e| invalid(MAX_RATE_ANNOTATION, e.to_string()))
 }
 
+/// The instance [`SWITCHOVER_TO_ANNOTATION`] asks the primary to move to, if any: a decimal
+/// ordinal below `spec.replicas`; anything else is an error naming the annotation.
+pub fn switchover_to_of(cluster: &MySQLCluster) -> Result<Option<u32>, ObjectError> {
+    let Some(text) = annotation(&cluster.metadata, SWITCHOVER_TO_ANNOTATION) else {
+        return Ok(None);
+    };
+    let index: u32 = text.parse().map_err(|_| {
+        invalid(
+            SWITCHOVER_TO_ANNOTATION,
+            format!("{text:?} is not an instance ordinal (0, 1, 2, ...)"),
+        )
+    })?;
+    let replicas = cluster.spec.replicas;
+    if i64::from(index) >= i64::from(replicas) {
+        return Err(invalid(
+            SWITCHOVER_TO_ANNOTATION,
+            format!("{index} is not an instance of the cluster (spec.replicas: {replicas})"),
+        ));
+    }
+    Ok(Some(index))
+}
+
 /// The pause between binlog archiving rounds that [`ARCHIVE_ANNOTATION`]'s value `interval`
 /// asks for: a Go duration from 1s to 1h.
 pub fn archive_interval(interval: &str) -> Result<Duration, ObjectError> {
@@ -243,6 +271,33 @@ mod tests {
         let e = tls(Some("yes")).unwrap_err().to_string();
         assert!(e.contains("metadata.annotations[\"moco-rs/tls\"]"), "{e}");
         assert!(e.contains("\"yes\""), "{e}");
+    }
+
+    #[test]
+    fn a_switchover_request_names_an_ordinal_below_replicas() {
+        let to = |v: &str| {
+            let mut c = cluster(&[(SWITCHOVER_TO_ANNOTATION, v)]);
+            c.spec.replicas = 3;
+            switchover_to_of(&c)
+        };
+        assert_eq!(switchover_to_of(&cluster(&[])), Ok(None));
+        assert_eq!(to("0"), Ok(Some(0)));
+        assert_eq!(to("2"), Ok(Some(2)));
+        for bad in ["3", "-1", "one", "", " 1"] {
+            let e = to(bad).unwrap_err();
+            assert_eq!(
+                e.path(),
+                "metadata.annotations[\"moco-rs/switchover-to\"]",
+                "{bad}"
+            );
+        }
+        assert!(
+            to("3")
+                .unwrap_err()
+                .to_string()
+                .contains("spec.replicas: 3"),
+            "the bound is named"
+        );
     }
 
     #[test]

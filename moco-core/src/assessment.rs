@@ -138,17 +138,38 @@ impl<'a> View<'a> {
     /// not errant — plus both replication threads running, which MOCO gets from the
     /// agent's readiness probe and the core checks directly.
     pub fn is_ok_replica(&self, inst: &InstanceFacts) -> bool {
+        self.replica_flaw(inst).is_none()
+    }
+
+    /// Why `inst` is not an ok replica (the first rule it breaks, in the words a refused
+    /// switchover request reports), or `None` when it is one.
+    pub fn replica_flaw(&self, inst: &InstanceFacts) -> Option<&'static str> {
+        if !inst.pod.exists {
+            return Some("its Pod does not exist");
+        }
+        if !inst.pod.ready {
+            return Some("its Pod is not Ready");
+        }
+        if self.assessment.is_errant(inst.index) {
+            return Some("it has errant transactions");
+        }
         let Some(s) = self.mysqld(inst.index) else {
-            return false;
+            return Some("its mysqld does not answer");
         };
-        inst.pod.exists
-            && inst.pod.ready
-            && s.super_read_only
-            && !self.assessment.is_errant(inst.index)
-            && self.replicates_from_primary(s)
-            && s.replica_status.as_ref().is_some_and(|r| {
-                r.io_running == ThreadState::Yes && r.sql_running == ThreadState::Yes
-            })
+        if !s.super_read_only {
+            return Some("it is not read-only");
+        }
+        if !self.replicates_from_primary(s) {
+            return Some("it does not replicate from the primary");
+        }
+        let running = s
+            .replica_status
+            .as_ref()
+            .is_some_and(|r| r.io_running == ThreadState::Yes && r.sql_running == ThreadState::Yes);
+        if !running {
+            return Some("its replication threads are not both running");
+        }
+        None
     }
 
     /// Replicas connected to the primary whose server_id belongs to this cluster.

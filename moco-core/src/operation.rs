@@ -78,6 +78,12 @@ pub enum Operation {
         /// Target ordinal.
         index: u32,
     },
+    /// Withdraw a switchover request for instance `index` (on Kubernetes the cluster's
+    /// `moco-rs/switchover-to` annotation) that names an instance unable to take over.
+    ClearSwitchoverRequest {
+        /// The requested ordinal.
+        index: u32,
+    },
     /// `STOP REPLICA IO_THREAD`.
     StopReplicaIoThread {
         /// Target ordinal.
@@ -164,6 +170,7 @@ impl Operation {
             | Operation::WaitForGtid { index, .. }
             | Operation::SetPrimaryIndex { index, .. }
             | Operation::RemoveDemoteAnnotation { index }
+            | Operation::ClearSwitchoverRequest { index }
             | Operation::StopReplicaIoThread { index }
             | Operation::StartReplica { index }
             | Operation::SetReplicaSemiSync { index, .. }
@@ -187,6 +194,7 @@ impl Operation {
             Operation::WaitForGtid { .. } => "waitForGtid",
             Operation::SetPrimaryIndex { .. } => "setPrimaryIndex",
             Operation::RemoveDemoteAnnotation { .. } => "removeDemoteAnnotation",
+            Operation::ClearSwitchoverRequest { .. } => "clearSwitchoverRequest",
             Operation::StopReplicaIoThread { .. } => "stopReplicaIoThread",
             Operation::StartReplica { .. } => "startReplica",
             Operation::SetReplicaSemiSync { .. } => "setReplicaSemiSync",
@@ -370,6 +378,7 @@ mod tests {
                 errant_replica_list: vec![2],
             },
             Operation::RemoveDemoteAnnotation { index: 1 },
+            Operation::ClearSwitchoverRequest { index: 1 },
             Operation::StopReplicaIoThread { index: 1 },
             Operation::StartReplica { index: 1 },
             Operation::SetReplicaSemiSync {

@@ -20,7 +20,7 @@ mod truth;
 
 use moco_core::facts::{Flavor, Role};
 use moco_core::gtid::{GtidSet, SourceId};
-use moco_core::operation::{EventType, Operation, PrimaryChange, ReplicationSource};
+use moco_core::operation::{EventType, Operation, PrimaryChange, ReplicationSource, Step};
 use moco_core::state::ClusterState;
 use moco_core::time::Timestamp;
 use moco_core::{Action, CATCH_UP_TIMEOUT_SECONDS, Decision, READ_ONLY_TIMEOUT_SECONDS, decide};
@@ -363,26 +363,52 @@ fn switchover_case(case: &Case, c: &Counts) -> TestCaseResult {
     let pod = &l.inst(p).pod;
     let requested = l.switchover_to.filter(|&t| t != p);
     let asked = pod.demote || pod.deleting || requested.is_some();
+    // A request is withdrawn in service when it names the primary (done; silently, unless
+    // the primary must still move) or a non-candidate (refused, with a warning).
+    let in_service = matches!(
+        truth::state(l),
+        ClusterState::Healthy | ClusterState::Degraded
+    );
+    let cands = truth::candidates(l);
+    let moving_anyway = pod.demote || pod.deleting || truth::leaving(l, p);
+    let withdrawn = match l.switchover_to {
+        Some(t) if in_service && t == p && !moving_anyway => Some((t, false)),
+        Some(t) if in_service && t != p && !cands.contains(&t) => Some((t, true)),
+        _ => None,
+    };
+    let clears: Vec<&Step> = d
+        .steps
+        .iter()
+        .filter(|s| matches!(s.operation, Operation::ClearSwitchoverRequest { .. }))
+        .collect();
+    match withdrawn {
+        None => prop_assert!(clears.is_empty(), "withdrawn for nothing: {:?}", clears),
+        Some((t, refused)) => {
+            prop_assert_eq!(clears.len(), 1, "{:?}", d.steps);
+            prop_assert_eq!(
+                &clears[0].operation,
+                &Operation::ClearSwitchoverRequest { index: t }
+            );
+            let reason = clears[0].on_success.as_ref().map(|e| e.reason.as_str());
+            prop_assert_eq!(reason, refused.then_some("SwitchOverRefused"));
+            c.hit(if refused {
+                "requested non-candidate refused"
+            } else {
+                "request for the primary withdrawn"
+            });
+            c.hit_if(
+                refused && truth::errant(l).contains(&t),
+                "requested errant refused",
+            );
+        }
+    }
     let Expect::Switchover { target } = truth::expect(l) else {
         prop_assert!(!moved, "unexpected switchover: {:?}", got);
         prop_assert!(d.action != Action::Switchover);
-        let in_service = matches!(
-            truth::state(l),
-            ClusterState::Healthy | ClusterState::Degraded
-        );
         if asked && in_service {
-            let cands = truth::candidates(l);
             c.hit_if(
                 truth::prevent_deletion(l) && truth::switch_target(l).is_some(),
                 "held by lag",
-            );
-            c.hit_if(
-                requested.is_some_and(|t| !cands.contains(&t)),
-                "requested non-candidate refused",
-            );
-            c.hit_if(
-                requested.is_some_and(|t| truth::errant(l).contains(&t)),
-                "requested errant refused",
             );
         }
         return Ok(());
@@ -445,6 +471,7 @@ fn switchover_is_safe() {
         ("held by lag", 300),
         ("requested non-candidate refused", 400),
         ("requested errant refused", 160),
+        ("request for the primary withdrawn", 100),
         ("switchover with errant replicas", 550),
         ("mysql", 1200),
         ("mariadb", 1200),

@@ -25,7 +25,9 @@ use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Reco
 use moco_adapters::mysql::tls::MysqlTls;
 use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
 use moco_api::addresses::AddressResolver;
-use moco_api::annotations::{flavor_of, is_true, tls_of};
+use moco_api::annotations::{
+    SWITCHOVER_TO_ANNOTATION, annotation, flavor_of, is_true, switchover_to_of, tls_of,
+};
 use moco_api::cluster::{CLUSTER_API_VERSION, CLUSTER_KIND, ClusterId, TLS_CA_FILE, TLS_CA_KEY};
 use moco_api::labels::{
     ANNOTATION_DEMOTE, ANNOTATION_PREVENT_DELETE, LABEL_ROLE, ROLE_PRIMARY, ROLE_REPLICA,
@@ -424,6 +426,39 @@ impl KubePlatform {
             .map_err(|e| unreachable(format!("Pod {}/{name}", self.id.namespace), &e))
     }
 
+    /// Removes the cluster's switchover request if it still names `index`: the removal is
+    /// conditional on the resourceVersion read, so a request for another instance made
+    /// meanwhile stays.
+    async fn withdraw_switchover(&self, index: u32) -> Result<(), PortError> {
+        let api: Api<MySQLCluster> = Api::namespaced(self.client.clone(), &self.id.namespace);
+        for _ in 0..STATUS_ATTEMPTS {
+            let cluster = self.cluster().await?;
+            let named = annotation(&cluster.metadata, SWITCHOVER_TO_ANNOTATION)
+                .and_then(|text| text.parse::<u32>().ok());
+            if named != Some(index) {
+                return Ok(());
+            }
+            let patch = Patch::Merge(json!({"metadata": {
+                "resourceVersion": cluster.metadata.resource_version,
+                "annotations": {SWITCHOVER_TO_ANNOTATION: null},
+            }}));
+            match api
+                .patch(&self.id.name, &PatchParams::default(), &patch)
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(unreachable(self.target(), &e)),
+            }
+        }
+        Err(failed(
+            self.target(),
+            format!(
+                "could not remove annotation {SWITCHOVER_TO_ANNOTATION}: the cluster kept changing"
+            ),
+        ))
+    }
+
     /// With TLS, what the manager trusts: the CA of `moco-<name>-mysql-ca` (the CA alone,
     /// copied from cert-manager's Secret by reconcile).
     async fn client_tls(&self, cluster: &MySQLCluster) -> Result<Option<MysqlTls>, PortError> {
@@ -549,7 +584,15 @@ impl Platform for KubePlatform {
             },
             status: cluster_status(&status),
             instances,
-            switchover_to: None,
+            switchover_to: match switchover_to_of(&cluster) {
+                Ok(to) => to,
+                // The webhook refuses such a value; one that got past (a shrink below it, no
+                // webhook) is no request, and the manager says so rather than stopping.
+                Err(e) => {
+                    tracing::warn!(cluster = %self.target(), error = %e, "ignoring the switchover request");
+                    None
+                }
+            },
         })
     }
 
@@ -631,6 +674,10 @@ impl Platform for KubePlatform {
             json!({"metadata": {"annotations": {ANNOTATION_DEMOTE: null}}}),
         )
         .await
+    }
+
+    async fn clear_switchover_request(&self, index: u32) -> Result<(), PortError> {
+        self.withdraw_switchover(index).await
     }
 
     async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {

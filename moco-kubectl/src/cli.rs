@@ -48,10 +48,14 @@ pub enum Command {
     Credential(CredentialArgs),
     /// Switch the primary instance to one of the replicas.
     ///
-    /// Annotates the current primary's Pod with `moco.cybozu.com/demote: "true"`; the operator
-    /// then switches over and removes the annotation. Refused for a single-instance or offline
-    /// cluster.
-    Switchover(ClusterArg),
+    /// Without `--to`, as MOCO: annotates the current primary's Pod with
+    /// `moco.cybozu.com/demote: "true"`; the operator then switches over to a replica of its
+    /// choice and removes the annotation, and nothing is printed. With `--to N`: refused at
+    /// once unless instance N is a Ready replica without errant transactions; otherwise the
+    /// MySQLCluster is annotated `moco-rs/switchover-to: "N"` and the command waits until N
+    /// is the primary (or the operator refuses N, or `--timeout` passes and the request is
+    /// withdrawn). Refused for a single-instance or offline cluster.
+    Switchover(SwitchoverArgs),
     /// Stop the clustering or the reconciliation of a MySQLCluster.
     #[command(subcommand)]
     Stop(Switch),
@@ -83,6 +87,20 @@ pub enum Switch {
     Clustering(ClusterArg),
     /// The reconciliation (annotation `moco.cybozu.com/reconciliation-stopped`).
     Reconciliation(ClusterArg),
+}
+
+/// Arguments of `switchover`.
+#[derive(Debug, Clone, Args)]
+pub struct SwitchoverArgs {
+    /// The instance to make the primary (its ordinal) [default: the operator chooses].
+    #[arg(long, value_name = "N")]
+    pub to: Option<u32>,
+    /// With `--to`, how long to wait for the switchover (a Go duration).
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// The MySQLCluster's name.
+    #[arg(value_name = "CLUSTER_NAME")]
+    pub cluster: String,
 }
 
 /// A command taking only the cluster's name.

@@ -105,8 +105,28 @@ pub enum Error {
         namespace: String,
         /// Cluster name.
         cluster: String,
-        /// Why (single instance, offline).
-        reason: &'static str,
+        /// Why (single instance, offline, the target cannot take over).
+        reason: String,
+    },
+    /// `switchover --to` did not happen in time; the request was withdrawn.
+    #[error(
+        "MySQLCluster {namespace}/{cluster}: instance {target} is not the primary after {}s \
+         (the primary is instance {primary}{detail}); the request was withdrawn",
+        .waited.as_secs()
+    )]
+    SwitchoverTimedOut {
+        /// Namespace.
+        namespace: String,
+        /// Cluster name.
+        cluster: String,
+        /// The requested instance.
+        target: u32,
+        /// The primary at the end.
+        primary: i64,
+        /// How long it waited.
+        waited: std::time::Duration,
+        /// The cluster's conditions that are not as they should be, as `; …`.
+        detail: String,
     },
     /// The Pod did not reach phase Running in time.
     #[error(

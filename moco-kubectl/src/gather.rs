@@ -132,6 +132,10 @@ impl<P: Platform> Platform for ReadOnly<P> {
         Err(refused("remove the demote annotation"))
     }
 
+    async fn clear_switchover_request(&self, _: u32) -> Result<(), PortError> {
+        Err(refused("withdraw a switchover request"))
+    }
+
     async fn write_status(&self, _: &ClusteringStatus) -> Result<(), PortError> {
         Err(refused("write the status"))
     }

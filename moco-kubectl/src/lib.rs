@@ -42,9 +42,18 @@ pub async fn execute(
     match command {
         Command::Mysql(args) => return mysql::run(ctx, args).await,
         Command::Credential(args) => credential::run(ctx, args, out).await?,
-        Command::Switchover(args) => {
-            switchover::run(ctx, args).await?;
-        }
+        Command::Switchover(args) => match switchover::run(ctx, args).await? {
+            switchover::Outcome::Moved { from, to, millis } => writeln!(
+                out,
+                "primary moved from instance {from} to instance {to} in {millis} ms"
+            )?,
+            switchover::Outcome::AlreadyPrimary { index } => {
+                writeln!(out, "instance {index} is already the primary")?;
+            }
+            // MOCO's switchover prints nothing.
+            switchover::Outcome::Requested { .. }
+            | switchover::Outcome::AlreadyRequested { .. } => {}
+        },
         Command::Stop(switch) => stop::run(ctx, switch, true, out).await?,
         Command::Start(switch) => stop::run(ctx, switch, false, out).await?,
         Command::Status(args) => status::run(ctx, args, out).await?,

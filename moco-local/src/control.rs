@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use moco_adapters::local::platform::EventRecord;
 use moco_adapters::local::pods::{KillHold, PodsFile, now_ms};
 use moco_adapters::local::run::{self as local_run, Freeze};
 use moco_adapters::local::scale as local_scale;
@@ -187,17 +188,36 @@ pub async fn switchover(options: SwitchoverOptions) -> Result<(), Error> {
     }
     let started = Instant::now();
     let deadline = started + options.timeout;
+    // Refusals recorded before this request are not its answer.
+    let earlier = refusals(&layout).len();
     loop {
         let now = read_status(&layout)?.current_primary_index;
         // Done when the index moved and the primary endpoint follows (role label moved).
-        let labelled =
-            PodsFile::load(&layout)?.get(now).role == Some(moco_core::facts::Role::Primary);
+        let pods = PodsFile::load(&layout)?;
+        let labelled = pods.get(now).role == Some(moco_core::facts::Role::Primary);
         if now != from && options.to.is_none_or(|t| t == now) && labelled {
             out!(
                 "primary moved from instance {from} to instance {now} in {} ms",
                 started.elapsed().as_millis()
             );
             return Ok(());
+        }
+        if let Some(to) = options.to
+            && now != to
+            && pods.switchover_to != Some(to)
+        {
+            // The manager withdrew the request: it refused the target (or another request
+            // replaced it).
+            let reason = refusals(&layout)
+                .get(earlier..)
+                .and_then(|new| new.last().cloned());
+            return Err(usage(format!(
+                "--to {to}: {}",
+                reason.unwrap_or_else(|| {
+                    "the request was withdrawn before the switchover (by another request?)"
+                        .to_owned()
+                })
+            )));
         }
         if local_run::running_manager(&layout)?.is_none() {
             // The request stays: the old primary may already be read-only, and the next
@@ -235,6 +255,17 @@ pub async fn switchover(options: SwitchoverOptions) -> Result<(), Error> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The messages of the manager's `SwitchOverRefused` events, oldest first.
+fn refusals(layout: &Layout) -> Vec<String> {
+    std::fs::read_to_string(layout.events())
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<EventRecord>(line).ok())
+        .filter(|e| e.reason == "SwitchOverRefused")
+        .map(|e| e.message)
+        .collect()
 }
 
 /// `kill`: marks instance `index` as held down, then SIGKILLs its server.

@@ -14,7 +14,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use moco_api::annotations::{
     FLAVOR_ANNOTATION, TLS_ANNOTATION, TLS_ISSUER_ANNOTATION, flavor_of, issuer_of, max_rate_of,
-    tls_of,
+    switchover_to_of, tls_of,
 };
 use moco_api::mysqlcluster::MySQLCluster;
 
@@ -31,6 +31,9 @@ pub fn annotation_violations(new: &MySQLCluster, old: Option<&MySQLCluster>) -> 
         out.push(e.to_string());
     }
     if let Err(e) = max_rate_of(new) {
+        out.push(e.to_string());
+    }
+    if let Err(e) = switchover_to_of(new) {
         out.push(e.to_string());
     }
     let Some(old) = old else {
@@ -129,7 +132,7 @@ pub fn apply_annotation_rules(
 mod tests {
     use std::collections::BTreeMap;
 
-    use moco_api::annotations::MAX_RATE_ANNOTATION;
+    use moco_api::annotations::{MAX_RATE_ANNOTATION, SWITCHOVER_TO_ANNOTATION};
 
     use super::*;
 
@@ -205,6 +208,21 @@ mod tests {
         );
         let e = annotation_violations(&cluster(&[(TLS_ISSUER_ANNOTATION, "x")]), None);
         assert!(e.len() == 1 && e[0].contains("moco-rs/tls-issuer"), "{e:?}");
+    }
+
+    #[test]
+    fn a_switchover_request_must_name_an_instance() {
+        let mut ok = cluster(&[(SWITCHOVER_TO_ANNOTATION, "0")]);
+        ok.spec.replicas = 3;
+        assert!(annotation_violations(&ok, None).is_empty());
+        let e = annotation_violations(&cluster(&[(SWITCHOVER_TO_ANNOTATION, "1")]), None);
+        assert_eq!(
+            e,
+            [
+                "metadata.annotations[\"moco-rs/switchover-to\"]: 1 is not an instance of the \
+              cluster (spec.replicas: 1)"
+            ]
+        );
     }
 
     #[test]

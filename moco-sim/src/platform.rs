@@ -121,6 +121,11 @@ impl Platform for SimCluster {
             .await
     }
 
+    async fn clear_switchover_request(&self, _: u32) -> Result<(), PortError> {
+        // The simulator never requests a target (its observations carry none).
+        Ok(())
+    }
+
     async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {
         self.gate().await;
         let mut st = self.lock();

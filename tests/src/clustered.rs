@@ -114,6 +114,16 @@ impl ClusteredNamespace {
             .unwrap_or_default()
     }
 
+    /// The cluster's `moco-rs/switchover-to` annotation (`kubectl moco switchover --to`).
+    pub async fn switchover_request(&self) -> Option<String> {
+        let c = self.try_cluster().await?;
+        moco_api::annotations::annotation(
+            &c.metadata,
+            moco_api::annotations::SWITCHOVER_TO_ANNOTATION,
+        )
+        .map(str::to_owned)
+    }
+
     pub async fn primary_index(&self) -> Option<u32> {
         let c = self.try_cluster().await?;
         u32::try_from(c.status?.current_primary_index).ok()

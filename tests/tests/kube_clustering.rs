@@ -215,8 +215,84 @@ async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_ack
         .count();
     assert_eq!(reachable, 3, "every instance's SQL reached:\n{status}");
 
+    // 1b. `kubectl moco switchover --to N` (beyond MOCO): refused at once for an instance that
+    // does not exist, nothing to do for the primary, done for a Ready replica (the request's
+    // annotation withdrawn afterwards), and refused by the operator for a replica that stopped
+    // answering (the plugin's pre-checks see a Ready Pod; the operator's event is its error).
+    let to = |n: u32| {
+        let n = n.to_string();
+        plugin.kubectl(&["moco", "-n", &f.ns, "switchover", NAME, "--to", &n])
+    };
+    let stderr = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    let out = to(7);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(
+            "cannot switch over to instance 7: instance 7 does not exist (spec.replicas: 3)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = to(second);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("instance {second} is already the primary")
+    );
+    let chosen = (0..3).find(|&i| i != first && i != second).unwrap();
+    let t_to = Instant::now();
+    let out = to(chosen);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        printed.starts_with(&format!(
+            "primary moved from instance {second} to instance {chosen} in "
+        )),
+        "{printed}"
+    );
+    assert_eq!(f.primary_index().await, Some(chosen));
+    when(
+        "the switchover request withdrawn once done",
+        CHANGE,
+        || async { f.switchover_request().await.is_none() },
+    )
+    .await;
+    f.wait_healthy("after kubectl moco switchover --to", CHANGE)
+        .await;
+    f.check_routes(chosen).await;
+    w.wait_acked(w.acked() + 20, CHANGE).await;
+    let by_choice = switchover_pause(
+        &f,
+        &w,
+        "kubectl moco switchover --to",
+        t_to,
+        f.addr(chosen).await.unwrap(),
+    )
+    .await;
+    Fault::Freeze.apply(&f, first).await;
+    let out = to(first);
+    Fault::Freeze.undo(&f, first).await;
+    assert!(!out.status.success(), "a frozen replica was switched to");
+    let err = stderr(&out);
+    println!("{}: switchover --to a frozen replica: {}", f.ns, err.trim());
+    assert!(
+        err.contains(&format!(
+            "the operator refused: switchover to instance {first} refused: "
+        )) || err.contains(&format!(
+            "cannot switch over to instance {first}: instance {first}'s Pod is not Ready"
+        )),
+        "{err}"
+    );
+    assert_eq!(f.primary_index().await, Some(chosen));
+    assert_eq!(
+        f.switchover_request().await,
+        None,
+        "the refused request is gone"
+    );
+    f.wait_healthy("after the refused switchover", CHANGE).await;
+
     // 2. Deleting the primary's Pod.
-    let old = f.pod(second).await.unwrap();
+    let old = f.pod(chosen).await.unwrap();
     let old_uid = old.metadata.uid.clone().unwrap();
     let failovers = f.counter("moco_cluster_failover_total").await;
     let switched_before = f.counter("moco_cluster_switchover_total").await;
@@ -227,7 +303,7 @@ async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_ack
             &f.ns,
             "delete",
             "pod",
-            &pod_name(second),
+            &pod_name(chosen),
             "--wait=false",
         ],
         None,
@@ -239,16 +315,16 @@ async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_ack
     );
     // The new primary is recorded while the old Pod is still there, terminating.
     let recorded = when("a new primary recorded", CHANGE, || async {
-        f.primary_index().await.is_some_and(|p| p != second)
+        f.primary_index().await.is_some_and(|p| p != chosen)
     })
     .await;
     let old_still_there = f
-        .pod(second)
+        .pod(chosen)
         .await
         .is_some_and(|p| p.metadata.uid.as_deref() == Some(old_uid.as_str()));
     let third = f.primary_index().await.unwrap();
     let gone = when("the deleted Pod gone", CHANGE, || async {
-        f.pod(second)
+        f.pod(chosen)
             .await
             .is_none_or(|p| p.metadata.uid.as_deref() != Some(old_uid.as_str()))
     })
@@ -256,7 +332,7 @@ async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_ack
     println!(
         "{}: Pod {} deleted: new primary {third} recorded after {}, the Pod gone after {}",
         f.ns,
-        pod_name(second),
+        pod_name(chosen),
         secs(recorded - t1),
         secs(gone - t1)
     );
@@ -306,9 +382,10 @@ async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_ack
         secs(first_ack)
     );
     println!(
-        "{}: switchover write pauses: kubectl moco switchover {}, Pod deletion {}",
+        "{}: switchover write pauses: kubectl moco switchover {}, --to {}, Pod deletion {}",
         f.ns,
         secs(by_plugin),
+        secs(by_choice),
         secs(by_deletion)
     );
 }

@@ -333,7 +333,19 @@ async fn a_my_cnf_edit_rolls_one_pod_at_a_time_and_the_primary_last_after_a_swit
         "restarted while primary: {:?}",
         rolled.went_as_primary
     );
-    assert_ne!(f.primary_index().await, Some(0), "switched over off Pod 0");
+    // To the highest updated replica, by name: one switchover, and the new primary is not
+    // rolled again (the lowest candidate, Pod 1, was updated too, so both would do here; the
+    // request names it all the same).
+    assert_eq!(f.primary_index().await, Some(2), "switched over to Pod 2");
+    assert_eq!(
+        notes(&f, "MySQLCluster", "SwitchOver").await,
+        ["primary instance was changed from 0 to 2 due to a switchover"]
+    );
+    assert_eq!(
+        f.switchover_request().await,
+        None,
+        "the request is withdrawn once done"
+    );
     assert_eq!(
         notes(&f, "StatefulSet", "PartitionUpdate").await,
         [

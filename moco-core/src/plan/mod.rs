@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::assessment::View;
 use crate::operation::{Event, Step};
 use crate::state::ClusterState;
+use switchover::Need;
 
 /// Seconds a switchover waits for `super_read_only` before killing connections (MOCO: half of
 /// the mysqld container's 20 s preStop sleep).
@@ -106,11 +107,21 @@ pub(crate) fn plan(v: &View<'_>, state: ClusterState) -> Planned {
         ClusterState::Restoring => Planned::new(Action::Wait),
         ClusterState::Cloning => clone::init_clone(v),
         ClusterState::Healthy | ClusterState::Degraded => {
-            let a = &v.assessment;
-            match switchover::need_switch(v) {
-                Some(target) if !a.prevent_pod_deletion => switchover::switchover(v, target),
-                _ if state == ClusterState::Degraded => configure::configure(v),
-                _ => configure::fix_labels(v),
+            let need = switchover::need_switch(v);
+            match need {
+                // MOCO holds every switchover while a replica lags past the deletion limit.
+                Need::To(target) if !v.assessment.prevent_pod_deletion => {
+                    switchover::switchover(v, target)
+                }
+                _ => {
+                    let mut p = if state == ClusterState::Degraded {
+                        configure::configure(v)
+                    } else {
+                        configure::fix_labels(v)
+                    };
+                    switchover::withdraw(&mut p, need);
+                    p
+                }
             }
         }
         ClusterState::Failed => failover::failover(v),

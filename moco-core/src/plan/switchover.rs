@@ -6,24 +6,80 @@ use crate::operation::{Event, Operation, PrimaryChange, Step};
 
 use super::{Action, CATCH_UP_TIMEOUT_SECONDS, Planned, READ_ONLY_TIMEOUT_SECONDS};
 
-/// The switchover target when one is needed: the requested target if it is a candidate,
-/// otherwise the lowest-ordinal candidate (MOCO's rule, which keeps rolling upgrades safe).
-/// A primary past `spec.replicas` (the cluster shrinks) is moved too, and never to another
-/// leaving instance.
-pub(super) fn need_switch(v: &View<'_>) -> Option<u32> {
-    let primary = v.primary()?;
-    let requested = v.facts.switchover_to.filter(|&t| t != primary.index);
-    let asked = primary.pod.deleting
-        || primary.pod.demote
-        || requested.is_some()
-        || v.is_leaving(primary.index);
-    if !asked {
-        return None;
+/// What this round does about moving the primary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Need {
+    /// Nobody asked, or nobody can take over now.
+    Stay,
+    /// Move the primary to this candidate.
+    To(u32),
+    /// A request names the primary: it is done (or was never needed) and is withdrawn.
+    Done(u32),
+    /// A request names an instance that cannot take over: it is withdrawn and the reason
+    /// reported, so that it cannot fire later, by surprise, once the instance recovers.
+    Refuse {
+        /// The requested instance.
+        target: u32,
+        /// Why it is not a candidate.
+        reason: &'static str,
+    },
+}
+
+/// The switchover target when one is needed: the requested target if it is a candidate
+/// (a request that names a non-candidate is refused, never redirected), otherwise the
+/// lowest-ordinal candidate (MOCO's rule, which keeps rolling upgrades safe). A primary past
+/// `spec.replicas` (the cluster shrinks) is moved too, and never to another leaving instance.
+pub(super) fn need_switch(v: &View<'_>) -> Need {
+    let Some(primary) = v.primary() else {
+        return Need::Stay;
+    };
+    if v.facts.switchover_to == Some(primary.index) {
+        // A deleting or demoted primary still moves, to the lowest candidate; the request
+        // for it is withdrawn once that move is done.
+        if !(primary.pod.deleting || primary.pod.demote || v.is_leaving(primary.index)) {
+            return Need::Done(primary.index);
+        }
     }
-    let candidates = &v.assessment.candidates;
-    match requested {
-        Some(t) => candidates.contains(&t).then_some(t),
-        None => candidates.iter().copied().find(|&c| !v.is_leaving(c)),
+    let requested = v.facts.switchover_to.filter(|&t| t != primary.index);
+    if let Some(target) = requested {
+        return match v.instance(target).map(|i| v.replica_flaw(i)) {
+            Some(None) => Need::To(target),
+            Some(Some(reason)) => Need::Refuse { target, reason },
+            None => Need::Refuse {
+                target,
+                reason: "it is not an instance of the cluster",
+            },
+        };
+    }
+    let asked = primary.pod.deleting || primary.pod.demote || v.is_leaving(primary.index);
+    if !asked {
+        return Need::Stay;
+    }
+    v.assessment
+        .candidates
+        .iter()
+        .copied()
+        .find(|&c| !v.is_leaving(c))
+        .map_or(Need::Stay, Need::To)
+}
+
+/// Withdraws a request, beside whatever else the round does: one that is done silently, one
+/// for a non-candidate with a warning that says why.
+pub(super) fn withdraw(p: &mut Planned, need: Need) {
+    let step = match need {
+        Need::Stay | Need::To(_) => return,
+        Need::Done(index) => Step::new(Operation::ClearSwitchoverRequest { index }),
+        Need::Refuse { target, reason } => Step::new(Operation::ClearSwitchoverRequest {
+            index: target,
+        })
+        .succeeding_with(Event::warning(
+            "SwitchOverRefused",
+            format!("switchover to instance {target} refused: {reason}; the request was withdrawn"),
+        )),
+    };
+    p.steps.push(step);
+    if p.action == Action::None {
+        p.action = Action::Configure;
     }
 }
 

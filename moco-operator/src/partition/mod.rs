@@ -9,10 +9,10 @@
 //! way, and each Pod's catch-up from the clustering manager's last round ([`Rounds`]).
 //!
 //! A step is: read → decide (pure) → one write. The switchover before the primary's Pod is
-//! asked with MOCO's demote annotation on the primary's Pod, which the clustering manager
-//! acts on (it picks the lowest-ordinal candidate: when the primary's Pod is next, the Pods
-//! above it are updated, so the candidate it picks is an updated one unless a lower Pod is a
-//! candidate too).
+//! asked for by name (the cluster's `moco-rs/switchover-to` annotation, which the clustering
+//! manager acts on or refuses): the highest updated replica, so that the new primary is not
+//! rolled later (MOCO's demote annotation would let the manager pick the lowest-ordinal
+//! candidate, an old-revision Pod when the primary is in the middle: two switchovers).
 
 pub mod input;
 
@@ -32,8 +32,8 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
-use moco_api::annotations::is_true;
-use moco_api::labels::{ANNOTATION_DEMOTE, CREATED_BY, LABEL_CREATED_BY};
+use moco_api::annotations::{SWITCHOVER_TO_ANNOTATION, annotation};
+use moco_api::labels::{CREATED_BY, LABEL_CREATED_BY};
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::ClusterFacts;
 use moco_core::resources::{CatchUp, Lacks, PartitionDecision, RolloutWait, decide_partition};
@@ -238,8 +238,11 @@ async fn step(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Action, Partit
             resume(&ctx, &sts, &cluster_name, &labels).await?;
             lower(&ctx, &sts, &labels, from, to).await
         }
-        PartitionDecision::SwitchOver { from, .. } => {
-            demote(&ctx, &namespace, &name, from).await?;
+        PartitionDecision::SwitchOver { from, to } => {
+            // Decided from the cluster's primary, so the cluster was read.
+            if let Some(cluster) = &cluster {
+                request_switchover(&ctx, cluster, from, to).await?;
+            }
             ctx.rounds.wake(&namespace, &cluster_name);
             Ok(Action::requeue(SOON))
         }
@@ -306,31 +309,41 @@ async fn lower(
     Ok(Action::requeue(STEP))
 }
 
-/// Asks the clustering manager to move the primary off Pod `index` (MOCO's demote annotation).
-async fn demote(
+/// Asks the clustering manager to switch over to Pod `to` (the cluster's
+/// `moco-rs/switchover-to` annotation, the request `kubectl moco switchover --to` makes): an
+/// updated, caught-up replica, so that the primary's write gap is one switchover and the new
+/// primary is not rolled again later. The manager withdraws the request once done, or refuses
+/// it with an event when `to` cannot take over; the next look asks again.
+async fn request_switchover(
     ctx: &Context,
-    namespace: &str,
-    sts_name: &str,
-    index: u32,
+    cluster: &MySQLCluster,
+    from: u32,
+    to: u32,
 ) -> Result<(), PartitionError> {
-    let pod = format!("{sts_name}-{index}");
-    let asked = ctx.pods.state().iter().any(|p| {
-        p.metadata.namespace.as_deref() == Some(namespace)
-            && p.metadata.name.as_deref() == Some(pod.as_str())
-            && is_true(&p.metadata, ANNOTATION_DEMOTE)
-    });
-    if asked {
+    let value = to.to_string();
+    if annotation(&cluster.metadata, SWITCHOVER_TO_ANNOTATION) == Some(value.as_str()) {
         return Ok(());
     }
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-    let patch = serde_json::json!({"metadata": {"annotations": {ANNOTATION_DEMOTE: "true"}}});
-    api.patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| api_error("asking a switchover off", namespace, &pod, e))?;
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    let name = cluster.metadata.name.clone().unwrap_or_default();
+    let api: Api<MySQLCluster> = Api::namespaced(ctx.client.clone(), &namespace);
+    let patch = serde_json::json!({"metadata": {"annotations": {SWITCHOVER_TO_ANNOTATION: value}}});
+    api.patch(
+        &name,
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        },
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(|e| api_error("asking a switchover of", &namespace, &name, e))?;
     tracing::info!(
         namespace,
-        pod,
-        "rollout: the primary's Pod is next; switching over first"
+        cluster = name,
+        from,
+        to,
+        "rollout: the primary's Pod is next; switching over to an updated replica first"
     );
     Ok(())
 }

@@ -831,6 +831,16 @@ impl Platform for LocalPlatform {
         .map_err(|e| port_err(format!("instance {index}"), e))
     }
 
+    async fn clear_switchover_request(&self, index: u32) -> Result<(), PortError> {
+        PodsFile::update(&self.layout, |p| {
+            if p.switchover_to == Some(index) {
+                p.switchover_to = None;
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| port_err(self.layout.pods().display().to_string(), e))
+    }
+
     async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {
         let path = self.layout.status();
         let target = || path.display().to_string();
