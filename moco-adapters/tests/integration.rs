@@ -8,6 +8,7 @@ mod support;
 
 mod instance_procedures;
 mod instance_rekey;
+mod mysql_accounts;
 mod mysql_launcher;
 mod mysql_mariadb;
 mod mysql_pool;

@@ -64,6 +64,7 @@
 //! engine deliberately differs from MOCO.
 #![deny(missing_docs)]
 
+pub mod accounts;
 pub mod assessment;
 mod decide;
 pub mod error;

@@ -26,6 +26,7 @@
 //! * MariaDB clone seeding: [`seed_mariadb_clone`], [`clone_binlog_state`],
 //!   [`parse_xtrabackup_binlog_info`], [`parse_xtrabackup_slave_info`].
 
+pub mod accounts;
 mod clone;
 mod init;
 pub mod option_file;

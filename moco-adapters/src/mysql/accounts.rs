@@ -1,0 +1,394 @@
+//! Declared accounts and databases on a server: what it holds, read from its own tables, and
+//! the changes of `moco_core::accounts` as SQL.
+//!
+//! Grants are read from `information_schema` (`USER_PRIVILEGES`, `SCHEMA_PRIVILEGES`,
+//! `TABLE_PRIVILEGES`), which both flavours list one privilege per row, `ALL` expanded; so a
+//! declared `ALL` is expanded the server's way first ([`MysqlInstance::all_privileges`], from
+//! the privilege columns of `mysql.db` and `mysql.tables_priv`). A password is compared where
+//! the server's hash allows it: `mysql_native_password` (MariaDB's default) is unsalted, so the
+//! declared password's hash is computed and compared; MySQL's `caching_sha2_password` is
+//! salted, so there only a new Secret sets it again.
+
+use std::collections::BTreeSet;
+
+use moco_cluster::ports::PortError;
+use moco_core::accounts::{
+    AccountChange, AccountSpec, DatabaseChange, DatabaseSpec, GrantLevel, GrantTarget, Grants,
+    ObservedAccount, ObservedDatabase, Privilege, quote_identifier,
+};
+use sha1::{Digest, Sha1};
+
+use super::MysqlInstance;
+use super::sql::{account, quote};
+
+/// `mysql_native_password`'s stored hash of `password`: `*` and the upper-case hex of
+/// SHA1(SHA1(password)).
+pub fn native_password_hash(password: &str) -> String {
+    let inner = Sha1::digest(password.as_bytes());
+    let outer = Sha1::digest(inner);
+    let mut out = String::with_capacity(41);
+    out.push('*');
+    for b in outer {
+        out.push_str(&format!("{b:02X}"));
+    }
+    out
+}
+
+/// `'user'@'host'` as `information_schema` writes a grantee.
+fn grantee(user: &str, host: &str) -> String {
+    format!("'{user}'@'{host}'")
+}
+
+/// The statements of one account change. `password` is used by `Create` and `SetPassword`
+/// only; a log shows them through `redact`.
+pub fn account_statements(
+    spec: &AccountSpec,
+    password: &str,
+    change: &AccountChange,
+) -> Vec<String> {
+    let who = account(&spec.name, &spec.host);
+    let require = |tls: bool| if tls { "SSL" } else { "NONE" };
+    match change {
+        AccountChange::Create => vec![format!(
+            "CREATE USER {who} IDENTIFIED BY {} REQUIRE {} WITH MAX_USER_CONNECTIONS {}",
+            quote(password),
+            require(spec.require_tls),
+            spec.max_user_connections
+        )],
+        AccountChange::SetPassword => {
+            vec![format!(
+                "ALTER USER {who} IDENTIFIED BY {}",
+                quote(password)
+            )]
+        }
+        AccountChange::SetRequireTls(tls) => {
+            vec![format!("ALTER USER {who} REQUIRE {}", require(*tls))]
+        }
+        AccountChange::SetMaxUserConnections(n) => {
+            vec![format!("ALTER USER {who} WITH MAX_USER_CONNECTIONS {n}")]
+        }
+        AccountChange::Grant { on, privileges } => {
+            let (option, list) = split_grant_option(privileges);
+            let mut out = Vec::new();
+            if !list.is_empty() {
+                out.push(format!("GRANT {list} ON {on} TO {who}"));
+            }
+            if option {
+                // Granting the option alone needs a privilege to carry it; USAGE carries none.
+                out.push(format!("GRANT USAGE ON {on} TO {who} WITH GRANT OPTION"));
+            }
+            out
+        }
+        AccountChange::Revoke { on, privileges } => {
+            let (option, list) = split_grant_option(privileges);
+            let mut out = Vec::new();
+            if !list.is_empty() {
+                out.push(format!("REVOKE {list} ON {on} FROM {who}"));
+            }
+            if option {
+                out.push(format!("REVOKE GRANT OPTION ON {on} FROM {who}"));
+            }
+            out
+        }
+        AccountChange::Drop => vec![format!("DROP USER IF EXISTS {who}")],
+    }
+}
+
+/// Whether `GRANT OPTION` is among `privileges`, and the others as a list.
+fn split_grant_option(privileges: &BTreeSet<Privilege>) -> (bool, String) {
+    let option = privileges.iter().any(Privilege::is_grant_option);
+    let list = privileges
+        .iter()
+        .filter(|p| !p.is_grant_option())
+        .map(Privilege::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    (option, list)
+}
+
+/// The statement of one database change.
+pub fn database_statement(spec: &DatabaseSpec, change: &DatabaseChange) -> String {
+    let name = quote_identifier(&spec.name);
+    let mut options = String::new();
+    if let Some(cs) = &spec.character_set {
+        options.push_str(&format!(" CHARACTER SET {}", quote_identifier(cs)));
+    }
+    if let Some(co) = &spec.collation {
+        options.push_str(&format!(" COLLATE {}", quote_identifier(co)));
+    }
+    match change {
+        DatabaseChange::Create => format!("CREATE DATABASE IF NOT EXISTS {name}{options}"),
+        DatabaseChange::Alter => format!("ALTER DATABASE {name}{options}"),
+        DatabaseChange::Drop => format!("DROP DATABASE IF EXISTS {name}"),
+    }
+}
+
+/// A privilege column of `mysql.db` (`Create_tmp_table_priv`) or a value of
+/// `tables_priv.Table_priv` (`Create View`) as the privilege the server lists.
+fn privilege_of_column(name: &str) -> Option<Privilege> {
+    let base = name.strip_suffix("_priv").unwrap_or(name);
+    let words = match base.to_ascii_lowercase().replace('_', " ").as_str() {
+        "grant" => return None,
+        "create tmp table" => "CREATE TEMPORARY TABLES".to_owned(),
+        "delete versioning rows" | "delete history" => "DELETE HISTORY".to_owned(),
+        other => other.to_ascii_uppercase(),
+    };
+    Privilege::new(&words)
+}
+
+impl MysqlInstance {
+    /// The privileges `GRANT ALL` gives at `level` on this server: the privilege columns of
+    /// `mysql.db` (database level) or the values of `mysql.tables_priv.Table_priv` (table
+    /// level); the global level is not expanded (admission refuses `ALL` on `*.*`).
+    pub async fn all_privileges(
+        &self,
+        level: GrantLevel,
+    ) -> Result<BTreeSet<Privilege>, PortError> {
+        let mut conn = self.conn().await?;
+        match level {
+            GrantLevel::Global => Ok(BTreeSet::new()),
+            GrantLevel::Database => {
+                let q = "SELECT COLUMN_NAME FROM information_schema.COLUMNS \
+                         WHERE TABLE_SCHEMA = 'mysql' AND TABLE_NAME = 'db' \
+                         AND COLUMN_NAME LIKE '%\\_priv'";
+                let mut out = BTreeSet::new();
+                for row in self.rows(&mut conn, q).await? {
+                    let column: String = self.cell(&row, 0usize, q)?;
+                    out.extend(privilege_of_column(&column));
+                }
+                Ok(out)
+            }
+            GrantLevel::Table => {
+                let q = "SELECT COLUMN_TYPE FROM information_schema.COLUMNS \
+                         WHERE TABLE_SCHEMA = 'mysql' AND TABLE_NAME = 'tables_priv' \
+                         AND COLUMN_NAME = 'Table_priv'";
+                let set: String = self.value(&mut conn, q).await?;
+                let inner = set
+                    .strip_prefix("set(")
+                    .and_then(|s| s.strip_suffix(')'))
+                    .unwrap_or_default();
+                Ok(inner
+                    .split(',')
+                    .map(|v| v.trim().trim_matches('\''))
+                    .filter_map(privilege_of_column)
+                    .collect())
+            }
+        }
+    }
+
+    /// Account `user`@`host` as the server holds it (`None`: no such account), its password
+    /// compared with `password` where the hash allows.
+    pub async fn observe_account(
+        &self,
+        user: &str,
+        host: &str,
+        password: &str,
+    ) -> Result<Option<ObservedAccount>, PortError> {
+        let mut conn = self.conn().await?;
+        let q = format!(
+            "SELECT ssl_type, max_user_connections, plugin, authentication_string \
+             FROM mysql.user WHERE User = {} AND Host = {}",
+            quote(user),
+            quote(host)
+        );
+        let Some(row) = self.first_row(&mut conn, &q).await? else {
+            return Ok(None);
+        };
+        let ssl_type: String = self.cell(&row, 0usize, &q)?;
+        let max_user_connections: i64 = self.cell(&row, 1usize, &q)?;
+        let plugin: String = self.cell(&row, 2usize, &q)?;
+        let hash: String = self.cell(&row, 3usize, &q)?;
+        let password_matches = (plugin == "mysql_native_password")
+            .then(|| hash.eq_ignore_ascii_case(&native_password_hash(password)));
+        let g = quote(&grantee(user, host));
+        let mut grants = Grants::new();
+        let mut add = |on: GrantTarget, privilege: &str, grantable: &str| {
+            let set = grants.entry(on).or_default();
+            if let Some(p) = Privilege::new(privilege).filter(|p| p.as_str() != "USAGE") {
+                set.insert(p);
+            }
+            if grantable == "YES" {
+                set.extend(Privilege::new(Privilege::GRANT_OPTION));
+            }
+        };
+        let q = format!(
+            "SELECT PRIVILEGE_TYPE, IS_GRANTABLE FROM information_schema.USER_PRIVILEGES \
+             WHERE GRANTEE = {g}"
+        );
+        for row in self.rows(&mut conn, &q).await? {
+            let p: String = self.cell(&row, 0usize, &q)?;
+            let grantable: String = self.cell(&row, 1usize, &q)?;
+            add(GrantTarget::Global, &p, &grantable);
+        }
+        let q = format!(
+            "SELECT TABLE_SCHEMA, PRIVILEGE_TYPE, IS_GRANTABLE \
+             FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = {g}"
+        );
+        for row in self.rows(&mut conn, &q).await? {
+            let db: String = self.cell(&row, 0usize, &q)?;
+            let p: String = self.cell(&row, 1usize, &q)?;
+            let grantable: String = self.cell(&row, 2usize, &q)?;
+            add(GrantTarget::Database(db), &p, &grantable);
+        }
+        let q = format!(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, PRIVILEGE_TYPE, IS_GRANTABLE \
+             FROM information_schema.TABLE_PRIVILEGES WHERE GRANTEE = {g}"
+        );
+        for row in self.rows(&mut conn, &q).await? {
+            let db: String = self.cell(&row, 0usize, &q)?;
+            let table: String = self.cell(&row, 1usize, &q)?;
+            let p: String = self.cell(&row, 2usize, &q)?;
+            let grantable: String = self.cell(&row, 3usize, &q)?;
+            add(GrantTarget::Table(db, table), &p, &grantable);
+        }
+        grants.retain(|_, set| !set.is_empty());
+        Ok(Some(ObservedAccount {
+            grants,
+            require_tls: !ssl_type.is_empty(),
+            max_user_connections: u32::try_from(max_user_connections).unwrap_or(u32::MAX),
+            password_matches,
+        }))
+    }
+
+    /// Runs `changes` on account `spec` in order, stopping at the first failure.
+    pub async fn apply_account(
+        &self,
+        spec: &AccountSpec,
+        password: &str,
+        changes: &[AccountChange],
+    ) -> Result<(), PortError> {
+        let mut conn = self.conn().await?;
+        for change in changes {
+            for statement in account_statements(spec, password, change) {
+                self.exec(&mut conn, &statement).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Database `name` as the server holds it (`None`: no such database).
+    pub async fn observe_database(
+        &self,
+        name: &str,
+    ) -> Result<Option<ObservedDatabase>, PortError> {
+        let mut conn = self.conn().await?;
+        let q = format!(
+            "SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME \
+             FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = {}",
+            quote(name)
+        );
+        let Some(row) = self.first_row(&mut conn, &q).await? else {
+            return Ok(None);
+        };
+        Ok(Some(ObservedDatabase {
+            character_set: self.cell(&row, 0usize, &q)?,
+            collation: self.cell(&row, 1usize, &q)?,
+        }))
+    }
+
+    /// Runs `change` on database `spec`.
+    pub async fn apply_database(
+        &self,
+        spec: &DatabaseSpec,
+        change: &DatabaseChange,
+    ) -> Result<(), PortError> {
+        let mut conn = self.conn().await?;
+        self.exec(&mut conn, &database_statement(spec, change))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn privs(names: &[&str]) -> BTreeSet<Privilege> {
+        names.iter().map(|n| Privilege::new(n).unwrap()).collect()
+    }
+
+    #[test]
+    fn the_native_hash_is_the_servers() {
+        // SELECT PASSWORD('pw'), PASSWORD('it''s \\ ü') on MariaDB 10.11.
+        assert_eq!(
+            native_password_hash("pw"),
+            "*D821809F681A40A6E379B50D0463EFAE20BDD122"
+        );
+        assert_eq!(
+            native_password_hash("it's \\ ü"),
+            "*B97240BDA57063760B36AF32EDBDF83BF78A6081"
+        );
+    }
+
+    #[test]
+    fn changes_become_statements_with_quoting() {
+        let spec = AccountSpec {
+            name: "app".into(),
+            host: "10.%".into(),
+            require_tls: true,
+            max_user_connections: 5,
+            ..AccountSpec::default()
+        };
+        assert_eq!(
+            account_statements(&spec, "p'w", &AccountChange::Create),
+            [
+                "CREATE USER 'app'@'10.%' IDENTIFIED BY 'p''w' REQUIRE SSL WITH MAX_USER_CONNECTIONS 5"
+            ]
+        );
+        let on = GrantTarget::Database("a\\_b".into());
+        assert_eq!(
+            account_statements(
+                &spec,
+                "",
+                &AccountChange::Grant {
+                    on: on.clone(),
+                    privileges: privs(&["SELECT", "GRANT OPTION", "INSERT"])
+                }
+            ),
+            [
+                "GRANT INSERT, SELECT ON `a\\_b`.* TO 'app'@'10.%'",
+                "GRANT USAGE ON `a\\_b`.* TO 'app'@'10.%' WITH GRANT OPTION"
+            ]
+        );
+        assert_eq!(
+            account_statements(
+                &spec,
+                "",
+                &AccountChange::Revoke {
+                    on,
+                    privileges: privs(&["GRANT OPTION"])
+                }
+            ),
+            ["REVOKE GRANT OPTION ON `a\\_b`.* FROM 'app'@'10.%'"]
+        );
+        let db = DatabaseSpec {
+            name: "my`db".into(),
+            character_set: Some("utf8mb4".into()),
+            collation: Some("utf8mb4_bin".into()),
+        };
+        assert_eq!(
+            database_statement(&db, &DatabaseChange::Create),
+            "CREATE DATABASE IF NOT EXISTS `my``db` CHARACTER SET `utf8mb4` COLLATE `utf8mb4_bin`"
+        );
+        assert_eq!(
+            database_statement(&db, &DatabaseChange::Drop),
+            "DROP DATABASE IF EXISTS `my``db`"
+        );
+    }
+
+    #[test]
+    fn privilege_columns_name_privileges() {
+        let p = |c| privilege_of_column(c).map(|p| p.to_string());
+        assert_eq!(p("Select_priv").as_deref(), Some("SELECT"));
+        assert_eq!(
+            p("Create_tmp_table_priv").as_deref(),
+            Some("CREATE TEMPORARY TABLES")
+        );
+        assert_eq!(p("Lock_tables_priv").as_deref(), Some("LOCK TABLES"));
+        assert_eq!(
+            p("Delete versioning rows").as_deref(),
+            Some("DELETE HISTORY")
+        );
+        assert_eq!(p("Show view").as_deref(), Some("SHOW VIEW"));
+        assert_eq!(p("Grant_priv"), None);
+    }
+}

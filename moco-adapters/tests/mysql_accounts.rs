@@ -1,0 +1,253 @@
+//! Declared accounts and databases on a real server, as the operator's admin account changes
+//! them: created with their grants, read back exactly as declared (so a second plan is
+//! empty), drift put back (a password, a grant, a limit changed by hand), a declared `ALL`
+//! expanded the server's way, database-level wildcards kept literal, a database created and
+//! altered, and the declared user able to do what it was granted and nothing else.
+
+use std::collections::BTreeSet;
+
+use crate::support;
+
+use moco_adapters::mysql::{Account, InitOptions, MocoPasswords, MysqlInstance, initialize};
+use moco_cluster::ports::MysqlPort;
+use moco_core::accounts::{
+    AccountChange, AccountSpec, DatabaseChange, DatabaseSpec, GrantLevel, GrantTarget, Grants,
+    Privilege, parse_target, plan_account, plan_database,
+};
+use mysql_async::prelude::Queryable;
+use support::{Fleet, bootstrap_options, client, server_binary, tcp_options, try_client};
+
+fn privs(names: &[&str]) -> BTreeSet<Privilege> {
+    names.iter().map(|n| Privilege::new(n).unwrap()).collect()
+}
+
+/// Plans against what the server holds and applies until nothing is left; returns the
+/// changes of the first pass.
+async fn converge(admin: &MysqlInstance, spec: &AccountSpec, pw: &str) -> Vec<AccountChange> {
+    let observed = admin
+        .observe_account(&spec.name, &spec.host, pw)
+        .await
+        .unwrap();
+    let first = plan_account(spec, observed.as_ref(), false);
+    admin.apply_account(spec, pw, &first).await.unwrap();
+    let again = admin
+        .observe_account(&spec.name, &spec.host, pw)
+        .await
+        .unwrap();
+    assert_eq!(
+        plan_account(spec, again.as_ref(), false),
+        [],
+        "the server holds what was declared: {again:?}"
+    );
+    first
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_accounts_and_databases_are_made_read_back_and_repaired() {
+    let Some(binary) =
+        server_binary("declared_accounts_and_databases_are_made_read_back_and_repaired")
+    else {
+        return;
+    };
+    let fleet = Fleet::start(binary, 1).await;
+    let m = &fleet.nodes[0];
+    let pw = MocoPasswords::generate().unwrap();
+    initialize(
+        &bootstrap_options(m, "instance 0"),
+        &pw,
+        &InitOptions::default(),
+    )
+    .await
+    .unwrap();
+    let admin = MysqlInstance::new(tcp_options(
+        m,
+        "instance 0",
+        Account::Admin.name(),
+        &pw.admin,
+    ));
+    // The primary: the operator changes accounts there only.
+    admin.set_writable().await.unwrap();
+
+    // A database with a wildcard character in its name, and one that must not match it.
+    let app = DatabaseSpec {
+        name: "app_db".into(),
+        character_set: Some("utf8mb4".into()),
+        collation: Some("utf8mb4_bin".into()),
+    };
+    assert_eq!(admin.observe_database("app_db").await.unwrap(), None);
+    let change = plan_database(&app, None).unwrap();
+    admin.apply_database(&app, &change).await.unwrap();
+    let held = admin.observe_database("app_db").await.unwrap().unwrap();
+    assert_eq!(
+        (held.character_set.as_str(), held.collation.as_str()),
+        ("utf8mb4", "utf8mb4_bin")
+    );
+    assert_eq!(plan_database(&app, Some(&held)), None);
+    let other = DatabaseSpec {
+        name: "appXdb".into(),
+        ..DatabaseSpec::default()
+    };
+    admin
+        .apply_database(&other, &DatabaseChange::Create)
+        .await
+        .unwrap();
+    let mut root = client(m, Account::Admin.name(), &pw.admin).await;
+    root.query_drop("CREATE TABLE app_db.t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    root.query_drop("CREATE TABLE appXdb.t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+
+    // The account: DML on app_db, SELECT on one table of appXdb, a limit, no TLS.
+    let spec = AccountSpec {
+        name: "app".into(),
+        host: "%".into(),
+        grants: Grants::from([
+            (
+                parse_target("app_db.*").unwrap(),
+                privs(&["SELECT", "INSERT", "UPDATE", "DELETE"]),
+            ),
+            (parse_target("appXdb.t").unwrap(), privs(&["SELECT"])),
+        ]),
+        require_tls: false,
+        max_user_connections: 7,
+    };
+    let first = converge(&admin, &spec, "secret-1").await;
+    assert_eq!(first[0], AccountChange::Create);
+    let mut c = client(m, "app", "secret-1").await;
+    c.query_drop("INSERT INTO app_db.t VALUES (1)")
+        .await
+        .unwrap();
+    c.query_drop("SELECT * FROM appXdb.t").await.unwrap();
+    let e = c
+        .query_drop("INSERT INTO appXdb.t VALUES (1)")
+        .await
+        .unwrap_err();
+    assert_eq!(support::server_code(&e), Some(1142), "{e}");
+    let e = c.query_drop("DROP TABLE app_db.t").await.unwrap_err();
+    assert_eq!(support::server_code(&e), Some(1142), "{e}");
+    let limit: Option<u32> = root
+        .query_first("SELECT max_user_connections FROM mysql.user WHERE User = 'app'")
+        .await
+        .unwrap();
+    assert_eq!(limit, Some(7));
+    c.disconnect().await.unwrap();
+
+    // Drift by hand: a grant added, one revoked, a wildcard grant (`app_db.*` unescaped also
+    // matches appXdb) added, the limit and the password changed.
+    root.query_drop("GRANT DROP ON `app\\_db`.* TO 'app'@'%'")
+        .await
+        .unwrap();
+    root.query_drop("REVOKE UPDATE ON `app\\_db`.* FROM 'app'@'%'")
+        .await
+        .unwrap();
+    root.query_drop("GRANT SELECT ON app_db.* TO 'app'@'%'")
+        .await
+        .unwrap();
+    root.query_drop("ALTER USER 'app'@'%' WITH MAX_USER_CONNECTIONS 0")
+        .await
+        .unwrap();
+    root.query_drop("ALTER USER 'app'@'%' IDENTIFIED BY 'by-hand'")
+        .await
+        .unwrap();
+    let observed = admin
+        .observe_account("app", "%", "secret-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(observed.password_matches, Some(false));
+    let repaired = converge(&admin, &spec, "secret-1").await;
+    let on = parse_target("app_db.*").unwrap();
+    assert_eq!(
+        repaired,
+        [
+            AccountChange::SetPassword,
+            AccountChange::SetMaxUserConnections(7),
+            AccountChange::Revoke {
+                on: on.clone(),
+                privileges: privs(&["DROP"])
+            },
+            AccountChange::Revoke {
+                on: GrantTarget::Database("app_db".into()),
+                privileges: privs(&["SELECT"])
+            },
+            AccountChange::Grant {
+                on: on.clone(),
+                privileges: privs(&["UPDATE"])
+            },
+        ]
+    );
+    assert!(
+        try_client(m, "app", "by-hand").await.is_err(),
+        "the hand-set password is gone"
+    );
+    client(m, "app", "secret-1")
+        .await
+        .disconnect()
+        .await
+        .unwrap();
+
+    // A new password (a new Secret) is set even where the hash cannot be compared.
+    let observed = admin
+        .observe_account("app", "%", "secret-2")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(observed.password_matches, Some(false));
+    let changes = plan_account(&spec, Some(&observed), true);
+    assert_eq!(changes, [AccountChange::SetPassword]);
+    admin
+        .apply_account(&spec, "secret-2", &changes)
+        .await
+        .unwrap();
+    assert!(try_client(m, "app", "secret-1").await.is_err());
+    client(m, "app", "secret-2")
+        .await
+        .disconnect()
+        .await
+        .unwrap();
+
+    // ALL, expanded the server's way, reads back as declared; so does GRANT OPTION.
+    let all = admin.all_privileges(GrantLevel::Database).await.unwrap();
+    assert!(
+        all.contains(&Privilege::new("CREATE TEMPORARY TABLES").unwrap()),
+        "{all:?}"
+    );
+    assert!(!all.iter().any(Privilege::is_grant_option));
+    let table_all = admin.all_privileges(GrantLevel::Table).await.unwrap();
+    assert!(
+        table_all.contains(&Privilege::new("SHOW VIEW").unwrap()),
+        "{table_all:?}"
+    );
+    let mut owner_grants = all.clone();
+    owner_grants.insert(Privilege::new("GRANT OPTION").unwrap());
+    let owner = AccountSpec {
+        name: "owner".into(),
+        host: "10.0.%".into(),
+        grants: Grants::from([
+            (on.clone(), owner_grants),
+            (parse_target("appXdb.t").unwrap(), table_all),
+        ]),
+        require_tls: true,
+        max_user_connections: 0,
+    };
+    converge(&admin, &owner, "owner-pw").await;
+
+    // Dropped.
+    admin
+        .apply_account(&owner, "", &[AccountChange::Drop])
+        .await
+        .unwrap();
+    assert_eq!(
+        admin.observe_account("owner", "10.0.%", "").await.unwrap(),
+        None
+    );
+    admin
+        .apply_database(&other, &DatabaseChange::Drop)
+        .await
+        .unwrap();
+    assert_eq!(admin.observe_database("appXdb").await.unwrap(), None);
+    root.disconnect().await.unwrap();
+    fleet.stop().await;
+}
