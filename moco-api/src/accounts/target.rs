@@ -148,8 +148,8 @@ pub fn check_identifier(name: &str) -> Result<(), IdentifierError> {
 pub enum TargetError {
     /// Not `*.*`, `db.*` or `db.table`.
     #[error(
-        "{0:?} is not *.*, db.* or db.table (names of other characters than letters, digits, \
-         _ and $ in backticks, a backtick in them doubled)"
+        "{0:?} is not *.*, db.* or db.table (a name with characters other than letters, \
+         digits, _ and $ goes in backticks, a backtick in it doubled)"
     )]
     Syntax(String),
     /// `TABLE db.t`, `PROCEDURE db.p`, `FUNCTION db.f`.

@@ -146,8 +146,8 @@ pub enum Problem {
     /// A write privilege that reaches the grant tables.
     #[error(
         "{privilege} on {on} would let the account edit the grant tables of the mysql schema \
-         (MOCO's accounts among them; MariaDB has no partial revokes, so *.* covers mysql); \
-         grant it on each database instead, or set spec.allowPrivilegedGrants: true"
+         (MOCO's accounts among them; *.* covers mysql, MariaDB has no partial revokes); grant \
+         it on the databases it needs, or set spec.allowPrivilegedGrants: true"
     )]
     WritesGrantTables {
         /// The canonical privilege.
