@@ -12,7 +12,7 @@ use moco_adapters::mysql::{Account, InitOptions, MocoPasswords, MysqlInstance, i
 use moco_cluster::ports::MysqlPort;
 use moco_core::accounts::{
     AccountChange, AccountSpec, DatabaseChange, DatabaseSpec, GrantLevel, GrantTarget, Grants,
-    Privilege, parse_target, plan_account, plan_database,
+    Privilege, plan_account, plan_database,
 };
 use mysql_async::prelude::Queryable;
 use support::{Fleet, bootstrap_options, client, server_binary, tcp_options, try_client};
@@ -105,10 +105,13 @@ async fn declared_accounts_and_databases_are_made_read_back_and_repaired() {
         host: "%".into(),
         grants: Grants::from([
             (
-                parse_target("app_db.*").unwrap(),
+                GrantTarget::database("app_db"),
                 privs(&["SELECT", "INSERT", "UPDATE", "DELETE"]),
             ),
-            (parse_target("appXdb.t").unwrap(), privs(&["SELECT"])),
+            (
+                GrantTarget::Table("appXdb".into(), "t".into()),
+                privs(&["SELECT"]),
+            ),
         ]),
         require_tls: false,
         max_user_connections: 7,
@@ -158,7 +161,7 @@ async fn declared_accounts_and_databases_are_made_read_back_and_repaired() {
         .unwrap();
     assert_eq!(observed.password_matches, Some(false));
     let repaired = converge(&admin, &spec, "secret-1").await;
-    let on = parse_target("app_db.*").unwrap();
+    let on = GrantTarget::database("app_db");
     assert_eq!(
         repaired,
         [
@@ -227,7 +230,7 @@ async fn declared_accounts_and_databases_are_made_read_back_and_repaired() {
         host: "10.0.%".into(),
         grants: Grants::from([
             (on.clone(), owner_grants),
-            (parse_target("appXdb.t").unwrap(), table_all),
+            (GrantTarget::Table("appXdb".into(), "t".into()), table_all),
         ]),
         require_tls: true,
         max_user_connections: 0,

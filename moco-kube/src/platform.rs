@@ -426,6 +426,41 @@ impl KubePlatform {
             .map_err(|e| unreachable(format!("Pod {}/{name}", self.id.namespace), &e))
     }
 
+    /// `moco-admin` on the primary's mysqld, as the manager reaches it (its address, the
+    /// cluster's TLS), with the primary's ordinal: for the work beside clustering that only
+    /// the primary may do (declared accounts and databases).
+    pub async fn primary_admin(&self) -> Result<(MysqlInstance, u32), PortError> {
+        let cluster = self.cluster().await?;
+        let flavor = flavor_of(&cluster).unwrap_or(Flavor::Mysql);
+        let index = cluster
+            .status
+            .as_ref()
+            .and_then(|s| u32::try_from(s.current_primary_index).ok())
+            .unwrap_or(0);
+        let pods = self.pods(false).await?;
+        let target = format!("instance {index} ({})", self.pod_name(index));
+        let pod = pods
+            .get(&index)
+            .ok_or_else(|| failed(target.clone(), "the Pod does not exist"))?;
+        let (host, port) = self
+            .addresses
+            .manager(&self.id, index, pod, flavor)
+            .ok_or_else(|| failed(target.clone(), "the Pod has no IP address yet"))?;
+        let passwords = self.passwords().await?;
+        let credentials = Credentials {
+            user: Account::Admin.name().to_owned(),
+            password: passwords.get(Account::Admin).to_owned(),
+        };
+        let mut options = ConnectOptions::new(host.clone(), port, &credentials)
+            .with_name(format!("{target} at {host}:{port}"))
+            .with_timeouts(CONNECT_TIMEOUT, CALL_TIMEOUT)
+            .with_max_connections(1);
+        if let Some(tls) = self.client_tls(&cluster).await? {
+            options = options.with_tls(tls);
+        }
+        Ok((MysqlInstance::new(options), index))
+    }
+
     /// Removes the cluster's switchover request if it still names `index`: the removal is
     /// conditional on the resourceVersion read, so a request for another instance made
     /// meanwhile stays.

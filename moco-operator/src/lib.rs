@@ -23,6 +23,7 @@
 
 pub use moco_http::{limits, listen, tls};
 
+pub mod accounts;
 pub mod annotations;
 pub mod clustering;
 pub mod config;

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use kube::Client;
 use kube_lease_manager::LeaseManagerBuilder;
 use moco_api::addresses::{AddressResolver, PodNetwork};
@@ -19,6 +20,7 @@ use moco_kube::platform::MysqlConnector;
 use moco_kube::pods::PodCache;
 use tokio::sync::watch;
 
+use crate::accounts::run_accounts_controllers;
 use crate::clustering::Managers;
 use crate::clustering::agent::AgentCloner;
 use crate::clustering::pods::watch_pods;
@@ -127,6 +129,7 @@ pub async fn lead(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let addresses: Arc<dyn AddressResolver> = Arc::new(PodNetwork);
+    let accounts_addresses = addresses.clone();
     let cloner = AgentCloner::new(
         client.clone(),
         config.grpc_cert_dir.clone(),
@@ -164,7 +167,7 @@ pub async fn lead(
         &config.scope,
         client.clone(),
         managers.clone(),
-        metrics,
+        metrics.clone(),
         config.partition,
         async move {
             let _ = partition_stop.wait_for(|v| *v).await;
@@ -179,8 +182,19 @@ pub async fn lead(
             let _ = stop_rx.wait_for(|v| *v).await;
         },
     );
+    let mut accounts_stop = stop_tx.subscribe();
+    let accounts = run_accounts_controllers(
+        &config.scope,
+        client.clone(),
+        accounts_addresses,
+        metrics.clone(),
+        async move {
+            let _ = accounts_stop.wait_for(|v| *v).await;
+        }
+        .shared(),
+    );
     let controller = async move {
-        tokio::join!(controller, partition);
+        tokio::join!(controller, partition, accounts);
     };
     tokio::pin!(controller);
     let stop = async {

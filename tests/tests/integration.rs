@@ -14,6 +14,7 @@ mod backup_hostile;
 mod backup_physical;
 mod backup_s3;
 mod bench_kube_backup;
+mod kube_accounts;
 mod kube_archive;
 mod kube_backup;
 mod kube_clone;

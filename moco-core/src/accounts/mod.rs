@@ -12,4 +12,4 @@ pub use model::{
     Privilege, quote_identifier,
 };
 pub use plan::{AccountChange, DatabaseChange, plan_account, plan_database};
-pub use target::{TargetError, escape_wildcards, parse_target};
+pub use target::escape_wildcards;

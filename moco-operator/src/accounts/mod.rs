@@ -1,0 +1,283 @@
+//! The accounts controllers: MySQLUser and MySQLDatabase (`moco-rs.io/v1alpha1`) kept as
+//! declared on their cluster's primary.
+//!
+//! Each object's step is: its cluster (missing → `ClusterNotFound`; not `Available` →
+//! `ClusterNotAvailable`, looked at again in [`WAIT`]) → what it declares (for a user, the
+//! password from its Secret) → what the primary holds → the plan (`moco_core::accounts`,
+//! pure) → its statements → the `Ready` condition. Objects are looked at again every
+//! [`RESYNC`], so a change made by hand is put back (a `DriftRepaired` warning lists it) and a
+//! failover changes nothing: the next step reaches the new primary, which holds the accounts
+//! through replication. A finalizer lets `deletionPolicy: Delete` drop the account or the
+//! database; `Retain` (the default) leaves them.
+//!
+//! Two objects that declare the same account (name and host) or database of one cluster
+//! conflict: the older one keeps it, the other reports `Conflict` and changes nothing.
+
+mod database;
+mod status;
+mod user;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ObjectReference, Secret};
+use kube::api::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::{Action, Config as ControllerConfig};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use moco_api::accounts::{MySQLDatabase, MySQLUser};
+use moco_api::addresses::AddressResolver;
+use moco_api::cluster::ClusterId;
+use moco_api::mysqlcluster::MySQLCluster;
+use moco_cluster::ports::PortError;
+use moco_kube::api::Scope;
+use moco_kube::metrics::ClusterMetrics;
+use moco_kube::platform::{KubePlatform, MysqlConnector};
+
+pub use status::ready_condition;
+
+/// The finalizer both kinds carry, so that `deletionPolicy: Delete` can act.
+pub const FINALIZER: &str = "moco-rs.io/accounts";
+
+/// How often an applied object is compared with the server again (hand-made drift).
+pub const RESYNC: Duration = Duration::from_secs(30);
+
+/// How soon an object waiting for its cluster (or its Secret) is looked at again.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// Errors that end a step early; it is retried after [`WAIT`]. What the object's owner can
+/// fix (a missing cluster or Secret, a privilege the server does not know) is not an error
+/// but its `Ready` condition.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountsError {
+    /// An API call failed.
+    #[error("{what} {namespace}/{name}: {source}")]
+    Api {
+        /// What was being done.
+        what: &'static str,
+        /// The object's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// The primary could not be reached or refused the admin account.
+    #[error("{namespace}/{name}: the primary of MySQLCluster {cluster}: {source}")]
+    Primary {
+        /// The object's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Its cluster.
+        cluster: String,
+        /// Why.
+        #[source]
+        source: PortError,
+    },
+    /// Adding or removing the finalizer failed.
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+}
+
+fn api_error(
+    what: &'static str,
+    namespace: &str,
+    name: &str,
+    source: kube::Error,
+) -> AccountsError {
+    AccountsError::Api {
+        what,
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        source,
+    }
+}
+
+/// What the steps share.
+pub(crate) struct Context {
+    client: kube::Client,
+    addresses: Arc<dyn AddressResolver>,
+    metrics: ClusterMetrics,
+    /// Every MySQLUser (the controller's own store), for conflicts and Secret changes.
+    users: Store<MySQLUser>,
+    /// Every MySQLDatabase, for conflicts.
+    databases: Store<MySQLDatabase>,
+}
+
+/// The cluster an object names, and whether it has a writable primary.
+pub(crate) enum ClusterState {
+    /// No such MySQLCluster.
+    Missing,
+    /// It exists but is not `Available`; the message says what it is.
+    NotAvailable(String),
+    /// Its primary takes writes.
+    Available(Box<MySQLCluster>),
+}
+
+impl Context {
+    /// MySQLCluster `name` of `namespace` and whether its primary takes writes.
+    async fn cluster(&self, namespace: &str, name: &str) -> Result<ClusterState, AccountsError> {
+        let api: Api<MySQLCluster> = Api::namespaced(self.client.clone(), namespace);
+        let Some(cluster) = api
+            .get_opt(name)
+            .await
+            .map_err(|e| api_error("reading MySQLCluster", namespace, name, e))?
+        else {
+            return Ok(ClusterState::Missing);
+        };
+        let available = cluster.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "Available")
+                .map(|c| (c.status == "True", c.reason.clone()))
+        });
+        Ok(match available {
+            Some((true, _)) => ClusterState::Available(Box::new(cluster)),
+            Some((false, reason)) => ClusterState::NotAvailable(format!(
+                "MySQLCluster {name} is not Available ({reason})"
+            )),
+            None => ClusterState::NotAvailable(format!(
+                "MySQLCluster {name} has no Available condition yet"
+            )),
+        })
+    }
+
+    /// `moco-admin` on `cluster`'s primary.
+    async fn primary(
+        &self,
+        cluster: &MySQLCluster,
+        object: (&str, &str),
+    ) -> Result<moco_adapters::mysql::MysqlInstance, AccountsError> {
+        let (namespace, name) = object;
+        let cluster_name = cluster.metadata.name.clone().unwrap_or_default();
+        let id = ClusterId::of(cluster).map_err(|e| AccountsError::Primary {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            cluster: cluster_name.clone(),
+            source: PortError::Failed {
+                target: cluster_name.clone(),
+                message: e.to_string(),
+            },
+        })?;
+        let platform = KubePlatform::new(
+            self.client.clone(),
+            id,
+            self.addresses.clone(),
+            Arc::new(MysqlConnector::default()),
+            None,
+            self.metrics.clone(),
+        );
+        platform
+            .primary_admin()
+            .await
+            .map(|(instance, _)| instance)
+            .map_err(|source| AccountsError::Primary {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                cluster: cluster_name,
+                source,
+            })
+    }
+
+    /// Records an event about the object `reference`; a failure is logged, never returned.
+    async fn publish(
+        &self,
+        reference: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let reporter = Reporter {
+            controller: "moco-controller".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: reason.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = Recorder::new(self.client.clone(), reporter)
+            .publish(&event, reference)
+            .await
+        {
+            tracing::warn!(reason, error = %e, "cannot record an event");
+        }
+    }
+}
+
+fn error_policy<K>(_: Arc<K>, error: &AccountsError, _: Arc<Context>) -> Action {
+    tracing::warn!(error = %error, "accounts step failed");
+    Action::requeue(WAIT)
+}
+
+/// Runs the MySQLUser and MySQLDatabase controllers over `scope` until `shutdown` completes.
+pub async fn run_accounts_controllers(
+    scope: &Scope,
+    client: kube::Client,
+    addresses: Arc<dyn AddressResolver>,
+    metrics: ClusterMetrics,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+) {
+    let users = Controller::new(
+        scope.api::<MySQLUser>(client.clone()),
+        watcher::Config::default(),
+    );
+    let databases = Controller::new(
+        scope.api::<MySQLDatabase>(client.clone()),
+        watcher::Config::default(),
+    );
+    let context = Arc::new(Context {
+        client: client.clone(),
+        addresses,
+        metrics,
+        users: users.store(),
+        databases: databases.store(),
+    });
+    let store = users.store();
+    // A password Secret's change is applied at once: Secrets are watched by metadata only,
+    // and a change wakes the users that name the Secret.
+    let secrets = watcher(
+        scope.api::<PartialObjectMeta<Secret>>(client),
+        watcher::Config::default(),
+    )
+    .touched_objects();
+    let users = users
+        .with_config(ControllerConfig::default().concurrency(4))
+        .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+            let namespace = secret.metadata.namespace.clone();
+            let name = secret.metadata.name.clone();
+            store
+                .state()
+                .into_iter()
+                .filter(|u| {
+                    u.metadata.namespace == namespace
+                        && Some(&u.spec.password_secret_key_ref.name) == name.as_ref()
+                })
+                .map(|u| ObjectRef::from_obj(u.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .graceful_shutdown_on(shutdown.clone())
+        .run(user::step, error_policy, context.clone())
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "MySQLUser controller event");
+            }
+        });
+    let databases = databases
+        .with_config(ControllerConfig::default().concurrency(4))
+        .graceful_shutdown_on(shutdown)
+        .run(database::step, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "MySQLDatabase controller event");
+            }
+        });
+    tokio::join!(users, databases);
+}

@@ -1,0 +1,74 @@
+//! The `Ready` condition of both kinds, built purely from the reason and the previous one.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use moco_api::accounts::{CONDITION_READY, ReadyReason};
+
+/// The `Ready` condition for `reason` and `message`, keeping the previous one's transition
+/// time when the status does not change (as `meta.SetStatusCondition` does).
+pub fn ready_condition(
+    previous: &[Condition],
+    reason: ReadyReason,
+    message: String,
+    generation: Option<i64>,
+    now: Time,
+) -> Condition {
+    let status = if reason.ready() { "True" } else { "False" };
+    let last_transition_time = previous
+        .iter()
+        .find(|c| c.type_ == CONDITION_READY && c.status == status)
+        .map_or(now, |c| c.last_transition_time.clone());
+    Condition {
+        type_: CONDITION_READY.to_owned(),
+        status: status.to_owned(),
+        reason: reason.as_str().to_owned(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+/// Whether `conditions` say the object was Ready.
+pub fn was_ready(conditions: &[Condition]) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == CONDITION_READY && c.status == "True")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap())
+    }
+
+    #[test]
+    fn the_transition_time_moves_only_with_the_status() {
+        let first = ready_condition(&[], ReadyReason::SecretMissing, "m".into(), Some(1), at(10));
+        assert_eq!(
+            (first.status.as_str(), first.reason.as_str()),
+            ("False", "SecretMissing")
+        );
+        let still = ready_condition(
+            std::slice::from_ref(&first),
+            ReadyReason::ClusterNotAvailable,
+            "n".into(),
+            Some(1),
+            at(20),
+        );
+        assert_eq!(still.last_transition_time, at(10), "still False");
+        let ready = ready_condition(
+            &[still],
+            ReadyReason::Applied,
+            String::new(),
+            Some(2),
+            at(30),
+        );
+        assert_eq!(
+            (ready.status.as_str(), ready.last_transition_time.clone()),
+            ("True", at(30))
+        );
+        assert!(was_ready(&[ready]));
+        assert!(!was_ready(&[first]));
+    }
+}

@@ -1,0 +1,371 @@
+//! One MySQLUser's step: its account on the cluster's primary as declared.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{self, Event as FinalizerEvent};
+use kube::{Resource, ResourceExt};
+use moco_adapters::mysql::MysqlInstance;
+use moco_api::accounts::privileges::canonical;
+use moco_api::accounts::target::GrantTarget as DeclaredTarget;
+use moco_api::accounts::{DeletionPolicy, MySQLUser, MySQLUserStatus, ReadyReason};
+use moco_cluster::ports::PortError;
+use moco_core::accounts::{
+    AccountChange, AccountSpec, GrantLevel, GrantTarget, Grants, Privilege, plan_account,
+};
+use serde_json::json;
+
+use super::status::{ready_condition, was_ready};
+use super::{AccountsError, ClusterState, Context, FINALIZER, RESYNC, WAIT, api_error};
+
+/// `ALL PRIVILEGES` as admission writes it (its canonical name).
+const ALL_PRIVILEGES: &str = "ALL PRIVILEGES";
+
+/// Server errors that mean a privilege name is not one this server knows: a parse error
+/// (MariaDB and MySQL take an unknown static name for a syntax error) or MySQL's unknown
+/// dynamic privilege.
+const UNKNOWN_PRIVILEGE_CODES: [u16; 2] = [1064, 3619];
+
+pub(super) async fn step(user: Arc<MySQLUser>, ctx: Arc<Context>) -> Result<Action, AccountsError> {
+    let namespace = user.namespace().unwrap_or_default();
+    let api: Api<MySQLUser> = Api::namespaced(ctx.client.clone(), &namespace);
+    finalizer::finalizer(&api, FINALIZER, user, |event| async {
+        match event {
+            FinalizerEvent::Apply(u) => apply(&ctx, &u).await,
+            FinalizerEvent::Cleanup(u) => cleanup(&ctx, &u).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        other => AccountsError::Finalizer(other.to_string()),
+    })
+}
+
+/// `'name'@'host'`, for messages.
+fn account_of(user: &MySQLUser) -> String {
+    format!("'{}'@'{}'", user.account_name(), user.spec.host)
+}
+
+/// The older object of the namespace that declares the same account of the same cluster, if
+/// any: it keeps the account.
+fn conflicting(ctx: &Context, user: &MySQLUser) -> Option<String> {
+    let key = |u: &MySQLUser| {
+        (
+            u.metadata.namespace.clone(),
+            u.spec.cluster_name.clone(),
+            u.account_name().to_owned(),
+            u.spec.host.clone(),
+        )
+    };
+    let age = |u: &MySQLUser| {
+        (
+            u.metadata.creation_timestamp.clone().map(|t| t.0),
+            u.metadata.name.clone(),
+        )
+    };
+    let mine = key(user);
+    ctx.users
+        .state()
+        .iter()
+        .filter(|u| u.metadata.uid != user.metadata.uid && key(u) == mine)
+        .filter(|u| age(u) < age(user))
+        .map(|u| u.name_any())
+        .min()
+}
+
+async fn apply(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError> {
+    let namespace = user.namespace().unwrap_or_default();
+    let name = user.name_any();
+    if let Some(older) = conflicting(ctx, user) {
+        let message = format!(
+            "MySQLUser {older} already declares {} on MySQLCluster {}; it keeps it",
+            account_of(user),
+            user.spec.cluster_name
+        );
+        write_status(ctx, user, ReadyReason::Conflict, message, None).await?;
+        return Ok(Action::requeue(RESYNC));
+    }
+    let cluster = match ctx.cluster(&namespace, &user.spec.cluster_name).await? {
+        ClusterState::Missing => {
+            let message = format!(
+                "no MySQLCluster {} in namespace {namespace}",
+                user.spec.cluster_name
+            );
+            write_status(ctx, user, ReadyReason::ClusterNotFound, message, None).await?;
+            return Ok(Action::requeue(WAIT));
+        }
+        ClusterState::NotAvailable(message) => {
+            write_status(ctx, user, ReadyReason::ClusterNotAvailable, message, None).await?;
+            return Ok(Action::requeue(WAIT));
+        }
+        ClusterState::Available(cluster) => cluster,
+    };
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let reference = &user.spec.password_secret_key_ref;
+    let secret = secrets
+        .get_opt(&reference.name)
+        .await
+        .map_err(|e| api_error("reading Secret", &namespace, &reference.name, e))?;
+    let password = secret.as_ref().and_then(|s| {
+        s.data
+            .as_ref()?
+            .get(&reference.key)
+            .and_then(|v| String::from_utf8(v.0.clone()).ok())
+    });
+    let (Some(secret), Some(password)) = (secret, password) else {
+        let message = format!(
+            "Secret {} has no key {} holding a UTF-8 password (spec.passwordSecretKeyRef)",
+            reference.name, reference.key
+        );
+        write_status(ctx, user, ReadyReason::SecretMissing, message, None).await?;
+        return Ok(Action::requeue(WAIT));
+    };
+    let admin = ctx.primary(&cluster, (&namespace, &name)).await?;
+    let outcome = converge(
+        &admin,
+        user,
+        &password,
+        secret.metadata.resource_version.as_deref(),
+    )
+    .await;
+    let _ = admin.disconnect().await;
+    let changes = match outcome {
+        Ok(changes) => changes,
+        Err(Failure::Refused(reason, message)) => {
+            write_status(ctx, user, reason, message, None).await?;
+            return Ok(Action::requeue(RESYNC));
+        }
+        Err(Failure::Port(source)) => {
+            return Err(AccountsError::Primary {
+                namespace,
+                name,
+                cluster: user.spec.cluster_name.clone(),
+                source,
+            });
+        }
+    };
+    if !changes.is_empty() {
+        let words: Vec<String> = changes.iter().map(ToString::to_string).collect();
+        let status = user.status.clone().unwrap_or_default();
+        let unchanged = status.observed_generation == user.metadata.generation
+            && status.password_secret_resource_version == secret.metadata.resource_version;
+        let (type_, reason, what) = if unchanged && was_ready(&status.conditions) {
+            (
+                EventType::Warning,
+                "DriftRepaired",
+                "changed on the server; put back",
+            )
+        } else {
+            (EventType::Normal, "Applied", "applied")
+        };
+        let note = format!(
+            "{} on MySQLCluster {} {what}: {}",
+            account_of(user),
+            user.spec.cluster_name,
+            words.join("; ")
+        );
+        ctx.publish(&user.object_ref(&()), type_, reason, note)
+            .await;
+    }
+    let message = format!(
+        "{} is on the primary of MySQLCluster {} as declared",
+        account_of(user),
+        user.spec.cluster_name
+    );
+    write_status(
+        ctx,
+        user,
+        ReadyReason::Applied,
+        message,
+        secret.metadata.resource_version.clone(),
+    )
+    .await?;
+    Ok(Action::requeue(RESYNC))
+}
+
+/// Why an account could not be made as declared.
+enum Failure {
+    /// The owner of the object has to act: the reason and message for `Ready`.
+    Refused(ReadyReason, String),
+    /// The server could not be asked; retried.
+    Port(PortError),
+}
+
+/// Reads the account, plans and applies; the changes made.
+async fn converge(
+    admin: &MysqlInstance,
+    user: &MySQLUser,
+    password: &str,
+    secret_version: Option<&str>,
+) -> Result<Vec<AccountChange>, Failure> {
+    let spec = declared(admin, user).await?;
+    let observed = admin
+        .observe_account(&spec.name, &spec.host, password)
+        .await
+        .map_err(Failure::Port)?;
+    let status = user.status.clone().unwrap_or_default();
+    let new_password = status.password_secret_resource_version.as_deref() != secret_version;
+    let changes = plan_account(&spec, observed.as_ref(), new_password);
+    match admin.apply_account(&spec, password, &changes).await {
+        Ok(()) => Ok(changes),
+        Err(PortError::Sql { code, message, .. }) if UNKNOWN_PRIVILEGE_CODES.contains(&code) => {
+            Err(Failure::Refused(
+                ReadyReason::UnknownPrivilege,
+                format!("the server refused a privilege of spec.grants: {message}"),
+            ))
+        }
+        Err(PortError::Sql {
+            code,
+            message,
+            what,
+            ..
+        }) => Err(Failure::Refused(
+            ReadyReason::ApplyFailed,
+            format!("the server refused {what}: error {code}: {message}"),
+        )),
+        Err(e) => Err(Failure::Port(e)),
+    }
+}
+
+/// The account `user` declares, `ALL PRIVILEGES` expanded the server's way.
+async fn declared(admin: &MysqlInstance, user: &MySQLUser) -> Result<AccountSpec, Failure> {
+    let mut grants = Grants::new();
+    let mut all: BTreeMap<GrantLevel, BTreeSet<Privilege>> = BTreeMap::new();
+    for (n, grant) in user.spec.grants.iter().enumerate() {
+        let refused = |what: String| {
+            Failure::Refused(
+                ReadyReason::ApplyFailed,
+                format!("spec.grants[{n}]: {what}"),
+            )
+        };
+        let target = match grant.target().map_err(|e| refused(e.to_string()))? {
+            DeclaredTarget::Global => GrantTarget::Global,
+            DeclaredTarget::Database(db) => GrantTarget::database(&db),
+            DeclaredTarget::Table(db, table) => GrantTarget::Table(db, table),
+        };
+        let level = target.level();
+        let set = grants.entry(target).or_default();
+        for text in &grant.privileges {
+            let name = canonical(text).map_err(|e| refused(e.to_string()))?;
+            if name == ALL_PRIVILEGES && level == GrantLevel::Global {
+                return Err(refused(
+                    "ALL PRIVILEGES on *.* is not kept by moco-rs (the global list differs \
+                     between servers and versions): list the privileges"
+                        .to_owned(),
+                ));
+            }
+            if name == ALL_PRIVILEGES {
+                let expanded = match all.entry(level) {
+                    std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        e.insert(admin.all_privileges(level).await.map_err(Failure::Port)?)
+                    }
+                };
+                set.extend(expanded.iter().cloned());
+            } else {
+                set.extend(Privilege::new(&name));
+            }
+        }
+    }
+    grants.retain(|_, set| !set.is_empty());
+    Ok(AccountSpec {
+        name: user.account_name().to_owned(),
+        host: user.spec.host.clone(),
+        grants,
+        require_tls: user.spec.require_tls,
+        max_user_connections: u32::try_from(user.spec.max_user_connections).unwrap_or(0),
+    })
+}
+
+/// Drops the account when the policy says so and the object holds it.
+async fn cleanup(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError> {
+    if user.spec.deletion_policy == DeletionPolicy::Retain || conflicting(ctx, user).is_some() {
+        return Ok(Action::await_change());
+    }
+    let namespace = user.namespace().unwrap_or_default();
+    let name = user.name_any();
+    let cluster = match ctx.cluster(&namespace, &user.spec.cluster_name).await? {
+        // The cluster is gone, and the account with it.
+        ClusterState::Missing => return Ok(Action::await_change()),
+        ClusterState::NotAvailable(message) => {
+            // Dropped once the primary takes writes: the finalizer holds the object until then.
+            tracing::info!(namespace, name, message, "waiting to drop the account");
+            return Err(AccountsError::Finalizer(format!(
+                "{namespace}/{name}: deletionPolicy Delete waits for a writable primary: {message}"
+            )));
+        }
+        ClusterState::Available(cluster) => cluster,
+    };
+    let admin = ctx.primary(&cluster, (&namespace, &name)).await?;
+    let spec = AccountSpec {
+        name: user.account_name().to_owned(),
+        host: user.spec.host.clone(),
+        ..AccountSpec::default()
+    };
+    let dropped = admin.apply_account(&spec, "", &[AccountChange::Drop]).await;
+    let _ = admin.disconnect().await;
+    dropped.map_err(|source| AccountsError::Primary {
+        namespace,
+        name,
+        cluster: user.spec.cluster_name.clone(),
+        source,
+    })?;
+    ctx.publish(
+        &user.object_ref(&()),
+        EventType::Normal,
+        "Dropped",
+        format!(
+            "{} dropped from MySQLCluster {} (deletionPolicy: Delete)",
+            account_of(user),
+            user.spec.cluster_name
+        ),
+    )
+    .await;
+    Ok(Action::await_change())
+}
+
+/// Writes the status when it changes. `secret_version` is kept from the previous status
+/// unless given (only an applied password moves it).
+async fn write_status(
+    ctx: &Context,
+    user: &MySQLUser,
+    reason: ReadyReason,
+    message: String,
+    secret_version: Option<String>,
+) -> Result<(), AccountsError> {
+    let previous = user.status.clone().unwrap_or_default();
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let condition = ready_condition(
+        &previous.conditions,
+        reason,
+        message,
+        user.metadata.generation,
+        now,
+    );
+    let next = MySQLUserStatus {
+        conditions: vec![condition],
+        observed_generation: user.metadata.generation,
+        password_secret_resource_version: secret_version
+            .or_else(|| previous.password_secret_resource_version.clone()),
+    };
+    if next == previous {
+        return Ok(());
+    }
+    let namespace = user.namespace().unwrap_or_default();
+    let name = user.name_any();
+    let api: Api<MySQLUser> = Api::namespaced(ctx.client.clone(), &namespace);
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": next})),
+    )
+    .await
+    .map_err(|e| api_error("writing the status of MySQLUser", &namespace, &name, e))?;
+    Ok(())
+}
