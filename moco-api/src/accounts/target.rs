@@ -328,6 +328,8 @@ mod tests {
         assert_eq!(check_identifier("appdb"), Ok(()));
         assert_eq!(check_identifier("app-db.v2 ü"), Ok(()));
         assert_eq!(check_identifier(&"é".repeat(MAX_IDENTIFIER_LENGTH)), Ok(()));
+        // The last character of the Basic Multilingual Plane is still one.
+        assert_eq!(check_identifier("a\u{FFFF}"), Ok(()));
         assert_eq!(check_identifier(""), Err(IdentifierError::Empty));
         assert!(matches!(
             check_identifier(&"a".repeat(MAX_IDENTIFIER_LENGTH + 1)),
@@ -369,6 +371,7 @@ mod tests {
             ("`appdb`.`t`", "appdb.t"),
             ("`app-db`.*", "`app-db`.*"),
             ("`we``ird`.`1`", "`we``ird`.`1`"),
+            ("`a$_1`.`t$`", "a$_1.t$"),
         ] {
             assert_eq!(
                 parse_target(text).map(|t| t.to_string()).as_deref(),

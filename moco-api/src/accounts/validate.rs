@@ -426,7 +426,7 @@ pub fn check_host(host: &str) -> Result<(), Problem> {
     }
     for character in host.chars() {
         let why = if character.is_whitespace() || character.is_control() {
-            "white space is refused in a host"
+            "white space and control characters are refused in a host"
         } else if matches!(character, '\'' | '"' | '`' | '\\') {
             "quotes, backticks and backslashes are refused in a host"
         } else if character.is_ascii_alphanumeric()

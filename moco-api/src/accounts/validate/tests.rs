@@ -865,3 +865,62 @@ fn messages_name_the_field_and_say_why() {
     );
     assert!(messages[1].contains("spec.allowPrivilegedGrants: true"));
 }
+
+#[test]
+fn object_names_and_secret_keys_are_at_most_253_characters() {
+    let label = |n: usize| "a".repeat(n);
+    // Labels of 63 joined by dots: 4 × 63 + 3 = 255; cut to the bounds.
+    let long: String = [label(63), label(63), label(63), label(63)].join(".");
+    assert_eq!(check_object_name(&long[..253]), Ok(()));
+    assert!(matches!(
+        check_object_name(&long[..254]),
+        Err(Problem::ObjectName { .. })
+    ));
+    assert_eq!(check_secret_key(&"k".repeat(253)), Ok(()));
+    assert!(matches!(
+        check_secret_key(&"k".repeat(254)),
+        Err(Problem::ObjectName { .. })
+    ));
+}
+
+#[test]
+fn the_last_character_of_the_basic_plane_is_taken_in_account_names() {
+    assert_eq!(check_account_name("a\u{FFFF}"), Ok(()));
+    assert!(matches!(
+        check_account_name("a\u{10000}"),
+        Err(Problem::Character { .. })
+    ));
+}
+
+#[test]
+fn a_host_refusal_says_which_kind_of_character() {
+    let why = |host: &str| match check_host(host) {
+        Err(Problem::Character { why, .. }) => why,
+        other => panic!("{host:?}: {other:?}"),
+    };
+    assert_eq!(
+        why("a b"),
+        "white space and control characters are refused in a host"
+    );
+    assert_eq!(
+        why("a\u{1}b"),
+        "white space and control characters are refused in a host"
+    );
+    assert_eq!(
+        why("a'b"),
+        "quotes, backticks and backslashes are refused in a host"
+    );
+    assert!(why("a;b").starts_with("a host has letters, digits"));
+}
+
+#[test]
+fn character_set_names_are_at_most_64_characters() {
+    assert_eq!(
+        check_charset_name(&"c".repeat(MAX_CHARSET_NAME_LENGTH)),
+        Ok(())
+    );
+    assert!(matches!(
+        check_charset_name(&"c".repeat(MAX_CHARSET_NAME_LENGTH + 1)),
+        Err(Problem::TooLong { max: 64, .. })
+    ));
+}
