@@ -23,6 +23,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use moco_api::accounts::{PATH_VALIDATE_MYSQLDATABASE, PATH_VALIDATE_MYSQLUSER};
 use moco_api::labels::{
     PATH_MUTATE_MYSQLCLUSTER, PATH_MUTATE_STATEFULSET, PATH_VALIDATE_BACKUPPOLICY,
     PATH_VALIDATE_MYSQLCLUSTER,
@@ -31,11 +32,13 @@ use moco_api::labels::{
 pub use moco_http::metrics::CONTENT_TYPE;
 
 /// The webhook paths served (each counted, from zero).
-pub const WEBHOOK_PATHS: [&str; 4] = [
+pub const WEBHOOK_PATHS: [&str; 6] = [
     PATH_MUTATE_MYSQLCLUSTER,
     PATH_MUTATE_STATEFULSET,
     PATH_VALIDATE_BACKUPPOLICY,
     PATH_VALIDATE_MYSQLCLUSTER,
+    PATH_VALIDATE_MYSQLUSER,
+    PATH_VALIDATE_MYSQLDATABASE,
 ];
 
 /// How a webhook request ended (the `result` label of the metrics).

@@ -235,9 +235,18 @@ mod tests {
 
     /// POSTs `body` to `path` of the router served on a loopback port; the answer's JSON body.
     async fn post(path: &str, body: &serde_json::Value) -> (u16, Value) {
+        post_counted(&Arc::new(Metrics::new("moco-system")), path, body).await
+    }
+
+    /// [`post`], counted in `metrics`.
+    async fn post_counted(
+        metrics: &Arc<Metrics>,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> (u16, Value) {
         let router = webhook_router(
             Arc::new(WebhookState::new(StaticLookup::default())),
-            Arc::new(Metrics::new("moco-system")),
+            metrics.clone(),
         );
         let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
             Ok(l) => l,
@@ -289,6 +298,32 @@ mod tests {
                 "object": object,
             }
         })
+    }
+
+    /// Regression: the two accounts webhooks were served but not counted (WEBHOOK_PATHS
+    /// listed four paths).
+    #[tokio::test]
+    async fn the_accounts_webhooks_are_counted() {
+        let metrics = Arc::new(Metrics::new("moco-system"));
+        let database = serde_json::json!({
+            "apiVersion": "moco-rs.io/v1alpha1", "kind": "MySQLDatabase",
+            "metadata": {"name": "appdb", "namespace": "ns"},
+            "spec": {"clusterName": "test"},
+        });
+        for path in [PATH_VALIDATE_MYSQLUSER, PATH_VALIDATE_MYSQLDATABASE] {
+            let (status, _) =
+                post_counted(&metrics, path, &review("MySQLDatabase", database.clone())).await;
+            assert_eq!(status, 200);
+        }
+        let text = metrics.render().unwrap_or_default();
+        for path in [PATH_VALIDATE_MYSQLUSER, PATH_VALIDATE_MYSQLDATABASE] {
+            assert!(
+                text.lines().any(|l| l.starts_with(&format!(
+                    "moco_controller_webhook_requests_total{{path=\"{path}\""
+                )) && l.ends_with(" 1")),
+                "{path} not counted:\n{text}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -1,4 +1,5 @@
-//! `moco crd`: print (or write) the MySQLCluster and BackupPolicy CRDs as YAML.
+//! `moco crd`: print (or write) the CRDs as YAML: MOCO's MySQLCluster and BackupPolicy, and
+//! moco-rs's MySQLUser and MySQLDatabase.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
