@@ -139,6 +139,46 @@ impl SqlConnector for MysqlConnector {
     }
 }
 
+/// Removes MySQLCluster `name`'s `moco-rs/switchover-to` request if it names `index`. Each
+/// removal is conditional on the resourceVersion read with it, so a request for another
+/// instance made meanwhile stays; a conflict is read again (a few times).
+pub async fn withdraw_switchover_request(
+    api: &Api<MySQLCluster>,
+    name: &str,
+    index: u32,
+) -> Result<(), kube::Error> {
+    let mut attempt = 1;
+    loop {
+        let cluster = api.get(name).await?;
+        let named = annotation(&cluster.metadata, SWITCHOVER_TO_ANNOTATION)
+            .and_then(|text| text.parse::<u32>().ok());
+        if named != Some(index) {
+            return Ok(());
+        }
+        let patch = Patch::Merge(json!({"metadata": {
+            "resourceVersion": cluster.metadata.resource_version,
+            "annotations": {SWITCHOVER_TO_ANNOTATION: null},
+        }}));
+        match api.patch(name, &PatchParams::default(), &patch).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < STATUS_ATTEMPTS => {
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// How the manager reaches one instance as `moco-admin`.
+struct AdminEndpoint {
+    /// `instance N (moco-<name>-N)`, for errors.
+    target: String,
+    host: String,
+    port: u16,
+    credentials: Credentials,
+    tls: Option<MysqlTls>,
+}
+
 /// One MySQLCluster on Kubernetes.
 pub struct KubePlatform {
     client: Client,
@@ -426,17 +466,14 @@ impl KubePlatform {
             .map_err(|e| unreachable(format!("Pod {}/{name}", self.id.namespace), &e))
     }
 
-    /// `moco-admin` on the primary's mysqld, as the manager reaches it (its address, the
-    /// cluster's TLS), with the primary's ordinal: for the work beside clustering that only
-    /// the primary may do (declared accounts and databases).
-    pub async fn primary_admin(&self) -> Result<(MysqlInstance, u32), PortError> {
-        let cluster = self.cluster().await?;
-        let flavor = flavor_of(&cluster).unwrap_or(Flavor::Mysql);
-        let index = cluster
-            .status
-            .as_ref()
-            .and_then(|s| u32::try_from(s.current_primary_index).ok())
-            .unwrap_or(0);
+    /// Where and as whom the manager reaches instance `index` of `cluster`: its address,
+    /// `moco-admin`'s credentials, and with TLS the CA it trusts.
+    async fn admin_endpoint(
+        &self,
+        cluster: &MySQLCluster,
+        index: u32,
+    ) -> Result<AdminEndpoint, PortError> {
+        let flavor = flavor_of(cluster).unwrap_or(Flavor::Mysql);
         let pods = self.pods(false).await?;
         let target = format!("instance {index} ({})", self.pod_name(index));
         let pod = pods
@@ -451,47 +488,43 @@ impl KubePlatform {
             user: Account::Admin.name().to_owned(),
             password: passwords.get(Account::Admin).to_owned(),
         };
-        let mut options = ConnectOptions::new(host.clone(), port, &credentials)
-            .with_name(format!("{target} at {host}:{port}"))
+        let tls = self.client_tls(cluster).await?;
+        Ok(AdminEndpoint {
+            target,
+            host,
+            port,
+            credentials,
+            tls,
+        })
+    }
+
+    /// `moco-admin` on the primary's mysqld, as the manager reaches it, with the primary's
+    /// ordinal: for the work beside clustering that only the primary may do (declared
+    /// accounts and databases).
+    pub async fn primary_admin(&self) -> Result<(MysqlInstance, u32), PortError> {
+        let cluster = self.cluster().await?;
+        let index = cluster
+            .status
+            .as_ref()
+            .and_then(|s| u32::try_from(s.current_primary_index).ok())
+            .unwrap_or(0);
+        let e = self.admin_endpoint(&cluster, index).await?;
+        let mut options = ConnectOptions::new(e.host.clone(), e.port, &e.credentials)
+            .with_name(format!("{} at {}:{}", e.target, e.host, e.port))
             .with_timeouts(CONNECT_TIMEOUT, CALL_TIMEOUT)
             .with_max_connections(1);
-        if let Some(tls) = self.client_tls(&cluster).await? {
+        if let Some(tls) = e.tls {
             options = options.with_tls(tls);
         }
         Ok((MysqlInstance::new(options), index))
     }
 
-    /// Removes the cluster's switchover request if it still names `index`: the removal is
-    /// conditional on the resourceVersion read, so a request for another instance made
-    /// meanwhile stays.
+    /// Removes the cluster's switchover request if it still names `index`.
     async fn withdraw_switchover(&self, index: u32) -> Result<(), PortError> {
         let api: Api<MySQLCluster> = Api::namespaced(self.client.clone(), &self.id.namespace);
-        for _ in 0..STATUS_ATTEMPTS {
-            let cluster = self.cluster().await?;
-            let named = annotation(&cluster.metadata, SWITCHOVER_TO_ANNOTATION)
-                .and_then(|text| text.parse::<u32>().ok());
-            if named != Some(index) {
-                return Ok(());
-            }
-            let patch = Patch::Merge(json!({"metadata": {
-                "resourceVersion": cluster.metadata.resource_version,
-                "annotations": {SWITCHOVER_TO_ANNOTATION: null},
-            }}));
-            match api
-                .patch(&self.id.name, &PatchParams::default(), &patch)
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => return Err(unreachable(self.target(), &e)),
-            }
-        }
-        Err(failed(
-            self.target(),
-            format!(
-                "could not remove annotation {SWITCHOVER_TO_ANNOTATION}: the cluster kept changing"
-            ),
-        ))
+        withdraw_switchover_request(&api, &self.id.name, index)
+            .await
+            .map_err(|e| unreachable(self.target(), &e))
     }
 
     /// With TLS, what the manager trusts: the CA of `moco-<name>-mysql-ca` (the CA alone,
@@ -633,29 +666,14 @@ impl Platform for KubePlatform {
 
     async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
         let cluster = self.cluster().await?;
-        let flavor = flavor_of(&cluster).unwrap_or(Flavor::Mysql);
-        let pods = self.pods(false).await?;
-        let target = format!("instance {} ({})", slot.index, self.pod_name(slot.index));
-        let pod = pods
-            .get(&slot.index)
-            .ok_or_else(|| failed(target.clone(), "the Pod does not exist"))?;
-        let (host, port) = self
-            .addresses
-            .manager(&self.id, slot.index, pod, flavor)
-            .ok_or_else(|| failed(target.clone(), "the Pod has no IP address yet"))?;
-        let passwords = self.passwords().await?;
-        let credentials = Credentials {
-            user: Account::Admin.name().to_owned(),
-            password: passwords.get(Account::Admin).to_owned(),
-        };
-        let tls = self.client_tls(&cluster).await?;
+        let e = self.admin_endpoint(&cluster, slot.index).await?;
         Ok(self.connector.connect(
             &self.id,
             slot.index,
-            &host,
-            port,
-            &credentials,
-            tls.as_ref(),
+            &e.host,
+            e.port,
+            &e.credentials,
+            e.tls.as_ref(),
         ))
     }
 

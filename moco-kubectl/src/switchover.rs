@@ -17,6 +17,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use moco_api::annotations::{SWITCHOVER_TO_ANNOTATION, annotation, is_true};
 use moco_api::labels::{ANNOTATION_DEMOTE, LABEL_ROLE, ROLE_REPLICA};
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_kube::platform::withdraw_switchover_request;
 use serde_json::json;
 
 use crate::cli::SwitchoverArgs;
@@ -224,7 +225,10 @@ async fn switch_to(
             });
         }
         if started.elapsed() >= args.timeout {
-            withdraw(&api, &cluster, to).await?;
+            // A request made meanwhile by someone else stays theirs.
+            withdraw_switchover_request(&api, name, to)
+                .await
+                .map_err(|e| Error::api("patch", "MySQLCluster", ns, name, "", e))?;
             return Err(Error::SwitchoverTimedOut {
                 namespace: ns.clone(),
                 cluster: name.clone(),
@@ -254,36 +258,6 @@ async fn refusals(ctx: &Context, cluster: &MySQLCluster) -> Result<Vec<String>, 
         .filter(|e| e.reason == REFUSED_REASON)
         .flat_map(|e| std::iter::repeat_n(e.message, usize::try_from(e.count).unwrap_or(1)))
         .collect())
-}
-
-/// Removes the request if it still names `to` (a conditional write: a request made meanwhile
-/// by someone else stays).
-async fn withdraw(api: &Api<MySQLCluster>, cluster: &MySQLCluster, to: u32) -> Result<(), Error> {
-    if annotation(&cluster.metadata, SWITCHOVER_TO_ANNOTATION) != Some(&to.to_string()) {
-        return Ok(());
-    }
-    let name = cluster.metadata.name.clone().unwrap_or_default();
-    let patch = Patch::Merge(json!({"metadata": {
-        "resourceVersion": cluster.metadata.resource_version,
-        "annotations": {SWITCHOVER_TO_ANNOTATION: null},
-    }}));
-    match api.patch(&name, &PatchParams::default(), &patch).await {
-        Ok(_) => Ok(()),
-        // Changed meanwhile: the change is someone else's, and theirs to keep.
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(Error::api(
-            "patch",
-            "MySQLCluster",
-            api_namespace(cluster),
-            &name,
-            "",
-            e,
-        )),
-    }
-}
-
-fn api_namespace(cluster: &MySQLCluster) -> &str {
-    cluster.metadata.namespace.as_deref().unwrap_or_default()
 }
 
 /// `; Healthy False (reason): message` for each of the cluster's conditions that is not

@@ -29,6 +29,7 @@ pub mod clustering;
 pub mod config;
 pub mod controller;
 pub mod error;
+pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod operator;

@@ -205,6 +205,22 @@ impl ClusteredNamespace {
         out
     }
 
+    /// The notes of the events of `reason` about objects of `kind` in the namespace, oldest
+    /// first.
+    pub async fn event_notes(&self, kind: &str, reason: &str) -> Vec<String> {
+        let mut items = Api::<Event>::namespaced(self.cp.client.clone(), &self.ns)
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        items.retain(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind)
+        });
+        items.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+        items.into_iter().filter_map(|e| e.note).collect()
+    }
+
     /// The reasons of the events about the cluster, oldest first.
     pub async fn event_reasons(&self) -> Vec<String> {
         let events: Api<Event> = Api::namespaced(self.cp.client.clone(), &self.ns);

@@ -14,8 +14,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams};
 use moco_api::accounts::{MySQLDatabase, MySQLUser};
 use moco_tests::clustered::{BRING_UP, CHANGE, ClusteredNamespace, setup, when};
 use moco_tests::operated_namespace::NAME;
@@ -128,20 +127,6 @@ async fn user_ready(f: &ClusteredNamespace, name: &str) -> Option<(String, Strin
 async fn database_ready(f: &ClusteredNamespace, name: &str) -> Option<(String, String)> {
     let d: MySQLDatabase = f.get(name).await?;
     ready(d.status.as_ref().map(|s| &s.conditions))
-}
-
-/// The notes of the events of `reason` about objects of `kind`.
-async fn notes(f: &ClusteredNamespace, kind: &str, reason: &str) -> Vec<String> {
-    let mut items = Api::<Event>::namespaced(f.cp.client.clone(), &f.ns)
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    items.retain(|e| {
-        e.reason.as_deref() == Some(reason)
-            && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind)
-    });
-    items.into_iter().filter_map(|e| e.note).collect()
 }
 
 /// `statement` as moco-admin on the primary.
@@ -285,10 +270,10 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
     .await;
     check_grants(&f, "second-pw").await;
     when("both repairs reported", APPLIED, || async {
-        notes(&f, "MySQLUser", "DriftRepaired").await.len() >= 2
+        f.event_notes("MySQLUser", "DriftRepaired").await.len() >= 2
     })
     .await;
-    let repaired = notes(&f, "MySQLUser", "DriftRepaired").await;
+    let repaired = f.event_notes("MySQLUser", "DriftRepaired").await;
     println!("{}: {repaired:?}", f.ns);
     assert!(
         repaired

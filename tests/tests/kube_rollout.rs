@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use moco_tests::clustered::{CHANGE, ClusteredNamespace, PORT, pod_name, secs, setup_with};
 use moco_tests::control_plane::{is_ready, wait_for};
@@ -196,21 +195,6 @@ async fn rollout_state(f: &ClusteredNamespace) -> (i32, bool, Option<i32>) {
     )
 }
 
-/// Notes of the events of `reason` about `kind`, oldest first.
-async fn notes(f: &ClusteredNamespace, kind: &str, reason: &str) -> Vec<String> {
-    let mut items = Api::<Event>::namespaced(f.cp.client.clone(), &f.ns)
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    items.retain(|e| {
-        e.reason.as_deref() == Some(reason)
-            && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind)
-    });
-    items.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
-    items.into_iter().filter_map(|e| e.note).collect()
-}
-
 /// Points the cluster at ConfigMap `name` holding `options` (made or replaced).
 fn set_mycnf(f: &ClusteredNamespace, name: &str, options: serde_json::Value) {
     f.cp.apply(
@@ -338,7 +322,7 @@ async fn a_my_cnf_edit_rolls_one_pod_at_a_time_and_the_primary_last_after_a_swit
     // request names it all the same).
     assert_eq!(f.primary_index().await, Some(2), "switched over to Pod 2");
     assert_eq!(
-        notes(&f, "MySQLCluster", "SwitchOver").await,
+        f.event_notes("MySQLCluster", "SwitchOver").await,
         ["primary instance was changed from 0 to 2 due to a switchover"]
     );
     assert_eq!(
@@ -347,7 +331,7 @@ async fn a_my_cnf_edit_rolls_one_pod_at_a_time_and_the_primary_last_after_a_swit
         "the request is withdrawn once done"
     );
     assert_eq!(
-        notes(&f, "StatefulSet", "PartitionUpdate").await,
+        f.event_notes("StatefulSet", "PartitionUpdate").await,
         [
             "Updated partition from 3 to 2",
             "Updated partition from 2 to 1",
@@ -416,7 +400,7 @@ async fn a_refused_option_stops_the_rollout_at_one_pod_and_fixing_it_resumes() {
         message.contains("unknown variable 'innodb_bogus_option=1'"),
         "{message}"
     );
-    let events = notes(&f, "MySQLCluster", "RolloutStalled").await;
+    let events = f.event_notes("MySQLCluster", "RolloutStalled").await;
     assert!(events.iter().any(|n| n == &message), "{events:?}");
     // The others kept their Pods; the cluster stays Available; the partition stays at 2.
     assert_eq!(uid(f.pod(0).await), uid0);

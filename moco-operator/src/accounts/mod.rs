@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Secret};
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use moco_api::accounts::{MySQLDatabase, MySQLUser};
@@ -192,23 +192,7 @@ impl Context {
         reason: &str,
         note: String,
     ) {
-        let reporter = Reporter {
-            controller: "moco-controller".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: reason.to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = Recorder::new(self.client.clone(), reporter)
-            .publish(&event, reference)
-            .await
-        {
-            tracing::warn!(reason, error = %e, "cannot record an event");
-        }
+        crate::events::publish(&self.client, reference, type_, reason, note).await;
     }
 }
 

@@ -22,13 +22,14 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::events::publish;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
@@ -135,32 +136,6 @@ fn api_error(
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         source,
-    }
-}
-
-async fn publish(
-    client: &kube::Client,
-    reference: &ObjectReference,
-    type_: EventType,
-    reason: &str,
-    note: String,
-) {
-    let reporter = Reporter {
-        controller: "moco-controller".into(),
-        instance: std::env::var("POD_NAME").ok(),
-    };
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note),
-        action: reason.to_owned(),
-        secondary: None,
-    };
-    if let Err(e) = Recorder::new(client.clone(), reporter)
-        .publish(&event, reference)
-        .await
-    {
-        tracing::warn!(reason, error = %e, "cannot record an event");
     }
 }
 
