@@ -82,4 +82,7 @@ pub mod validate;
 
 pub use decide::{Decision, MAX_REPLICAS, check_facts, decide};
 pub use error::FactsError;
-pub use plan::{Action, CATCH_UP_TIMEOUT_SECONDS, READ_ONLY_TIMEOUT_SECONDS, SEMI_SYNC_TIMEOUT_MS};
+pub use plan::{
+    Action, CATCH_UP_TIMEOUT_SECONDS, MAX_TARGET_LAG_SECONDS, READ_ONLY_TIMEOUT_SECONDS,
+    SEMI_SYNC_TIMEOUT_MS,
+};

@@ -374,6 +374,7 @@ fn switchover_case(case: &Case, c: &Counts) -> TestCaseResult {
     let withdrawn = match l.switchover_to {
         Some(t) if in_service && t == p && !moving_anyway => Some((t, false)),
         Some(t) if in_service && t != p && !cands.contains(&t) => Some((t, true)),
+        Some(t) if in_service && t != p && truth::lags_as_target(l, t) => Some((t, true)),
         _ => None,
     };
     let clears: Vec<&Step> = d
@@ -399,6 +400,10 @@ fn switchover_case(case: &Case, c: &Counts) -> TestCaseResult {
             c.hit_if(
                 refused && truth::errant(l).contains(&t),
                 "requested errant refused",
+            );
+            c.hit_if(
+                refused && cands.contains(&t),
+                "requested candidate refused for its lag",
             );
         }
     }
@@ -472,6 +477,7 @@ fn switchover_is_safe() {
         ("requested non-candidate refused", 400),
         ("requested errant refused", 160),
         ("request for the primary withdrawn", 100),
+        ("requested candidate refused for its lag", 30),
         ("switchover with errant replicas", 550),
         ("mysql", 1200),
         ("mariadb", 1200),

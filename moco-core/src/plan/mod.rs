@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::assessment::View;
 use crate::operation::{Event, Step};
 use crate::state::ClusterState;
+pub use switchover::MAX_TARGET_LAG_SECONDS;
 use switchover::Need;
 
 /// Seconds a switchover waits for `super_read_only` before killing connections (MOCO: half of

@@ -43,6 +43,10 @@ pub(super) fn need_switch(v: &View<'_>) -> Need {
     let requested = v.facts.switchover_to.filter(|&t| t != primary.index);
     if let Some(target) = requested {
         return match v.instance(target).map(|i| v.replica_flaw(i)) {
+            Some(None) if lag(v, target) > MAX_TARGET_LAG_SECONDS => Need::Refuse {
+                target,
+                reason: LAGGING,
+            },
             Some(None) => Need::To(target),
             Some(Some(reason)) => Need::Refuse { target, reason },
             None => Need::Refuse {
@@ -61,6 +65,24 @@ pub(super) fn need_switch(v: &View<'_>) -> Need {
         .copied()
         .find(|&c| !v.is_leaving(c))
         .map_or(Need::Stay, Need::To)
+}
+
+/// The most a requested target may lag behind the primary (`Seconds_Behind_Source`): the old
+/// primary refuses writes while the target catches up, so a target further behind would hold
+/// writes longer than MOCO lets a primary take to turn read-only. The engine's own choice (a
+/// demoted or deleted primary) is not bound by it: MOCO holds those while any replica lags
+/// more than `maxDelaySecondsForPodDeletion`.
+pub const MAX_TARGET_LAG_SECONDS: u64 = READ_ONLY_TIMEOUT_SECONDS as u64;
+
+/// Why a lagging target is refused (the bound is [`MAX_TARGET_LAG_SECONDS`]).
+const LAGGING: &str = "it lags more than 10 s behind the primary (Seconds_Behind_Source)";
+
+/// A replica's `Seconds_Behind_Source` (0 when unknown: a replica is a candidate only with
+/// both threads running, when the server reports it).
+fn lag(v: &View<'_>, index: u32) -> u64 {
+    v.mysqld(index)
+        .and_then(|s| s.replica_status.as_ref()?.seconds_behind_source)
+        .unwrap_or(0)
 }
 
 /// Withdraws a request, beside whatever else the round does: one that is done silently, one

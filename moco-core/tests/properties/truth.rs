@@ -426,9 +426,19 @@ pub fn switch_target(l: &Ledger) -> Option<u32> {
     }
     let candidates = candidates(l);
     match requested {
-        Some(t) => candidates.contains(&t).then_some(t),
+        Some(t) => (candidates.contains(&t) && !lags_as_target(l, t)).then_some(t),
         None => candidates.into_iter().find(|&c| !leaving(l, c)),
     }
+}
+
+/// A requested target further behind the primary than MOCO gives a primary to turn
+/// read-only (10 s) is refused.
+pub fn lags_as_target(l: &Ledger, t: u32) -> bool {
+    l.inst(t)
+        .channel
+        .as_ref()
+        .and_then(|c| c.lag)
+        .is_some_and(|lag| lag > 10)
 }
 
 /// The plan the engine must make, as far as this file models it.
