@@ -254,3 +254,40 @@ async fn declared_accounts_and_databases_are_made_read_back_and_repaired() {
     root.disconnect().await.unwrap();
     fleet.stop().await;
 }
+
+/// A fact the rotation of MOCO's passwords builds on: MariaDB holds two passwords for one
+/// account (two `mysql_native_password` methods joined by `OR`), and this client (the
+/// manager's, `mysql_async`) logs in with either, following the server's switch to the second
+/// method, and is refused a third.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_with_two_passwords_takes_either() {
+    let Some(binary) = server_binary("an_account_with_two_passwords_takes_either") else {
+        return;
+    };
+    let fleet = Fleet::start(binary, 1).await;
+    let m = &fleet.nodes[0];
+    let root = MysqlInstance::new(bootstrap_options(m, "instance 0"));
+    let mut r = root.conn().await.unwrap();
+    r.query_drop(
+        "CREATE USER 'rot'@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('old') \
+         OR mysql_native_password USING PASSWORD('new')",
+    )
+    .await
+    .unwrap();
+    for password in ["old", "new"] {
+        let mut c = client(m, "rot", password).await;
+        let who: Option<String> = c.query_first("SELECT CURRENT_USER()").await.unwrap();
+        assert_eq!(who.as_deref(), Some("rot@%"), "with {password}");
+        c.disconnect().await.unwrap();
+    }
+    let refused = try_client(m, "rot", "third").await.unwrap_err();
+    assert_eq!(support::server_code(&refused), Some(1045), "{refused}");
+    // Back to one password: the old one is refused from then on.
+    r.query_drop("ALTER USER 'rot'@'%' IDENTIFIED BY 'new'")
+        .await
+        .unwrap();
+    assert!(try_client(m, "rot", "old").await.is_err());
+    client(m, "rot", "new").await.disconnect().await.unwrap();
+    drop(r);
+    fleet.stop().await;
+}
