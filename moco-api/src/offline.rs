@@ -1,16 +1,18 @@
 //! Offline validation of manifests, as `moco validate` runs it: what the API server and MOCO's
 //! admission webhooks would say about applying the given objects, without a cluster.
 //!
-//! For each `MySQLCluster` or `BackupPolicy` document:
+//! For each `MySQLCluster` or `BackupPolicy` document (`moco.cybozu.com/v1beta2`), and each
+//! `MySQLUser` or `MySQLDatabase` document (moco-rs's own `moco-rs.io/v1alpha1`):
 //! 1. the raw object is checked against the CRD's structural schema ([`crate::schema_check`]);
 //! 2. it is decoded into the Rust type, which applies the CRD defaults;
-//! 3. the mutating webhook's rules run (a `serverIDBase` of 0 gets a value: the old object's on
-//!    update, else one from the mutation rule; the same functions the webhook calls), as the
-//!    API server runs mutation first;
+//! 3. the mutating webhook's rules run (a MySQLCluster's `serverIDBase` of 0 gets a value: the
+//!    old object's on update, else one from the mutation rule; the same functions the webhook
+//!    calls), as the API server runs mutation first; the other kinds have no mutating webhook;
 //! 4. the CRD's CEL rules are evaluated client-side (transition rules only on update);
-//! 5. if all of that passed (as on the API server), the admission rules of `moco_core::validate`
-//!    run: create rules, or update rules when an object of the same kind, namespace and name is
-//!    among the old documents.
+//! 5. if all of that passed (as on the API server), the validating webhook's rules run (those
+//!    of `moco_core::validate` for MOCO's kinds, those of [`crate::accounts::validate`] for
+//!    moco-rs's own): create rules, or update rules when an object of the same kind, namespace
+//!    and name is among the old documents.
 //!
 //! A `BackupPolicy` present in the old documents and absent from the new ones is treated as
 //! deleted, and the delete rule runs against the new `MySQLCluster`s of its namespace.
@@ -24,20 +26,29 @@ use std::fmt;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::core::cel::{CompiledSchema, Validator, compile_schema};
 use moco_core::validate::{
-    BackupPolicyView, ClusterReference, ClusterView, MutationInput, StorageFacts,
+    BackupPolicyView, ClusterReference, ClusterView, MutationInput, StorageFacts, Violation,
     mutate_cluster_create, mutate_cluster_update, storage_growth, validate_backup_policy,
     validate_backup_policy_delete, validate_cluster_create, validate_cluster_update,
 };
 use serde_json::Value;
 
+use crate::accounts::validate::{
+    FieldError, validate_database, validate_database_update, validate_user, validate_user_update,
+};
+use crate::accounts::{MySQLDatabase, MySQLUser};
 use crate::backuppolicy::BackupPolicy;
 use crate::convert::storage_class_facts;
-use crate::crd::{CrdError, backuppolicy_crd, mysqlcluster_crd, schema_of};
+use crate::crd::{
+    CrdError, backuppolicy_crd, mysqlcluster_crd, mysqldatabase_crd, mysqluser_crd, schema_of,
+};
 use crate::mysqlcluster::MySQLCluster;
 use crate::schema_check;
 
-/// API version of both kinds.
+/// API version of MOCO's kinds, MySQLCluster and BackupPolicy.
 pub const API_VERSION: &str = "moco.cybozu.com/v1beta2";
+/// API version of moco-rs's own kinds, MySQLUser and MySQLDatabase
+/// ([`crate::accounts::GROUP`]/[`crate::accounts::VERSION`]).
+pub const ACCOUNTS_API_VERSION: &str = "moco-rs.io/v1alpha1";
 
 /// Errors that stop offline validation altogether.
 #[derive(Debug, thiserror::Error)]
@@ -146,31 +157,61 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Checks that could not be made offline.
     pub warnings: Vec<String>,
-    /// Number of MySQLCluster and BackupPolicy documents checked.
+    /// Number of MySQLCluster, BackupPolicy, MySQLUser and MySQLDatabase documents checked.
     pub checked: usize,
 }
 
-/// The compiled schemas of both CRDs, reusable across calls.
+/// The compiled schemas of the four CRDs, reusable across calls.
 #[derive(Debug)]
 pub struct OfflineValidator {
-    cluster_schema: Value,
-    policy_schema: Value,
-    cluster_cel: CompiledSchema,
-    policy_cel: CompiledSchema,
+    cluster: CrdRules,
+    policy: CrdRules,
+    user: CrdRules,
+    database: CrdRules,
     cel: Validator,
+}
+
+/// One CRD's structural schema and its compiled CEL rules.
+#[derive(Debug)]
+struct CrdRules {
+    schema: Value,
+    cel: CompiledSchema,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Kind {
     Cluster,
     Policy,
+    User,
+    Database,
 }
 
 impl Kind {
+    const ALL: [Kind; 4] = [Kind::Cluster, Kind::Policy, Kind::User, Kind::Database];
+
     fn name(self) -> &'static str {
         match self {
             Kind::Cluster => "MySQLCluster",
             Kind::Policy => "BackupPolicy",
+            Kind::User => "MySQLUser",
+            Kind::Database => "MySQLDatabase",
+        }
+    }
+
+    /// The one version the CRD serves.
+    fn api_version(self) -> &'static str {
+        match self {
+            Kind::Cluster | Kind::Policy => API_VERSION,
+            Kind::User | Kind::Database => ACCOUNTS_API_VERSION,
+        }
+    }
+
+    /// The API group with its `/`: a document of another group with the same kind name is
+    /// someone else's and is not checked.
+    fn group_prefix(self) -> &'static str {
+        match self {
+            Kind::Cluster | Kind::Policy => "moco.cybozu.com/",
+            Kind::User | Kind::Database => "moco-rs.io/",
         }
     }
 }
@@ -192,45 +233,49 @@ fn namespace_of(v: &Value) -> String {
     }
 }
 
+/// The kind of a document this validator checks: its `kind` and its API group (any version:
+/// an unserved one is reported).
 fn kind_of(v: &Value) -> Option<Kind> {
-    match text(v, "/kind") {
-        "MySQLCluster" => Some(Kind::Cluster),
-        "BackupPolicy" => Some(Kind::Policy),
-        _ => None,
-    }
-}
-
-fn is_moco_group(v: &Value) -> bool {
-    text(v, "/apiVersion").starts_with("moco.cybozu.com/")
+    let (kind, api_version) = (text(v, "/kind"), text(v, "/apiVersion"));
+    Kind::ALL
+        .into_iter()
+        .find(|k| k.name() == kind && api_version.starts_with(k.group_prefix()))
 }
 
 impl OfflineValidator {
     /// Generates the CRDs and compiles their CEL rules.
     pub fn new() -> Result<Self, OfflineError> {
-        let cluster_schema = schema_of(&mysqlcluster_crd()?)?;
-        let policy_schema = schema_of(&backuppolicy_crd()?)?;
-        let compile = |kind: &'static str, schema: &Value| {
-            let compiled = compile_schema(schema);
-            if compiled.has_errors() {
-                let message: Vec<String> = compiled
+        let rules = |kind: Kind, schema: Value| {
+            let cel = compile_schema(&schema);
+            if cel.has_errors() {
+                let message: Vec<String> = cel
                     .compilation_errors()
                     .iter()
                     .map(ToString::to_string)
                     .collect();
                 return Err(OfflineError::Cel {
-                    kind,
+                    kind: kind.name(),
                     message: message.join("; "),
                 });
             }
-            Ok(compiled)
+            Ok(CrdRules { schema, cel })
         };
         Ok(OfflineValidator {
-            cluster_cel: compile("MySQLCluster", &cluster_schema)?,
-            policy_cel: compile("BackupPolicy", &policy_schema)?,
-            cluster_schema,
-            policy_schema,
+            cluster: rules(Kind::Cluster, schema_of(&mysqlcluster_crd()?)?)?,
+            policy: rules(Kind::Policy, schema_of(&backuppolicy_crd()?)?)?,
+            user: rules(Kind::User, schema_of(&mysqluser_crd()?)?)?,
+            database: rules(Kind::Database, schema_of(&mysqldatabase_crd()?)?)?,
             cel: Validator::new(),
         })
+    }
+
+    fn rules(&self, kind: Kind) -> &CrdRules {
+        match kind {
+            Kind::Cluster => &self.cluster,
+            Kind::Policy => &self.policy,
+            Kind::User => &self.user,
+            Kind::Database => &self.database,
+        }
     }
 
     /// Validates `new` documents, treating `old` documents as the objects they replace.
@@ -239,7 +284,7 @@ impl OfflineValidator {
         let storage = storage_facts(new.iter().chain(old));
         let mut old_objects: BTreeMap<Key, (&Document, Option<Decoded>)> = BTreeMap::new();
         for doc in old {
-            let Some(kind) = kind_of(&doc.value).filter(|_| is_moco_group(&doc.value)) else {
+            let Some(kind) = kind_of(&doc.value) else {
                 continue;
             };
             let key = (
@@ -256,7 +301,7 @@ impl OfflineValidator {
         let mut new_clusters: Vec<(String, ClusterReference)> = Vec::new();
         let mut new_keys = Vec::new();
         for doc in new {
-            let Some(kind) = kind_of(&doc.value).filter(|_| is_moco_group(&doc.value)) else {
+            let Some(kind) = kind_of(&doc.value) else {
                 continue;
             };
             report.checked += 1;
@@ -277,12 +322,13 @@ impl OfflineValidator {
                     message,
                 });
             };
-            if text(&doc.value, "/apiVersion") != API_VERSION {
+            if text(&doc.value, "/apiVersion") != kind.api_version() {
                 finding(
                     "apiVersion",
                     format!(
-                        "apiVersion {:?} is not served: use {API_VERSION}",
-                        text(&doc.value, "/apiVersion")
+                        "apiVersion {:?} is not served: use {}",
+                        text(&doc.value, "/apiVersion"),
+                        kind.api_version()
                     ),
                 );
                 continue;
@@ -290,11 +336,7 @@ impl OfflineValidator {
             if key.2.is_empty() {
                 finding("metadata.name", "name is required".to_owned());
             }
-            let schema = match kind {
-                Kind::Cluster => &self.cluster_schema,
-                Kind::Policy => &self.policy_schema,
-            };
-            let schema_errors = schema_check::check(schema, &doc.value);
+            let schema_errors = schema_check::check(&self.rules(kind).schema, &doc.value);
             for e in &schema_errors {
                 finding(&e.path, e.message.clone());
             }
@@ -314,7 +356,7 @@ impl OfflineValidator {
             }
             // Like the API server: CEL rules are part of schema validation, and a request that
             // fails it never reaches the validating webhooks.
-            let cel = self.cel_findings(&decoded, old_decoded);
+            let cel = self.cel_findings(kind, &decoded, &doc.value, old_decoded);
             let cel_failed = !cel.is_empty();
             for (field, message) in cel {
                 finding(&field, message);
@@ -322,8 +364,8 @@ impl OfflineValidator {
             if cel_failed {
                 continue;
             }
-            for v in admission(&decoded, old_decoded, &storage) {
-                finding(v.field.as_str(), v.message);
+            for (field, message) in admission(&decoded, old_decoded, &storage) {
+                finding(&field, message);
             }
             if let (Decoded::Cluster(c), Some(Decoded::Cluster(o)), StorageFacts::Unknown) =
                 (&decoded, old_decoded, &storage)
@@ -365,42 +407,54 @@ impl OfflineValidator {
         report
     }
 
-    fn cel_findings(&self, new: &Decoded, old: Option<&Decoded>) -> Vec<(String, String)> {
-        let (compiled, value, old_value) = match new {
-            Decoded::Cluster(c) => (
-                &self.cluster_cel,
-                serde_json::to_value(c),
-                old.map(Decoded::to_value),
-            ),
-            Decoded::Policy(p) => (
-                &self.policy_cel,
-                serde_json::to_value(p),
-                old.map(Decoded::to_value),
-            ),
-        };
-        let value = match value {
+    /// The CRD's CEL rules over the decoded object, which holds the CRD's defaults as the API
+    /// server stores them. A MySQLUser's grants are taken as written instead: decoding reads a
+    /// grant's `"true"` key (a bare YAML 1.1 `on:`) as its `on` and writes `on` back, which
+    /// would hide a grant giving both keys, or neither, from the rule
+    /// `has(self.on) != has(self.__true__)`.
+    fn cel_findings(
+        &self,
+        kind: Kind,
+        new: &Decoded,
+        raw: &Value,
+        old: Option<&Decoded>,
+    ) -> Vec<(String, String)> {
+        let mut value = match new.to_value() {
             Ok(v) => v,
             Err(e) => return vec![(String::new(), format!("cannot encode the object: {e}"))],
         };
-        let old_value = old_value.and_then(Result::ok);
+        if kind == Kind::User {
+            let written = raw.pointer("/spec/grants").cloned();
+            if let (Some(grants), Some(Value::Object(spec))) = (written, value.get_mut("spec")) {
+                spec.insert("grants".to_owned(), grants);
+            }
+        }
+        let old_value = old.map(Decoded::to_value).and_then(Result::ok);
         match self
             .cel
-            .validate_compiled(compiled, &value, old_value.as_ref())
+            .validate_compiled(&self.rules(kind).cel, &value, old_value.as_ref())
         {
             Ok(()) => Vec::new(),
+            // A rule of the root with a fieldPath (the accounts' name rule, `.spec.name`) comes
+            // back with its leading dot; the API server names the field `spec.name`.
             Err(errors) => errors
                 .iter()
-                .map(|e| (e.field_path.clone(), e.message.clone()))
+                .map(|e| {
+                    let field = e.field_path.strip_prefix('.').unwrap_or(&e.field_path);
+                    (field.to_owned(), e.message.clone())
+                })
                 .collect(),
         }
     }
 }
 
-/// A decoded object of one of the two kinds.
+/// A decoded object of one of the four kinds.
 #[derive(Debug, Clone)]
 enum Decoded {
     Cluster(Box<MySQLCluster>),
     Policy(Box<BackupPolicy>),
+    User(Box<MySQLUser>),
+    Database(Box<MySQLDatabase>),
 }
 
 impl Decoded {
@@ -408,6 +462,8 @@ impl Decoded {
         match self {
             Decoded::Cluster(c) => serde_json::to_value(c),
             Decoded::Policy(p) => serde_json::to_value(p),
+            Decoded::User(u) => serde_json::to_value(u),
+            Decoded::Database(d) => serde_json::to_value(d),
         }
     }
 
@@ -432,23 +488,53 @@ fn decode(kind: Kind, value: &Value) -> Result<Decoded, serde_json::Error> {
     Ok(match kind {
         Kind::Cluster => Decoded::Cluster(Box::new(serde_json::from_value(value.clone())?)),
         Kind::Policy => Decoded::Policy(Box::new(serde_json::from_value(value.clone())?)),
+        Kind::User => Decoded::User(Box::new(serde_json::from_value(value.clone())?)),
+        Kind::Database => Decoded::Database(Box::new(serde_json::from_value(value.clone())?)),
     })
 }
 
+/// The validating webhook's rules, the same functions it calls, as `(field, message)`: the
+/// update rules when the old object is of the same kind, else the create rules.
 fn admission(
     new: &Decoded,
     old: Option<&Decoded>,
     storage: &StorageFacts,
-) -> Vec<moco_core::validate::Violation> {
+) -> Vec<(String, String)> {
     match (new, old) {
-        (Decoded::Cluster(c), Some(Decoded::Cluster(o))) => validate_cluster_update(
+        (Decoded::Cluster(c), Some(Decoded::Cluster(o))) => violations(validate_cluster_update(
             &ClusterView::from(c.as_ref()),
             &ClusterView::from(o.as_ref()),
             storage,
-        ),
-        (Decoded::Cluster(c), _) => validate_cluster_create(&ClusterView::from(c.as_ref())),
-        (Decoded::Policy(p), _) => validate_backup_policy(&BackupPolicyView::from(p.as_ref())),
+        )),
+        (Decoded::Cluster(c), _) => {
+            violations(validate_cluster_create(&ClusterView::from(c.as_ref())))
+        }
+        (Decoded::Policy(p), _) => {
+            violations(validate_backup_policy(&BackupPolicyView::from(p.as_ref())))
+        }
+        (Decoded::User(u), Some(Decoded::User(o))) => fields(validate_user_update(u, o)),
+        (Decoded::User(u), _) => fields(validate_user(u)),
+        (Decoded::Database(d), Some(Decoded::Database(o))) => {
+            fields(validate_database_update(d, o))
+        }
+        (Decoded::Database(d), _) => fields(validate_database(d)),
     }
+}
+
+/// MOCO's kinds' violations: the field's path and the sentence MOCO's webhook answers.
+fn violations(violations: Vec<Violation>) -> Vec<(String, String)> {
+    violations
+        .into_iter()
+        .map(|v| (v.field.as_str().to_owned(), v.message))
+        .collect()
+}
+
+/// moco-rs's own kinds' errors as their webhook words them: the field's path, then the problem.
+fn fields(errors: Vec<FieldError>) -> Vec<(String, String)> {
+    errors
+        .into_iter()
+        .map(|e| (e.field, e.problem.to_string()))
+        .collect()
 }
 
 fn storage_facts<'a>(docs: impl Iterator<Item = &'a Document>) -> StorageFacts {
@@ -463,3 +549,6 @@ fn storage_facts<'a>(docs: impl Iterator<Item = &'a Document>) -> StorageFacts {
         StorageFacts::Known(classes)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -45,6 +45,7 @@ fn examples_are_accepted() {
         "loadbalancer-primary.yaml",
         "backup-s3.yaml",
         "restore-point-in-time.yaml",
+        "accounts.yaml",
     ];
     for r in required {
         assert!(files.iter().any(|f| f == r), "missing example {r}");
@@ -66,6 +67,18 @@ fn invalid_examples_are_rejected_with_the_expected_message() {
     let dir = examples().join("invalid");
     let files = yaml_files(&dir);
     assert!(files.len() >= 15, "{files:?}");
+    // moco-rs's own kinds are checked too: their webhooks' rules and their CRD's CEL rules.
+    for case in [
+        "user-moco-account.yaml",
+        "user-privileged-grant.yaml",
+        "database-system-schema.yaml",
+        "user-cluster-changed.yaml",
+    ] {
+        assert!(
+            files.iter().any(|f| f == case),
+            "missing invalid example {case}"
+        );
+    }
     for file in &files {
         let case = file.trim_end_matches(".yaml");
         let expected = match std::fs::read_to_string(dir.join(format!("{case}.expected"))) {

@@ -316,6 +316,7 @@ const API_SERVER: &[&str] = &[
     "replication-source-added", // CEL transition rule
     "restore-changed",          // CEL transition rule
     "unknown-field",            // strict field validation
+    "user-cluster-changed",     // CEL transition rule (MySQLUser)
 ];
 
 /// `kubectl apply` of each document of `path` but its StorageClasses (see
