@@ -116,6 +116,8 @@ done
 python3 scripts/manifests/check_docs.py --k8s-version "$K8S_VERSION" \
   --crds deploy/crds/moco.cybozu.com_mysqlclusters.yaml \
   --crds deploy/crds/moco.cybozu.com_backuppolicies.yaml \
+  --crds deploy/crds/moco-rs.io_mysqlusers.yaml \
+  --crds deploy/crds/moco-rs.io_mysqldatabases.yaml \
   "${inputs[@]}" >"$work/docs.out" 2>&1
 while IFS= read -r line; do
   case "$line" in

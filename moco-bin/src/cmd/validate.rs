@@ -1,5 +1,6 @@
-//! `moco validate`: check MySQLCluster and BackupPolicy manifests offline against the CRD schema,
-//! the CRD's CEL rules and MOCO's admission rules.
+//! `moco validate`: check manifests of MOCO's kinds (MySQLCluster, BackupPolicy) and moco-rs's
+//! (MySQLUser, MySQLDatabase) offline against the CRD schema, the CRD's CEL rules and the
+//! admission webhooks' rules.
 
 use std::process::ExitCode;
 
