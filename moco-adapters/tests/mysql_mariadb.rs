@@ -936,3 +936,100 @@ async fn the_application_accounts_cannot_touch_the_operators_accounts() {
     a.disconnect().await.unwrap();
     fleet.stop().await;
 }
+
+/// A fact the rotation of MOCO's passwords builds on: a replica's IO thread connects as
+/// `moco-repl` with either of the two passwords MariaDB holds for it (two
+/// `mysql_native_password` methods joined by `OR`): with the old one it stored, and, configured
+/// again, with the new one (the server's client follows the switch to the second method); once
+/// the old one is dropped, the new one still connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_connects_with_either_password_of_a_two_password_repl_account() {
+    let Some(binary) =
+        server_binary("a_replica_connects_with_either_password_of_a_two_password_repl_account")
+    else {
+        return;
+    };
+    if binary.kind() != ServerKind::Mariadb {
+        return;
+    }
+    let fleet = Fleet::start(binary, 2).await;
+    let pw = MocoPasswords::generate().unwrap();
+    initialise_all(&fleet, &pw).await;
+    let n = &fleet.nodes;
+    let (primary, replica) = (admin(&n[0], 0, &pw), admin(&n[1], 1, &pw));
+    replica
+        .configure_replication(&source(0, &n[0]), &repl_credentials(&pw), false)
+        .await
+        .unwrap();
+    primary.set_writable().await.unwrap();
+    let io_connected = |what: &'static str| {
+        let replica = &replica;
+        async move {
+            eventually(what, WAIT, || async {
+                let s = replica.status().await.ok()?;
+                let r = s.replica_status?;
+                (r.io_running == ThreadState::Yes).then_some(())
+            })
+            .await;
+        }
+    };
+    io_connected("the IO thread connected with the first password").await;
+    let mut c = client(&n[0], Account::Admin.name(), &pw.admin).await;
+    c.query_drop(format!(
+        "ALTER USER 'moco-repl'@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD({}) \
+         OR mysql_native_password USING PASSWORD('second-repl-password')",
+        sql::quote(&pw.repl)
+    ))
+    .await
+    .unwrap();
+    c.query_drop("CREATE DATABASE two_passwords").await.unwrap();
+    eventually("the replica has the database", WAIT, || async {
+        has_database(&n[1], &pw, "two_passwords")
+            .await
+            .then_some(())
+    })
+    .await;
+    // Reconnect with the stored (first) password.
+    replica.stop_replica_io().await.unwrap();
+    replica.start_replica(false).await.unwrap();
+    io_connected("the IO thread reconnected with the first password").await;
+    // Configured with the second password.
+    let second = Credentials {
+        user: Account::Repl.name().into(),
+        password: "second-repl-password".into(),
+    };
+    replica
+        .configure_replication(&source(0, &n[0]), &second, false)
+        .await
+        .unwrap();
+    io_connected("the IO thread connected with the second password").await;
+    // The first dropped: the second still connects, the first would not.
+    c.query_drop("ALTER USER 'moco-repl'@'%' IDENTIFIED BY 'second-repl-password'")
+        .await
+        .unwrap();
+    replica.stop_replica_io().await.unwrap();
+    replica.start_replica(false).await.unwrap();
+    io_connected("the IO thread reconnected after the first was dropped").await;
+    assert!(
+        try_client(&n[0], Account::Repl.name(), &pw.repl)
+            .await
+            .is_err(),
+        "the first password is refused"
+    );
+    c.disconnect().await.unwrap();
+    fleet.stop().await;
+}
+
+/// Whether `m` has database `name` (asked as moco-admin).
+async fn has_database(m: &LocalMysqld, pw: &MocoPasswords, name: &str) -> bool {
+    let mut c = client(m, Account::Admin.name(), &pw.admin).await;
+    let n: Option<u64> = c
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+            (name,),
+        )
+        .await
+        .unwrap();
+    c.disconnect().await.unwrap();
+    n.unwrap_or(0) == 1
+}
