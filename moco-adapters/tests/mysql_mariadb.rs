@@ -952,16 +952,8 @@ async fn a_replica_connects_with_either_password_of_a_two_password_repl_account(
     if binary.kind() != ServerKind::Mariadb {
         return;
     }
-    let fleet = Fleet::start(binary, 2).await;
-    let pw = MocoPasswords::generate().unwrap();
-    initialise_all(&fleet, &pw).await;
+    let (fleet, pw, _, _primary, replica) = semi_sync_pair(binary).await;
     let n = &fleet.nodes;
-    let (primary, replica) = (admin(&n[0], 0, &pw), admin(&n[1], 1, &pw));
-    replica
-        .configure_replication(&source(0, &n[0]), &repl_credentials(&pw), false)
-        .await
-        .unwrap();
-    primary.set_writable().await.unwrap();
     let io_connected = |what: &'static str| {
         let replica = &replica;
         async move {
@@ -999,7 +991,7 @@ async fn a_replica_connects_with_either_password_of_a_two_password_repl_account(
         password: "second-repl-password".into(),
     };
     replica
-        .configure_replication(&source(0, &n[0]), &second, false)
+        .configure_replication(&source(0, &n[0]), &second, true)
         .await
         .unwrap();
     io_connected("the IO thread connected with the second password").await;

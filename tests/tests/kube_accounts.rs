@@ -18,6 +18,7 @@ use kube::api::{Api, DeleteParams};
 use moco_api::accounts::{MySQLDatabase, MySQLUser};
 use moco_tests::clustered::{BRING_UP, CHANGE, ClusteredNamespace, setup, when};
 use moco_tests::operated_namespace::NAME;
+use moco_tests::writer::opts_at;
 use mysql_async::prelude::Queryable;
 
 /// How soon a change of the Secret or a drift must be applied: the resync is 30 s; a busy
@@ -81,12 +82,7 @@ async fn connect(
     user: &str,
     password: &str,
 ) -> Result<mysql_async::Conn, mysql_async::Error> {
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname(addr.ip().to_string())
-        .tcp_port(addr.port())
-        .user(Some(user))
-        .pass(Some(password))
-        .prefer_socket(false);
+    let opts = opts_at(addr, user, password);
     match tokio::time::timeout(Duration::from_secs(10), mysql_async::Conn::new(opts)).await {
         Ok(r) => r,
         Err(_) => Err(mysql_async::Error::Other("connect timed out".into())),
