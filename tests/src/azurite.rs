@@ -1,7 +1,6 @@
 //! A real Azure Blob Storage server on loopback for the backup tests: Azurite's, from npm.
 #![allow(clippy::unwrap_used)]
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -47,11 +46,8 @@ impl Azurite {
 pub fn azurite(test: &str) -> Option<Azurite> {
     let program = std::env::var("MOCO_AZURITE_BLOB").unwrap_or_else(|_| "azurite-blob".to_owned());
     let dir = tempfile::tempdir().unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Chosen as the servers' ports are, so that no other test of this process is given it.
+    let port = moco_adapters::mysqld::free_port().unwrap_or_else(|e| panic!("{e}"));
     let log = dir.path().join("azurite.log");
     let child = match Command::new(&program)
         .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])

@@ -677,22 +677,14 @@ pub async fn wait_rows_with(
     }
 }
 
-/// A random block of `count` free loopback ports below the ephemeral range (so that test
-/// processes running at the same time do not race for the same default block, and client
-/// connections' source ports never take a server's port).
+/// A block of `count` free loopback ports below the ephemeral range, never handed out before
+/// in this process ([`moco_adapters::mysqld::free_port_block`]: tests running at the same time
+/// never share a port, and client connections' source ports never take a server's port).
 pub fn free_port_block(count: u16) -> u16 {
-    use std::hash::{BuildHasher, Hasher};
-    for _ in 0..200 {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        let base = 20_000 + u16::try_from(h.finish() % 12_000).unwrap_or(0);
-        let free = (0..count)
-            .all(|o| std::net::TcpListener::bind(("127.0.0.1", base.saturating_add(o))).is_ok());
-        if free {
-            return base;
-        }
+    match moco_adapters::mysqld::free_port_block(count) {
+        Ok(base) => base,
+        Err(e) => panic!("{e}"),
     }
-    panic!("no block of {count} free ports found between 20000 and 32000");
 }
 
 /// `moco local up --detach` of `replicas` instances in `dir` (from a blocking thread);

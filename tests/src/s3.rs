@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -79,11 +78,8 @@ pub fn bridge_moto(cp: &crate::control_plane::ControlPlane, test: &str) -> Moto 
 
 fn moto_on(test: &str, host: &str) -> Option<Moto> {
     let program = std::env::var("MOCO_MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_owned());
-    let port = TcpListener::bind((host, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Chosen as the servers' ports are, so that no other test of this process is given it.
+    let port = moco_adapters::mysqld::free_port().unwrap_or_else(|e| panic!("{e}"));
     let child = match Command::new(&program)
         .args(["-H", host, "-p", &port.to_string()])
         .stdout(Stdio::null())
@@ -204,8 +200,12 @@ impl FlakyProxy {
     pub async fn start(target: u16, cut_after: u64) -> FlakyProxy {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-        let first = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = first.local_addr().unwrap().port();
+        // Below the ephemeral range: it is bound again after a cut, when a client's source
+        // port must not have taken it.
+        let port = moco_adapters::mysqld::free_port().unwrap_or_else(|e| panic!("{e}"));
+        let first = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
         let (up, mut up_rx) = tokio::sync::watch::channel(true);
         let cut = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(AtomicU64::new(0));

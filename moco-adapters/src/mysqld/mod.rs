@@ -29,11 +29,13 @@
 //! * [`LocalMysqld::log_tail`]`(lines)`: error log and console output, for error messages.
 //! * [`LocalMysqld::tmpdir`]: `tmpdir` from my.cnf, else a private `<dir>/tmp` (servers
 //!   sharing `/tmp` delete each other's temporary tables while starting).
-//! * [`free_port`]`()` / [`free_ports`]`(n)`: unused 127.0.0.1 ports for tests.
+//! * [`free_port`]`()` / [`free_ports`]`(n)` / [`free_port_block`]`(n)`: unused 127.0.0.1 ports
+//!   for tests, never the same one twice in a process.
 //! * [`process_alive`]`(pid)`, [`is_server_process`]`(pid, defaults_file)`.
 
 mod binary;
 mod config;
+mod ports;
 mod process;
 
 use std::path::{Path, PathBuf};
@@ -54,6 +56,7 @@ pub use binary::{
     MYSQLD_ENV, REAL_SERVER_LEDGER_ENV, ServerBinary, ServerKind, find_program, tool_beside,
 };
 pub use config::MycnfSettings;
+pub use ports::{free_port, free_port_block, free_ports};
 pub use process::{is_server_process, process_alive, running_as_root};
 
 use process::send_signal;
@@ -625,76 +628,9 @@ async fn probe_greeting(address: &str, limit: Duration) -> Result<(), String> {
         .unwrap_or_else(|_| Err(format!("no greeting within {limit:?}")))
 }
 
-/// An unused TCP port on 127.0.0.1 below the ephemeral range (see [`free_ports`]).
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(free_ports(1)?.first().copied().unwrap_or_default())
-}
-
-/// The ports [`free_ports`] chooses from: below Linux's default ephemeral range (32768–60999),
-/// so that no client connection's source port can take a port between its choice and the
-/// server's bind. Choosing with port 0 gave ports of that range, and a test's agent once lost
-/// its probe port to a connection of the control plane running beside it.
-const TEST_PORTS: std::ops::Range<u16> = 20_000..32_000;
-
-/// `n` distinct unused TCP ports on 127.0.0.1, chosen at random in [`TEST_PORTS`] (all held
-/// open until every one is chosen; another process may still take one before it is used).
-pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
-    use std::hash::{BuildHasher, Hasher};
-    let mut held = Vec::with_capacity(n);
-    let span = u64::from(TEST_PORTS.end - TEST_PORTS.start);
-    for attempt in 0u32..10_000 {
-        if held.len() == n {
-            break;
-        }
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.write_u32(attempt);
-        let port = TEST_PORTS.start + u16::try_from(h.finish() % span).unwrap_or(0);
-        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
-            held.push(l);
-        }
-    }
-    if held.len() < n {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::AddrInUse,
-            format!(
-                "no {n} free ports between {} and {}",
-                TEST_PORTS.start, TEST_PORTS.end
-            ),
-        ));
-    }
-    held.iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn free_ports_are_distinct_and_bindable() {
-        let ports = free_ports(3).unwrap();
-        assert_eq!(ports.len(), 3);
-        assert!(ports.iter().all(|p| *p != 0));
-        assert!(ports[0] != ports[1] && ports[1] != ports[2] && ports[0] != ports[2]);
-        std::net::TcpListener::bind(("127.0.0.1", ports[0])).unwrap();
-        assert_ne!(free_port().unwrap(), 0);
-    }
-
-    #[test]
-    fn free_ports_are_below_the_ephemeral_range() {
-        let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
-        let low: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
-        for _ in 0..20 {
-            for p in free_ports(4).unwrap() {
-                assert!(
-                    p < low && TEST_PORTS.contains(&p),
-                    "{p} (ephemeral from {low})"
-                );
-            }
-        }
-    }
 
     #[tokio::test]
     async fn greeting_probe_tells_closed_ports_and_non_mysql_servers_apart() {
