@@ -3,6 +3,7 @@
 //! `clustering`), and the in-memory simulator (the `moco-sim` crate). The manager depends on
 //! these traits only.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use moco_core::Decision;
 use moco_core::facts::{ClusterFacts, MysqldStatus, PodFacts, Role, SpecFacts};
 use moco_core::gtid::GtidSet;
 use moco_core::operation::{Event, ReplicationSource};
+use moco_core::rotation::RotationPhase;
 use moco_core::status::{ClusterStatus, ClusteringStatus};
 use moco_core::time::Timestamp;
 use thiserror::Error;
@@ -130,6 +132,44 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
+/// One account's two passwords during a rotation of MOCO's passwords.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PasswordPair {
+    /// The account name, e.g. `moco-repl`.
+    pub account: String,
+    /// The password before the rotation.
+    pub old: String,
+    /// The password after it.
+    pub new: String,
+}
+
+impl std::fmt::Debug for PasswordPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PasswordPair")
+            .field("account", &self.account)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A rotation of MOCO's passwords in progress, as the platform stores it (so that one
+/// interrupted by a restart resumes where it stood; see [`moco_core::rotation`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RotationRecord {
+    /// The phase.
+    pub phase: RotationPhase,
+    /// Replicas whose channel was re-pointed with the new replication password.
+    pub channels_moved: BTreeSet<u32>,
+    /// Every account's old and new password.
+    pub pairs: Vec<PasswordPair>,
+}
+
+fn unsupported(what: &str) -> PortError {
+    PortError::Failed {
+        target: "platform".to_owned(),
+        message: format!("{what}: not supported here"),
+    }
+}
+
 /// One mysqld, reached over SQL. Each method is one step of an operation the core planned.
 #[async_trait]
 pub trait MysqlPort: Send + Sync + std::fmt::Debug {
@@ -180,6 +220,19 @@ pub trait MysqlPort: Send + Sync + std::fmt::Debug {
     /// `STOP REPLICA; RESET REPLICA ALL; SET GLOBAL read_only=0` (ALL: a promoted primary keeps
     /// no stale source settings, MOCO #926).
     async fn set_writable(&self) -> Result<(), PortError>;
+    /// Whether the server accepts a login as `user` with `password` (`Ok(false)` only for a
+    /// refusal of the credentials).
+    async fn accepts(&self, _user: &str, _password: &str) -> Result<bool, PortError> {
+        Err(unsupported("a test login"))
+    }
+    /// Makes each account accept both its old and its new password (binlogged).
+    async fn add_new_passwords(&self, _pairs: &[PasswordPair]) -> Result<(), PortError> {
+        Err(unsupported("adding passwords"))
+    }
+    /// Makes each account accept only its new password (binlogged).
+    async fn drop_old_passwords(&self, _pairs: &[PasswordPair]) -> Result<(), PortError> {
+        Err(unsupported("dropping passwords"))
+    }
 }
 
 /// An instance slot as the platform sees it: where it is and how its Pod looks.
@@ -301,6 +354,28 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
         donor: &ReplicationSource,
         boot_timeout: Duration,
     ) -> Result<(), PortError>;
+    /// The rotation of MOCO's passwords in progress, if any.
+    async fn rotation(&self) -> Result<Option<RotationRecord>, PortError> {
+        Ok(None)
+    }
+    /// Gives every reader the new passwords of `record` (from then on [`Platform::credentials`]
+    /// returns them) and stores the phase as published.
+    async fn publish_rotation(&self, _record: &RotationRecord) -> Result<(), PortError> {
+        Err(unsupported("publishing passwords"))
+    }
+    /// Records that replica `index`'s channel now uses the new replication password.
+    async fn record_channel_moved(&self, _index: u32) -> Result<(), PortError> {
+        Err(unsupported("recording a rotation"))
+    }
+    /// The readers that still hold the old passwords of a published rotation (for a person:
+    /// "the agent of Pod db-1"); empty when none does.
+    async fn readers_on_old(&self, _record: &RotationRecord) -> Result<Vec<String>, PortError> {
+        Ok(Vec::new())
+    }
+    /// Forgets the old passwords: the rotation is over.
+    async fn finish_rotation(&self) -> Result<(), PortError> {
+        Err(unsupported("finishing a rotation"))
+    }
     /// Called after each decision, before its steps run (status snapshots, metrics).
     async fn observed(&self, _facts: &ClusterFacts, _decision: &Decision) {}
     /// Called when a round fails, with the failure's category (metrics).

@@ -58,6 +58,7 @@
 //! - [`operation`]: what it asks adapters to do.
 //! - [`resources`]: Kubernetes-side decisions (PodDisruptionBudget, my.cnf, StatefulSet updates,
 //!   volume claims), also pure.
+//! - [`rotation`]: the steps of a rotation of MOCO's own passwords, also pure.
 //! - [`validate`]: the admission rules of the MySQLCluster and BackupPolicy APIs.
 //!
 //! `docs/clustering.md` in the repository explains the states, the invariants and where this
@@ -75,6 +76,7 @@ pub mod pacing;
 mod plan;
 mod quorum;
 pub mod resources;
+pub mod rotation;
 pub mod state;
 pub mod status;
 pub mod time;

@@ -60,7 +60,7 @@ pub fn status(options: StatusOptions) -> Result<(), Error> {
     Ok(())
 }
 
-fn require_manager(layout: &Layout) -> Result<u32, Error> {
+pub(crate) fn require_manager(layout: &Layout) -> Result<u32, Error> {
     local_run::running_manager(layout)?.ok_or_else(|| {
         Error::Local(LocalError::ManagerNotRunning {
             dir: layout.root().to_path_buf(),

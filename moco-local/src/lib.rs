@@ -9,6 +9,7 @@
 //! moco local up --dir DIR --replicas N [--base-port P] [--flavor mariadb|mysql] [--server PATH] [--detach]
 //! moco local status --dir DIR [--json]
 //! moco local switchover --dir DIR [--to N]
+//! moco local credential rotate --dir DIR [--timeout 5m]
 //! moco local kill --dir DIR N [--down-for 30s | --keep-down]
 //! moco local start --dir DIR N
 //! moco local freeze --dir DIR N | thaw --dir DIR N
@@ -76,6 +77,7 @@
 
 pub mod backup;
 mod control;
+mod credential;
 mod error;
 mod host;
 mod manager;
@@ -85,6 +87,7 @@ pub mod status;
 
 pub use backup::restore;
 pub use control::{down, freeze, kill, scale, start, status, switchover, thaw};
+pub use credential::rotate as rotate_credentials;
 pub use error::Error;
 pub use host::Host;
 pub use manager::{resume, run_manager, up};
@@ -92,9 +95,9 @@ pub use moco_adapters::local::create::CreateOptions;
 pub use moco_adapters::local::files::private_umask;
 pub use options::{
     ArchiveOptions, BackupCommand, BackupTarget, Command, DownOptions, InstanceOptions,
-    KillOptions, ManagerOptions, PruneOptions, RestoreOptions, ResumeOptions, RunManagerOptions,
-    ScaleOptions, StartOptions, StatusOptions, SwitchoverOptions, TakeOptions, UpOptions,
-    VerifyOptions,
+    KillOptions, ManagerOptions, PruneOptions, RestoreOptions, ResumeOptions, RotateOptions,
+    RunManagerOptions, ScaleOptions, StartOptions, StatusOptions, SwitchoverOptions, TakeOptions,
+    UpOptions, VerifyOptions,
 };
 
 /// Runs one command of `moco local`.
@@ -104,6 +107,7 @@ pub async fn run(command: Command, host: &impl Host) -> Result<(), Error> {
         Command::Resume(options) => resume(options, host).await,
         Command::Status(options) => status(options),
         Command::Switchover(options) => switchover(options).await,
+        Command::RotateCredentials(options) => rotate_credentials(options).await,
         Command::Scale(options) => scale(options).await,
         Command::Kill(options) => kill(options).await,
         Command::Freeze(options) => freeze(options),

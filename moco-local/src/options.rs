@@ -19,6 +19,8 @@ pub enum Command {
     Status(StatusOptions),
     /// Move the primary: [`crate::switchover`].
     Switchover(SwitchoverOptions),
+    /// New passwords for MOCO's accounts: [`crate::rotate_credentials`].
+    RotateCredentials(RotateOptions),
     /// Change the number of instances: [`crate::scale`].
     Scale(ScaleOptions),
     /// SIGKILL one instance's server: [`crate::kill`].
@@ -113,6 +115,15 @@ pub struct SwitchoverOptions {
     /// The instance to promote (`None`: the engine picks the lowest-ordinal candidate).
     pub to: Option<u32>,
     /// How long to wait for the primary to move.
+    pub timeout: Duration,
+}
+
+/// `credential rotate`.
+#[derive(Clone, Debug)]
+pub struct RotateOptions {
+    /// The cluster directory.
+    pub dir: PathBuf,
+    /// How long to follow the rotation (it goes on in the manager afterwards).
     pub timeout: Duration,
 }
 

@@ -38,6 +38,7 @@ mod local_hung;
 mod local_inprocess;
 mod local_pitr;
 mod local_recovery;
+mod local_rotation;
 mod local_scale;
 mod local_shrink;
 mod local_soak;

@@ -74,6 +74,11 @@ impl Layout {
         self.root.join("secret.json")
     }
 
+    /// `DIR/secret.lock`: held while `secret.json` is read and rewritten.
+    pub fn secret_lock(&self) -> PathBuf {
+        self.root.join("secret.lock")
+    }
+
     /// `client/`.
     pub fn client_dir(&self) -> PathBuf {
         self.root.join("client")

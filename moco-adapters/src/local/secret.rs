@@ -32,14 +32,43 @@ pub const MOCO_USERS: [&str; 8] = [
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Secret {
-    /// Account name → password.
+    /// Account name → password: what every reader uses now.
     pub passwords: BTreeMap<String, String>,
+    /// A rotation of the passwords in progress (`moco local credential rotate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<Rotation>,
+}
+
+impl std::fmt::Debug for Rotation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rotation")
+            .field("phase", &self.phase)
+            .field("channels_moved", &self.channels_moved)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A rotation in `secret.json`: both sets of passwords, so that one interrupted at any step
+/// resumes with the same new passwords (they are drawn once).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rotation {
+    /// `drawn` or `published` ([`moco_core::rotation::RotationPhase`]).
+    pub phase: moco_core::rotation::RotationPhase,
+    /// Replicas whose channel uses the new replication password.
+    #[serde(default)]
+    pub channels_moved: std::collections::BTreeSet<u32>,
+    /// Account name → password before the rotation.
+    pub old: BTreeMap<String, String>,
+    /// Account name → password after it.
+    pub new: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Secret")
             .field("users", &self.passwords.keys().collect::<Vec<_>>())
+            .field("rotation", &self.rotation.as_ref().map(|r| r.phase))
             .finish()
     }
 }
@@ -51,7 +80,46 @@ impl Secret {
         for user in MOCO_USERS {
             passwords.insert(user.to_owned(), random_hex(16)?);
         }
-        Ok(Secret { passwords })
+        Ok(Secret {
+            passwords,
+            rotation: None,
+        })
+    }
+
+    /// Starts a rotation: new random passwords drawn beside the current ones. A rotation in
+    /// progress is kept as it is (its passwords are never drawn again).
+    pub fn begin_rotation(&mut self) -> Result<bool, LocalError> {
+        if self.rotation.is_some() {
+            return Ok(false);
+        }
+        let new = Secret::generate()?.passwords;
+        self.rotation = Some(Rotation {
+            phase: moco_core::rotation::RotationPhase::Drawn,
+            channels_moved: std::collections::BTreeSet::new(),
+            old: self.passwords.clone(),
+            new,
+        });
+        Ok(true)
+    }
+
+    /// The rotation as the manager's port gives it.
+    pub fn rotation_record(&self) -> Option<moco_cluster::ports::RotationRecord> {
+        let r = self.rotation.as_ref()?;
+        let pairs = MOCO_USERS
+            .iter()
+            .filter_map(|user| {
+                Some(moco_cluster::ports::PasswordPair {
+                    account: (*user).to_owned(),
+                    old: r.old.get(*user)?.clone(),
+                    new: r.new.get(*user)?.clone(),
+                })
+            })
+            .collect();
+        Some(moco_cluster::ports::RotationRecord {
+            phase: r.phase,
+            channels_moved: r.channels_moved.clone(),
+            pairs,
+        })
     }
 
     /// The password of `user`.
@@ -76,6 +144,22 @@ impl Secret {
         files::write_json(&layout.secret(), self, 0o600)
     }
 
+    /// Applies `change` to `secret.json` under its lock and writes the result if it changed;
+    /// returns the new content.
+    pub fn update<T>(
+        layout: &Layout,
+        change: impl FnOnce(&mut Secret) -> Result<T, LocalError>,
+    ) -> Result<(Secret, T), LocalError> {
+        let _lock = super::files::FileLock::acquire(&layout.secret_lock())?;
+        let mut secret = Secret::load(layout)?;
+        let before = secret.clone();
+        let out = change(&mut secret)?;
+        if secret != before {
+            secret.save(layout)?;
+        }
+        Ok((secret, out))
+    }
+
     /// Reads `secret.json`, checking every account is present.
     pub fn load(layout: &Layout) -> Result<Secret, LocalError> {
         let secret: Secret = files::read_json(&layout.secret())?;
@@ -86,6 +170,14 @@ impl Secret {
                     format!("no password for {user}"),
                 )
             })?;
+            if let Some(r) = &secret.rotation
+                && !(r.old.contains_key(user) && r.new.contains_key(user))
+            {
+                return Err(LocalError::other(
+                    layout.secret().display().to_string(),
+                    format!("rotation: no old or new password for {user}"),
+                ));
+            }
         }
         Ok(secret)
     }

@@ -30,6 +30,7 @@ pub mod accounts;
 mod clone;
 mod init;
 pub mod option_file;
+pub mod rotation;
 pub mod sql;
 pub mod tls;
 mod users;
@@ -48,7 +49,7 @@ use moco_core::operation::ReplicationSource;
 use mysql_async::prelude::{FromValue, Queryable};
 use mysql_async::{Conn, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row};
 
-use moco_cluster::ports::{Credentials, MysqlPort, PortError};
+use moco_cluster::ports::{Credentials, MysqlPort, PasswordPair, PortError};
 
 pub use clone::{
     BackupInfoError, clone_binlog_state, parse_xtrabackup_binlog_info, parse_xtrabackup_slave_info,
@@ -746,8 +747,8 @@ fn parse_clone_state(text: &str) -> Option<CloneState> {
     }
 }
 
-/// A statement fit for logs and errors: string literals after `PASSWORD` or `IDENTIFIED BY`
-/// become `'<redacted>'`.
+/// A statement fit for logs and errors: string literals after `PASSWORD`, `PASSWORD(` or
+/// `IDENTIFIED BY` become `'<redacted>'`.
 pub fn redact(statement: &str) -> String {
     let upper = statement.to_ascii_uppercase();
     let mut out = String::with_capacity(statement.len());
@@ -760,10 +761,10 @@ pub fn redact(statement: &str) -> String {
     {
         let (at, len) = found;
         let after = at + len;
-        // Skip `=`/spaces, then a quoted literal.
+        // Skip `=`, `(` and spaces, then a quoted literal.
         let literal_start = statement[after..]
             .char_indices()
-            .find(|(_, c)| *c != '=' && !c.is_whitespace())
+            .find(|(_, c)| *c != '=' && *c != '(' && !c.is_whitespace())
             .map(|(i, _)| after + i);
         search = after;
         let Some(start) = literal_start.filter(|&i| statement[i..].starts_with('\'')) else {
@@ -1040,6 +1041,24 @@ impl MysqlPort for MysqlInstance {
         })
         .await
     }
+
+    async fn accepts(&self, user: &str, password: &str) -> Result<bool, PortError> {
+        MysqlInstance::accepts(self, user, password).await
+    }
+
+    async fn add_new_passwords(&self, pairs: &[PasswordPair]) -> Result<(), PortError> {
+        self.timed("add new passwords", Some(self.opts.call_timeout), async {
+            MysqlInstance::add_new_passwords(self, pairs).await
+        })
+        .await
+    }
+
+    async fn drop_old_passwords(&self, pairs: &[PasswordPair]) -> Result<(), PortError> {
+        self.timed("drop old passwords", Some(self.opts.call_timeout), async {
+            MysqlInstance::drop_old_passwords(self, pairs).await
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -1083,6 +1102,14 @@ mod tests {
         assert_eq!(
             redact("ALTER USER 'a'@'%' IDENTIFIED BY 'pw'"),
             "ALTER USER 'a'@'%' IDENTIFIED BY '<redacted>'"
+        );
+        assert_eq!(
+            redact(
+                "ALTER USER 'a'@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('o') \
+                 OR mysql_native_password USING PASSWORD( 'n')"
+            ),
+            "ALTER USER 'a'@'%' IDENTIFIED VIA mysql_native_password USING PASSWORD('<redacted>') \
+             OR mysql_native_password USING PASSWORD( '<redacted>')"
         );
         assert_eq!(
             redact(

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use moco_cluster::ports::{
-    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError, RoundTiming,
+    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
+    RotationRecord, RoundTiming,
 };
 use moco_core::facts::{ClusterFacts, Flavor, PodFacts, Role};
 use moco_core::operation::{Event, EventType, ReplicationSource};
@@ -137,11 +138,14 @@ const READINESS_MAX_AGE: Duration = Duration::from_secs(1);
 pub struct LocalPlatform {
     layout: Layout,
     manifest: Manifest,
-    secret: Secret,
+    /// `secret.json` as last read or written (a rotation replaces it).
+    secret: Mutex<Secret>,
     binary: ServerBinary,
     config: LocalConfig,
     servers: Vec<Arc<LocalMysqld>>,
-    ports: Vec<Arc<dyn MysqlPort>>,
+    /// The manager's SQL port of each instance, rebuilt when a rotation publishes new
+    /// passwords.
+    ports: Mutex<Vec<Arc<dyn MysqlPort>>>,
     /// Set while the platform itself stops or re-creates an instance (clone, re-init,
     /// restart), so the supervisor leaves it alone.
     busy: Vec<Arc<AtomicBool>>,
@@ -195,11 +199,11 @@ impl LocalPlatform {
         Ok(LocalPlatform {
             layout: layout.clone(),
             manifest,
-            secret,
+            secret: Mutex::new(secret),
             binary,
             config,
             servers,
-            ports,
+            ports: Mutex::new(ports),
             busy,
             supervision: Mutex::new(supervision),
             last_request: Mutex::new(None),
@@ -231,9 +235,14 @@ impl LocalPlatform {
         self.servers.get(index as usize)
     }
 
-    /// The secret.
-    pub fn secret(&self) -> &Secret {
-        &self.secret
+    /// The secret, as last read or written.
+    pub fn secret(&self) -> Secret {
+        lock(&self.secret).clone()
+    }
+
+    /// The manager's SQL port of instance `index`.
+    fn port_of(&self, index: u32) -> Option<Arc<dyn MysqlPort>> {
+        lock(&self.ports).get(index as usize).cloned()
     }
 
     /// Routes the endpoints from the role labels from now on.
@@ -379,7 +388,7 @@ impl LocalPlatform {
     /// privileges of that moment (none), which failed the manager's next probe with error
     /// 1227 and a false `AccountRefused`.
     async fn forget_connections(&self, index: u32) {
-        if let Some(port) = self.ports.get(index as usize) {
+        if let Some(port) = self.port_of(index) {
             port.forget_connections().await;
         }
     }
@@ -397,8 +406,13 @@ impl LocalPlatform {
             })?;
         if !server.is_initialized() {
             tracing::info!(index, "datadir is empty: initialising it");
-            super::servers::initialize_instance(&self.layout, &self.manifest, &self.secret, server)
-                .await?;
+            super::servers::initialize_instance(
+                &self.layout,
+                &self.manifest,
+                &self.secret(),
+                server,
+            )
+            .await?;
             self.forget_connections(index).await;
             return Ok(true);
         }
@@ -781,20 +795,17 @@ impl Platform for LocalPlatform {
     }
 
     async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError> {
-        self.ports
-            .get(slot.index as usize)
-            .cloned()
-            .ok_or_else(|| PortError::Failed {
-                target: format!("instance {}", slot.index),
-                message: format!(
-                    "no such instance (the cluster has {})",
-                    self.manifest.replicas
-                ),
-            })
+        self.port_of(slot.index).ok_or_else(|| PortError::Failed {
+            target: format!("instance {}", slot.index),
+            message: format!(
+                "no such instance (the cluster has {})",
+                self.manifest.replicas
+            ),
+        })
     }
 
     async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
-        Ok(self.secret.credentials(user))
+        Ok(lock(&self.secret).credentials(user))
     }
 
     async fn external_credentials(&self) -> Result<Credentials, PortError> {
@@ -905,16 +916,17 @@ impl Platform for LocalPlatform {
                 message: format!("donor instance {donor_index} does not exist"),
             })?;
         let started = Instant::now();
+        let secret = self.secret();
         let job = clone::CloneJob {
             layout: &self.layout,
             manifest: &self.manifest,
-            secret: &self.secret,
+            secret: &secret,
             binary: &self.binary,
             target_index: index,
             target: &server,
             donor_index,
             donor: &donor_server,
-            donor_port: self.ports.get(donor_index as usize).cloned(),
+            donor_port: self.port_of(donor_index),
             stop_grace: self.config.stop_grace,
             boot_timeout: boot_timeout.max(self.config.boot_timeout),
         };
@@ -928,6 +940,22 @@ impl Platform for LocalPlatform {
             ),
         ));
         Ok(())
+    }
+
+    async fn rotation(&self) -> Result<Option<RotationRecord>, PortError> {
+        self.read_rotation()
+    }
+
+    async fn publish_rotation(&self, _record: &RotationRecord) -> Result<(), PortError> {
+        self.publish()
+    }
+
+    async fn record_channel_moved(&self, index: u32) -> Result<(), PortError> {
+        self.channel_moved(index)
+    }
+
+    async fn finish_rotation(&self) -> Result<(), PortError> {
+        self.finish()
     }
 
     async fn round_finished(&self, timing: &RoundTiming) {
@@ -960,6 +988,8 @@ impl Platform for LocalPlatform {
         }
     }
 }
+
+mod rotation;
 
 #[cfg(test)]
 mod tests;

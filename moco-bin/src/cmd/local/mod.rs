@@ -11,8 +11,8 @@ use moco_core::facts::Flavor;
 use moco_core::validate::duration::{DurationError, parse_std_duration};
 use moco_local::{
     Command, CreateOptions, DownOptions, InstanceOptions, KillOptions, ManagerOptions,
-    ResumeOptions, RunManagerOptions, ScaleOptions, StartOptions, StatusOptions, SwitchoverOptions,
-    UpOptions,
+    ResumeOptions, RotateOptions, RunManagerOptions, ScaleOptions, StartOptions, StatusOptions,
+    SwitchoverOptions, UpOptions,
 };
 
 mod backup_args;
@@ -35,6 +35,10 @@ enum LocalCommand {
     Status(StatusArgs),
     /// Move the primary to another instance.
     Switchover(SwitchoverArgs),
+    /// MOCO's account passwords: `credential rotate` gives all eight new random passwords,
+    /// moving every reader (the manager, replicas' channels, `client/*.cnf`) before the old
+    /// ones are refused.
+    Credential(CredentialArgs),
     /// Change the number of instances of a cluster (MariaDB; growing only, so far). New
     /// instances replicate asynchronously until they caught up, so writes never wait for
     /// them (docs/clustering.md); the command waits until the cluster is Healthy at the new
@@ -178,6 +182,28 @@ struct SwitchoverArgs {
 }
 
 #[derive(Debug, Args)]
+struct CredentialArgs {
+    #[command(subcommand)]
+    command: CredentialCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum CredentialCommand {
+    /// Rotate the passwords (a rotation interrupted earlier is resumed, with the passwords it
+    /// drew), and follow it until the old passwords are refused.
+    Rotate(RotateArgs),
+}
+
+#[derive(Debug, Args)]
+struct RotateArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// How long to follow the rotation (it goes on in the manager afterwards).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+#[derive(Debug, Args)]
 struct ScaleArgs {
     #[command(flatten)]
     dir: DirArg,
@@ -277,6 +303,12 @@ impl LocalCommand {
             LocalCommand::Switchover(a) => Command::Switchover(SwitchoverOptions {
                 dir: a.dir.dir,
                 to: a.to,
+                timeout: a.timeout,
+            }),
+            LocalCommand::Credential(CredentialArgs {
+                command: CredentialCommand::Rotate(a),
+            }) => Command::RotateCredentials(RotateOptions {
+                dir: a.dir.dir,
                 timeout: a.timeout,
             }),
             LocalCommand::Scale(a) => Command::Scale(ScaleOptions {

@@ -20,6 +20,10 @@ use moco_core::{Action, Decision, FactsError, decide};
 use thiserror::Error;
 use tokio::sync::{Notify, watch};
 
+mod rotation;
+
+pub use rotation::ROTATION_REASON;
+
 use crate::health::{HealthConfig, InstanceWatch, Liveness};
 pub use crate::ports::RoundTiming;
 use crate::ports::{
@@ -172,6 +176,9 @@ pub struct RoundReport {
     pub decision: Decision,
     /// How many steps ran successfully.
     pub steps_done: usize,
+    /// The step a rotation of MOCO's passwords took after the round's own steps, if one is
+    /// in progress.
+    pub rotation: Option<moco_core::rotation::RotationStep>,
 }
 
 impl RoundReport {
@@ -279,6 +286,15 @@ impl Manager {
                 },
             );
         Ok((mysql, watch))
+    }
+
+    /// Drops every SQL port and its health watch, so that the next call builds them with the
+    /// credentials the platform gives now (after a rotation published new passwords).
+    fn forget_ports(&self) {
+        self.ports
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 
     /// A handle that starts the next round at once (a switchover request, a Pod event).
@@ -574,6 +590,7 @@ impl Manager {
                             facts,
                             decision,
                             steps_done,
+                            rotation: None,
                         });
                     }
                     Ok(Err(source)) => Some(ManagerError::Step {
@@ -605,10 +622,12 @@ impl Manager {
             }
             position += batch;
         }
+        let rotation = self.rotate(view, observed, &decision).await;
         Ok(RoundReport {
             facts,
             decision,
             steps_done,
+            rotation,
         })
     }
 
@@ -823,6 +842,10 @@ impl Manager {
             }
             let interval = self.config.check_interval;
             let pause = match self.run_once().await {
+                // A rotation step changed what the next round sees: it follows at once.
+                Ok(report) if report.rotation.as_ref().is_some_and(|r| !r.is_wait()) => {
+                    Duration::ZERO
+                }
                 Ok(report) => pacing.after(&report.decision, interval),
                 Err(err) => {
                     tracing::warn!(%err, "round failed");
@@ -907,7 +930,7 @@ mod tests {
 
     fn status(uuid: Option<&str>, executed: &str) -> MysqldStatus {
         let facts: ClusterFacts =
-            serde_json::from_str(include_str!("../../docs/examples/facts/healthy.json")).unwrap();
+            serde_json::from_str(include_str!("../../../docs/examples/facts/healthy.json")).unwrap();
         let mut s = facts.instances[0].mysqld.clone().unwrap();
         s.server_uuid = uuid.map(str::to_owned);
         s.gtid_executed = moco_core::gtid::GtidSet::parse(executed).unwrap();
