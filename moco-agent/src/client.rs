@@ -17,8 +17,9 @@ use rustls::pki_types::ServerName;
 use tokio::io::AsyncRead;
 
 use crate::api::{
-    CloneRequest, CloneStatus, CopyPurpose, ErrorBody, HEADER_ADMIN_PASSWORD, HEADER_BINLOG_STATE,
-    HEADER_DONOR_PASSWORD, HEADER_PURPOSE, PATH_BACKUP, PATH_CLONE, PATH_RESTORE, RestoreReceived,
+    CloneRequest, CloneStatus, CopyPurpose, CredentialsRequest, CredentialsStatus, ErrorBody,
+    HEADER_ADMIN_PASSWORD, HEADER_BINLOG_STATE, HEADER_DONOR_PASSWORD, HEADER_PURPOSE, PATH_BACKUP,
+    PATH_CLONE, PATH_CREDENTIALS, PATH_RESTORE, RestoreReceived,
 };
 use crate::error::AgentError;
 
@@ -128,6 +129,34 @@ impl AgentClient {
             .map_err(|_| remote(format!("no answer within {} s", reply.as_secs())))?
             .map_err(|e| remote(format!("request: {e}")))?;
         Ok((response, connection))
+    }
+
+    /// `POST /v1/credentials`: tells the agent the fingerprint of the passwords its Secret
+    /// holds now; an agent holding others restarts once idle (`restarting` in the answer).
+    pub async fn request_credentials(
+        &self,
+        host: &str,
+        port: u16,
+        fingerprint: &str,
+    ) -> Result<CredentialsStatus, AgentError> {
+        let body = serde_json::to_vec(&CredentialsRequest {
+            fingerprint: fingerprint.to_owned(),
+        })
+        .map_err(|e| AgentError::invalid("request", e.to_string()))?;
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(PATH_CREDENTIALS)
+            .header(hyper::header::HOST, host)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(full(body))
+            .map_err(|e| AgentError::invalid("request", e.to_string()))?;
+        let response = self.send(host, port, request).await?;
+        let expected = if response.status() == StatusCode::ACCEPTED {
+            StatusCode::ACCEPTED
+        } else {
+            StatusCode::OK
+        };
+        json_reply(host, port, response, expected).await
     }
 
     /// `POST /v1/clone` on the recipient's agent.

@@ -47,6 +47,12 @@ pub const MAX_RATE_ANNOTATION: &str = "moco-rs/backup-max-rate";
 /// `SwitchOverRefused` event when it cannot take over (not Ready, errant, not replicating).
 pub const SWITCHOVER_TO_ANNOTATION: &str = "moco-rs/switchover-to";
 
+/// MySQLCluster annotation asking for new passwords for MOCO's eight accounts (`kubectl moco
+/// credential rotate`; beyond MOCO): any new value (the command writes the time) starts one
+/// rotation, which the operator records as served in its password Secret, so the annotation
+/// may stay. See `docs/accounts.md`.
+pub const ROTATE_PASSWORDS_ANNOTATION: &str = "moco-rs/rotate-passwords";
+
 /// Pod-template annotation by which reconciler version 2 (an upgrade test) differs from
 /// version 1.
 pub const UPGRADE_TEST_ANNOTATION: &str = "moco-rs/reconciler-version";

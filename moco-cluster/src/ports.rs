@@ -367,9 +367,11 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     async fn record_channel_moved(&self, _index: u32) -> Result<(), PortError> {
         Err(unsupported("recording a rotation"))
     }
-    /// The readers that still hold the old passwords of a published rotation (for a person:
-    /// "the agent of Pod db-1"); empty when none does.
-    async fn readers_on_old(&self, _record: &RotationRecord) -> Result<Vec<String>, PortError> {
+    /// Asks the readers that still hold the old passwords of a published rotation to take
+    /// the new ones (an agent to restart once idle, with its Secret's new values) and returns
+    /// those that still hold them, for a person ("the agent of Pod db-1"); empty once none
+    /// does.
+    async fn move_readers(&self, _record: &RotationRecord) -> Result<Vec<String>, PortError> {
         Ok(Vec::new())
     }
     /// Forgets the old passwords: the rotation is over.

@@ -14,5 +14,6 @@ pub mod api;
 pub mod metrics;
 pub mod platform;
 pub mod pods;
+pub mod rotation;
 pub mod rounds;
 pub mod status;

@@ -506,6 +506,22 @@ impl AgentProcess {
         self.child = spawn_agent(&self.args, &self.env, &self.log);
     }
 
+    /// Waits up to `limit` for the agent to exit by itself; its exit status, `None` if it
+    /// still runs.
+    pub async fn wait_exit(
+        &mut self,
+        limit: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        None
+    }
+
     /// Stops the agent (SIGKILL: the container is gone).
     pub fn stop(&mut self) {
         let _ = self.child.kill();

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod agent_clone;
+mod agent_credentials;
 mod agent_init;
 mod agent_restore;
 mod agent_rotation;

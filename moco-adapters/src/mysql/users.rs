@@ -171,6 +171,23 @@ impl MocoPasswords {
         Self::try_from_fn(|_| random_password())
     }
 
+    /// A short digest of the set (SHA-256 of the passwords in [`Account::ALL`] order, each
+    /// followed by a NUL, hex, 16 characters): what an agent reports of the passwords it
+    /// holds without revealing them (each is 128 random bits).
+    pub fn fingerprint(&self) -> String {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        for a in Account::ALL {
+            h.update(self.get(a).as_bytes());
+            h.update([0u8]);
+        }
+        h.finalize()
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
     /// The passwords from the data of a password Secret, keyed by [`Account::secret_key`].
     /// `Err` names the first key that is missing or not UTF-8.
     pub fn from_secret_data<V: AsRef<[u8]>>(

@@ -112,7 +112,10 @@ pub fn now() -> Timestamp {
 }
 
 /// The refusal of a client that is not the controller; `None` for the controller.
-fn unless_controller(state: &AgentState, peer: Option<&PeerIdentity>) -> Option<Response> {
+pub(super) fn unless_controller(
+    state: &AgentState,
+    peer: Option<&PeerIdentity>,
+) -> Option<Response> {
     match peer {
         Some(p) if p.common_name.as_deref() == Some(state.controller_name.as_str()) => None,
         Some(p) => Some(refuse(

@@ -3,6 +3,7 @@
 
 pub mod clone;
 pub mod config;
+pub mod credentials;
 pub mod metrics;
 pub mod peers;
 pub mod probes;
@@ -151,6 +152,7 @@ pub fn state(args: &AgentArgs) -> Result<Arc<AgentState>, AgentError> {
         metrics,
         clone: Mutex::new(CloneStatus::default()),
         busy: Arc::new(tokio::sync::Semaphore::new(1)),
+        restart: tokio::sync::watch::channel(false).0,
         log_dir: std::env::temp_dir(),
     }))
 }
@@ -202,8 +204,9 @@ pub async fn run(
         handles.push(handle.clone());
         let acceptor = MtlsAcceptor::new(tls, AGENT_LIMITS.handshake_timeout);
         let server = limited_server(listener, acceptor, &AGENT_LIMITS).handle(handle);
-        let routes =
-            clone::clone_router(state.clone()).merge(restore::restore_router(state.clone()));
+        let routes = clone::clone_router(state.clone())
+            .merge(restore::restore_router(state.clone()))
+            .merge(credentials::credentials_router(state.clone()));
         let app = limit_requests(routes, &AGENT_LIMITS);
         tasks.spawn(async move { server.serve(app.into_make_service()).await });
         addrs.agent = Some(addr);
@@ -247,8 +250,13 @@ pub async fn run(
         let _ = tx.send(addrs);
     }
     tracing::info!(?addrs, "agent serving");
+    let restart = credentials::restart_when_idle(state.clone());
     let outcome = tokio::select! {
         () = shutdown => Ok(()),
+        _slot = restart => {
+            tracing::info!("exiting so that the container starts again with the new passwords");
+            Ok(())
+        }
         Some(ended) = tasks.join_next() => Err(AgentError::invalid(
             "server",
             format!("a listener stopped: {ended:?}"),

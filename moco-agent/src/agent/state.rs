@@ -60,6 +60,9 @@ pub struct AgentState {
     pub clone: Mutex<CloneStatus>,
     /// Held by the one clone or backup that may run.
     pub busy: Arc<tokio::sync::Semaphore>,
+    /// Set when the controller asked the agent to start again with new passwords
+    /// ([`super::credentials`]).
+    pub restart: tokio::sync::watch::Sender<bool>,
     /// Where tool output goes.
     pub log_dir: PathBuf,
 }

@@ -930,7 +930,8 @@ mod tests {
 
     fn status(uuid: Option<&str>, executed: &str) -> MysqldStatus {
         let facts: ClusterFacts =
-            serde_json::from_str(include_str!("../../../docs/examples/facts/healthy.json")).unwrap();
+            serde_json::from_str(include_str!("../../../docs/examples/facts/healthy.json"))
+                .unwrap();
         let mut s = facts.instances[0].mysqld.clone().unwrap();
         s.server_uuid = uuid.map(str::to_owned);
         s.gtid_executed = moco_core::gtid::GtidSet::parse(executed).unwrap();

@@ -118,8 +118,8 @@ impl Manager {
         }
         let readers_on_old = if busy.is_none() && record.phase == RotationPhase::Published {
             self.platform_call(
-                "list the readers of the old passwords",
-                self.platform.readers_on_old(record),
+                "move the readers of the old passwords",
+                self.platform.move_readers(record),
             )
             .await?
         } else {
@@ -223,6 +223,10 @@ impl Manager {
             RotationStep::DropOld { accounts } => {
                 let port = self.port(view, primary).await?;
                 port.drop_old_passwords(&pairs(accounts)).await?;
+                // Every reader moved, the platform's credentials included (on Kubernetes
+                // read from a Secret the reconciler rewrites after publishing): ports built
+                // before that would log in with an old password from now on.
+                self.forget_ports();
                 Ok(format!(
                     "the primary (instance {primary}) no longer accepts the old passwords of {}",
                     accounts.join(", ")
