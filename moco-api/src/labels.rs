@@ -52,3 +52,10 @@ pub const PATH_MUTATE_MYSQLCLUSTER: &str = "/mutate-moco-cybozu-com-v1beta2-mysq
 pub const PATH_VALIDATE_BACKUPPOLICY: &str = "/validate-moco-cybozu-com-v1beta2-backuppolicy";
 /// Path of the StatefulSet mutating webhook (the partitioned rollout; MOCO's path).
 pub const PATH_MUTATE_STATEFULSET: &str = "/mutate-apps-v1-statefulset";
+
+/// `app.kubernetes.io/component`: tells the binlog archiver's Pods (which carry the backup
+/// labels too) from the backup Jobs'.
+pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+
+/// [`LABEL_COMPONENT`] of the binlog archiver.
+pub const ARCHIVE_COMPONENT: &str = "binlog-archive";

@@ -27,6 +27,9 @@ pub const PHASE_ANNOTATION: &str = "moco-rs/password-rotation";
 pub const CHANNELS_ANNOTATION: &str = "moco-rs/password-rotation-channels";
 /// The request the last rotation served.
 pub const REQUEST_ANNOTATION: &str = "moco-rs/password-rotation-request";
+/// When the manager first saw the cluster's Secrets hold the new passwords (RFC 3339): a
+/// Pod created after it resolved its environment from them.
+pub const SECRETS_MOVED_ANNOTATION: &str = "moco-rs/password-rotation-secrets-moved-at";
 
 const OLD_PREFIX: &str = "ROTATION_OLD_";
 const NEW_PREFIX: &str = "ROTATION_NEW_";
@@ -143,6 +146,7 @@ pub fn begin_patch(
         json!({
             PHASE_ANNOTATION: RotationPhase::Drawn.as_str(),
             CHANNELS_ANNOTATION: null,
+            SECRETS_MOVED_ANNOTATION: null,
             REQUEST_ANNOTATION: request,
         }),
         data,
@@ -176,6 +180,16 @@ pub fn channel_patch(secret: &Secret, moved: &BTreeSet<u32>, index: u32) -> Valu
     )
 }
 
+/// When the cluster's Secrets were first seen holding the new passwords, if recorded.
+pub fn secrets_moved_at(secret: &Secret) -> Option<String> {
+    annotations(secret).get(SECRETS_MOVED_ANNOTATION).cloned()
+}
+
+/// Records `at` as when the cluster's Secrets were first seen holding the new passwords.
+pub fn secrets_moved_patch(secret: &Secret, at: &str) -> Value {
+    patch(secret, json!({ SECRETS_MOVED_ANNOTATION: at }), Map::new())
+}
+
 /// Forgets the old and new sets: the readers' keys hold the passwords.
 pub fn finish_patch(secret: &Secret) -> Value {
     let mut data = Map::new();
@@ -185,7 +199,11 @@ pub fn finish_patch(secret: &Secret) -> Value {
     }
     patch(
         secret,
-        json!({ PHASE_ANNOTATION: null, CHANNELS_ANNOTATION: null }),
+        json!({
+            PHASE_ANNOTATION: null,
+            CHANNELS_ANNOTATION: null,
+            SECRETS_MOVED_ANNOTATION: null,
+        }),
         data,
     )
 }
@@ -279,6 +297,12 @@ mod tests {
         assert_eq!(r.phase, RotationPhase::Published);
         assert_eq!(r.channels_moved, BTreeSet::from([1, 2]));
 
+        let p = secrets_moved_patch(&s, "2026-11-29T18:01:00Z");
+        apply(&mut s, &p);
+        assert_eq!(
+            secrets_moved_at(&s).as_deref(),
+            Some("2026-11-29T18:01:00Z")
+        );
         let p = finish_patch(&s);
         apply(&mut s, &p);
         assert_eq!(read(&s), Ok(None));

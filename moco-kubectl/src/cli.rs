@@ -44,7 +44,8 @@ pub enum Command {
     /// `mysqld` container of Pod `moco-<CLUSTER_NAME>-<INDEX>`, the current primary unless
     /// `--index` is given. Arguments after `--` go to mysql.
     Mysql(MysqlArgs),
-    /// Print the password of a MOCO user, from the Secret `moco-<CLUSTER_NAME>`.
+    /// Print the password of a MOCO user, from the Secret `moco-<CLUSTER_NAME>`; or, with
+    /// `rotate`, give all eight of MOCO's accounts new passwords.
     Credential(CredentialArgs),
     /// Switch the primary instance to one of the replicas.
     ///
@@ -183,13 +184,42 @@ pub enum CredentialFormat {
 
 /// Arguments of `credential`.
 #[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct CredentialArgs {
+    /// `rotate`; without it, MOCO's `credential`: print a password.
+    #[command(subcommand)]
+    pub action: Option<CredentialAction>,
     /// User for login to mysql.
     #[arg(short = 'u', long = "mysql-user", value_enum, default_value_t = MysqlUser::ReadOnly)]
     pub user: MysqlUser,
     /// The format of the output.
     #[arg(long, value_enum, default_value_t = CredentialFormat::Plain)]
     pub format: CredentialFormat,
+    /// The MySQLCluster's name.
+    #[arg(value_name = "CLUSTER_NAME", required = true)]
+    pub cluster: Option<String>,
+}
+
+/// What `credential` does besides printing a password.
+#[derive(Debug, Clone, Subcommand)]
+pub enum CredentialAction {
+    /// New random passwords for MOCO's eight accounts, without a failed login on the way.
+    ///
+    /// Annotates the MySQLCluster `moco-rs/rotate-passwords` with the time; the operator
+    /// draws the new passwords, its manager adds them beside the old ones, gives them to
+    /// every reader (the Secrets, the agents, the archiver; replicas' channels re-pointed,
+    /// backup Jobs already running waited for) and then drops the old ones. Waits until the
+    /// operator withdraws the annotation (the rotation finished), printing its steps. A
+    /// rotation interrupted (this command's end, an operator restart) goes on regardless.
+    Rotate(RotateArgs),
+}
+
+/// Arguments of `credential rotate`.
+#[derive(Debug, Clone, Args)]
+pub struct RotateArgs {
+    /// How long to follow the rotation (a Go duration); it goes on in the operator after.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub timeout: Duration,
     /// The MySQLCluster's name.
     #[arg(value_name = "CLUSTER_NAME")]
     pub cluster: String,

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use moco_adapters::mysql::option_file::quote_value;
 
-use crate::cli::{CredentialArgs, CredentialFormat, MysqlUser};
+use crate::cli::{CredentialAction, CredentialArgs, CredentialFormat, MysqlUser};
 use crate::context::Context;
 use crate::error::Error;
 use crate::objects;
@@ -25,7 +25,11 @@ pub fn render(user: MysqlUser, password: &str, format: CredentialFormat) -> Stri
 
 /// Runs `credential`.
 pub async fn run(ctx: &Context, args: &CredentialArgs, out: &mut dyn Write) -> Result<(), Error> {
-    let password = objects::password(ctx, &args.cluster, args.user.account()).await?;
+    if let Some(CredentialAction::Rotate(rotate)) = &args.action {
+        return crate::rotate::run(ctx, rotate, out).await;
+    }
+    let cluster = args.cluster.as_deref().unwrap_or_default();
+    let password = objects::password(ctx, cluster, args.user.account()).await?;
     out.write_all(render(args.user, &password, args.format).as_bytes())?;
     Ok(())
 }

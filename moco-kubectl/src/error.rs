@@ -31,6 +31,18 @@ pub enum Error {
         /// What usually explains it, starting with `: ` (or empty).
         hint: &'static str,
     },
+    /// A rotation of MOCO's passwords did not finish while the command followed it.
+    #[error(
+        "MySQLCluster {namespace}/{cluster}: the password rotation did not finish within {seconds} s; it goes on in the operator (run the command again to follow it; `kubectl moco status` shows its events)"
+    )]
+    RotationUnfinished {
+        /// Namespace.
+        namespace: String,
+        /// The cluster.
+        cluster: String,
+        /// The time followed.
+        seconds: u64,
+    },
     /// An API request failed.
     #[error("{action} {kind} {namespace}/{name}: {}", chain(.source))]
     Api {

@@ -21,6 +21,7 @@ pub mod gather;
 pub mod mysql;
 pub mod objects;
 pub mod plan;
+pub mod rotate;
 pub mod status;
 pub mod stop;
 pub mod switchover;

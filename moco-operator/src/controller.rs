@@ -114,6 +114,15 @@ pub fn cluster_of_certificate(name: &str) -> Option<(String, String)> {
         .then(|| (namespace.to_owned(), cluster.to_owned()))
 }
 
+/// The cluster whose password Secret (`mysql-<ns>.<name>`, the controller's copy) this is: a
+/// rotation publishes new passwords there, and the cluster's own Secrets follow in its
+/// reconcile.
+pub fn cluster_of_password_secret(name: &str) -> Option<(String, String)> {
+    let (namespace, cluster) = name.strip_prefix("mysql-")?.split_once('.')?;
+    (!namespace.is_empty() && !cluster.is_empty())
+        .then(|| (namespace.to_owned(), cluster.to_owned()))
+}
+
 /// Stops the manager of a cluster the watch saw deleted. The controller reconciles only
 /// clusters that exist, so one removed without passing through reconcile's finalizer (someone
 /// removed the finalizer by hand) would otherwise keep its manager.
@@ -254,10 +263,9 @@ pub async fn run_controller_in(
             )
             .touched_objects(),
             |s: PartialObjectMeta<Secret>| {
-                s.metadata
-                    .name
-                    .as_deref()
-                    .and_then(cluster_of_certificate)
+                let name = s.metadata.name.as_deref()?;
+                cluster_of_certificate(name)
+                    .or_else(|| cluster_of_password_secret(name))
                     .map(|(ns, name)| ObjectRef::<MySQLCluster>::new(&name).within(&ns))
             },
         )
@@ -341,5 +349,16 @@ mod tests {
         );
         assert_eq!(cluster_of_certificate("moco-agent-nodot"), None);
         assert_eq!(cluster_of_certificate("mysql-ns.db"), None);
+    }
+
+    #[test]
+    fn password_secrets_map_to_their_cluster() {
+        assert_eq!(
+            cluster_of_password_secret("mysql-ns.db.x"),
+            Some(("ns".into(), "db.x".into()))
+        );
+        assert_eq!(cluster_of_password_secret("moco-mysql-ns.db"), None);
+        assert_eq!(cluster_of_password_secret("mysql-nodot"), None);
+        assert_eq!(cluster_of_password_secret("mysql-.db"), None);
     }
 }

@@ -146,7 +146,8 @@ pub async fn lead(
             config.manager.clone(),
             metrics.clone(),
         )
-        .with_pod_cache(pods),
+        .with_pod_cache(pods)
+        .with_system_namespace(config.settings.system_namespace.clone()),
     );
     let shared = Arc::new(Shared {
         ctx: Context {

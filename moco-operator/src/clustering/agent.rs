@@ -199,4 +199,20 @@ impl InstanceCloner for AgentCloner {
         tracing::info!(%pod, "clone completed");
         Ok(())
     }
+
+    async fn move_agent(
+        &self,
+        id: &ClusterId,
+        index: u32,
+        fingerprint: &str,
+    ) -> Result<bool, PortError> {
+        let target = format!("the agent of Pod {}-{index}", id.prefixed());
+        let (host, port) = self.addresses.agent(id, index);
+        let status = self
+            .agents(&target)?
+            .request_credentials(&host, port, fingerprint)
+            .await
+            .map_err(|e| agent_error(&target, e))?;
+        Ok(status.fingerprint == fingerprint)
+    }
 }

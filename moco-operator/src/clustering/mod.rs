@@ -43,6 +43,8 @@ pub struct Managers {
     metrics: ClusterMetrics,
     pod_cache: Option<PodCache>,
     last_rounds: LastRounds,
+    /// The controller's namespace: rotations of MOCO's passwords are kept in its Secrets.
+    system_namespace: Option<String>,
     running: Mutex<HashMap<(String, String), Running>>,
 }
 
@@ -76,8 +78,17 @@ impl Managers {
             metrics,
             pod_cache: None,
             last_rounds: LastRounds::default(),
+            system_namespace: None,
             running: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The managers take the steps of rotations of MOCO's passwords kept in the controller's
+    /// Secrets in `namespace`.
+    #[must_use]
+    pub fn with_system_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.system_namespace = Some(namespace.into());
+        self
     }
 
     /// The managers' rounds read their Pods from `cache` (filled by [`pods::watch_pods`])
@@ -129,6 +140,10 @@ impl Managers {
             None => platform,
         }
         .with_last_rounds(self.last_rounds.clone());
+        let platform = match &self.system_namespace {
+            Some(ns) => platform.with_system_namespace(ns.clone()),
+            None => platform,
+        };
         let manager = Manager::new(Arc::new(platform), self.config.clone());
         let waker = manager.waker();
         let (shutdown, rx) = watch::channel(false);

@@ -26,6 +26,7 @@ pub mod existing;
 pub mod history;
 mod read;
 pub mod rollout;
+pub mod rotation;
 mod services;
 mod status;
 mod volumes;
@@ -438,6 +439,10 @@ async fn apply_all(
             return Err(ReconcileError::SecretRaced(name));
         }
     }
+    // A rotation of the passwords asked for (`kubectl moco credential rotate`) begins here;
+    // the manager carries it out and publishes its passwords through the controller's
+    // Secret, whose change brings the next round, which renders the cluster's copies below.
+    rotation::begin_requested(ctx, cluster, id).await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     for s in [&user_secret, &mycnf_secret] {
         apply(&secrets, &name_of(s), s)

@@ -20,7 +20,9 @@ use moco_adapters::mysql::Account;
 use moco_api::annotations::{ARCHIVE_ANNOTATION, MAX_RATE_ANNOTATION, archive_interval};
 use moco_api::backuppolicy::{BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig};
 use moco_api::cluster::{ClusterId, TLS_CA_FILE, TLS_MOUNT_PATH};
-use moco_api::labels::{APP_MYSQL_BACKUP, CREATED_BY, LABEL_CREATED_BY, LABEL_NAME};
+use moco_api::labels::{
+    APP_MYSQL_BACKUP, ARCHIVE_COMPONENT, CREATED_BY, LABEL_COMPONENT, LABEL_CREATED_BY, LABEL_NAME,
+};
 use moco_api::mysqlcluster::{MySQLCluster, RestoreSpec};
 use moco_core::facts::Flavor;
 use moco_core::resources::ByteRate;
@@ -37,11 +39,6 @@ const GRPC_CERT_VOLUME: &str = "grpc-cert";
 const GRPC_CERT_PATH: &str = "/grpc-cert";
 /// The volume of the MySQL CA in MariaDB Jobs with TLS.
 const MYSQL_CA_VOLUME: &str = "mysql-ca";
-
-/// `app.kubernetes.io/component` of the archiver: its Pods carry the backup labels too, and
-/// its selector must not match the backup Jobs' Pods.
-const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
-const ARCHIVE_COMPONENT: &str = "binlog-archive";
 
 /// The time format of restore points and backup keys: UTC `YYYYMMDD-hhmmss`.
 pub const BACKUP_TIME_FORMAT: &str = "%Y%m%d-%H%M%S";

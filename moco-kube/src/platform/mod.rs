@@ -26,7 +26,8 @@ use moco_adapters::mysql::tls::MysqlTls;
 use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
 use moco_api::addresses::AddressResolver;
 use moco_api::annotations::{
-    SWITCHOVER_TO_ANNOTATION, annotation, flavor_of, is_true, switchover_to_of, tls_of,
+    ROTATE_PASSWORDS_ANNOTATION, SWITCHOVER_TO_ANNOTATION, annotation, flavor_of, is_true,
+    switchover_to_of, tls_of,
 };
 use moco_api::cluster::{CLUSTER_API_VERSION, CLUSTER_KIND, ClusterId, TLS_CA_FILE, TLS_CA_KEY};
 use moco_api::labels::{
@@ -35,7 +36,7 @@ use moco_api::labels::{
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::ports::{
     Credentials, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform,
-    PortError, RoundTiming,
+    PortError, RotationRecord, RoundTiming,
 };
 use moco_core::Decision;
 use moco_core::facts::ClusterFacts;
@@ -49,6 +50,8 @@ use crate::metrics::{ClusterLabels, ClusterMetrics};
 use crate::pods::PodCache;
 use crate::rounds::LastRounds;
 use crate::status::{cluster_status, merge_clustering_status};
+
+mod rotation;
 
 /// Limits of the manager's SQL connections: MOCO's connect timeout, and a call limit that
 /// bounds every statement.
@@ -80,6 +83,21 @@ pub trait InstanceCloner: Send + Sync + fmt::Debug {
         credentials: &CloneCredentials,
         boot_timeout: Duration,
     ) -> Result<(), PortError>;
+
+    /// Tells the agent of instance `index` the fingerprint of the passwords its Secret holds
+    /// now (a rotation published new ones); returns whether it holds them. One holding others
+    /// restarts once idle, with the Secret's values.
+    async fn move_agent(
+        &self,
+        _id: &ClusterId,
+        index: u32,
+        _fingerprint: &str,
+    ) -> Result<bool, PortError> {
+        Err(failed(
+            format!("instance {index}"),
+            "this controller cannot reach the agents",
+        ))
+    }
 }
 
 /// Builds the manager's SQL port of an instance: MySQL over TCP in production, simulated
@@ -169,6 +187,33 @@ pub async fn withdraw_switchover_request(
     }
 }
 
+/// Removes the MySQLCluster `name`'s request for a rotation of its passwords if it still is
+/// `request` (the rotation that served it finished; a newer request stays).
+pub async fn withdraw_rotation_request(
+    api: &Api<MySQLCluster>,
+    name: &str,
+    request: &str,
+) -> Result<(), kube::Error> {
+    let mut attempt = 1;
+    loop {
+        let cluster = api.get(name).await?;
+        if annotation(&cluster.metadata, ROTATE_PASSWORDS_ANNOTATION) != Some(request) {
+            return Ok(());
+        }
+        let patch = Patch::Merge(json!({"metadata": {
+            "resourceVersion": cluster.metadata.resource_version,
+            "annotations": {ROTATE_PASSWORDS_ANNOTATION: null},
+        }}));
+        match api.patch(name, &PatchParams::default(), &patch).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < STATUS_ATTEMPTS => {
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// How the manager reaches one instance as `moco-admin`.
 struct AdminEndpoint {
     /// `instance N (moco-<name>-N)`, for errors.
@@ -203,6 +248,9 @@ pub struct KubePlatform {
     pods_written: AtomicBool,
     /// Where each round's facts are kept for the partition controller, if anywhere.
     last_rounds: Option<LastRounds>,
+    /// The controller's namespace, where its password Secret keeps a rotation of MOCO's
+    /// passwords; `None`: no rotation is ever in progress.
+    system_namespace: Option<String>,
 }
 
 /// The reason of the engine's warning while Pods of the cluster do not exist.
@@ -338,7 +386,16 @@ impl KubePlatform {
             pod_cache: None,
             pods_written: AtomicBool::new(false),
             last_rounds: None,
+            system_namespace: None,
         }
+    }
+
+    /// Reads and advances rotations of MOCO's passwords kept in the controller's password
+    /// Secret in `namespace` (see [`crate::rotation`]).
+    #[must_use]
+    pub fn with_system_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.system_namespace = Some(namespace.into());
+        self
     }
 
     /// Keeps each round's facts in `rounds` (the partition controller reads how far each
@@ -704,6 +761,26 @@ impl Platform for KubePlatform {
             user: get("USER")?,
             password: get("PASSWORD")?,
         })
+    }
+
+    async fn rotation(&self) -> Result<Option<RotationRecord>, PortError> {
+        self.read_rotation().await
+    }
+
+    async fn publish_rotation(&self, record: &RotationRecord) -> Result<(), PortError> {
+        self.publish(record).await
+    }
+
+    async fn record_channel_moved(&self, index: u32) -> Result<(), PortError> {
+        self.channel_moved(index).await
+    }
+
+    async fn move_readers(&self, record: &RotationRecord) -> Result<Vec<String>, PortError> {
+        self.move_all(record).await
+    }
+
+    async fn finish_rotation(&self) -> Result<(), PortError> {
+        self.finish().await
     }
 
     async fn set_role_label(&self, index: u32, role: Option<Role>) -> Result<(), PortError> {
