@@ -8,7 +8,7 @@
 //! | `POST /v1/clone` ([`CloneRequest`]) | the controller (client certificate CN `moco-controller`) | start copying the donor onto this (empty) instance; `202` with the [`CloneStatus`], `409` while another runs, `412` unless this instance is empty |
 //! | `GET /v1/clone` | the controller | the [`CloneStatus`] of the running or last clone |
 //! | `GET /v1/credentials` | the controller | [`CredentialsStatus`]: the fingerprint of the passwords the agent holds |
-//! | `POST /v1/credentials` ([`CredentialsRequest`]) | the controller | a fingerprint other than the agent's: the agent exits once no clone, backup or restore runs, so that its container starts again with its Secret's new passwords (`202`); its own: nothing (`200`); both with the [`CredentialsStatus`] |
+//! | `POST /v1/credentials` ([`CredentialsRequest`]) | the controller | the passwords the cluster's Secret holds now (a rotation published them): the agent uses them from then on, without restarting; `200` with the [`CredentialsStatus`], `400` when a key is missing |
 //! | `GET /v1/backup` | a client of this cluster (certificate naming `*.moco-<name>.<ns>.svc`, see [`crate::agent::peers`]) or the controller, that sends the cluster's clone-donor password in [`HEADER_DONOR_PASSWORD`] (else `403`) | MariaDB: a physical backup of this instance, streamed (`mariadb-backup --stream=xbstream`); the donor's `gtid_binlog_state` before it in [`HEADER_BINLOG_STATE`]. [`HEADER_PURPOSE`] `backup` runs the tool at nice +10, `clone` (or none) at full priority; another value is `400` |
 //! | `PUT /v1/restore` | a client of this cluster or the controller that sends the cluster's `moco-admin` password in [`HEADER_ADMIN_PASSWORD`] (else `403`) | MariaDB: the body is an uncompressed `mariadb-backup --stream=xbstream` backup of another cluster, the source's `gtid_binlog_state` before it in [`HEADER_BINLOG_STATE`] (else `400`). Received, prepared and made ready as a clone is; answered only then: `200` with [`RestoreReceived`]. `409` while another clone, backup or restore runs or a copy waits; `412` unless this instance is an empty MariaDB with the copy tools; a body that ends with an error fails the restore (`400`), as does a bad stream or a failed prepare (`500`), and nothing of it is left |
 
@@ -165,18 +165,23 @@ pub struct CloneStatus {
 pub struct CredentialsStatus {
     /// The fingerprint of the passwords the agent holds (`MocoPasswords::fingerprint`).
     pub fingerprint: String,
-    /// The agent will exit once no clone, backup or restore runs, so that its container
-    /// starts again with its Secret's values (a rotation published new passwords).
-    pub restarting: bool,
 }
 
-/// The body of `POST /v1/credentials`: the fingerprint of the passwords the cluster's Secret
-/// holds now.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The body of `POST /v1/credentials`: the passwords the cluster's Secret holds now, by its
+/// keys (`ADMIN_PASSWORD`, …).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CredentialsRequest {
-    /// The fingerprint the agent should hold.
-    pub fingerprint: String,
+    /// Secret key → password.
+    pub passwords: std::collections::BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for CredentialsRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CredentialsRequest")
+            .field("keys", &self.passwords.keys().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 /// The answer of `PUT /v1/restore`: the copy is prepared and waits for the Pod to restart.

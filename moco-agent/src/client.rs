@@ -131,18 +131,20 @@ impl AgentClient {
         Ok((response, connection))
     }
 
-    /// `POST /v1/credentials`: tells the agent the fingerprint of the passwords its Secret
-    /// holds now; an agent holding others restarts once idle (`restarting` in the answer).
-    pub async fn request_credentials(
+    /// `POST /v1/credentials`: gives the agent the passwords its Secret holds now (by the
+    /// Secret's keys); the answer has the fingerprint of those it uses.
+    pub async fn replace_credentials(
         &self,
         host: &str,
         port: u16,
-        fingerprint: &str,
+        passwords: &moco_adapters::mysql::MocoPasswords,
     ) -> Result<CredentialsStatus, AgentError> {
-        let body = serde_json::to_vec(&CredentialsRequest {
-            fingerprint: fingerprint.to_owned(),
-        })
-        .map_err(|e| AgentError::invalid("request", e.to_string()))?;
+        let passwords = moco_adapters::mysql::Account::ALL
+            .iter()
+            .map(|a| (a.secret_key().to_owned(), passwords.get(*a).to_owned()))
+            .collect();
+        let body = serde_json::to_vec(&CredentialsRequest { passwords })
+            .map_err(|e| AgentError::invalid("request", e.to_string()))?;
         let request = Request::builder()
             .method(Method::POST)
             .uri(PATH_CREDENTIALS)
@@ -151,12 +153,7 @@ impl AgentClient {
             .body(full(body))
             .map_err(|e| AgentError::invalid("request", e.to_string()))?;
         let response = self.send(host, port, request).await?;
-        let expected = if response.status() == StatusCode::ACCEPTED {
-            StatusCode::ACCEPTED
-        } else {
-            StatusCode::OK
-        };
-        json_reply(host, port, response, expected).await
+        json_reply(host, port, response, StatusCode::OK).await
     }
 
     /// `POST /v1/clone` on the recipient's agent.

@@ -139,6 +139,14 @@ impl OperatedNamespace {
         self.host = OperatorHost::start_with(&self.cp, options).await;
     }
 
+    /// Kills the operator (SIGKILL) and starts it again as before.
+    pub async fn kill_and_restart_operator(&mut self) {
+        self.host.kill();
+        self.host.stop();
+        let options = self.host.options().clone();
+        self.host = OperatorHost::start_with(&self.cp, options).await;
+    }
+
     /// Writes the agents' certificate cert-manager would issue for the cluster.
     pub async fn issue_agent_certificate(&self) {
         issue_agent_certificate(&self.cp, &self.system, &self.ns, NAME).await;

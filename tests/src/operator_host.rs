@@ -433,6 +433,15 @@ impl OperatorHost {
         sample(&self.metrics().await?, name, labels)
     }
 
+    /// Kills it (SIGKILL: a crashed or evicted operator, nothing finished on the way out) and
+    /// waits for it to be gone; the StatefulSet webhook registration stays.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Stops it: SIGTERM, then SIGKILL after the grace; waits for it to be gone. The
     /// StatefulSet webhook registered for it goes first: with `failurePolicy: Fail`, every
     /// later write of the namespace's StatefulSets (their deletion's finalizers included)

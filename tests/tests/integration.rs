@@ -28,6 +28,7 @@ mod kube_pitr;
 mod kube_rbac;
 mod kube_restore;
 mod kube_rollout;
+mod kube_rotation;
 mod kube_runner;
 mod kube_seeds;
 mod local_backup;

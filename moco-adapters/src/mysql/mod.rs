@@ -192,8 +192,9 @@ pub struct MysqlInstance {
     opts: ConnectOptions,
     /// The pool, replaced by [`MysqlPort::forget_connections`]; `Pool` is a cheap handle.
     pool: std::sync::Mutex<Pool>,
-    /// What a replacement pool is made from.
-    pool_opts: mysql_async::Opts,
+    /// What a replacement pool is made from (its password changes with
+    /// [`MysqlInstance::set_password`]).
+    pool_opts: std::sync::Mutex<mysql_async::Opts>,
     server: tokio::sync::OnceCell<ServerInfo>,
     /// MariaDB: the purged set last read from the first binlog's `Gtid_list`, reported while
     /// reading it would block (see [`commits_stuck`]). It only grows on one datadir;
@@ -238,7 +239,7 @@ impl MysqlInstance {
         let pool_opts = mysql_async::Opts::from(builder);
         MysqlInstance {
             pool: std::sync::Mutex::new(Pool::new(pool_opts.clone())),
-            pool_opts,
+            pool_opts: std::sync::Mutex::new(pool_opts),
             opts,
             server: tokio::sync::OnceCell::new(),
             purged: std::sync::Mutex::new(None),
@@ -269,6 +270,20 @@ impl MysqlInstance {
             .cloned()
     }
 
+    /// Logs in with `password` from now on (a rotation of the account's password): a new pool
+    /// replaces the current one; sessions already open stay as they are.
+    pub fn set_password(&self, password: &str) {
+        {
+            let mut opts = self
+                .pool_opts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let builder = OptsBuilder::from_opts(opts.clone()).pass(Some(password.to_owned()));
+            *opts = mysql_async::Opts::from(builder);
+        }
+        self.replace_pool();
+    }
+
     /// A new pool in place of the current one, which closes its idle connections now and the
     /// busy ones when they come back; nothing waits for that.
     fn replace_pool(&self) {
@@ -277,7 +292,12 @@ impl MysqlInstance {
                 .pool
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
-            Pool::new(self.pool_opts.clone()),
+            Pool::new(
+                self.pool_opts
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone(),
+            ),
         );
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {

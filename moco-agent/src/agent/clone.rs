@@ -266,7 +266,7 @@ async fn receive_mariadb(state: &AgentState, request: &CloneRequest) -> Result<(
         .backup(
             &request.donor_agent_host,
             request.donor_agent_port,
-            &state.passwords.clone_donor,
+            &state.passwords().clone_donor,
             CopyPurpose::Clone,
         )
         .await?;
@@ -389,7 +389,7 @@ async fn clone_mysql(state: &AgentState, request: &CloneRequest) -> Result<(), A
         Duration::from_secs(request.boot_timeout_seconds.max(1)),
     )
     .await?;
-    ensure_users(&init, &state.passwords, &InitOptions::default()).await?;
+    ensure_users(&init, &state.passwords(), &InitOptions::default()).await?;
     state.update_clone(|s| {
         s.phase = ClonePhase::Completed;
         s.finished_at = Some(now());
@@ -433,7 +433,7 @@ async fn backup(
         .get(HEADER_DONOR_PASSWORD)
         .map(HeaderValue::as_bytes)
         .unwrap_or_default();
-    if !constant_time_eq(given, state.passwords.clone_donor.as_bytes()) {
+    if !constant_time_eq(given, state.passwords().clone_donor.as_bytes()) {
         let who = peer.map_or_else(|| "(no certificate)".to_owned(), |p| p.to_string());
         tracing::warn!(client = %who, "backup refused: wrong clone-donor password");
         return refuse(
@@ -477,7 +477,7 @@ async fn backup(
         port: state.mysqld_port,
         credentials: Credentials {
             user: Account::CloneDonor.name().to_owned(),
-            password: state.passwords.clone_donor.clone(),
+            password: state.passwords().clone_donor,
         },
         ssl_ca: state.mysql_tls.as_ref().map(|ca| ca.path.clone()),
         scratch_dir: state.volume.backup_scratch(),

@@ -1,12 +1,12 @@
 //! `GET`/`POST /v1/credentials`: how a rotation of MOCO's passwords moves the agent.
 //!
 //! The agent reads its passwords from its environment (the Secret `moco-<cluster>` through
-//! `envFrom`), which the kubelet resolves when the container starts. Once a rotation has
-//! published new passwords to that Secret, the controller sends their fingerprint; an agent
-//! holding others exits as soon as no clone, backup or restore runs (it takes the slot they
-//! share, so none starts meanwhile), and its container starts again with the new values. The
-//! old passwords are dropped only after every agent reports the new fingerprint. mysqld keeps
-//! running: its probes fail for at most the second the agent needs to start.
+//! `envFrom`) when it starts. Once a rotation has published new passwords to that Secret,
+//! the controller sends them here and the agent uses them from then on, in its own
+//! connections too; it does not restart, since a container that restarts makes its Pod
+//! NotReady and takes the primary out of its Service for that time. A later start reads the
+//! same passwords from the Secret. The old passwords are dropped only after every agent
+//! reports the fingerprint of the new ones.
 
 use std::sync::Arc;
 
@@ -15,22 +15,23 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use moco_adapters::mysql::MocoPasswords;
+use moco_http::tls::PeerIdentity;
 
+use super::clone::refuse;
 use super::state::AgentState;
 use crate::api::{CredentialsRequest, CredentialsStatus, PATH_CREDENTIALS};
-use moco_http::tls::PeerIdentity;
 
 /// The credentials routes (served over mutual TLS, to the controller only).
 pub fn credentials_router(state: Arc<AgentState>) -> Router {
     Router::new()
-        .route(PATH_CREDENTIALS, get(status).post(request))
+        .route(PATH_CREDENTIALS, get(status).post(replace))
         .with_state(state)
 }
 
 fn current(state: &AgentState) -> CredentialsStatus {
     CredentialsStatus {
-        fingerprint: state.passwords.fingerprint(),
-        restarting: *state.restart.borrow(),
+        fingerprint: state.passwords().fingerprint(),
     }
 }
 
@@ -44,7 +45,7 @@ async fn status(
     Json(current(&state)).into_response()
 }
 
-async fn request(
+async fn replace(
     State(state): State<Arc<AgentState>>,
     peer: Option<axum::Extension<PeerIdentity>>,
     Json(body): Json<CredentialsRequest>,
@@ -52,27 +53,21 @@ async fn request(
     if let Some(r) = super::clone::unless_controller(&state, peer.as_deref()) {
         return r;
     }
-    if body.fingerprint == state.passwords.fingerprint() {
-        return Json(current(&state)).into_response();
-    }
-    if !*state.restart.borrow() {
+    let passwords = match MocoPasswords::from_secret_data(&body.passwords) {
+        Ok(p) => p,
+        Err(key) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("passwords: key {key} is missing or empty"),
+            );
+        }
+    };
+    if passwords.fingerprint() != state.passwords().fingerprint() {
         tracing::info!(
-            wanted = %body.fingerprint,
-            "the cluster's passwords were rotated: exiting once idle, to start again with them"
+            fingerprint = %passwords.fingerprint(),
+            "the cluster's passwords were rotated: using the new ones"
         );
-        let _ = state.restart.send(true);
+        state.set_passwords(passwords);
     }
-    (StatusCode::ACCEPTED, Json(current(&state))).into_response()
-}
-
-/// Resolves once a restart was requested and no clone, backup or restore runs; the slot they
-/// share stays taken, so that none starts before the agent exits.
-pub async fn restart_when_idle(state: Arc<AgentState>) -> tokio::sync::OwnedSemaphorePermit {
-    let mut requested = state.restart.subscribe();
-    let _ = requested.wait_for(|r| *r).await;
-    match Arc::clone(&state.busy).acquire_owned().await {
-        Ok(permit) => permit,
-        // The slot is never closed: a closed one could only mean shutdown.
-        Err(_) => std::future::pending().await,
-    }
+    Json(current(&state)).into_response()
 }

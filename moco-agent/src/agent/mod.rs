@@ -135,7 +135,7 @@ pub fn state(args: &AgentArgs) -> Result<Arc<AgentState>, AgentError> {
     Ok(Arc::new(AgentState {
         agent: Arc::new(agent),
         admin: Arc::new(admin),
-        passwords,
+        passwords: std::sync::RwLock::new(passwords),
         volume: DataVolume::new(&args.data_dir),
         defaults_file: args.defaults_file.clone(),
         mysqld_port: args.mysqld_port,
@@ -152,7 +152,6 @@ pub fn state(args: &AgentArgs) -> Result<Arc<AgentState>, AgentError> {
         metrics,
         clone: Mutex::new(CloneStatus::default()),
         busy: Arc::new(tokio::sync::Semaphore::new(1)),
-        restart: tokio::sync::watch::channel(false).0,
         log_dir: std::env::temp_dir(),
     }))
 }
@@ -250,13 +249,8 @@ pub async fn run(
         let _ = tx.send(addrs);
     }
     tracing::info!(?addrs, "agent serving");
-    let restart = credentials::restart_when_idle(state.clone());
     let outcome = tokio::select! {
         () = shutdown => Ok(()),
-        _slot = restart => {
-            tracing::info!("exiting so that the container starts again with the new passwords");
-            Ok(())
-        }
         Some(ended) = tasks.join_next() => Err(AgentError::invalid(
             "server",
             format!("a listener stopped: {ended:?}"),

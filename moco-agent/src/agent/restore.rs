@@ -146,7 +146,7 @@ async fn admit(
         .get(HEADER_ADMIN_PASSWORD)
         .map(HeaderValue::as_bytes)
         .unwrap_or_default();
-    if !constant_time_eq(given, state.passwords.admin.as_bytes()) {
+    if !constant_time_eq(given, state.passwords().admin.as_bytes()) {
         let who = peer.map_or_else(|| "(no certificate)".to_owned(), ToString::to_string);
         tracing::warn!(client = %who, "restore refused: wrong moco-admin password");
         return Err(refuse(

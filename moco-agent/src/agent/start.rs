@@ -70,7 +70,7 @@ pub async fn first_start(state: &AgentState) -> Result<FirstStart, AgentError> {
         call_timeout: Duration::from_secs(60),
         tls: state.mysql_tls.as_ref().map(|ca| ca.tls.clone()),
     };
-    let info = create_accounts(&server, &state.passwords).await?;
+    let info = create_accounts(&server, &state.passwords()).await?;
     tracing::info!(version = %info.version, "created MOCO's accounts");
     Ok(FirstStart::Initialized)
 }
@@ -112,7 +112,7 @@ pub async fn seed_copy(state: &AgentState) -> Result<bool, AgentError> {
     });
     let admin = on_socket(
         &state.socket,
-        &credentials(Account::Admin, &state.passwords),
+        &credentials(Account::Admin, &state.passwords()),
         Duration::from_secs(5),
         Duration::from_secs(60),
     );

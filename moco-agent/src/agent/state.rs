@@ -30,8 +30,10 @@ pub struct AgentState {
     pub agent: Arc<MysqlInstance>,
     /// The instance as `moco-admin` over the socket (seeding a copy needs it).
     pub admin: Arc<MysqlInstance>,
-    /// The passwords of the eight accounts.
-    pub passwords: MocoPasswords,
+    /// The passwords of the eight accounts: from the environment at start, replaced by the
+    /// controller during a rotation ([`super::credentials`]); read with
+    /// [`AgentState::passwords`].
+    pub passwords: std::sync::RwLock<MocoPasswords>,
     /// The data volume.
     pub volume: DataVolume,
     /// mysqld's my.cnf.
@@ -60,14 +62,29 @@ pub struct AgentState {
     pub clone: Mutex<CloneStatus>,
     /// Held by the one clone or backup that may run.
     pub busy: Arc<tokio::sync::Semaphore>,
-    /// Set when the controller asked the agent to start again with new passwords
-    /// ([`super::credentials`]).
-    pub restart: tokio::sync::watch::Sender<bool>,
     /// Where tool output goes.
     pub log_dir: PathBuf,
 }
 
 impl AgentState {
+    /// The passwords now.
+    pub fn passwords(&self) -> MocoPasswords {
+        self.passwords
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Uses `passwords` from now on, in the agent's own connections too.
+    pub fn set_passwords(&self, passwords: MocoPasswords) {
+        self.agent.set_password(&passwords.agent);
+        self.admin.set_password(&passwords.admin);
+        *self
+            .passwords
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = passwords;
+    }
+
     /// The clone status now.
     pub fn clone_status(&self) -> CloneStatus {
         self.clone

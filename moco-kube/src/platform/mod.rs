@@ -84,14 +84,13 @@ pub trait InstanceCloner: Send + Sync + fmt::Debug {
         boot_timeout: Duration,
     ) -> Result<(), PortError>;
 
-    /// Tells the agent of instance `index` the fingerprint of the passwords its Secret holds
-    /// now (a rotation published new ones); returns whether it holds them. One holding others
-    /// restarts once idle, with the Secret's values.
+    /// Gives the agent of instance `index` the passwords its Secret holds now (a rotation
+    /// published them); returns whether it uses them.
     async fn move_agent(
         &self,
         _id: &ClusterId,
         index: u32,
-        _fingerprint: &str,
+        _passwords: &MocoPasswords,
     ) -> Result<bool, PortError> {
         Err(failed(
             format!("instance {index}"),

@@ -121,18 +121,20 @@ impl KubePlatform {
                 now
             }
         };
-        let fingerprint = new.fingerprint();
         let cloner = self.cloner.clone();
-        for (index, _pod) in self.pods(true).await? {
+        for (index, pod) in self.pods(true).await? {
             let name = self.pod_name(index);
             let moved = match &cloner {
-                Some(c) => c.move_agent(&self.id, index, &fingerprint).await,
+                Some(c) => c.move_agent(&self.id, index, &new).await,
                 None => Err(failed(&name, "this controller cannot reach the agents")),
             };
             match moved {
                 Ok(true) => {}
-                Ok(false) => waiting.push(format!("the agent of Pod {name} (restarting)")),
+                Ok(false) => waiting.push(format!("the agent of Pod {name}")),
                 Err(e) => waiting.push(format!("the agent of Pod {name} ({e})")),
+            }
+            if let Some(why) = exporter_on_old(&pod, &moved_at) {
+                waiting.push(format!("the mysqld_exporter of Pod {name} ({why})"));
             }
         }
         waiting.extend(self.archivers_on_old(&moved_at).await?);
@@ -211,6 +213,35 @@ impl KubePlatform {
             })
             .collect())
     }
+}
+
+/// Why the Pod's mysqld_exporter still holds the old passwords, if it may: it reads its
+/// option file only when it starts (mysqld_exporter 0.14), and restarting the container
+/// would take the Pod out of its Services for that time, so the rotation waits for it to
+/// start again (a rollout, a deleted Pod) after the Secrets moved.
+fn exporter_on_old(pod: &Pod, moved_at: &str) -> Option<String> {
+    const EXPORTER: &str = "mysqld-exporter";
+    let status = pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == EXPORTER);
+    let declared = pod
+        .spec
+        .as_ref()
+        .is_some_and(|s| s.containers.iter().any(|c| c.name == EXPORTER));
+    if !declared {
+        return None;
+    }
+    let started = status
+        .and_then(|s| s.state.as_ref())
+        .and_then(|s| s.running.as_ref())
+        .and_then(|r| r.started_at.as_ref());
+    created_before(started, moved_at).then(|| {
+        "it reads its password only when it starts: delete the Pod, one at a time, or wait for a rollout".to_owned()
+    })
 }
 
 /// The new passwords of `record`.

@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams};
+use moco_adapters::mysql::MocoPasswords;
 use moco_agent::api::{ClonePhase, CloneRequest, CloneStatus};
 use moco_agent::client::AgentClient;
 use moco_agent::error::AgentError;
@@ -204,15 +205,15 @@ impl InstanceCloner for AgentCloner {
         &self,
         id: &ClusterId,
         index: u32,
-        fingerprint: &str,
+        passwords: &MocoPasswords,
     ) -> Result<bool, PortError> {
         let target = format!("the agent of Pod {}-{index}", id.prefixed());
         let (host, port) = self.addresses.agent(id, index);
         let status = self
             .agents(&target)?
-            .request_credentials(&host, port, fingerprint)
+            .replace_credentials(&host, port, passwords)
             .await
             .map_err(|e| agent_error(&target, e))?;
-        Ok(status.fingerprint == fingerprint)
+        Ok(status.fingerprint == passwords.fingerprint())
     }
 }
