@@ -36,7 +36,10 @@ pub async fn run(ctx: &Context, args: &RotateArgs, out: &mut dyn Write) -> Resul
     let api: Api<MySQLCluster> = Api::namespaced(ctx.client.clone(), ns);
     let request = match annotation(&cluster.metadata, ROTATE_PASSWORDS_ANNOTATION) {
         Some(pending) => {
-            writeln!(out, "a rotation requested at {pending} is in progress: following it")?;
+            writeln!(
+                out,
+                "a rotation requested at {pending} is in progress: following it"
+            )?;
             pending.to_owned()
         }
         None => {
@@ -56,7 +59,10 @@ pub async fn run(ctx: &Context, args: &RotateArgs, out: &mut dyn Write) -> Resul
     let mut printed: BTreeSet<(String, String)> = seen_events(ctx, &cluster).await?;
     loop {
         let cluster = objects::cluster(ctx, name).await?;
-        for e in seen_events(ctx, &cluster).await?.difference(&printed.clone()) {
+        for e in seen_events(ctx, &cluster)
+            .await?
+            .difference(&printed.clone())
+        {
             writeln!(out, "{}: {}", e.0, e.1)?;
             printed.insert(e.clone());
         }
@@ -89,7 +95,14 @@ async fn seen_events(
     for reason in REASONS {
         let params = ListParams::default().fields(&format!("reason={reason}"));
         let events = api.list(&params).await.map_err(|e| {
-            Error::api("list", "Events", &ctx.namespace, &format!("reason={reason}"), "", e)
+            Error::api(
+                "list",
+                "Events",
+                &ctx.namespace,
+                &format!("reason={reason}"),
+                "",
+                e,
+            )
         })?;
         out.extend(
             cluster_events(cluster, &events.items)
