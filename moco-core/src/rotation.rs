@@ -409,6 +409,21 @@ mod tests {
         );
     }
 
+    /// Only a wait leaves the manager's pace alone: every other step is followed at once.
+    #[test]
+    fn only_a_wait_is_a_wait() {
+        assert!(wait("x").is_wait());
+        for step in [
+            RotationStep::Publish,
+            RotationStep::Finish,
+            RotationStep::RepointChannel { index: 1 },
+            RotationStep::AddNew { accounts: vec![] },
+            RotationStep::DropOld { accounts: vec![] },
+        ] {
+            assert!(!step.is_wait(), "{step:?}");
+        }
+    }
+
     #[test]
     fn phases_round_trip_their_names() {
         for p in [RotationPhase::Drawn, RotationPhase::Published] {

@@ -307,6 +307,17 @@ impl ClusterDir {
         }
     }
 
+    /// The pid of the cluster's running manager (`manager.pid`).
+    pub fn manager_pid(&self) -> i32 {
+        match std::fs::read_to_string(self.dir.join("manager.pid"))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            Some(pid) => pid,
+            None => panic!("no manager.pid in {}", self.dir.display()),
+        }
+    }
+
     /// The MOCO passwords (`secret.json`).
     pub fn password(&self, user: &str) -> String {
         let text = match std::fs::read_to_string(self.dir.join("secret.json")) {
@@ -739,6 +750,19 @@ pub async fn started_with_table(
         panic!("creating the test table: {e}");
     }
     Some((dir, status, writable, port))
+}
+
+/// Waits until process `pid` is gone (or a zombie): its locks are released. Panics after
+/// `limit`.
+pub async fn wait_process_gone(pid: i32, limit: Duration) {
+    let until = Instant::now() + limit;
+    while std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("State:") && !l.contains("zombie"))
+    }) {
+        assert!(Instant::now() < until, "process {pid} did not end");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Runs `moco <args>` on a blocking thread; returns stdout (panics on failure).

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use moco_tests::local::{
     ClusterDir, Writer, args, assert_no_acked_loss, connect, create_table, endpoint_port,
     free_port_block, insert_rows as insert, instance_port, moco_async, moco_bin, moco_ok, opts,
-    primary_index, server_or_skip, state_is, up_args, up_detached, wait_status_async,
+    primary_index, server_or_skip, state_is, up_args, up_detached, wait_process_gone,
+    wait_status_async,
 };
 use moco_tests::started_or_skip;
 use mysql_async::prelude::Queryable;
@@ -282,11 +283,7 @@ async fn manager_killed_mid_switchover_converges() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let d = dir.arg();
-    let pid: i32 = std::fs::read_to_string(dir.path().join("manager.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = dir.manager_pid();
     let mut switch = std::process::Command::new(moco_bin())
         .args(["local", "switchover", "--dir", &d])
         .stdout(std::process::Stdio::piped())
@@ -332,16 +329,7 @@ async fn manager_killed_mid_switchover_converges() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Wait for the process to be really gone (the lock is released).
-    let until = Instant::now() + Duration::from_secs(30);
-    while std::path::Path::new(&format!("/proc/{pid}/status")).exists()
-        && std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .any(|l| l.starts_with("State:") && !l.contains("zombie"))
-    {
-        assert!(Instant::now() < until, "manager {pid} did not die");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_process_gone(pid, Duration::from_secs(30)).await;
     let d2 = d.clone();
     tokio::task::spawn_blocking(move || moco_ok(&["local", "resume", "--dir", &d2, "--detach"]))
         .await

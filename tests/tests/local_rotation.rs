@@ -9,22 +9,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use moco_adapters::local::secret::MOCO_USERS as USERS;
 use moco_tests::local::{
     ClusterDir, Writer, assert_no_acked_loss, endpoint_port, instance_port, moco_async, moco_ok,
-    opts, started_with_table,
+    opts, started_with_table, wait_process_gone,
 };
 use serde_json::Value;
-
-const USERS: [&str; 8] = [
-    "moco-admin",
-    "moco-agent",
-    "moco-repl",
-    "moco-clone-donor",
-    "moco-exporter",
-    "moco-backup",
-    "moco-readonly",
-    "moco-writable",
-];
 
 fn secret(dir: &ClusterDir) -> Value {
     let text = std::fs::read_to_string(dir.path().join("secret.json")).unwrap();
@@ -176,11 +166,7 @@ async fn every_password_is_rotated_under_writes_and_a_killed_manager_finishes_th
     // A second rotation, the manager killed once it published: resumed, it finishes with the
     // passwords drawn before the kill.
     let d = dir.arg();
-    let pid: i32 = std::fs::read_to_string(dir.path().join("manager.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = dir.manager_pid();
     let mut rotate = std::process::Command::new(moco_tests::local::moco_bin())
         .args(rotate_args(&dir))
         .stdout(std::process::Stdio::null())
@@ -199,14 +185,7 @@ async fn every_password_is_rotated_under_writes_and_a_killed_manager_finishes_th
     let p = rustix::process::Pid::from_raw(pid).unwrap();
     rustix::process::kill_process(p, rustix::process::Signal::KILL).unwrap();
     let _ = rotate.wait();
-    let until = Instant::now() + Duration::from_secs(30);
-    while std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("State:") && !l.contains("zombie"))
-    }) {
-        assert!(Instant::now() < until, "manager {pid} did not die");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_process_gone(pid, Duration::from_secs(30)).await;
     assert_eq!(
         secret(&dir).pointer("/rotation/phase"),
         Some(&Value::from("published")),

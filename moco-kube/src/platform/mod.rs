@@ -156,52 +156,47 @@ impl SqlConnector for MysqlConnector {
     }
 }
 
-/// Removes MySQLCluster `name`'s `moco-rs/switchover-to` request if it names `index`. Each
-/// removal is conditional on the resourceVersion read with it, so a request for another
-/// instance made meanwhile stays; a conflict is read again (a few times).
+/// Removes MySQLCluster `name`'s `moco-rs/switchover-to` request if it names `index`
+/// ([`withdraw_annotation`]).
 pub async fn withdraw_switchover_request(
     api: &Api<MySQLCluster>,
     name: &str,
     index: u32,
 ) -> Result<(), kube::Error> {
-    let mut attempt = 1;
-    loop {
-        let cluster = api.get(name).await?;
-        let named = annotation(&cluster.metadata, SWITCHOVER_TO_ANNOTATION)
-            .and_then(|text| text.parse::<u32>().ok());
-        if named != Some(index) {
-            return Ok(());
-        }
-        let patch = Patch::Merge(json!({"metadata": {
-            "resourceVersion": cluster.metadata.resource_version,
-            "annotations": {SWITCHOVER_TO_ANNOTATION: null},
-        }}));
-        match api.patch(name, &PatchParams::default(), &patch).await {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 && attempt < STATUS_ATTEMPTS => {
-                attempt += 1;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    withdraw_annotation(api, name, SWITCHOVER_TO_ANNOTATION, |v| {
+        v.parse::<u32>().ok() == Some(index)
+    })
+    .await
 }
 
-/// Removes the MySQLCluster `name`'s request for a rotation of its passwords if it still is
+/// Removes MySQLCluster `name`'s request for a rotation of its passwords if it still is
 /// `request` (the rotation that served it finished; a newer request stays).
 pub async fn withdraw_rotation_request(
     api: &Api<MySQLCluster>,
     name: &str,
     request: &str,
 ) -> Result<(), kube::Error> {
+    withdraw_annotation(api, name, ROTATE_PASSWORDS_ANNOTATION, |v| v == request).await
+}
+
+/// Removes MySQLCluster `name`'s annotation `key` if its value still is the request being
+/// withdrawn (`still`). Each removal is conditional on the resourceVersion read with it, so a
+/// request made meanwhile stays; a conflict is read again (a few times).
+async fn withdraw_annotation(
+    api: &Api<MySQLCluster>,
+    name: &str,
+    key: &str,
+    still: impl Fn(&str) -> bool,
+) -> Result<(), kube::Error> {
     let mut attempt = 1;
     loop {
         let cluster = api.get(name).await?;
-        if annotation(&cluster.metadata, ROTATE_PASSWORDS_ANNOTATION) != Some(request) {
+        if !annotation(&cluster.metadata, key).is_some_and(&still) {
             return Ok(());
         }
         let patch = Patch::Merge(json!({"metadata": {
             "resourceVersion": cluster.metadata.resource_version,
-            "annotations": {ROTATE_PASSWORDS_ANNOTATION: null},
+            "annotations": {key: null},
         }}));
         match api.patch(name, &PatchParams::default(), &patch).await {
             Ok(_) => return Ok(()),
