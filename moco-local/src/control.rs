@@ -68,7 +68,7 @@ pub(crate) fn require_manager(layout: &Layout) -> Result<u32, Error> {
     })
 }
 
-fn read_status(layout: &Layout) -> Result<ClusterStatus, Error> {
+pub(crate) fn read_status(layout: &Layout) -> Result<ClusterStatus, Error> {
     Ok(moco_adapters::local::files::read_json_opt(&layout.status())?.unwrap_or_default())
 }
 

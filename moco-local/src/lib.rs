@@ -10,6 +10,7 @@
 //! moco local status --dir DIR [--json]
 //! moco local switchover --dir DIR [--to N]
 //! moco local credential rotate --dir DIR [--timeout 5m]
+//! moco local apply --dir DIR -f accounts.yaml
 //! moco local kill --dir DIR N [--down-for 30s | --keep-down]
 //! moco local start --dir DIR N
 //! moco local freeze --dir DIR N | thaw --dir DIR N
@@ -75,6 +76,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod apply;
 pub mod backup;
 mod control;
 mod credential;
@@ -85,6 +87,7 @@ mod options;
 pub mod output;
 pub mod status;
 
+pub use apply::apply;
 pub use backup::restore;
 pub use control::{down, freeze, kill, scale, start, status, switchover, thaw};
 pub use credential::rotate as rotate_credentials;
@@ -94,10 +97,10 @@ pub use manager::{resume, run_manager, up};
 pub use moco_adapters::local::create::CreateOptions;
 pub use moco_adapters::local::files::private_umask;
 pub use options::{
-    ArchiveOptions, BackupCommand, BackupTarget, Command, DownOptions, InstanceOptions,
-    KillOptions, ManagerOptions, PruneOptions, RestoreOptions, ResumeOptions, RotateOptions,
-    RunManagerOptions, ScaleOptions, StartOptions, StatusOptions, SwitchoverOptions, TakeOptions,
-    UpOptions, VerifyOptions,
+    ApplyOptions, ArchiveOptions, BackupCommand, BackupTarget, Command, DownOptions,
+    InstanceOptions, KillOptions, ManagerOptions, PruneOptions, RestoreOptions, ResumeOptions,
+    RotateOptions, RunManagerOptions, ScaleOptions, StartOptions, StatusOptions, SwitchoverOptions,
+    TakeOptions, UpOptions, VerifyOptions,
 };
 
 /// Runs one command of `moco local`.
@@ -108,6 +111,7 @@ pub async fn run(command: Command, host: &impl Host) -> Result<(), Error> {
         Command::Status(options) => status(options),
         Command::Switchover(options) => switchover(options).await,
         Command::RotateCredentials(options) => rotate_credentials(options).await,
+        Command::Apply(options) => apply(options).await,
         Command::Scale(options) => scale(options).await,
         Command::Kill(options) => kill(options).await,
         Command::Freeze(options) => freeze(options),

@@ -21,6 +21,8 @@ pub enum Command {
     Switchover(SwitchoverOptions),
     /// New passwords for MOCO's accounts: [`crate::rotate_credentials`].
     RotateCredentials(RotateOptions),
+    /// Accounts and databases as code: [`crate::apply`].
+    Apply(ApplyOptions),
     /// Change the number of instances: [`crate::scale`].
     Scale(ScaleOptions),
     /// SIGKILL one instance's server: [`crate::kill`].
@@ -116,6 +118,15 @@ pub struct SwitchoverOptions {
     pub to: Option<u32>,
     /// How long to wait for the primary to move.
     pub timeout: Duration,
+}
+
+/// `apply`.
+#[derive(Clone, Debug)]
+pub struct ApplyOptions {
+    /// The cluster directory.
+    pub dir: PathBuf,
+    /// The manifest (`-`: standard input).
+    pub file: PathBuf,
 }
 
 /// `credential rotate`.

@@ -12,13 +12,15 @@
 //!   the level they are granted at and what they let an account do;
 //! * [`target`]: the `on` of a grant (`*.*`, `db.*`, `db.table`) and MySQL's identifier rules;
 //! * [`validate`]: the admission rules as pure functions, each error naming its field;
-//! * [`admission`]: the validating webhooks, `AdmissionReview` in and out.
+//! * [`admission`]: the validating webhooks, `AdmissionReview` in and out;
+//! * [`declared`]: what they declare in the words of moco-core's planner.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod admission;
 pub mod database;
+pub mod declared;
 pub mod privileges;
 pub mod target;
 pub mod user;

@@ -8,9 +8,10 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::{Resource, ResourceExt};
+use moco_api::accounts::declared::database_spec;
 use moco_api::accounts::{DeletionPolicy, MySQLDatabase, MySQLDatabaseStatus, ReadyReason};
 use moco_cluster::ports::PortError;
-use moco_core::accounts::{DatabaseChange, DatabaseSpec, plan_database};
+use moco_core::accounts::{DatabaseChange, plan_database};
 use serde_json::json;
 
 use super::status::{ready_condition, was_ready};
@@ -37,14 +38,6 @@ pub(super) async fn step(
         finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
         other => AccountsError::Finalizer(other.to_string()),
     })
-}
-
-fn declared(database: &MySQLDatabase) -> DatabaseSpec {
-    DatabaseSpec {
-        name: database.database_name().to_owned(),
-        character_set: Some(database.spec.character_set.clone()),
-        collation: database.spec.collation.clone(),
-    }
 }
 
 /// The older object of the namespace that declares the same database of the same cluster.
@@ -75,7 +68,7 @@ fn conflicting(ctx: &Context, database: &MySQLDatabase) -> Option<String> {
 async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, AccountsError> {
     let namespace = database.namespace().unwrap_or_default();
     let name = database.name_any();
-    let db = declared(database);
+    let db = database_spec(database);
     if let Some(older) = conflicting(ctx, database) {
         let message = format!(
             "MySQLDatabase {older} already declares database {} on MySQLCluster {}; it keeps it",
@@ -183,7 +176,7 @@ async fn cleanup(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Acco
         ClusterState::Available(cluster) => cluster,
     };
     let admin = ctx.primary(&cluster, (&namespace, &name)).await?;
-    let db = declared(database);
+    let db = database_spec(database);
     let dropped = admin.apply_database(&db, &DatabaseChange::Drop).await;
     let _ = admin.disconnect().await;
     dropped.map_err(|source| AccountsError::Primary {

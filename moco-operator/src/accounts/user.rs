@@ -1,6 +1,6 @@
 //! One MySQLUser's step: its account on the cluster's primary as declared.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -11,20 +11,14 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::{Resource, ResourceExt};
 use moco_adapters::mysql::MysqlInstance;
-use moco_api::accounts::privileges::canonical;
-use moco_api::accounts::target::GrantTarget as DeclaredTarget;
+use moco_api::accounts::declared::{DeclaredError, account_spec, all_privilege_levels};
 use moco_api::accounts::{DeletionPolicy, MySQLUser, MySQLUserStatus, ReadyReason};
 use moco_cluster::ports::PortError;
-use moco_core::accounts::{
-    AccountChange, AccountSpec, GrantLevel, GrantTarget, Grants, Privilege, plan_account,
-};
+use moco_core::accounts::{AccountChange, AccountSpec, plan_account};
 use serde_json::json;
 
 use super::status::{ready_condition, was_ready};
 use super::{AccountsError, ClusterState, Context, FINALIZER, RESYNC, WAIT, api_error};
-
-/// `ALL PRIVILEGES` as admission writes it (its canonical name).
-const ALL_PRIVILEGES: &str = "ALL PRIVILEGES";
 
 /// Server errors that mean a privilege name is not one this server knows: a parse error
 /// (MariaDB and MySQL take an unknown static name for a syntax error) or MySQL's unknown
@@ -233,54 +227,18 @@ async fn converge(
     }
 }
 
-/// The account `user` declares, `ALL PRIVILEGES` expanded the server's way.
+/// The account `user` declares, `ALL PRIVILEGES` expanded the server's way
+/// ([`moco_api::accounts::declared`]).
 async fn declared(admin: &MysqlInstance, user: &MySQLUser) -> Result<AccountSpec, Failure> {
-    let mut grants = Grants::new();
-    let mut all: BTreeMap<GrantLevel, BTreeSet<Privilege>> = BTreeMap::new();
-    for (n, grant) in user.spec.grants.iter().enumerate() {
-        let refused = |what: String| {
-            Failure::Refused(
-                ReadyReason::ApplyFailed,
-                format!("spec.grants[{n}]: {what}"),
-            )
-        };
-        let target = match grant.target().map_err(|e| refused(e.to_string()))? {
-            DeclaredTarget::Global => GrantTarget::Global,
-            DeclaredTarget::Database(db) => GrantTarget::database(&db),
-            DeclaredTarget::Table(db, table) => GrantTarget::Table(db, table),
-        };
-        let level = target.level();
-        let set = grants.entry(target).or_default();
-        for text in &grant.privileges {
-            let name = canonical(text).map_err(|e| refused(e.to_string()))?;
-            if name == ALL_PRIVILEGES && level == GrantLevel::Global {
-                return Err(refused(
-                    "ALL PRIVILEGES on *.* is not kept by moco-rs (the global list differs \
-                     between servers and versions): list the privileges"
-                        .to_owned(),
-                ));
-            }
-            if name == ALL_PRIVILEGES {
-                let expanded = match all.entry(level) {
-                    std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(e) => {
-                        e.insert(admin.all_privileges(level).await.map_err(Failure::Port)?)
-                    }
-                };
-                set.extend(expanded.iter().cloned());
-            } else {
-                set.extend(Privilege::new(&name));
-            }
-        }
+    let refused = |e: DeclaredError| Failure::Refused(ReadyReason::ApplyFailed, e.to_string());
+    let mut all = BTreeMap::new();
+    for level in all_privilege_levels(user).map_err(refused)? {
+        all.insert(
+            level,
+            admin.all_privileges(level).await.map_err(Failure::Port)?,
+        );
     }
-    grants.retain(|_, set| !set.is_empty());
-    Ok(AccountSpec {
-        name: user.account_name().to_owned(),
-        host: user.spec.host.clone(),
-        grants,
-        require_tls: user.spec.require_tls,
-        max_user_connections: u32::try_from(user.spec.max_user_connections).unwrap_or(0),
-    })
+    account_spec(user, &all).map_err(refused)
 }
 
 /// Drops the account when the policy says so and the object holds it.

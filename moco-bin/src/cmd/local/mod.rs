@@ -10,9 +10,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use moco_core::facts::Flavor;
 use moco_core::validate::duration::{DurationError, parse_std_duration};
 use moco_local::{
-    Command, CreateOptions, DownOptions, InstanceOptions, KillOptions, ManagerOptions,
-    ResumeOptions, RotateOptions, RunManagerOptions, ScaleOptions, StartOptions, StatusOptions,
-    SwitchoverOptions, UpOptions,
+    ApplyOptions, Command, CreateOptions, DownOptions, InstanceOptions, KillOptions,
+    ManagerOptions, ResumeOptions, RotateOptions, RunManagerOptions, ScaleOptions, StartOptions,
+    StatusOptions, SwitchoverOptions, UpOptions,
 };
 
 mod backup_args;
@@ -39,6 +39,10 @@ enum LocalCommand {
     /// moving every reader (the manager, replicas' channels, `client/*.cnf`) before the old
     /// ones are refused.
     Credential(CredentialArgs),
+    /// Make the MySQLUser and MySQLDatabase objects of a file (moco-rs.io/v1alpha1, with the
+    /// Secrets holding their passwords) on the primary, checked first with the rules of the
+    /// operator's webhooks (`moco validate`); any finding refuses the whole file.
+    Apply(ApplyArgs),
     /// Change the number of instances of a cluster (MariaDB; growing only, so far). New
     /// instances replicate asynchronously until they caught up, so writes never wait for
     /// them (docs/clustering.md); the command waits until the cluster is Healthy at the new
@@ -182,6 +186,15 @@ struct SwitchoverArgs {
 }
 
 #[derive(Debug, Args)]
+struct ApplyArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// The manifest (multi-document YAML; `-` reads standard input).
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    file: PathBuf,
+}
+
+#[derive(Debug, Args)]
 struct CredentialArgs {
     #[command(subcommand)]
     command: CredentialCommand,
@@ -304,6 +317,10 @@ impl LocalCommand {
                 dir: a.dir.dir,
                 to: a.to,
                 timeout: a.timeout,
+            }),
+            LocalCommand::Apply(a) => Command::Apply(ApplyOptions {
+                dir: a.dir.dir,
+                file: a.file,
             }),
             LocalCommand::Credential(CredentialArgs {
                 command: CredentialCommand::Rotate(a),
