@@ -11,5 +11,6 @@ mod sim_growth;
 mod sim_hung;
 mod sim_liveness;
 mod sim_model;
+mod sim_rotation;
 mod sim_shrink;
 mod slow_primary;

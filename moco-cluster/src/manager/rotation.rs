@@ -21,7 +21,8 @@ pub const ROTATION_REASON: &str = "PasswordRotation";
 
 impl Manager {
     /// Takes the next step of the rotation in progress, if any; returns it (`None` without
-    /// a rotation). A failed step is reported as a warning event and retried next round.
+    /// a rotation). A failed step is reported as a warning event and returned as a wait, so
+    /// that the next round comes at the usual pace and tries again.
     pub(super) async fn rotate(
         &self,
         view: &Observation,
@@ -65,6 +66,7 @@ impl Manager {
                 tracing::warn!(error = %detail, ?step, "password rotation step failed");
                 let ev = Event::warning("PasswordRotationFailed", "a rotation step failed");
                 self.record(&ev, Some(&detail)).await;
+                return Some(RotationStep::Wait { reason: detail });
             }
         }
         Some(step)
