@@ -368,9 +368,9 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
         Err(unsupported("recording a rotation"))
     }
     /// Asks the readers that still hold the old passwords of a published rotation to take
-    /// the new ones (an agent to restart once idle, with its Secret's new values) and returns
-    /// those that still hold them, for a person ("the agent of Pod db-1"); empty once none
-    /// does.
+    /// the new ones (an agent is given its Secret's new values) and returns those that still
+    /// hold them, for a person ("the agent of Pod db-1", "the Job backup-1 (running since
+    /// before the rotation)"); empty once none does.
     async fn move_readers(&self, _record: &RotationRecord) -> Result<Vec<String>, PortError> {
         Ok(Vec::new())
     }

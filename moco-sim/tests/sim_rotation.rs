@@ -8,7 +8,8 @@
 //! platform: nothing of the rotation lives in the manager), and once between re-pointing a
 //! channel and recording it (the platform's write fails). After every round: every reader's
 //! password (the platform's current set, each replica's channel) is accepted by every
-//! instance, so no reader ever fails on a credential. At the end: the new passwords are the
+//! instance, so no reader ever fails on a credential (a backup Job that read the old passwords
+//! runs for a few rounds after the others moved; the wait for it is reported once). At the end: the new passwords are the
 //! drawn ones, and no instance accepts an old one.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,6 +46,11 @@ struct World {
     channels: BTreeMap<u32, String>,
     /// Fail the next `record_channel_moved` (the manager dies between the two).
     fail_next_record: bool,
+    /// A backup Job started before the rotation: the passwords it read, and how many more
+    /// times it is reported running.
+    job: Option<(BTreeMap<String, String>, u32)>,
+    /// The messages of the rotation's events.
+    rotation_events: Vec<String>,
     /// Calls that changed something, in order.
     log: Vec<String>,
 }
@@ -207,6 +213,11 @@ impl Platform for Rotating {
         self.sim.write_status(status).await
     }
     async fn record_event(&self, event: &Event) -> Result<(), PortError> {
+        if event.reason == "PasswordRotation" {
+            lock(&self.world)
+                .rotation_events
+                .push(event.message.clone());
+        }
         self.sim.record_event(event).await
     }
     async fn clone_instance(
@@ -247,6 +258,21 @@ impl Platform for Rotating {
         }
         Ok(())
     }
+    async fn move_readers(&self, _record: &RotationRecord) -> Result<Vec<String>, PortError> {
+        let mut w = lock(&self.world);
+        match w.job.as_mut() {
+            Some((_, 0)) => {
+                w.job = None;
+                w.log.push("job ended".into());
+                Ok(Vec::new())
+            }
+            Some((_, left)) => {
+                *left -= 1;
+                Ok(vec![JOB_WAIT.to_owned()])
+            }
+            None => Ok(Vec::new()),
+        }
+    }
     async fn finish_rotation(&self) -> Result<(), PortError> {
         let mut w = lock(&self.world);
         w.record = None;
@@ -254,6 +280,9 @@ impl Platform for Rotating {
         Ok(())
     }
 }
+
+/// What the platform says of the running backup Job.
+const JOB_WAIT: &str = "the Job backup-1 (running since before the rotation)";
 
 fn passwords(tag: &str) -> BTreeMap<String, String> {
     ACCOUNTS
@@ -270,6 +299,13 @@ fn readers_accepted(w: &World) -> Result<(), String> {
             if !accepted.get(account).is_some_and(|s| s.contains(password)) {
                 return Err(format!(
                     "instance {i} refuses the current password of {account}"
+                ));
+            }
+        }
+        for (account, password) in w.job.iter().flat_map(|(read, _)| read) {
+            if !accepted.get(account).is_some_and(|s| s.contains(password)) {
+                return Err(format!(
+                    "instance {i} refuses the running Job's password of {account}"
                 ));
             }
         }
@@ -338,12 +374,15 @@ async fn a_manager_restarted_after_every_step_finishes_the_rotation_and_no_reade
                 .collect(),
         });
         w.fail_next_record = true;
+        // A backup started before, still running for a few rounds once the others moved.
+        w.job = Some((old.clone(), 6));
         w.log.clear();
     }
     let mut steps = Vec::new();
     let mut restarts = 0;
     for round in 0..40 {
         sim.tick();
+        let logged = lock(&world).log.len();
         let report = manager.run_once().await;
         readers_accepted(&lock(&world))
             .unwrap_or_else(|e| panic!("round {round}: {e}; steps {steps:?}"));
@@ -352,10 +391,9 @@ async fn a_manager_restarted_after_every_step_finishes_the_rotation_and_no_reade
             steps.push(format!("{s:?}"));
         }
         if step.as_ref().is_some_and(|s| !s.is_wait())
-            || lock(&world)
-                .log
-                .last()
-                .is_some_and(|l| l.starts_with("channel"))
+            || lock(&world).log[logged..]
+                .iter()
+                .any(|l| l.starts_with("channel"))
         {
             // Killed after the step: a new manager over the same platform.
             manager = new_manager();
@@ -383,7 +421,7 @@ async fn a_manager_restarted_after_every_step_finishes_the_rotation_and_no_reade
     // Every step happened, the failed record once retried (a channel configured twice).
     let channels = w.log.iter().filter(|l| l.starts_with("channel")).count();
     assert_eq!(channels, 3, "{:?}", w.log);
-    for needle in ["add", "publish", "drop", "finish"] {
+    for needle in ["add", "publish", "job ended", "drop", "finish"] {
         assert!(
             w.log.iter().any(|l| l == needle),
             "no {needle} in {:?}",
@@ -397,4 +435,18 @@ async fn a_manager_restarted_after_every_step_finishes_the_rotation_and_no_reade
         "the failed step came back as a wait: {steps:#?}"
     );
     assert!(restarts >= 6, "{restarts} restarts: {steps:#?}");
+    // The wait for the Job was said once (the list did not change while it ran).
+    let waits: Vec<&String> = w
+        .rotation_events
+        .iter()
+        .filter(|m| m.starts_with("waiting"))
+        .collect();
+    assert_eq!(
+        waits,
+        [&format!(
+            "waiting until no reader holds the old passwords: {JOB_WAIT}"
+        )],
+        "{:#?}",
+        w.rotation_events
+    );
 }

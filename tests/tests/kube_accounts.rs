@@ -8,7 +8,11 @@
 //! * a `DROP USER` and a `REVOKE` by hand are put back with a `DriftRepaired` warning;
 //! * all of it on the new primary after a failover (the primary frozen);
 //! * `deletionPolicy: Delete` drops the account and the database, `Retain` keeps them;
-//! * the API server refuses a changed `clusterName` (the CRD's CEL rule).
+//! * the API server refuses a changed `clusterName` (the CRD's CEL rule);
+//! * `Ready` says why not: `SecretMissing` until the Secret is made (then `Applied`),
+//!   `UnknownPrivilege` for a privilege MariaDB does not know, with the server's words,
+//!   `Conflict` for a second declaration of an account (which changes nothing, and whose
+//!   deletion with `deletionPolicy: Delete` drops nothing).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -75,6 +79,16 @@ spec:
 "#
     );
     f.cp.apply(&f.ns, &yaml);
+}
+
+/// A MySQLUser `name` of the cluster, its password in Secret `secret`, granted `privilege`
+/// on `on`.
+fn user_yaml(name: &str, secret: &str, privilege: &str, on: &str) -> String {
+    format!(
+        "apiVersion: moco-rs.io/v1alpha1\nkind: MySQLUser\nmetadata: {{name: {name}}}\n\
+         spec:\n  clusterName: {NAME}\n  passwordSecretKeyRef: {{name: {secret}, key: password}}\n  \
+         grants: [{{privileges: [{privilege}], \"on\": \"{on}\"}}]\n"
+    )
 }
 
 async fn connect(
@@ -345,8 +359,77 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("clusterName is immutable"), "{err}");
 
-    // Deletion: Delete drops app and appdb; Retain (reader's default) keeps reader.
+    // Why not: a Secret that does not exist yet, then made; a privilege MariaDB does not
+    // know (MySQL's FLUSH_STATUS: admission cannot tell the flavour, the server answers).
+    f.cp.apply(
+        &f.ns,
+        &[
+            user_yaml("late", "late-password", "SELECT", "appdb.*"),
+            user_yaml("odd", "app-password", "FLUSH_STATUS", "*.*"),
+            // A second declaration of app, with another password: the older keeps it.
+            user_yaml("twin", "late-password", "SELECT", "appdb.*")
+                + "  name: app\n  deletionPolicy: Delete\n",
+        ]
+        .join("---\n"),
+    );
+    for (name, reason, words) in [
+        (
+            "late",
+            "SecretMissing",
+            "spec.passwordSecretKeyRef.name: Secret late-password does not exist",
+        ),
+        ("odd", "UnknownPrivilege", "spec.grants"),
+        (
+            "twin",
+            "Conflict",
+            "MySQLUser app already declares 'app'@'%' on MySQLCluster db; it keeps it",
+        ),
+    ] {
+        when(&format!("{name} not Ready: {reason}"), APPLIED, || async {
+            user_ready(&f, name)
+                .await
+                .is_some_and(|(s, r)| s == "False" && r == reason)
+        })
+        .await;
+        let u: MySQLUser = f.get(name).await.unwrap();
+        let status = u.status.unwrap_or_default();
+        let message = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        println!("{}: {name}: {reason}: {message}", f.ns);
+        assert!(message.contains(words), "{name}: {message}");
+    }
+    f.cp.apply(
+        &f.ns,
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: late-password}\nstringData: {password: late-pw}\n",
+    );
+    when("late Ready once its Secret exists", APPLIED, || async {
+        user_ready(&f, "late")
+            .await
+            .is_some_and(|(s, r)| s == "True" && r == "Applied")
+    })
+    .await;
+    assert!(logs_in(&f, "late", "late-pw").await);
+    // The conflicting twin changed nothing, and its deletion (policy Delete) drops nothing.
+    assert!(
+        logs_in(&f, "app", "second-pw").await,
+        "the twin's password applied"
+    );
     let users: Api<MySQLUser> = Api::namespaced(f.cp.client.clone(), &f.ns);
+    users
+        .delete("twin", &DeleteParams::default())
+        .await
+        .unwrap();
+    f.wait_gone::<MySQLUser>("MySQLUser", "twin").await;
+    assert!(
+        logs_in(&f, "app", "second-pw").await,
+        "deleting the conflicting twin dropped app"
+    );
+
+    // Deletion: Delete drops app and appdb; Retain (reader's default) keeps reader.
     let databases: Api<MySQLDatabase> = Api::namespaced(f.cp.client.clone(), &f.ns);
     for name in ["app", "reader"] {
         users.delete(name, &DeleteParams::default()).await.unwrap();

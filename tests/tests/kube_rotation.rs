@@ -2,27 +2,44 @@
 //! MariaDB cluster in Pods of the Pod runner, writes acknowledged through the primary Service
 //! all along.
 //!
-//! * `kubectl moco credential rotate` returns once the rotation finished: every instance
+//! * `kubectl moco credential rotate` while a backup Job (capped by `moco-rs/backup-max-rate`,
+//!   its bucket on moto) runs: the command returns once the rotation finished; it printed that
+//!   the rotation waited for the Job, which succeeded and recorded its backup; every instance
 //!   refuses each of the eight old passwords and accepts the new; the Secrets `moco-<name>`
 //!   and `moco-my-cnf-<name>` hold the new ones; the agents took them without restarting, no
 //!   mysqld restarted; no write failed, none was lost; the operator recorded no warning (no
 //!   failed step, no refused account).
-//! * A second rotation whose operator is killed (SIGKILL) once it published finishes after
-//!   the operator starts again, with the passwords drawn before the kill.
+//! * A second rotation whose operator is killed (SIGKILL) and started again after each step
+//!   it records (drawn, published, each re-pointed channel, the Secrets moved) finishes, with
+//!   the passwords drawn before the first kill.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
-use moco_tests::clustered::{CHANGE, ClusteredNamespace, setup, when};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, ListParams};
+use moco_api::mysqlcluster::MySQLCluster;
+use moco_kube::rotation::{CHANNELS_ANNOTATION, PHASE_ANNOTATION, SECRETS_MOVED_ANNOTATION};
+use moco_tests::clustered::{BRING_UP, CHANGE, ClusteredNamespace, setup, when};
 use moco_tests::control_plane::restarts;
 use moco_tests::kubectl_plugin::PluginPath;
 use moco_tests::operated_namespace::NAME;
+use moco_tests::s3::{Moto, bridge_moto, create_bucket_at, moto_job_config};
 use moco_tests::writer::opts_at;
+use serde_json::json;
 
 /// How long a rotation may take on a busy machine (each step waits for a healthy round).
 const ROTATION: Duration = Duration::from_secs(600);
+/// The backup's bucket, its policy (a schedule that never fires while the test runs: the test
+/// starts the Job itself) and the Jobs' ServiceAccount.
+const BUCKET: &str = "rotation";
+const POLICY: &str = "manual";
+const JOB_ACCOUNT: &str = "backup";
+/// The backup Job started from the CronJob.
+const BACKUP_JOB: &str = "backup-during-rotation";
+/// The backup's cap: slow enough that it runs through the rotation's first steps.
+const BACKUP_RATE: &str = "1Mi";
 
 const KEYS: [(&str, &str); 8] = [
     ("ADMIN_PASSWORD", "moco-admin"),
@@ -92,18 +109,121 @@ fn controller_secret(f: &ClusteredNamespace) -> (Api<Secret>, String) {
     )
 }
 
+/// A BackupPolicy on moto whose schedule does not fire, the cluster's backups capped at
+/// [`BACKUP_RATE`]; returns once its CronJob exists.
+async fn backup_policy(f: &ClusteredNamespace, moto: &Moto) {
+    create_bucket_at(&moto.endpoint, BUCKET).await;
+    f.cp.apply(
+        &f.ns,
+        &json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"namespace": f.ns, "name": JOB_ACCOUNT}})
+        .to_string(),
+    );
+    f.cp.apply(
+        &f.ns,
+        &json!({
+            "apiVersion": "moco.cybozu.com/v1beta2", "kind": "BackupPolicy",
+            "metadata": {"namespace": f.ns, "name": POLICY},
+            "spec": {
+                "schedule": "0 0 1 1 *",
+                "concurrencyPolicy": "Forbid",
+                "backoffLimit": 0,
+                "jobConfig": moto_job_config(JOB_ACCOUNT, BUCKET, &moto.endpoint)
+            }
+        })
+        .to_string(),
+    );
+    f.patch_cluster(json!({
+        "metadata": {"annotations": {"moco-rs/backup-max-rate": BACKUP_RATE}},
+        "spec": {"backupPolicyName": POLICY}
+    }))
+    .await;
+    let cronjobs: Api<CronJob> = Api::namespaced(f.cp.client.clone(), &f.ns);
+    let name = format!("moco-backup-{NAME}");
+    when("the backup CronJob", BRING_UP, || async {
+        cronjobs.get_opt(&name).await.ok().flatten().is_some()
+    })
+    .await;
+}
+
+/// `kubectl create job --from=cronjob/…` (what a person does for a backup now); returns once
+/// the Job's Pod runs.
+async fn start_backup(f: &ClusteredNamespace) {
+    let out = f.cp.kubectl(
+        &[
+            "-n",
+            &f.ns,
+            "create",
+            "job",
+            BACKUP_JOB,
+            &format!("--from=cronjob/moco-backup-{NAME}"),
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pods: Api<Pod> = Api::namespaced(f.cp.client.clone(), &f.ns);
+    let params = ListParams::default().labels(&format!("job-name={BACKUP_JOB}"));
+    when("the backup Job's Pod running", BRING_UP, || async {
+        pods.list(&params).await.is_ok_and(|l| {
+            l.items
+                .iter()
+                .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        })
+    })
+    .await;
+}
+
+/// The controller Secret's record of the rotation's persisted steps (`None`: no rotation).
+fn recorded_step(secret: &Secret) -> Option<String> {
+    let a = secret.metadata.annotations.clone().unwrap_or_default();
+    let phase = a.get(PHASE_ANNOTATION)?;
+    let mut step = phase.clone();
+    if let Some(c) = a.get(CHANNELS_ANNOTATION) {
+        step.push_str(&format!(", channels {c}"));
+    }
+    if a.contains_key(SECRETS_MOVED_ANNOTATION) {
+        step.push_str(", Secrets moved");
+    }
+    Some(step)
+}
+
+/// The new passwords of a published rotation, by account.
+fn drawn_passwords(secret: &Secret) -> BTreeMap<&'static str, String> {
+    let data = secret.data.clone().unwrap_or_default();
+    KEYS.iter()
+        .map(|(key, user)| {
+            let v = &data[&format!("ROTATION_NEW_{key}")];
+            (*user, String::from_utf8(v.0.clone()).unwrap())
+        })
+        .collect()
+}
+
+fn rotation_requested(c: &MySQLCluster) -> bool {
+    c.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("moco-rs/rotate-passwords"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn every_password_is_rotated_under_writes_and_a_killed_operator_finishes_the_rotation() {
+async fn passwords_rotate_under_writes_and_a_backup_and_after_a_kill_at_each_step() {
     let Some(mut f) = setup("rotation", 3).await else {
         return;
     };
     let plugin = PluginPath::install(&f.cp);
+    let moto = bridge_moto(&f.cp, "kube_rotation");
     let w = f.healthy_with_writer("bring-up").await;
     let old = passwords(&f).await;
     let mysqld_before = container_restarts(&f, "mysqld").await;
     let agent_before = container_restarts(&f, "agent").await;
 
-    // 1. kubectl moco credential rotate.
+    // 1. kubectl moco credential rotate, a backup running since before.
+    backup_policy(&f, &moto).await;
+    start_backup(&f).await;
     let t = std::time::Instant::now();
     let out = plugin.kubectl_ok(&[
         "moco",
@@ -124,10 +244,28 @@ async fn every_password_is_rotated_under_writes_and_a_killed_operator_finishes_t
     for step in [
         "accepts the new passwords",
         "given to every reader",
+        &format!("the Job {BACKUP_JOB} (running since before the rotation)"),
         "no longer accepts the old passwords",
     ] {
         assert!(out.contains(step), "no step {step:?} in:\n{out}");
     }
+    // The rotation waited for the Job: it had ended when the old passwords went.
+    let jobs: Api<Job> = Api::namespaced(f.cp.client.clone(), &f.ns);
+    let job = jobs.get(BACKUP_JOB).await.unwrap();
+    let status = job.status.unwrap_or_default();
+    assert_eq!(
+        (status.active.unwrap_or(0), status.succeeded),
+        (0, Some(1)),
+        "the backup Job: {status:?}"
+    );
+    println!(
+        "{}: the backup ran from {:?} to {:?}",
+        f.ns, status.start_time, status.completion_time
+    );
+    assert_eq!(
+        f.event_notes("MySQLCluster", "BackupCreated").await.len(),
+        1
+    );
     let new = passwords(&f).await;
     for (_, user) in KEYS {
         assert_ne!(new[user], old[user], "{user} kept its password");
@@ -155,53 +293,72 @@ async fn every_password_is_rotated_under_writes_and_a_killed_operator_finishes_t
         "PasswordRotationFailed",
         "AccountRefused",
         "OperationFailed",
+        "BackupFailed",
     ] {
         assert!(!reasons.contains(&bad.to_owned()), "{bad} in {reasons:?}");
     }
 
-    // 2. A second rotation, the operator killed once it published.
+    // 2. A second rotation, the operator killed after each step it records.
     let (secrets, name) = controller_secret(&f);
-    f.patch_cluster(serde_json::json!({"metadata": {"annotations": {
+    f.patch_cluster(json!({"metadata": {"annotations": {
         "moco-rs/rotate-passwords": "second"
     }}}))
     .await;
-    // The new passwords, read from the Secret that says the rotation published them.
     let started = std::time::Instant::now();
-    let drawn: BTreeMap<&str, String> = loop {
-        let s = secrets.get(&name).await.unwrap();
-        let annotations = s.metadata.annotations.clone().unwrap_or_default();
-        if annotations
-            .get("moco-rs/password-rotation")
-            .map(String::as_str)
-            == Some("published")
+    let mut killed_after: Vec<String> = Vec::new();
+    let mut drawn: Option<BTreeMap<&str, String>> = None;
+    while rotation_requested(&f.cluster().await) {
+        let secret = secrets.get(&name).await.unwrap();
+        if let Some(step) = recorded_step(&secret)
+            && killed_after.last() != Some(&step)
         {
-            let data = s.data.unwrap_or_default();
-            break KEYS
-                .iter()
-                .map(|(key, user)| {
-                    let v = &data[&format!("ROTATION_NEW_{key}")];
-                    (*user, String::from_utf8(v.0.clone()).unwrap())
-                })
-                .collect();
+            if step.starts_with("published") && drawn.is_none() {
+                drawn = Some(drawn_passwords(&secret));
+            }
+            println!("{}: {step}: killing the operator", f.ns);
+            f.on.kill_and_restart_operator().await;
+            killed_after.push(step);
         }
         assert!(
             started.elapsed() < ROTATION,
-            "the second rotation never published"
+            "the second rotation never finished; killed after {killed_after:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    println!("{}: published; killing the operator", f.ns);
-    f.on.kill_and_restart_operator().await;
-    when("the second rotation finished", ROTATION, || async {
-        let c = f.cluster().await;
-        !c.metadata
-            .annotations
-            .unwrap_or_default()
-            .contains_key("moco-rs/rotate-passwords")
-    })
-    .await;
+    }
+    println!(
+        "{}: the second rotation finished in {:.1} s, the operator killed after {killed_after:?}",
+        f.ns,
+        started.elapsed().as_secs_f64()
+    );
+    // Each persisted step killed after: the two phases, each replica's channel (the second
+    // replica's recorded beside the first's), the Secrets seen moved (recorded once they
+    // hold the new passwords, whichever channel step comes first).
+    for step in ["drawn", "published"] {
+        assert!(
+            killed_after.iter().any(|k| k == step),
+            "no kill after {step:?}: {killed_after:?}"
+        );
+    }
+    let channel_kills = killed_after
+        .iter()
+        .filter(|k| k.contains("channels"))
+        .map(|k| k.replace(", Secrets moved", ""))
+        .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(
+        channel_kills.len(),
+        2,
+        "not killed after each re-pointed channel: {killed_after:?}"
+    );
+    assert!(
+        killed_after.iter().any(|k| k.ends_with("Secrets moved")),
+        "no kill after the Secrets moved: {killed_after:?}"
+    );
     let last = passwords(&f).await;
-    assert_eq!(last, drawn, "the resumed rotation drew other passwords");
+    assert_eq!(
+        Some(&last),
+        drawn.as_ref(),
+        "the resumed rotation drew other passwords"
+    );
     only(&f, &last, &new).await;
     f.wait_healthy("after the second rotation", CHANGE).await;
     let log = f.finish(w).await;

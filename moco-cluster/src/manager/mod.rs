@@ -207,6 +207,9 @@ pub struct Manager {
     /// event is recorded when a refusal starts or changes, not every round. Only reporting
     /// depends on it; a restarted manager reports once more.
     refused: Mutex<HashMap<u32, String>>,
+    /// The readers a rotation last reported waiting for: reported again only when the list
+    /// changes (a backup may hold a rotation for hours; once is enough to say why).
+    rotation_wait: Mutex<Option<String>>,
 }
 
 #[derive(Debug)]
@@ -241,6 +244,7 @@ impl Manager {
             clock: Arc::new(SystemClock),
             ports: Mutex::new(HashMap::new()),
             refused: Mutex::new(HashMap::new()),
+            rotation_wait: Mutex::new(None),
         }
     }
 

@@ -40,14 +40,18 @@ impl Manager {
                 return None;
             }
         };
-        let step = match self.rotation_view(view, decision, &record).await {
-            Ok(v) => decide_rotation(&v),
-            Err(err) => RotationStep::Wait {
-                reason: err.to_string(),
-            },
+        let (step, readers) = match self.rotation_view(view, decision, &record).await {
+            Ok(v) => (decide_rotation(&v), v.readers_on_old),
+            Err(err) => (
+                RotationStep::Wait {
+                    reason: err.to_string(),
+                },
+                Vec::new(),
+            ),
         };
         if let RotationStep::Wait { reason } = &step {
             tracing::info!(%reason, phase = record.phase.as_str(), "password rotation waits");
+            self.report_readers(&readers).await;
             return Some(step);
         }
         tracing::info!(
@@ -70,6 +74,30 @@ impl Manager {
             }
         }
         Some(step)
+    }
+
+    /// Records what the rotation waits for when the readers still on the old passwords are
+    /// others than last reported (what `kubectl moco credential rotate` prints: a running
+    /// backup may hold the rotation for as long as it runs).
+    async fn report_readers(&self, readers: &[String]) {
+        if readers.is_empty() {
+            return;
+        }
+        let message = format!(
+            "waiting until no reader holds the old passwords: {}",
+            readers.join("; ")
+        );
+        let changed = self
+            .rotation_wait
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .replace(message.clone())
+            .as_ref()
+            != Some(&message);
+        if changed {
+            self.record(&Event::normal(ROTATION_REASON, message), None)
+                .await;
+        }
     }
 
     /// What the decision needs: each instance's test logins with both passwords of every

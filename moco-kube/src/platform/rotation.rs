@@ -4,10 +4,11 @@
 //! Publishing writes the new passwords to the controller's Secret; the reconciler (which
 //! watches it) copies them to `moco-<name>` and `moco-my-cnf-<name>`. The readers are then
 //! moved in that order: the two Secrets first (until they hold the new passwords nothing else
-//! can move, since a container resolves its environment when it starts); each Pod's agent,
-//! told the new fingerprint, restarts once idle; the binlog archiver's Pods created before the
-//! Secrets moved are deleted (their Deployment makes new ones); backup and restore Jobs
-//! created before are waited for.
+//! can move, since a container resolves its environment when it starts); each Pod's agent is
+//! given the new passwords over its mTLS API and uses them at once (no restart: a restarting
+//! container would take the Pod out of its Services); the binlog archiver's Pods created
+//! before the Secrets moved are deleted (their Deployment makes new ones); backup and restore
+//! Jobs created before are waited for (the manager reports what it waits for as an event).
 
 use std::collections::BTreeMap;
 

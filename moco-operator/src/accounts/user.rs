@@ -12,7 +12,7 @@ use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::{Resource, ResourceExt};
 use moco_adapters::mysql::MysqlInstance;
 use moco_api::accounts::declared::{DeclaredError, account_spec, all_privilege_levels};
-use moco_api::accounts::{DeletionPolicy, MySQLUser, MySQLUserStatus, ReadyReason};
+use moco_api::accounts::{DeletionPolicy, MySQLUser, MySQLUserStatus, ReadyReason, SecretKeyRef};
 use moco_cluster::ports::PortError;
 use moco_core::accounts::{AccountChange, AccountSpec, plan_account};
 use serde_json::json;
@@ -106,19 +106,12 @@ async fn apply(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError>
         .get_opt(&reference.name)
         .await
         .map_err(|e| api_error("reading Secret", &namespace, &reference.name, e))?;
-    let password = secret.as_ref().and_then(|s| {
-        s.data
-            .as_ref()?
-            .get(&reference.key)
-            .and_then(|v| String::from_utf8(v.0.clone()).ok())
-    });
-    let (Some(secret), Some(password)) = (secret, password) else {
-        let message = format!(
-            "Secret {} has no key {} holding a UTF-8 password (spec.passwordSecretKeyRef)",
-            reference.name, reference.key
-        );
-        write_status(ctx, user, ReadyReason::SecretMissing, message, None).await?;
-        return Ok(Action::requeue(WAIT));
+    let (secret, password) = match password_in(secret, reference) {
+        Ok(found) => found,
+        Err(message) => {
+            write_status(ctx, user, ReadyReason::SecretMissing, message, None).await?;
+            return Ok(Action::requeue(WAIT));
+        }
     };
     let admin = ctx.primary(&cluster, (&namespace, &name)).await?;
     let outcome = converge(
@@ -181,6 +174,42 @@ async fn apply(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError>
     )
     .await?;
     Ok(Action::requeue(RESYNC))
+}
+
+/// The Secret `reference` names and the password it holds, or why not, naming the field of
+/// `spec.passwordSecretKeyRef` to look at (the `SecretMissing` message).
+fn password_in(
+    secret: Option<Secret>,
+    reference: &SecretKeyRef,
+) -> Result<(Secret, String), String> {
+    let field = "spec.passwordSecretKeyRef";
+    let Some(secret) = secret else {
+        return Err(format!(
+            "{field}.name: Secret {} does not exist",
+            reference.name
+        ));
+    };
+    let value = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(&reference.key))
+        .ok_or_else(|| {
+            format!(
+                "{field}.key: Secret {} has no key {}",
+                reference.name, reference.key
+            )
+        })?;
+    match String::from_utf8(value.0.clone()) {
+        Ok(p) if !p.is_empty() => Ok((secret, p)),
+        Ok(_) => Err(format!(
+            "{field}.key: key {} of Secret {} is empty",
+            reference.key, reference.name
+        )),
+        Err(_) => Err(format!(
+            "{field}.key: key {} of Secret {} is not UTF-8",
+            reference.key, reference.name
+        )),
+    }
 }
 
 /// Why an account could not be made as declared.
@@ -326,4 +355,51 @@ async fn write_status(
     .await
     .map_err(|e| api_error("writing the status of MySQLUser", &namespace, &name, e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::ByteString;
+
+    use super::*;
+
+    fn secret(value: Option<&[u8]>) -> Secret {
+        Secret {
+            data: value.map(|v| BTreeMap::from([("password".to_owned(), ByteString(v.to_vec()))])),
+            ..Secret::default()
+        }
+    }
+
+    #[test]
+    fn the_secret_missing_message_names_the_field_to_look_at() {
+        let r = SecretKeyRef {
+            name: "app-password".into(),
+            key: "password".into(),
+        };
+        let cases: [(Option<Secret>, &str); 4] = [
+            (
+                None,
+                "spec.passwordSecretKeyRef.name: Secret app-password does not exist",
+            ),
+            (
+                Some(secret(None)),
+                "spec.passwordSecretKeyRef.key: Secret app-password has no key password",
+            ),
+            (
+                Some(secret(Some(b""))),
+                "spec.passwordSecretKeyRef.key: key password of Secret app-password is empty",
+            ),
+            (
+                Some(secret(Some(&[0xff, 0xfe]))),
+                "spec.passwordSecretKeyRef.key: key password of Secret app-password is not UTF-8",
+            ),
+        ];
+        for (s, message) in cases {
+            assert_eq!(password_in(s, &r).map(|(_, p)| p), Err(message.to_owned()));
+        }
+        assert_eq!(
+            password_in(Some(secret(Some(b"pw"))), &r).map(|(_, p)| p),
+            Ok("pw".to_owned())
+        );
+    }
 }
