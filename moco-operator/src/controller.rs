@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use kube::ResourceExt;
 use kube::api::Api;
@@ -230,12 +229,12 @@ pub async fn run_controller_in(
         .owns(scope.api::<Service>(client.clone()), owned.clone())
         .owns(scope.api::<Secret>(client.clone()), owned.clone())
         .owns(scope.api::<ServiceAccount>(client.clone()), owned.clone())
-        .owns(scope.api::<Job>(client.clone()), owned.clone())
         .owns_stream(owned_into(scope, &client, &owned, existing.pdbs))
         .owns_stream(owned_into(scope, &client, &owned, existing.cronjobs))
         .owns_stream(owned_into(scope, &client, &owned, existing.deployments))
         .owns_stream(owned_into(scope, &client, &owned, existing.roles))
         .owns_stream(owned_into(scope, &client, &owned, existing.role_bindings))
+        .owns_stream(owned_into(scope, &client, &owned, existing.jobs))
         .watches_stream(
             watcher::watcher(
                 scope.api::<PartialObjectMeta<ConfigMap>>(client.clone()),

@@ -980,6 +980,77 @@ async fn the_restore_rbac_goes_with_its_job_and_once_the_restore_is_recorded() {
     }
 }
 
+/// A restored cluster lives on with `spec.restore`: once its restore Job and RBAC are gone and
+/// the controller's stores have listed them, its rounds no longer ask for the Job or delete the
+/// RBAC (each was a GET or a DELETE answered 404, every round, for the life of the cluster).
+#[tokio::test]
+async fn a_restored_cluster_stops_asking_for_its_restore_job_once_the_stores_rule_it_out() {
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+    use moco_operator::reconcile::existing;
+
+    fn listed<K: kube::Resource<DynamicType = ()> + Clone + 'static>(
+        writer: &mut Writer<PartialObjectMeta<K>>,
+    ) {
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+    }
+    let restore_requests = |env: &Env| -> Vec<String> {
+        env.fake
+            .take_requests()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/moco-restore-db"))
+            .map(|r| format!("{} {}", r.method, r.path.rsplit('/').nth(1).unwrap_or("")))
+            .collect()
+    };
+    let mut env = Env::new(json!({"restore": {
+        "sourceName": "src", "sourceNamespace": "old",
+        "restorePoint": "2026-05-01T12:34:56Z",
+        "jobConfig": {"serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
+                      "workVolume": {"emptyDir": {}}}
+    }}));
+    env.annotate("moco-rs/flavor", Some("mariadb"));
+    let (known, mut stores) = existing::stores();
+    env.ctx.existing = known;
+    env.ok_round().await;
+    env.fake.set_status(
+        "batch/v1/jobs",
+        NS,
+        "moco-restore-db",
+        json!({"succeeded": 1}),
+    );
+    env.fake.modify(CLUSTERS, NS, "db", |c| {
+        c["status"]["restoredTime"] = json!("2026-11-23T11:00:00Z");
+    });
+    env.fake.take_requests();
+    // The stores have not listed yet: the round looks and deletes, as before.
+    env.ok_round().await;
+    assert_eq!(
+        restore_requests(&env),
+        [
+            "GET jobs",
+            "DELETE jobs",
+            "DELETE rolebindings",
+            "DELETE roles"
+        ]
+    );
+    env.ok_round().await;
+    assert_eq!(
+        restore_requests(&env),
+        ["GET jobs", "DELETE rolebindings", "DELETE roles"],
+        "unlisted stores rule nothing out"
+    );
+    // Listed, without the restore's objects: nothing more about them.
+    listed::<Job>(&mut stores.jobs);
+    listed::<Role>(&mut stores.roles);
+    listed::<RoleBinding>(&mut stores.role_bindings);
+    env.ok_round().await;
+    assert_eq!(restore_requests(&env), Vec::<String>::new());
+}
+
 #[tokio::test]
 async fn offline_scales_to_zero_and_drops_the_budget() {
     let env = Env::new(json!({}));

@@ -3,7 +3,8 @@
 //! A cluster without `backupPolicyName` (most of them) never had a backup CronJob, Role,
 //! RoleBinding or archiver Deployment, and a cluster below three instances no
 //! PodDisruptionBudget; deleting each of them by name in every round cost the API server a
-//! DELETE answered 404 apiece. The controller watches these kinds anyway (they are owned),
+//! DELETE answered 404 apiece. A restored cluster asked for its restore Job and deleted the
+//! restore's Role and RoleBinding in every round, for as long as it lived. The controller watches these kinds anyway (they are owned),
 //! so the watches keep a store of each (metadata only), and the read step looks there first:
 //! a round deletes only what the store holds.
 //!
@@ -19,7 +20,7 @@ use std::fmt;
 
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Resource;
@@ -96,6 +97,9 @@ pub struct Existing {
     pub deployments: Known<Deployment>,
     /// PodDisruptionBudgets.
     pub pdbs: Known<PodDisruptionBudget>,
+    /// Backup and restore Jobs (a restored cluster's round asks for its restore Job only
+    /// while one may exist).
+    pub jobs: Known<Job>,
 }
 
 /// The writers of [`Existing`]'s stores, for the controller's watches of those kinds.
@@ -110,6 +114,8 @@ pub struct ExistingWriters {
     pub deployments: Writer<PartialObjectMeta<Deployment>>,
     /// Fills [`Existing::pdbs`].
     pub pdbs: Writer<PartialObjectMeta<PodDisruptionBudget>>,
+    /// Fills [`Existing::jobs`].
+    pub jobs: Writer<PartialObjectMeta<Job>>,
 }
 
 impl fmt::Debug for ExistingWriters {
@@ -125,6 +131,7 @@ pub fn stores() -> (Existing, ExistingWriters) {
     let (role_bindings, role_bindings_writer) = Known::store();
     let (deployments, deployments_writer) = Known::store();
     let (pdbs, pdbs_writer) = Known::store();
+    let (jobs, jobs_writer) = Known::store();
     (
         Existing {
             cronjobs,
@@ -132,6 +139,7 @@ pub fn stores() -> (Existing, ExistingWriters) {
             role_bindings,
             deployments,
             pdbs,
+            jobs,
         },
         ExistingWriters {
             cronjobs: cronjobs_writer,
@@ -139,6 +147,7 @@ pub fn stores() -> (Existing, ExistingWriters) {
             role_bindings: role_bindings_writer,
             deployments: deployments_writer,
             pdbs: pdbs_writer,
+            jobs: jobs_writer,
         },
     )
 }

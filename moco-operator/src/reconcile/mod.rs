@@ -614,7 +614,7 @@ async fn apply_all(
         }
         None => {}
     }
-    reconcile_restore(cluster, id, ctx, restore.as_ref()).await?;
+    reconcile_restore(cluster, id, ctx, restore.as_ref(), &inputs.present).await?;
     Ok(reason)
 }
 
@@ -708,6 +708,7 @@ async fn reconcile_restore(
     id: &ClusterId,
     ctx: &Context,
     restore: Option<&JobObjects<Job>>,
+    present: &read::Present,
 ) -> Result<(), ReconcileError> {
     let client = &ctx.client;
     let jobs: Api<Job> = Api::namespaced(client.clone(), &id.namespace);
@@ -740,7 +741,11 @@ async fn reconcile_restore(
         .as_ref()
         .is_some_and(|s| s.restored_time.is_some());
     if cluster.spec.restore.is_some() && restored {
-        let job = retry(|| jobs.get_opt(&name)).await.map_err(err())?;
+        let job = if present.restore_job {
+            retry(|| jobs.get_opt(&name)).await.map_err(err())?
+        } else {
+            None
+        };
         let succeeded = job
             .as_ref()
             .and_then(|j| j.status.as_ref())
@@ -755,11 +760,13 @@ async fn reconcile_restore(
         let roles: Api<Role> = Api::namespaced(client.clone(), &id.namespace);
         let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &id.namespace);
         let dp = DeleteParams::background();
-        for result in [
-            delete_if_present(&bindings, &name, &dp).await,
-            delete_if_present(&roles, &name, &dp).await,
-        ] {
-            result.map_err(err())?;
+        if present.restore_role_binding {
+            delete_if_present(&bindings, &name, &dp)
+                .await
+                .map_err(err())?;
+        }
+        if present.restore_role {
+            delete_if_present(&roles, &name, &dp).await.map_err(err())?;
         }
     }
     Ok(())

@@ -112,6 +112,9 @@ pub(super) struct Present {
     pub backup_role: bool,
     pub backup_role_binding: bool,
     pub archive: bool,
+    pub restore_job: bool,
+    pub restore_role: bool,
+    pub restore_role_binding: bool,
 }
 
 impl Present {
@@ -119,12 +122,16 @@ impl Present {
     pub(super) fn of(existing: &super::existing::Existing, id: &ClusterId) -> Self {
         let ns = id.namespace.as_str();
         let backup = id.backup();
+        let restore = id.restore();
         Present {
             pdb: existing.pdbs.may_exist(ns, &id.prefixed()),
             backup_cronjob: existing.cronjobs.may_exist(ns, &backup),
             backup_role: existing.roles.may_exist(ns, &backup),
             backup_role_binding: existing.role_bindings.may_exist(ns, &backup),
             archive: existing.deployments.may_exist(ns, &id.archive()),
+            restore_job: existing.jobs.may_exist(ns, &restore),
+            restore_role: existing.roles.may_exist(ns, &restore),
+            restore_role_binding: existing.role_bindings.may_exist(ns, &restore),
         }
     }
 }
