@@ -9,7 +9,8 @@
 //! * all of it on the new primary after a failover (the primary frozen);
 //! * `deletionPolicy: Delete` drops the account and the database, `Retain` keeps them;
 //! * the API server refuses a changed `clusterName` (the CRD's CEL rule);
-//! * `Ready` says why not: `SecretMissing` until the Secret is made (then `Applied`),
+//! * `Ready` says why not: `ClusterNotFound`, `ClusterNotAvailable` (an offline cluster),
+//!   `SecretMissing` until the Secret is made (then `Applied`),
 //!   `UnknownPrivilege` for a privilege MariaDB does not know, with the server's words,
 //!   `Conflict` for a second declaration of an account (which changes nothing, and whose
 //!   deletion with `deletionPolicy: Delete` drops nothing).
@@ -21,7 +22,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};
 use moco_api::accounts::{MySQLDatabase, MySQLUser};
 use moco_tests::clustered::{BRING_UP, CHANGE, ClusteredNamespace, setup, when};
-use moco_tests::operated_namespace::NAME;
+use moco_tests::operated_namespace::{NAME, mariadb_cluster};
 use moco_tests::writer::opts_at;
 use mysql_async::prelude::Queryable;
 
@@ -81,12 +82,12 @@ spec:
     f.cp.apply(&f.ns, &yaml);
 }
 
-/// A MySQLUser `name` of the cluster, its password in Secret `secret`, granted `privilege`
-/// on `on`.
-fn user_yaml(name: &str, secret: &str, privilege: &str, on: &str) -> String {
+/// A MySQLUser `name` of MySQLCluster `cluster`, its password in Secret `secret`, granted
+/// `privilege` on `on`.
+fn user_yaml(cluster: &str, name: &str, secret: &str, privilege: &str, on: &str) -> String {
     format!(
         "apiVersion: moco-rs.io/v1alpha1\nkind: MySQLUser\nmetadata: {{name: {name}}}\n\
-         spec:\n  clusterName: {NAME}\n  passwordSecretKeyRef: {{name: {secret}, key: password}}\n  \
+         spec:\n  clusterName: {cluster}\n  passwordSecretKeyRef: {{name: {secret}, key: password}}\n  \
          grants: [{{privileges: [{privilege}], \"on\": \"{on}\"}}]\n"
     )
 }
@@ -361,14 +362,21 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
 
     // Why not: a Secret that does not exist yet, then made; a privilege MariaDB does not
     // know (MySQL's FLUSH_STATUS: admission cannot tell the flavour, the server answers).
+    // And a cluster that does not exist, and one that is offline (never Available).
+    let mut sleeping = mariadb_cluster(&f.ns, 1, "1Gi");
+    sleeping["metadata"]["name"] = serde_json::json!("sleeping");
+    sleeping["spec"]["offline"] = serde_json::json!(true);
+    f.cp.apply(&f.ns, &sleeping.to_string());
     f.cp.apply(
         &f.ns,
         &[
-            user_yaml("late", "late-password", "SELECT", "appdb.*"),
-            user_yaml("odd", "app-password", "FLUSH_STATUS", "*.*"),
+            user_yaml(NAME, "late", "late-password", "SELECT", "appdb.*"),
+            user_yaml(NAME, "odd", "app-password", "FLUSH_STATUS", "*.*"),
             // A second declaration of app, with another password: the older keeps it.
-            user_yaml("twin", "late-password", "SELECT", "appdb.*")
+            user_yaml(NAME, "twin", "late-password", "SELECT", "appdb.*")
                 + "  name: app\n  deletionPolicy: Delete\n",
+            user_yaml("nosuch", "lost", "app-password", "SELECT", "appdb.*"),
+            user_yaml("sleeping", "asleep", "app-password", "SELECT", "appdb.*"),
         ]
         .join("---\n"),
     );
@@ -379,6 +387,16 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
             "spec.passwordSecretKeyRef.name: Secret late-password does not exist",
         ),
         ("odd", "UnknownPrivilege", "spec.grants"),
+        (
+            "lost",
+            "ClusterNotFound",
+            "no MySQLCluster nosuch in namespace",
+        ),
+        (
+            "asleep",
+            "ClusterNotAvailable",
+            "MySQLCluster sleeping is not Available",
+        ),
         (
             "twin",
             "Conflict",

@@ -191,7 +191,7 @@ fn recorded_step(secret: &Secret) -> Option<String> {
     Some(step)
 }
 
-/// The new passwords of a published rotation, by account.
+/// The new passwords of the rotation in progress, by account.
 fn drawn_passwords(secret: &Secret) -> BTreeMap<&'static str, String> {
     let data = secret.data.clone().unwrap_or_default();
     KEYS.iter()
@@ -312,7 +312,8 @@ async fn passwords_rotate_under_writes_and_a_backup_and_after_a_kill_at_each_ste
         if let Some(step) = recorded_step(&secret)
             && killed_after.last() != Some(&step)
         {
-            if step.starts_with("published") && drawn.is_none() {
+            // The new passwords are stored when drawn, before anything uses them.
+            if drawn.is_none() {
                 drawn = Some(drawn_passwords(&secret));
             }
             println!("{}: {step}: killing the operator", f.ns);
