@@ -73,6 +73,9 @@ fn invalid_examples_are_rejected_with_the_expected_message() {
         "user-privileged-grant.yaml",
         "database-system-schema.yaml",
         "user-cluster-changed.yaml",
+        "user-name-changed.yaml",
+        "user-bad-host.yaml",
+        "database-bad-collation.yaml",
     ] {
         assert!(
             files.iter().any(|f| f == case),

@@ -317,6 +317,7 @@ const API_SERVER: &[&str] = &[
     "restore-changed",          // CEL transition rule
     "unknown-field",            // strict field validation
     "user-cluster-changed",     // CEL transition rule (MySQLUser)
+    "user-name-changed",        // CEL transition rule (MySQLUser)
 ];
 
 /// `kubectl apply` of each document of `path` but its StorageClasses (see
