@@ -16,9 +16,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_kube::rotation::{CHANNELS_ANNOTATION, PHASE_ANNOTATION, SECRETS_MOVED_ANNOTATION};
 use moco_tests::clustered::{BRING_UP, CHANGE, ClusteredNamespace, setup, when};
@@ -298,8 +300,16 @@ async fn passwords_rotate_under_writes_and_a_backup_and_after_a_kill_at_each_ste
         assert!(!reasons.contains(&bad.to_owned()), "{bad} in {reasons:?}");
     }
 
-    // 2. A second rotation, the operator killed after each step it records.
+    // 2. A second rotation, the operator killed after each step it records. The Secret is
+    // watched, not polled: every state it passes through is seen in order, however fast the
+    // operator takes the next step (a round after a step follows at once).
     let (secrets, name) = controller_secret(&f);
+    let mut states = watcher::watcher(
+        secrets,
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .applied_objects()
+    .boxed();
     f.patch_cluster(json!({"metadata": {"annotations": {
         "moco-rs/rotate-passwords": "second"
     }}}))
@@ -308,23 +318,28 @@ async fn passwords_rotate_under_writes_and_a_backup_and_after_a_kill_at_each_ste
     let mut killed_after: Vec<String> = Vec::new();
     let mut drawn: Option<BTreeMap<&str, String>> = None;
     while rotation_requested(&f.cluster().await) {
-        let secret = secrets.get(&name).await.unwrap();
-        if let Some(step) = recorded_step(&secret)
-            && killed_after.last() != Some(&step)
-        {
-            // The new passwords are stored when drawn, before anything uses them.
-            if drawn.is_none() {
-                drawn = Some(drawn_passwords(&secret));
-            }
-            println!("{}: {step}: killing the operator", f.ns);
-            f.on.kill_and_restart_operator().await;
-            killed_after.push(step);
-        }
         assert!(
             started.elapsed() < ROTATION,
             "the second rotation never finished; killed after {killed_after:?}"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let Ok(Some(event)) = tokio::time::timeout(Duration::from_secs(1), states.next()).await
+        else {
+            continue;
+        };
+        let secret = event.expect("watching the controller's Secret");
+        let Some(step) = recorded_step(&secret) else {
+            continue;
+        };
+        if killed_after.last() == Some(&step) {
+            continue;
+        }
+        // The new passwords are stored when drawn, before anything uses them.
+        if drawn.is_none() {
+            drawn = Some(drawn_passwords(&secret));
+        }
+        println!("{}: {step}: killing the operator", f.ns);
+        f.on.kill_and_restart_operator().await;
+        killed_after.push(step);
     }
     println!(
         "{}: the second rotation finished in {:.1} s, the operator killed after {killed_after:?}",
