@@ -782,6 +782,15 @@ fn deletes(requests: &[RecordedRequest]) -> Vec<String> {
     out
 }
 
+/// Tells a store of the controller that its watch has listed its kind (and found nothing).
+fn listed<K: kube::Resource<DynamicType = ()> + Clone + 'static>(
+    writer: &mut kube::runtime::reflector::store::Writer<kube::core::PartialObjectMeta<K>>,
+) {
+    use kube::runtime::watcher::Event;
+    writer.apply_watcher_event(&Event::Init);
+    writer.apply_watcher_event(&Event::InitDone);
+}
+
 /// Regression (docs/benchmarks.md, the operator on a real control plane, finding 1): every
 /// round of a cluster without `backupPolicyName` sent DELETEs the API server answered 404, for
 /// the backup CronJob, Role and RoleBinding and the archiver's Deployment it never had (and
@@ -799,12 +808,6 @@ async fn a_round_deletes_only_what_the_controllers_stores_hold() {
     use kube::runtime::watcher::Event;
     use moco_operator::reconcile::existing;
 
-    fn listed<K: kube::Resource<DynamicType = ()> + Clone + 'static>(
-        writer: &mut Writer<PartialObjectMeta<K>>,
-    ) {
-        writer.apply_watcher_event(&Event::Init);
-        writer.apply_watcher_event(&Event::InitDone);
-    }
     fn seen<K: kube::Resource<DynamicType = ()> + Clone + 'static>(
         env: &Env,
         writer: &mut Writer<PartialObjectMeta<K>>,
@@ -987,17 +990,8 @@ async fn the_restore_rbac_goes_with_its_job_and_once_the_restore_is_recorded() {
 async fn a_restored_cluster_stops_asking_for_its_restore_job_once_the_stores_rule_it_out() {
     use k8s_openapi::api::batch::v1::Job;
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-    use kube::core::PartialObjectMeta;
-    use kube::runtime::reflector::store::Writer;
-    use kube::runtime::watcher::Event;
     use moco_operator::reconcile::existing;
 
-    fn listed<K: kube::Resource<DynamicType = ()> + Clone + 'static>(
-        writer: &mut Writer<PartialObjectMeta<K>>,
-    ) {
-        writer.apply_watcher_event(&Event::Init);
-        writer.apply_watcher_event(&Event::InitDone);
-    }
     let restore_requests = |env: &Env| -> Vec<String> {
         env.fake
             .take_requests()
