@@ -876,14 +876,28 @@ async fn a_round_deletes_only_what_the_controllers_stores_hold() {
     }
 }
 
-#[tokio::test]
-async fn the_restore_job_lives_until_the_restore_is_recorded() {
-    let env = Env::new(json!({"restore": {
+/// A cluster restored from `old/src` at a point in time, its Jobs' settings minimal.
+fn restore_spec() -> serde_json::Value {
+    json!({"restore": {
         "sourceName": "src", "sourceNamespace": "old",
         "restorePoint": "2026-05-01T12:34:56Z",
         "jobConfig": {"serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
                       "workVolume": {"emptyDir": {}}}
-    }}));
+    }})
+}
+
+/// What the restore program leaves: `restoredTime` recorded, its Job with `status`.
+fn restore_recorded(env: &Env, status: serde_json::Value) {
+    env.fake
+        .set_status("batch/v1/jobs", NS, "moco-restore-db", status);
+    env.fake.modify(CLUSTERS, NS, "db", |c| {
+        c["status"]["restoredTime"] = json!("2026-11-23T11:00:00Z");
+    });
+}
+
+#[tokio::test]
+async fn the_restore_job_lives_until_the_restore_is_recorded() {
+    let env = Env::new(restore_spec());
     env.ok_round().await;
     let job = env
         .fake
@@ -910,15 +924,7 @@ async fn the_restore_job_lives_until_the_restore_is_recorded() {
         "a failed restore Job stays"
     );
     // The restore program records the time and its Job succeeds: the Job goes.
-    env.fake.set_status(
-        "batch/v1/jobs",
-        NS,
-        "moco-restore-db",
-        json!({"succeeded": 1}),
-    );
-    env.fake.modify(CLUSTERS, NS, "db", |c| {
-        c["status"]["restoredTime"] = json!("2026-11-23T11:00:00Z");
-    });
+    restore_recorded(&env, json!({"succeeded": 1}));
     env.ok_round().await;
     assert!(
         env.fake
@@ -935,12 +941,7 @@ async fn the_restore_rbac_goes_with_its_job_and_once_the_restore_is_recorded() {
     const JOBS: &str = "batch/v1/jobs";
     const ROLES: &str = "rbac.authorization.k8s.io/v1/roles";
     const BINDINGS: &str = "rbac.authorization.k8s.io/v1/rolebindings";
-    let env = Env::new(json!({"restore": {
-        "sourceName": "src", "sourceNamespace": "old",
-        "restorePoint": "2026-05-01T12:34:56Z",
-        "jobConfig": {"serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
-                      "workVolume": {"emptyDir": {}}}
-    }}));
+    let env = Env::new(restore_spec());
     env.annotate("moco-rs/flavor", Some("mariadb"));
     let owners = |resource: &str| {
         env.fake
@@ -971,11 +972,7 @@ async fn the_restore_rbac_goes_with_its_job_and_once_the_restore_is_recorded() {
     }
     // The restore is recorded but its Job failed afterwards: the Job stays for inspection,
     // its RBAC does not.
-    env.fake
-        .set_status(JOBS, NS, "moco-restore-db", json!({"failed": 1}));
-    env.fake.modify(CLUSTERS, NS, "db", |c| {
-        c["status"]["restoredTime"] = json!("2026-11-23T11:00:00Z");
-    });
+    restore_recorded(&env, json!({"failed": 1}));
     env.ok_round().await;
     assert!(env.fake.get_json(JOBS, NS, "moco-restore-db").is_some());
     for resource in [ROLES, BINDINGS] {
@@ -1000,25 +997,12 @@ async fn a_restored_cluster_stops_asking_for_its_restore_job_once_the_stores_rul
             .map(|r| format!("{} {}", r.method, r.path.rsplit('/').nth(1).unwrap_or("")))
             .collect()
     };
-    let mut env = Env::new(json!({"restore": {
-        "sourceName": "src", "sourceNamespace": "old",
-        "restorePoint": "2026-05-01T12:34:56Z",
-        "jobConfig": {"serviceAccountName": "sa", "bucketConfig": {"bucketName": "b"},
-                      "workVolume": {"emptyDir": {}}}
-    }}));
+    let mut env = Env::new(restore_spec());
     env.annotate("moco-rs/flavor", Some("mariadb"));
     let (known, mut stores) = existing::stores();
     env.ctx.existing = known;
     env.ok_round().await;
-    env.fake.set_status(
-        "batch/v1/jobs",
-        NS,
-        "moco-restore-db",
-        json!({"succeeded": 1}),
-    );
-    env.fake.modify(CLUSTERS, NS, "db", |c| {
-        c["status"]["restoredTime"] = json!("2026-11-23T11:00:00Z");
-    });
+    restore_recorded(&env, json!({"succeeded": 1}));
     env.fake.take_requests();
     // The stores have not listed yet: the round looks and deletes, as before.
     env.ok_round().await;
