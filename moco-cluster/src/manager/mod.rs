@@ -207,8 +207,9 @@ pub struct Manager {
     /// event is recorded when a refusal starts or changes, not every round. Only reporting
     /// depends on it; a restarted manager reports once more.
     refused: Mutex<HashMap<u32, String>>,
-    /// The readers a rotation last reported waiting for: reported again only when the list
-    /// changes (a backup may hold a rotation for hours; once is enough to say why).
+    /// The readers a rotation last reported waiting for since its last step: reported again
+    /// only when the list changes (a backup may hold a rotation for hours; once is enough to
+    /// say why).
     rotation_wait: Mutex<Option<String>>,
 }
 

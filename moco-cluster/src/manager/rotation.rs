@@ -59,6 +59,12 @@ impl Manager {
             phase = record.phase.as_str(),
             "password rotation step"
         );
+        // A step moves the rotation on: a wait after it is worth saying again, even for the
+        // same readers (and the next rotation's waits are its own).
+        self.rotation_wait
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         let primary = decision.status.current_primary_index;
         match self.take(view, facts, primary, &record, &step).await {
             Ok(message) => {
@@ -77,8 +83,8 @@ impl Manager {
     }
 
     /// Records what the rotation waits for when the readers still on the old passwords are
-    /// others than last reported (what `kubectl moco credential rotate` prints: a running
-    /// backup may hold the rotation for as long as it runs).
+    /// others than last reported since the last step (what `kubectl moco credential rotate`
+    /// prints: a running backup may hold the rotation for as long as it runs).
     async fn report_readers(&self, readers: &[String]) {
         if readers.is_empty() {
             return;
