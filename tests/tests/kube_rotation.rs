@@ -21,8 +21,9 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
+use moco_api::annotations::{ROTATE_PASSWORDS_ANNOTATION, annotation};
 use moco_api::mysqlcluster::MySQLCluster;
-use moco_kube::rotation::{CHANNELS_ANNOTATION, PHASE_ANNOTATION, SECRETS_MOVED_ANNOTATION};
+use moco_kube::rotation;
 use moco_tests::clustered::{BRING_UP, CHANGE, ClusteredNamespace, setup, when};
 use moco_tests::control_plane::restarts;
 use moco_tests::kubectl_plugin::PluginPath;
@@ -179,15 +180,16 @@ async fn start_backup(f: &ClusteredNamespace) {
     .await;
 }
 
-/// The controller Secret's record of the rotation's persisted steps (`None`: no rotation).
+/// The controller Secret's record of the rotation's persisted steps (`None`: no rotation),
+/// read as the operator reads it.
 fn recorded_step(secret: &Secret) -> Option<String> {
-    let a = secret.metadata.annotations.clone().unwrap_or_default();
-    let phase = a.get(PHASE_ANNOTATION)?;
-    let mut step = phase.clone();
-    if let Some(c) = a.get(CHANNELS_ANNOTATION) {
-        step.push_str(&format!(", channels {c}"));
+    let record = rotation::read(secret).expect("the rotation's format")?;
+    let mut step = record.phase.as_str().to_owned();
+    if !record.channels_moved.is_empty() {
+        let moved: Vec<String> = record.channels_moved.iter().map(u32::to_string).collect();
+        step.push_str(&format!(", channels {}", moved.join(",")));
     }
-    if a.contains_key(SECRETS_MOVED_ANNOTATION) {
+    if rotation::secrets_moved_at(secret).is_some() {
         step.push_str(", Secrets moved");
     }
     Some(step)
@@ -195,20 +197,19 @@ fn recorded_step(secret: &Secret) -> Option<String> {
 
 /// The new passwords of the rotation in progress, by account.
 fn drawn_passwords(secret: &Secret) -> BTreeMap<&'static str, String> {
-    let data = secret.data.clone().unwrap_or_default();
+    let record = rotation::read(secret)
+        .expect("the rotation's format")
+        .expect("a rotation in progress");
     KEYS.iter()
-        .map(|(key, user)| {
-            let v = &data[&format!("ROTATION_NEW_{key}")];
-            (*user, String::from_utf8(v.0.clone()).unwrap())
+        .map(|(_, user)| {
+            let pair = record.pairs.iter().find(|p| p.account == *user).unwrap();
+            (*user, pair.new.clone())
         })
         .collect()
 }
 
 fn rotation_requested(c: &MySQLCluster) -> bool {
-    c.metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key("moco-rs/rotate-passwords"))
+    annotation(&c.metadata, ROTATE_PASSWORDS_ANNOTATION).is_some()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -311,7 +312,7 @@ async fn passwords_rotate_under_writes_and_a_backup_and_after_a_kill_at_each_ste
     .applied_objects()
     .boxed();
     f.patch_cluster(json!({"metadata": {"annotations": {
-        "moco-rs/rotate-passwords": "second"
+        ROTATE_PASSWORDS_ANNOTATION: "second"
     }}}))
     .await;
     let started = std::time::Instant::now();

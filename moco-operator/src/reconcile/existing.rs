@@ -4,9 +4,10 @@
 //! RoleBinding or archiver Deployment, and a cluster below three instances no
 //! PodDisruptionBudget; deleting each of them by name in every round cost the API server a
 //! DELETE answered 404 apiece. A restored cluster asked for its restore Job and deleted the
-//! restore's Role and RoleBinding in every round, for as long as it lived. The controller watches these kinds anyway (they are owned),
-//! so the watches keep a store of each (metadata only), and the read step looks there first:
-//! a round deletes only what the store holds.
+//! restore's Role and RoleBinding in every round, for as long as it lived. The controller
+//! watches these kinds anyway (they are owned), so the watches keep a store of each (metadata
+//! only), and the read step looks there first: a round deletes (or asks for) only what the
+//! store holds.
 //!
 //! A store may lag behind the API server. An object created a moment ago that the store does
 //! not hold yet is left this round; its creation event then reaches the store (first) and the
