@@ -19,8 +19,12 @@ use std::future::Future;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use moco_core::resources::{AdmittedPartition, PartitionAdmission, admit_partition};
@@ -41,16 +45,53 @@ use crate::mysqlcluster::MySQLCluster;
 
 /// A failed lookup of cluster facts.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot list {what}: {message}")]
+#[error("{what}: {message}")]
 pub struct LookupError {
-    /// What was being listed.
+    /// What could not be done (`cannot list StorageClasses`).
     pub what: String,
     /// Why it failed.
     pub message: String,
 }
 
-/// Facts about the cluster that some rules need.
+/// Something a requester asks to do, as a SubjectAccessReview's resource attributes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Access {
+    /// `get`, `escalate`, ….
+    pub verb: String,
+    /// The API group (`""` for the core group).
+    pub group: String,
+    /// The resource (plural).
+    pub resource: String,
+    /// The namespace.
+    pub namespace: String,
+    /// The object's name (empty: any).
+    pub name: String,
+}
+
+impl std::fmt::Display for Access {
+    /// `escalate mysqlusers.moco-rs.io "app" in namespace shop`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.verb, self.resource)?;
+        if !self.group.is_empty() {
+            write!(f, ".{}", self.group)?;
+        }
+        if !self.name.is_empty() {
+            write!(f, " {:?}", self.name)?;
+        }
+        write!(f, " in namespace {}", self.namespace)
+    }
+}
+
+/// Facts about the cluster that some rules need, and whether a requester may do something.
 pub trait ClusterLookup: Send + Sync + 'static {
+    /// Whether `who` (a request's `userInfo`) may do `access`: a SubjectAccessReview. The
+    /// MySQLUser webhook asks it for what the operator would do on the requester's behalf
+    /// (read a Secret, grant privileged rights).
+    fn may(
+        &self,
+        who: &UserInfo,
+        access: &Access,
+    ) -> impl Future<Output = Result<bool, LookupError>> + Send;
     /// Every StorageClass.
     fn storage_classes(
         &self,
@@ -82,13 +123,47 @@ impl KubeLookup {
 }
 
 impl ClusterLookup for KubeLookup {
+    async fn may(&self, who: &UserInfo, access: &Access) -> Result<bool, LookupError> {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: who.username.clone(),
+                uid: who.uid.clone(),
+                groups: who.groups.clone(),
+                extra: who.extra.clone(),
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(access.verb.clone()),
+                    group: Some(access.group.clone()),
+                    resource: Some(access.resource.clone()),
+                    namespace: Some(access.namespace.clone()),
+                    name: (!access.name.is_empty()).then(|| access.name.clone()),
+                    ..ResourceAttributes::default()
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let answer = api
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| LookupError {
+                what: format!(
+                    "cannot ask whether the requester may {access} (a SubjectAccessReview)"
+                ),
+                message: e.to_string(),
+            })?;
+        Ok(answer
+            .status
+            .is_some_and(|s| s.allowed && s.denied != Some(true)))
+    }
+
     async fn storage_classes(&self) -> Result<Vec<StorageClassFacts>, LookupError> {
         let api: Api<StorageClass> = Api::all(self.client.clone());
         let list = api
             .list(&ListParams::default())
             .await
             .map_err(|e| LookupError {
-                what: "StorageClasses".to_owned(),
+                what: "cannot list StorageClasses".to_owned(),
                 message: e.to_string(),
             })?;
         Ok(list.items.iter().map(storage_class_facts).collect())
@@ -100,7 +175,7 @@ impl ClusterLookup for KubeLookup {
             .list(&ListParams::default())
             .await
             .map_err(|e| LookupError {
-                what: format!("MySQLClusters in namespace {namespace}"),
+                what: format!("cannot list MySQLClusters in namespace {namespace}"),
                 message: e.to_string(),
             })?;
         Ok(list.items.iter().map(ClusterReference::from).collect())
@@ -114,9 +189,15 @@ pub struct StaticLookup {
     pub storage_classes: Vec<StorageClassFacts>,
     /// MySQLClusters by namespace.
     pub clusters: BTreeMap<String, Vec<ClusterReference>>,
+    /// What no requester may do; anything else every requester may.
+    pub refused: Vec<Access>,
 }
 
 impl ClusterLookup for StaticLookup {
+    async fn may(&self, _who: &UserInfo, access: &Access) -> Result<bool, LookupError> {
+        Ok(!self.refused.contains(access))
+    }
+
     async fn storage_classes(&self) -> Result<Vec<StorageClassFacts>, LookupError> {
         Ok(self.storage_classes.clone())
     }

@@ -13,16 +13,27 @@ use serde_json::{Value, json};
 struct Failing;
 
 impl ClusterLookup for Failing {
+    async fn may(
+        &self,
+        _who: &k8s_openapi::api::authentication::v1::UserInfo,
+        access: &moco_api::admission::Access,
+    ) -> Result<bool, LookupError> {
+        Err(LookupError {
+            what: format!("cannot ask whether the requester may {access}"),
+            message: "connection refused".into(),
+        })
+    }
+
     async fn storage_classes(&self) -> Result<Vec<StorageClassFacts>, LookupError> {
         Err(LookupError {
-            what: "StorageClasses".into(),
+            what: "cannot list StorageClasses".into(),
             message: "connection refused".into(),
         })
     }
 
     async fn clusters_in(&self, namespace: &str) -> Result<Vec<ClusterReference>, LookupError> {
         Err(LookupError {
-            what: format!("MySQLClusters in namespace {namespace}"),
+            what: format!("cannot list MySQLClusters in namespace {namespace}"),
             message: "forbidden".into(),
         })
     }
@@ -101,6 +112,24 @@ async fn failed_lookups_refuse() {
     assert_eq!(
         message,
         "internal error: cannot list MySQLClusters in namespace ns: forbidden"
+    );
+    // A MySQLUser whose requester cannot be checked is refused: the webhook fails closed.
+    let user = json!({
+        "apiVersion": "moco-rs.io/v1alpha1", "kind": "MySQLUser",
+        "metadata": {"name": "app", "namespace": "ns"},
+        "spec": {"clusterName": "c", "passwordSecretKeyRef": {"name": "s", "key": "password"}},
+    });
+    let (allowed, message, _) = outcome(
+        &moco_api::accounts::admission::admit_mysqluser(
+            &Failing,
+            review("CREATE", "MySQLUser", user, Value::Null),
+        )
+        .await,
+    );
+    assert!(!allowed);
+    assert_eq!(
+        message,
+        "internal error: cannot ask whether the requester may get secrets \"s\" in namespace ns: connection refused"
     );
 }
 

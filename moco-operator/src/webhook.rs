@@ -2,6 +2,11 @@
 //! [`moco_api::admission`]'s (and, for moco-rs's own MySQLUser and MySQLDatabase,
 //! [`moco_api::accounts::admission`]'s); this module decodes the `AdmissionReview`, encodes the
 //! answer as the API server expects it, and counts each answer in the [`Metrics`].
+//!
+//! The rules run off the async runtime ([`WebhookState::off_runtime`]): the webhook shares its
+//! process with every cluster's manager and the leader Lease's renewal, and whoever may create
+//! an object chooses how much work its rules are; on the blocking pool, at most
+//! [`ADMISSION_AT_ONCE`] at a time, a costly object slows admission only.
 
 use std::sync::Arc;
 
@@ -14,7 +19,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use kube::core::DynamicObject;
 use kube::core::admission::AdmissionReview;
-use moco_api::accounts::admission::{validate_mysqldatabase, validate_mysqluser};
+use moco_api::accounts::admission::{admit_mysqluser, validate_mysqldatabase};
 use moco_api::accounts::{PATH_VALIDATE_MYSQLDATABASE, PATH_VALIDATE_MYSQLUSER};
 use moco_api::admission::{
     ClusterLookup, mutate_mysqlcluster, mutate_statefulset, validate_backuppolicy,
@@ -35,10 +40,15 @@ const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 /// Source of the random numbers the mutating webhook needs for `serverIDBase`.
 pub type RandomSource = Arc<dyn Fn() -> u32 + Send + Sync>;
 
-/// What the handlers share: where cluster facts come from, and the random source.
+/// Admission requests whose rules run at once; the others wait (asynchronously) for a turn.
+pub const ADMISSION_AT_ONCE: usize = 2;
+
+/// What the handlers share: where cluster facts come from, the random source, and the turns
+/// of admission work.
 pub struct WebhookState<L> {
     lookup: L,
     random: RandomSource,
+    turns: tokio::sync::Semaphore,
 }
 
 impl<L> std::fmt::Debug for WebhookState<L> {
@@ -55,7 +65,52 @@ impl<L: ClusterLookup> WebhookState<L> {
 
     /// State with a given random source (tests that check the `serverIDBase` chosen).
     pub fn with_random(lookup: L, random: RandomSource) -> Self {
-        WebhookState { lookup, random }
+        WebhookState {
+            lookup,
+            random,
+            turns: tokio::sync::Semaphore::new(ADMISSION_AT_ONCE),
+        }
+    }
+
+    /// Runs `work` on the blocking pool once a turn is free, so that no admission request
+    /// holds a worker of the runtime the managers and the Lease run on. `None` if the work
+    /// panicked.
+    pub async fn off_runtime<T, F>(&self, work: F) -> Option<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let _turn = self.turns.acquire().await.ok()?;
+        match tokio::task::spawn_blocking(work).await {
+            Ok(answer) => Some(answer),
+            Err(e) => {
+                tracing::error!(error = %e, "an admission rule failed");
+                None
+            }
+        }
+    }
+}
+
+/// The answer of a webhook whose rules failed: a 500, which the API server reports as the
+/// webhook's failure (the object is refused: the webhooks fail closed).
+fn failed_rules() -> Response {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "the admission rules failed; see the controller's log",
+    )
+        .into_response()
+}
+
+/// `work` off the runtime ([`WebhookState::off_runtime`]), its answer as JSON.
+async fn answer_off_runtime<L, T, F>(state: &WebhookState<L>, work: F) -> Response
+where
+    L: ClusterLookup,
+    F: FnOnce() -> T + Send + 'static,
+    T: serde::Serialize + Send + 'static,
+{
+    match state.off_runtime(work).await {
+        Some(answer) => Json(answer).into_response(),
+        None => failed_rules(),
     }
 }
 
@@ -83,15 +138,9 @@ pub fn webhook_router<L: ClusterLookup>(
         .route(PATH_VALIDATE_MYSQLCLUSTER, post(validate_cluster::<L>))
         .route(PATH_MUTATE_MYSQLCLUSTER, post(mutate_cluster::<L>))
         .route(PATH_VALIDATE_BACKUPPOLICY, post(validate_policy::<L>))
-        .route(PATH_MUTATE_STATEFULSET, post(mutate_sts))
-        .route(
-            PATH_VALIDATE_MYSQLUSER,
-            post(|Json(review): Json<Review>| async { Json(validate_mysqluser(review)) }),
-        )
-        .route(
-            PATH_VALIDATE_MYSQLDATABASE,
-            post(|Json(review): Json<Review>| async { Json(validate_mysqldatabase(review)) }),
-        )
+        .route(PATH_MUTATE_STATEFULSET, post(mutate_sts::<L>))
+        .route(PATH_VALIDATE_MYSQLUSER, post(validate_user::<L>))
+        .route(PATH_VALIDATE_MYSQLDATABASE, post(validate_database::<L>))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(
@@ -100,37 +149,74 @@ pub fn webhook_router<L: ClusterLookup>(
         ))
 }
 
+/// The MySQLUser rules, then SubjectAccessReviews of what the object asks the operator to do
+/// for its requester ([`admit_mysqluser`]).
+async fn validate_user<L: ClusterLookup>(
+    State(state): State<Arc<WebhookState<L>>>,
+    Json(review): Json<Review>,
+) -> Response {
+    let handle = tokio::runtime::Handle::current();
+    let shared = state.clone();
+    answer_off_runtime(&state, move || {
+        handle.block_on(admit_mysqluser(&shared.lookup, review))
+    })
+    .await
+}
+
+async fn validate_database<L: ClusterLookup>(
+    State(state): State<Arc<WebhookState<L>>>,
+    Json(review): Json<Review>,
+) -> Response {
+    answer_off_runtime(&state, move || validate_mysqldatabase(review)).await
+}
+
+/// The MySQLCluster rules look facts up (StorageClasses, the namespace's clusters): the
+/// lookups' I/O is driven from the blocking thread through the runtime's handle.
 async fn validate_cluster<L: ClusterLookup>(
     State(state): State<Arc<WebhookState<L>>>,
     Json(review): Json<Review>,
-) -> Json<Review> {
-    let request = review.request.clone();
-    let answered = validate_mysqlcluster(&state.lookup, review).await;
-    Json(match request {
-        Some(request) => crate::annotations::apply_annotation_rules(&request, answered),
-        None => answered,
+) -> Response {
+    let handle = tokio::runtime::Handle::current();
+    let shared = state.clone();
+    answer_off_runtime(&state, move || {
+        let request = review.request.clone();
+        let answered = handle.block_on(validate_mysqlcluster(&shared.lookup, review));
+        match request {
+            Some(request) => crate::annotations::apply_annotation_rules(&request, answered),
+            None => answered,
+        }
     })
+    .await
 }
 
 async fn mutate_cluster<L: ClusterLookup>(
     State(state): State<Arc<WebhookState<L>>>,
     Json(review): Json<Review>,
-) -> Json<Value> {
-    Json(patch_as_base64(&mutate_mysqlcluster(
-        review,
-        (state.random)(),
-    )))
+) -> Response {
+    let random = (state.random)();
+    answer_off_runtime(&state, move || {
+        patch_as_base64(&mutate_mysqlcluster(review, random))
+    })
+    .await
 }
 
-async fn mutate_sts(Json(review): Json<Review>) -> Json<Value> {
-    Json(patch_as_base64(&mutate_statefulset(review)))
+async fn mutate_sts<L: ClusterLookup>(
+    State(state): State<Arc<WebhookState<L>>>,
+    Json(review): Json<Review>,
+) -> Response {
+    answer_off_runtime(&state, move || patch_as_base64(&mutate_statefulset(review))).await
 }
 
 async fn validate_policy<L: ClusterLookup>(
     State(state): State<Arc<WebhookState<L>>>,
     Json(review): Json<Review>,
-) -> Json<Review> {
-    Json(validate_backuppolicy(&state.lookup, review).await)
+) -> Response {
+    let handle = tokio::runtime::Handle::current();
+    let shared = state.clone();
+    answer_off_runtime(&state, move || {
+        handle.block_on(validate_backuppolicy(&shared.lookup, review))
+    })
+    .await
 }
 
 /// The review as JSON with `response.patch` encoded as a base64 string, the encoding Go's
@@ -228,10 +314,16 @@ mod tests {
         path: &str,
         body: &serde_json::Value,
     ) -> (u16, Value) {
-        let router = webhook_router(
-            Arc::new(WebhookState::new(StaticLookup::default())),
-            metrics.clone(),
-        );
+        let addr = serve(WebhookState::new(StaticLookup::default()), metrics.clone()).await;
+        post_to(addr, path, body).await
+    }
+
+    /// The router of `state` served on a loopback port.
+    async fn serve<L: ClusterLookup>(
+        state: WebhookState<L>,
+        metrics: Arc<Metrics>,
+    ) -> std::net::SocketAddr {
+        let router = webhook_router(Arc::new(state), metrics);
         let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
             Ok(l) => l,
             Err(e) => panic!("{e}"),
@@ -241,6 +333,15 @@ mod tests {
         let Some(addr) = addr else {
             panic!("no address")
         };
+        addr
+    }
+
+    /// POSTs `body` to `path` at `addr`; the status and the answer's JSON body.
+    async fn post_to(
+        addr: std::net::SocketAddr,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> (u16, Value) {
         let mut stream = match tokio::net::TcpStream::connect(addr).await {
             Ok(s) => s,
             Err(e) => panic!("{e}"),
@@ -368,6 +469,156 @@ mod tests {
         assert!(
             message.contains("metadata.name: \"mysql\" is a schema of the server itself"),
             "{answer}"
+        );
+    }
+
+    /// A lookup that holds the thread polling it (as a costly rule holds its thread) until
+    /// released; counts the requests holding one.
+    #[derive(Default)]
+    struct Holding {
+        holding: std::sync::atomic::AtomicUsize,
+        released: std::sync::Mutex<bool>,
+        wake: std::sync::Condvar,
+    }
+
+    /// [`Holding`], shared with the test.
+    #[derive(Clone, Default)]
+    struct HoldingLookup(Arc<Holding>);
+
+    impl Holding {
+        fn hold(&self) {
+            self.holding
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut released = self.released.lock().unwrap_or_else(|e| e.into_inner());
+            while !*released {
+                released = self.wake.wait(released).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+
+        fn release(&self) {
+            *self.released.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            self.wake.notify_all();
+        }
+    }
+
+    impl ClusterLookup for HoldingLookup {
+        async fn may(
+            &self,
+            _who: &k8s_openapi::api::authentication::v1::UserInfo,
+            _access: &moco_api::admission::Access,
+        ) -> Result<bool, moco_api::admission::LookupError> {
+            Ok(true)
+        }
+
+        async fn storage_classes(
+            &self,
+        ) -> Result<Vec<moco_core::validate::StorageClassFacts>, moco_api::admission::LookupError>
+        {
+            self.0.hold();
+            Ok(Vec::new())
+        }
+
+        async fn clusters_in(
+            &self,
+            _namespace: &str,
+        ) -> Result<Vec<moco_core::validate::ClusterReference>, moco_api::admission::LookupError>
+        {
+            self.0.hold();
+            Ok(Vec::new())
+        }
+    }
+
+    /// Four admission requests whose rules hold their threads do not stop the runtime the
+    /// managers and the Lease run on (two workers, as the controller has on two cores): a task
+    /// spawned meanwhile runs at once. Before the rules ran off the runtime, the two held
+    /// requests held both workers and the task waited for them (broken by hand: the deadline
+    /// below fails).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rules_in_flight_do_not_hold_the_runtime() {
+        let shared = HoldingLookup::default();
+        let lookup = shared.0.clone();
+        let state = WebhookState::with_random(shared, Arc::new(|| 1));
+        let addr = serve(state, Arc::new(Metrics::new("moco-system"))).await;
+        let delete = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u1",
+                "kind": {"group": "moco.cybozu.com", "version": "v1beta2", "kind": "BackupPolicy"},
+                "resource": {"group": "moco.cybozu.com", "version": "v1beta2", "resource": "backuppolicies"},
+                "name": "daily", "namespace": "ns", "operation": "DELETE", "userInfo": {},
+            }
+        });
+        let requests: Vec<_> = (0..4)
+            .map(|_| {
+                let body = delete.clone();
+                tokio::spawn(async move { post_to(addr, PATH_VALIDATE_BACKUPPOLICY, &body).await })
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while lookup.holding.load(std::sync::atomic::Ordering::SeqCst) < ADMISSION_AT_ONCE {
+            assert!(std::time::Instant::now() < deadline, "the rules never ran");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // The manager's round stands for any task of the runtime. Waited for on this thread
+        // (not a worker), with the standard library's clock: held workers would drive no
+        // timer.
+        let (done, round) = std::sync::mpsc::channel();
+        tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            let _ = done.send("round done");
+        });
+        let ran = round.recv_timeout(std::time::Duration::from_secs(20));
+        assert_eq!(
+            lookup.holding.load(std::sync::atomic::Ordering::SeqCst),
+            ADMISSION_AT_ONCE,
+            "more rules ran at once than there are turns"
+        );
+        lookup.release();
+        assert_eq!(
+            ran,
+            Ok("round done"),
+            "a task of the runtime waited for the admission rules"
+        );
+        for request in requests {
+            let answered = tokio::time::timeout(std::time::Duration::from_secs(30), request).await;
+            assert!(
+                matches!(&answered, Ok(Ok((200, v))) if v.pointer("/response/allowed") == Some(&Value::Bool(true))),
+                "{answered:?}"
+            );
+        }
+    }
+
+    /// The hostile MySQLUser of the security review (one grant of ~190,000 made-up privilege
+    /// words, under the 2 MiB body limit) is refused whole, naming the field; the rules were
+    /// quadratic in it before and held a worker for tens of seconds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hostile_mysqluser_is_refused_whole() {
+        let words: Vec<String> = (0..190_000).map(|i| format!("P{i}")).collect();
+        let user = serde_json::json!({
+            "apiVersion": "moco-rs.io/v1alpha1", "kind": "MySQLUser",
+            "metadata": {"name": "app", "namespace": "ns"},
+            "spec": {"clusterName": "test",
+                "passwordSecretKeyRef": {"name": "s", "key": "password"},
+                "grants": [{"on": "appdb.*", "privileges": words}]},
+        });
+        let body = review("MySQLUser", user);
+        assert!(body.to_string().len() < 2 * 1024 * 1024);
+        let answered = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            post(PATH_VALIDATE_MYSQLUSER, &body),
+        )
+        .await;
+        let Ok((200, answer)) = answered else {
+            panic!("{answered:?}")
+        };
+        let message = answer
+            .pointer("/response/status/message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        assert!(
+            message.contains("spec.grants[0].privileges: 190000 items, at most 128"),
+            "{message}"
         );
     }
 

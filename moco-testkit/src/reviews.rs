@@ -68,6 +68,7 @@ pub fn static_lookup() -> StaticLookup {
                 backup_policy_name: Some("daily".into()),
             }],
         )]),
+        refused: Vec::new(),
     }
 }
 

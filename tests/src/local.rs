@@ -1027,3 +1027,56 @@ pub async fn assert_channels_verify<I: std::fmt::Display>(
         assert_eq!(field(&st, "Master_SSL_CA_File"), ca_file, "instance {i}");
     }
 }
+
+/// What an account with binary-log rights reads of every binary log the server at `reader`
+/// holds (`SHOW BINARY LOGS`, then `SHOW BINLOG EVENTS` of each: the statements as logged),
+/// and the raw bytes of each of those files in `datadir`. The probe of the cleartext in the
+/// binary log: an application account (`moco-readonly` holds `BINLOG MONITOR`) reads the
+/// first, a replica, the archive and a backup copy the second.
+pub async fn binlog_as_read(reader: &mysql_async::Opts, datadir: &Path) -> (Vec<String>, Vec<u8>) {
+    let mut c = match connect(reader, Duration::from_secs(10)).await {
+        Ok(c) => c,
+        Err(e) => panic!("connecting to read the binary logs: {e}"),
+    };
+    let logs: Vec<(String, u64)> = match c.query("SHOW BINARY LOGS").await {
+        Ok(l) => l,
+        Err(e) => panic!("SHOW BINARY LOGS: {e}"),
+    };
+    assert!(!logs.is_empty(), "no binary logs");
+    let mut statements = Vec::new();
+    let mut bytes = Vec::new();
+    for (name, _) in &logs {
+        let rows: Vec<mysql_async::Row> =
+            match c.query(format!("SHOW BINLOG EVENTS IN '{name}'")).await {
+                Ok(r) => r,
+                Err(e) => panic!("SHOW BINLOG EVENTS IN {name}: {e}"),
+            };
+        statements.extend(
+            rows.iter()
+                .filter_map(|r| r.get_opt::<String, _>("Info").and_then(Result::ok)),
+        );
+        match std::fs::read(datadir.join(name)) {
+            Ok(b) => bytes.extend(b),
+            Err(e) => panic!("reading {}: {e}", datadir.join(name).display()),
+        }
+    }
+    let _ = c.disconnect().await;
+    (statements, bytes)
+}
+
+/// Fails when a password of `secrets` is in the binary log as [`binlog_as_read`] read it;
+/// returns how many statements were read (the probe read something).
+pub fn assert_no_cleartext(what: &str, read: &(Vec<String>, Vec<u8>), secrets: &[&str]) -> usize {
+    let (statements, bytes) = read;
+    for secret in secrets {
+        assert!(!secret.is_empty());
+        if let Some(s) = statements.iter().find(|s| s.contains(secret)) {
+            panic!("{what}: a password is in the binary log in clear: {s}");
+        }
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{what}: a password is in a binary log file in clear"
+        );
+    }
+    statements.len()
+}

@@ -6,11 +6,15 @@
 //! * a valid file makes the database and the account: the user can do what was granted and is
 //!   refused the rest;
 //! * applied again, nothing changes; a grant revoked by hand is put back; a new password in
-//!   the file's Secret is set (the old one refused).
+//!   the file's Secret is set (the old one refused), and neither password is in the binary
+//!   log in clear.
 
 use std::time::Duration;
 
-use moco_tests::local::{ClusterDir, endpoint_port, moco, moco_ok, opts, up_detached};
+use moco_tests::local::{
+    ClusterDir, assert_no_cleartext, binlog_as_read, endpoint_port, moco, moco_ok, opts,
+    up_detached,
+};
 use mysql_async::prelude::Queryable;
 
 /// The cluster directory's name is the cluster's (`ClusterDir::new`: `c`).
@@ -145,6 +149,23 @@ async fn accounts_and_databases_from_a_file_are_made_checked_and_kept() {
     assert!(connect(port, "app", "pw-2").await.is_ok());
     let old = connect(port, "app", "pw-1").await.unwrap_err();
     assert!(old.contains("1045"), "{old}");
+
+    // Neither password is in the binary log, as the application reads it or as its files
+    // are copied: the CREATE USER and ALTER USER are there, with hashes only.
+    let readonly = opts(port, "moco-readonly", &dir.password("moco-readonly"));
+    let datadir = dir.path().join("instances").join("0").join("data");
+    let read = binlog_as_read(&readonly, &datadir).await;
+    assert_no_cleartext("the primary", &read, &["pw-1", "pw-2"]);
+    for logged in [
+        "CREATE USER 'app'@'%' IDENTIFIED BY PASSWORD",
+        "ALTER USER 'app'@'%' IDENTIFIED BY PASSWORD",
+    ] {
+        assert!(
+            read.0.iter().any(|s| s.contains(logged)),
+            "no {logged:?} in the binary log: {:?}",
+            read.0
+        );
+    }
     a.disconnect().await.unwrap();
     moco_ok(&["local", "down", "--dir", &dir.arg(), "--wipe"]);
 }

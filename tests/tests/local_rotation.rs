@@ -2,7 +2,9 @@
 //! acknowledged writes gets new passwords for all eight of MOCO's accounts. No write fails,
 //! the manager records no warning, and afterwards every instance refuses every old password
 //! and accepts every new one; `client/*.cnf` holds the new ones; each replica's channel was
-//! re-pointed with the new replication password (its `master.info`). A second
+//! re-pointed with the new replication password (its `master.info`); no binary log of any
+//! instance holds a password of either set in clear (as `moco-readonly` reads it, and as its
+//! files are copied). A second
 //! rotation whose manager is killed after it published finishes, after `resume`, with the
 //! passwords it drew (never drawn again).
 
@@ -11,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use moco_adapters::local::secret::MOCO_USERS as USERS;
 use moco_tests::local::{
-    ClusterDir, Writer, assert_no_acked_loss, endpoint_port, instance_port, moco_async, moco_ok,
-    opts, started_with_table, wait_process_gone,
+    ClusterDir, Writer, assert_no_acked_loss, assert_no_cleartext, binlog_as_read, endpoint_port,
+    instance_port, moco_async, moco_ok, opts, started_with_table, wait_process_gone,
 };
 use serde_json::Value;
 
@@ -162,6 +164,36 @@ async fn every_password_is_rotated_under_writes_and_a_killed_manager_finishes_th
     }
     let healthy = dir.status();
     assert_no_acked_loss(&dir, &healthy, &report.acked).await;
+
+    // No password of either set is in any binary log, as the application reads it
+    // (`moco-readonly` holds BINLOG MONITOR) or as a replica or the archive copies it: MariaDB
+    // logs account statements as sent, so only hashes may be sent. The rotation's statements
+    // are there (the probe sees them), with hashes.
+    let secrets: Vec<&str> = old
+        .values()
+        .chain(new.values())
+        .map(String::as_str)
+        .collect();
+    for index in 0..3 {
+        let reader = opts(
+            instance_port(&status, index),
+            "moco-readonly",
+            &new["moco-readonly"],
+        );
+        let datadir = dir
+            .path()
+            .join("instances")
+            .join(index.to_string())
+            .join("data");
+        let read = binlog_as_read(&reader, &datadir).await;
+        let statements = assert_no_cleartext(&format!("instance {index}"), &read, &secrets);
+        assert!(
+            read.0
+                .iter()
+                .any(|s| s.contains("ALTER USER 'moco-admin'@'%' IDENTIFIED VIA")),
+            "instance {index}: the rotation's statements are not in its binary log ({statements} read)"
+        );
+    }
 
     // A second rotation, the manager killed once it published: resumed, it finishes with the
     // passwords drawn before the kill.

@@ -26,7 +26,8 @@ use moco_cluster::ports::PortError;
 use mysql_async::prelude::Queryable as _;
 
 use super::InstanceError;
-use crate::mysql::{Account, DEFAULT_ACCOUNT_HOST, MocoPasswords, redact, sql};
+use crate::mysql::password::identified_by;
+use crate::mysql::{Account, DEFAULT_ACCOUNT_HOST, Dialect, MocoPasswords, redact, sql};
 
 /// The accounts of the copy that win over MOCO's at login: a MOCO account name on another
 /// host than [`DEFAULT_ACCOUNT_HOST`], and anonymous accounts (roles aside: they log in to
@@ -63,11 +64,12 @@ pub fn rekey_statements(passwords: &MocoPasswords) -> Vec<String> {
         "FLUSH PRIVILEGES".to_owned(),
         drop_strays(),
     ];
+    // The hashes, not the passwords: the init file then holds nothing a login can use.
     statements.extend(Account::ALL.iter().map(|&account| {
         format!(
-            "ALTER USER {} IDENTIFIED BY {}",
+            "ALTER USER {} {}",
             sql::account(account.name(), DEFAULT_ACCOUNT_HOST),
-            sql::quote(passwords.get(account))
+            identified_by(Dialect::Mariadb, passwords.get(account))
         )
     }));
     statements
@@ -219,9 +221,13 @@ mod tests {
         assert_eq!(
             statements[4],
             format!(
-                "ALTER USER 'moco-admin'@'%' IDENTIFIED BY {}",
-                sql::quote("new-moco-admin'x")
+                "ALTER USER 'moco-admin'@'%' IDENTIFIED BY PASSWORD '{}'",
+                crate::mysql::password::native_password_hash("new-moco-admin'x")
             )
+        );
+        assert!(
+            !rekey_init_file(&passwords).contains("new-"),
+            "the init file holds hashes only"
         );
         for account in Account::ALL {
             assert!(

@@ -11,37 +11,25 @@
 
 use std::collections::BTreeSet;
 
+use super::MysqlInstance;
+use super::password::{identified_by, native_password_hash};
+use super::sql::{Dialect, account, quote};
 use moco_cluster::ports::PortError;
 use moco_core::accounts::{
     AccountChange, AccountSpec, DatabaseChange, DatabaseSpec, GrantLevel, GrantTarget, Grants,
     ObservedAccount, ObservedDatabase, Privilege, quote_identifier,
 };
-use sha1::{Digest, Sha1};
-
-use super::MysqlInstance;
-use super::sql::{account, quote};
-
-/// `mysql_native_password`'s stored hash of `password`: `*` and the upper-case hex of
-/// SHA1(SHA1(password)).
-pub fn native_password_hash(password: &str) -> String {
-    let inner = Sha1::digest(password.as_bytes());
-    let outer = Sha1::digest(inner);
-    let mut out = String::with_capacity(41);
-    out.push('*');
-    for b in outer {
-        out.push_str(&format!("{b:02X}"));
-    }
-    out
-}
 
 /// `'user'@'host'` as `information_schema` writes a grantee.
 fn grantee(user: &str, host: &str) -> String {
     format!("'{user}'@'{host}'")
 }
 
-/// The statements of one account change. `password` is used by `Create` and `SetPassword`
-/// only; a log shows them through `redact`.
+/// The statements of one account change on a server of dialect `d`. `password` is used by
+/// `Create` and `SetPassword` only, as [`identified_by`] sends it (on MariaDB its hash, which
+/// is what the binary log keeps).
 pub fn account_statements(
+    d: Dialect,
     spec: &AccountSpec,
     password: &str,
     change: &AccountChange,
@@ -50,16 +38,13 @@ pub fn account_statements(
     let require = |tls: bool| if tls { "SSL" } else { "NONE" };
     match change {
         AccountChange::Create => vec![format!(
-            "CREATE USER {who} IDENTIFIED BY {} REQUIRE {} WITH MAX_USER_CONNECTIONS {}",
-            quote(password),
+            "CREATE USER {who} {} REQUIRE {} WITH MAX_USER_CONNECTIONS {}",
+            identified_by(d, password),
             require(spec.require_tls),
             spec.max_user_connections
         )],
         AccountChange::SetPassword => {
-            vec![format!(
-                "ALTER USER {who} IDENTIFIED BY {}",
-                quote(password)
-            )]
+            vec![format!("ALTER USER {who} {}", identified_by(d, password))]
         }
         AccountChange::SetRequireTls(tls) => {
             vec![format!("ALTER USER {who} REQUIRE {}", require(*tls))]
@@ -257,9 +242,10 @@ impl MysqlInstance {
         password: &str,
         changes: &[AccountChange],
     ) -> Result<(), PortError> {
+        let d = self.server_info().await?.dialect;
         let mut conn = self.conn().await?;
         for change in changes {
-            for statement in account_statements(spec, password, change) {
+            for statement in account_statements(d, spec, password, change) {
                 self.exec(&mut conn, &statement).await?;
             }
         }
@@ -307,19 +293,6 @@ mod tests {
     }
 
     #[test]
-    fn the_native_hash_is_the_servers() {
-        // SELECT PASSWORD('pw'), PASSWORD('it''s \\ ü') on MariaDB 10.11.
-        assert_eq!(
-            native_password_hash("pw"),
-            "*D821809F681A40A6E379B50D0463EFAE20BDD122"
-        );
-        assert_eq!(
-            native_password_hash("it's \\ ü"),
-            "*B97240BDA57063760B36AF32EDBDF83BF78A6081"
-        );
-    }
-
-    #[test]
     fn changes_become_statements_with_quoting() {
         let spec = AccountSpec {
             name: "app".into(),
@@ -329,14 +302,30 @@ mod tests {
             ..AccountSpec::default()
         };
         assert_eq!(
-            account_statements(&spec, "p'w", &AccountChange::Create),
+            account_statements(Dialect::Mysql84, &spec, "p'w", &AccountChange::Create),
             [
                 "CREATE USER 'app'@'10.%' IDENTIFIED BY 'p''w' REQUIRE SSL WITH MAX_USER_CONNECTIONS 5"
             ]
         );
+        // MariaDB keeps account statements in its binary log as sent: only the hash travels.
+        assert_eq!(
+            account_statements(Dialect::Mariadb, &spec, "p'w", &AccountChange::Create),
+            [format!(
+                "CREATE USER 'app'@'10.%' IDENTIFIED BY PASSWORD '{}' REQUIRE SSL WITH MAX_USER_CONNECTIONS 5",
+                native_password_hash("p'w")
+            )]
+        );
+        assert_eq!(
+            account_statements(Dialect::Mariadb, &spec, "p'w", &AccountChange::SetPassword),
+            [format!(
+                "ALTER USER 'app'@'10.%' IDENTIFIED BY PASSWORD '{}'",
+                native_password_hash("p'w")
+            )]
+        );
         let on = GrantTarget::Database("a\\_b".into());
         assert_eq!(
             account_statements(
+                Dialect::Mariadb,
                 &spec,
                 "",
                 &AccountChange::Grant {
@@ -351,6 +340,7 @@ mod tests {
         );
         assert_eq!(
             account_statements(
+                Dialect::Mariadb,
                 &spec,
                 "",
                 &AccountChange::Revoke {

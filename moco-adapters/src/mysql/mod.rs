@@ -30,6 +30,7 @@ pub mod accounts;
 mod clone;
 mod init;
 pub mod option_file;
+pub mod password;
 pub mod rotation;
 pub mod sql;
 pub mod tls;
@@ -767,14 +768,14 @@ fn parse_clone_state(text: &str) -> Option<CloneState> {
     }
 }
 
-/// A statement fit for logs and errors: string literals after `PASSWORD`, `PASSWORD(` or
-/// `IDENTIFIED BY` become `'<redacted>'`.
+/// A statement fit for logs and errors: string literals after `PASSWORD`, `PASSWORD(`,
+/// `IDENTIFIED BY` or `USING` (an authentication method's hash) become `'<redacted>'`.
 pub fn redact(statement: &str) -> String {
     let upper = statement.to_ascii_uppercase();
     let mut out = String::with_capacity(statement.len());
     let mut rest = 0;
     let mut search = 0;
-    while let Some(found) = ["PASSWORD", "IDENTIFIED BY"]
+    while let Some(found) = ["PASSWORD", "IDENTIFIED BY", "USING"]
         .iter()
         .filter_map(|k| upper[search..].find(k).map(|i| (search + i, k.len())))
         .min()
@@ -1136,6 +1137,18 @@ mod tests {
                 "CHANGE REPLICATION SOURCE TO SOURCE_USER='u', SOURCE_PASSWORD = 'x', GET_SOURCE_PUBLIC_KEY=1"
             ),
             "CHANGE REPLICATION SOURCE TO SOURCE_USER='u', SOURCE_PASSWORD = '<redacted>', GET_SOURCE_PUBLIC_KEY=1"
+        );
+        assert_eq!(
+            redact(
+                "ALTER USER 'a'@'%' IDENTIFIED VIA mysql_native_password USING '*AB' OR \
+                 mysql_native_password USING '*CD'"
+            ),
+            "ALTER USER 'a'@'%' IDENTIFIED VIA mysql_native_password USING '<redacted>' OR \
+             mysql_native_password USING '<redacted>'"
+        );
+        assert_eq!(
+            redact("CREATE USER 'a'@'%' IDENTIFIED BY PASSWORD '*AB' REQUIRE NONE"),
+            "CREATE USER 'a'@'%' IDENTIFIED BY PASSWORD '<redacted>' REQUIRE NONE"
         );
         assert_eq!(redact("SELECT 1"), "SELECT 1");
         assert_eq!(redact("SET PASSWORD"), "SET PASSWORD");

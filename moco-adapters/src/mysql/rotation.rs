@@ -7,6 +7,8 @@
 //! * MariaDB has no dual passwords but lets an account authenticate through any of several
 //!   methods (`IDENTIFIED VIA … OR …`, 10.4+): the same plugin twice, with each password.
 //!   Replicas' IO threads and every client accept either (measured, `mysql_mariadb.rs`).
+//!   Each password travels as its hash ([`super::password`]): MariaDB's binary log keeps the
+//!   statements as sent, and the application accounts may read it.
 //! * MySQL 8 has dual passwords: `RETAIN CURRENT PASSWORD` keeps the current one as the
 //!   secondary. The old one is set first, so that the secondary is the old password even
 //!   when the step is repeated after the new one became the primary.
@@ -16,6 +18,7 @@
 use moco_cluster::ports::{PasswordPair, PortError};
 use mysql_async::OptsBuilder;
 
+use super::password::{identified_by, native_method};
 use super::sql::{Dialect, account, quote};
 use super::{DEFAULT_ACCOUNT_HOST, MysqlInstance};
 
@@ -27,10 +30,9 @@ pub fn both_passwords(d: Dialect, name: &str, old: &str, new: &str) -> Vec<Strin
     let who = account(name, DEFAULT_ACCOUNT_HOST);
     match d {
         Dialect::Mariadb => vec![format!(
-            "ALTER USER {who} IDENTIFIED VIA mysql_native_password USING PASSWORD({}) \
-             OR mysql_native_password USING PASSWORD({})",
-            quote(old),
-            quote(new)
+            "ALTER USER {who} IDENTIFIED VIA {} OR {}",
+            native_method(old),
+            native_method(new)
         )],
         Dialect::Mysql80 | Dialect::Mysql84 => vec![
             format!("ALTER USER {who} IDENTIFIED BY {}", quote(old)),
@@ -45,7 +47,7 @@ pub fn both_passwords(d: Dialect, name: &str, old: &str, new: &str) -> Vec<Strin
 /// `account` accepts only `new`.
 pub fn new_password_only(d: Dialect, name: &str, new: &str) -> Vec<String> {
     let who = account(name, DEFAULT_ACCOUNT_HOST);
-    let set = format!("ALTER USER {who} IDENTIFIED BY {}", quote(new));
+    let set = format!("ALTER USER {who} {}", identified_by(d, new));
     match d {
         // One method again: the old one goes with it.
         Dialect::Mariadb => vec![set],
@@ -126,20 +128,25 @@ impl MysqlInstance {
 
 #[cfg(test)]
 mod tests {
+    use super::super::password::native_password_hash;
     use super::*;
 
+    /// Two methods, then one; only hashes travel (MariaDB's binary log keeps the statement).
     #[test]
     fn mariadb_lists_both_passwords_as_two_methods_and_then_one() {
+        let (old, new) = (native_password_hash("o'ld"), native_password_hash("new"));
         assert_eq!(
             both_passwords(Dialect::Mariadb, "moco-repl", "o'ld", "new"),
-            vec![
+            vec![format!(
                 "ALTER USER 'moco-repl'@'%' IDENTIFIED VIA mysql_native_password USING \
-                 PASSWORD('o''ld') OR mysql_native_password USING PASSWORD('new')"
-            ]
+                 '{old}' OR mysql_native_password USING '{new}'"
+            )]
         );
         assert_eq!(
             new_password_only(Dialect::Mariadb, "moco-repl", "new"),
-            vec!["ALTER USER 'moco-repl'@'%' IDENTIFIED BY 'new'"]
+            vec![format!(
+                "ALTER USER 'moco-repl'@'%' IDENTIFIED BY PASSWORD '{new}'"
+            )]
         );
     }
 

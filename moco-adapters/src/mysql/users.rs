@@ -24,6 +24,7 @@
 use moco_cluster::ports::MocoUser;
 use serde::{Deserialize, Serialize};
 
+use super::password::identified_by;
 use super::sql::{Dialect, account, quote};
 
 pub use super::sql::READ_ONLY_ADMIN_ROLE;
@@ -388,11 +389,11 @@ const SYSTEM_USER: &str = "SYSTEM_USER";
 /// exactly the privileges below whatever an older version granted it.
 pub fn account_statements(d: Dialect, acct: Account, password: &str, host: &str) -> Vec<String> {
     let who = account(acct.name(), host);
-    let pw = quote(password);
+    let pw = identified_by(d, password);
     let mysql = d != Dialect::Mariadb;
     let mut out = vec![
-        format!("CREATE USER IF NOT EXISTS {who} IDENTIFIED BY {pw}"),
-        format!("ALTER USER {who} IDENTIFIED BY {pw}"),
+        format!("CREATE USER IF NOT EXISTS {who} {pw}"),
+        format!("ALTER USER {who} {pw}"),
     ];
     if acct != Account::Admin {
         out.push(format!("REVOKE ALL PRIVILEGES, GRANT OPTION FROM {who}"));
@@ -520,17 +521,20 @@ mod tests {
     #[test]
     fn mariadb_admin_loses_read_only_admin_and_nobody_else_gets_it() {
         let s = account_statements(Dialect::Mariadb, Account::Admin, "pw", "%");
+        let hash = super::super::password::native_password_hash("pw");
         assert_eq!(
             s,
             vec![
-                "CREATE USER IF NOT EXISTS 'moco-admin'@'%' IDENTIFIED BY 'pw'",
-                "ALTER USER 'moco-admin'@'%' IDENTIFIED BY 'pw'",
-                "GRANT ALL PRIVILEGES ON *.* TO 'moco-admin'@'%' WITH GRANT OPTION",
-                "REVOKE READ_ONLY ADMIN ON *.* FROM 'moco-admin'@'%'",
-                "CREATE ROLE IF NOT EXISTS 'moco-read-only-admin'",
-                "GRANT READ_ONLY ADMIN ON *.* TO 'moco-read-only-admin'",
-                "GRANT 'moco-read-only-admin' TO 'moco-admin'@'%'",
-                "SET DEFAULT ROLE NONE FOR 'moco-admin'@'%'",
+                format!(
+                    "CREATE USER IF NOT EXISTS 'moco-admin'@'%' IDENTIFIED BY PASSWORD '{hash}'"
+                ),
+                format!("ALTER USER 'moco-admin'@'%' IDENTIFIED BY PASSWORD '{hash}'"),
+                "GRANT ALL PRIVILEGES ON *.* TO 'moco-admin'@'%' WITH GRANT OPTION".to_owned(),
+                "REVOKE READ_ONLY ADMIN ON *.* FROM 'moco-admin'@'%'".to_owned(),
+                "CREATE ROLE IF NOT EXISTS 'moco-read-only-admin'".to_owned(),
+                "GRANT READ_ONLY ADMIN ON *.* TO 'moco-read-only-admin'".to_owned(),
+                "GRANT 'moco-read-only-admin' TO 'moco-admin'@'%'".to_owned(),
+                "SET DEFAULT ROLE NONE FOR 'moco-admin'@'%'".to_owned(),
             ]
         );
         for acct in Account::ALL.into_iter().filter(|a| *a != Account::Admin) {

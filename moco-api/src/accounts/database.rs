@@ -68,7 +68,7 @@ fn default_character_set() -> String {
 pub struct MySQLDatabaseStatus {
     /// `Ready`: whether the database is on the primary with the declared character set and
     /// collation, and why not (reasons `Applied`, `ClusterNotFound`, `ClusterNotAvailable`,
-    /// `UnknownCharacterSet`, `Conflict`, `ApplyFailed`).
+    /// `UnknownCharacterSet`, `Conflict`, `ApplyFailed`, `Invalid`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The `metadata.generation` the conditions describe: a spec newer than it is not applied

@@ -93,11 +93,14 @@ pub enum ReadyReason {
     Conflict,
     /// `False`: the server refused a statement for another reason; the message has its error.
     ApplyFailed,
+    /// `False`: the object breaks an admission rule (admitted while the webhook was away, or
+    /// by an older version's rules); nothing is applied, the message names the fields.
+    Invalid,
 }
 
 impl ReadyReason {
     /// Every reason.
-    pub const ALL: [ReadyReason; 8] = [
+    pub const ALL: [ReadyReason; 9] = [
         ReadyReason::Applied,
         ReadyReason::ClusterNotFound,
         ReadyReason::ClusterNotAvailable,
@@ -106,6 +109,7 @@ impl ReadyReason {
         ReadyReason::UnknownCharacterSet,
         ReadyReason::Conflict,
         ReadyReason::ApplyFailed,
+        ReadyReason::Invalid,
     ];
 
     /// The reason as written in the condition.
@@ -119,6 +123,7 @@ impl ReadyReason {
             ReadyReason::UnknownCharacterSet => "UnknownCharacterSet",
             ReadyReason::Conflict => "Conflict",
             ReadyReason::ApplyFailed => "ApplyFailed",
+            ReadyReason::Invalid => "Invalid",
         }
     }
 

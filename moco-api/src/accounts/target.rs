@@ -36,12 +36,13 @@ impl GrantTarget {
         }
     }
 
-    /// Whether the grant reaches the grant tables of the `mysql` schema: `*.*` does (MariaDB
-    /// has no partial revokes), and so does any grant on `mysql` (case-insensitively: on a
-    /// server with `lower_case_table_names` it is the same schema).
-    pub fn reaches_grant_tables(&self) -> bool {
+    /// Whether the grant reaches a schema of the server itself ([`SYSTEM_SCHEMAS`]: the grant
+    /// tables of `mysql`, `sys`'s routines, `performance_schema`'s instrumentation): `*.*` does
+    /// (MariaDB has no partial revokes), and so does any grant on one of them
+    /// (case-insensitively: on a server with `lower_case_table_names` it is the same schema).
+    pub fn reaches_system_schema(&self) -> bool {
         self.database()
-            .is_none_or(|db| db.eq_ignore_ascii_case(GRANT_SCHEMA))
+            .is_none_or(|db| SYSTEM_SCHEMAS.iter().any(|s| db.eq_ignore_ascii_case(s)))
     }
 }
 
@@ -354,13 +355,17 @@ mod tests {
     }
 
     #[test]
-    fn the_grant_tables_are_reached_by_star_star_and_by_mysql() {
-        assert!(GrantTarget::Global.reaches_grant_tables());
-        assert!(db("mysql").reaches_grant_tables());
-        assert!(db("MySQL").reaches_grant_tables());
-        assert!(table("mysql", "user").reaches_grant_tables());
-        assert!(!db("appdb").reaches_grant_tables());
-        assert!(!table("mysqlx", "user").reaches_grant_tables());
+    fn system_schemas_are_reached_by_star_star_and_by_each_of_them() {
+        assert!(GrantTarget::Global.reaches_system_schema());
+        assert!(db("mysql").reaches_system_schema());
+        assert!(db("MySQL").reaches_system_schema());
+        assert!(table("mysql", "user").reaches_system_schema());
+        assert!(db("sys").reaches_system_schema());
+        assert!(table("Performance_Schema", "setup_instruments").reaches_system_schema());
+        assert!(db("information_schema").reaches_system_schema());
+        assert!(!db("appdb").reaches_system_schema());
+        assert!(!table("mysqlx", "user").reaches_system_schema());
+        assert!(!db("sysadmin").reaches_system_schema());
     }
 
     #[test]

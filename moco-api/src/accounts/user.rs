@@ -55,8 +55,9 @@ pub struct MySQLUserSpec {
     pub password_secret_key_ref: SecretKeyRef,
 
     /// The privileges of the account: each entry grants its privileges on one `on`. A grant
-    /// removed from the list is revoked.
+    /// removed from the list is revoked. At most 256.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
     pub grants: Vec<Grant>,
 
     /// Refuse connections without TLS (`REQUIRE SSL`).
@@ -111,18 +112,18 @@ pub struct Grant {
 #[x_kube(validation = Rule::new("has(self.on) != has(self.__true__)").message("give the grant's on once: write the key as \"on\" (quoted), or bare (read as \"true\" by YAML 1.1), not both"))]
 struct GrantWire {
     /// Privilege names, as in GRANT (`SELECT`, `CREATE TEMPORARY TABLES`, `BINLOG_ADMIN`);
-    /// any case.
-    #[schemars(length(min = 1))]
+    /// any case. At most 128, each at most 64 characters.
+    #[schemars(length(min = 1, max = 128), inner(length(min = 1, max = 64)))]
     privileges: Vec<String>,
     /// `*.*`, `db.*` or `db.table`; names other than letters, digits, `_` and `$` in
     /// backticks. Names are literal: `_` and `%` are not patterns.
     #[serde(default)]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 261))]
     on: Option<String>,
     /// The grant's `on` when written as a bare `on:` key, which YAML 1.1 parsers (kubectl,
     /// Helm) read as `true`. Do not write it yourself.
     #[serde(default, rename = "true")]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 261))]
     yaml11_on: Option<String>,
 }
 
@@ -166,7 +167,7 @@ impl Grant {
 pub struct MySQLUserStatus {
     /// `Ready`: whether the account is on the primary as declared, and why not (reasons
     /// `Applied`, `ClusterNotFound`, `ClusterNotAvailable`, `SecretMissing`,
-    /// `UnknownPrivilege`, `Conflict`, `ApplyFailed`).
+    /// `UnknownPrivilege`, `Conflict`, `ApplyFailed`, `Invalid`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The `metadata.generation` the conditions describe: a spec newer than it is not applied

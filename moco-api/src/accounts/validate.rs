@@ -5,6 +5,9 @@
 //! object admitted by an earlier, more lenient version can still have its finalizer removed
 //! and be deleted.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
 use moco_core::validate::MAX_CLUSTER_NAME_LENGTH;
 
 use super::database::MySQLDatabase;
@@ -22,7 +25,19 @@ pub const MAX_HOST_LENGTH: usize = 255;
 /// Longest character set or collation name.
 pub const MAX_CHARSET_NAME_LENGTH: usize = 64;
 /// The prefix of MySQL 5.0's encoded names, which MariaDB still decodes.
-const MYSQL50_PREFIX: &str = "#mysql50#";
+pub const MYSQL50_PREFIX: &str = "#mysql50#";
+/// Most grants of one MySQLUser. Admission's work grows with the object, and the webhook
+/// shares the controller's process with every cluster's manager: bounded lists (here and in
+/// the CRD's schema) keep a hostile object cheap to refuse.
+pub const MAX_GRANTS: usize = 256;
+/// Most privileges of one grant: more than the servers have (MySQL 9 lists about 90).
+pub const MAX_PRIVILEGES_PER_GRANT: usize = 128;
+/// Longest `on`: two identifiers of 64 characters, each backticked with every backtick
+/// doubled, and the dot.
+pub const MAX_ON_LENGTH: usize = 2 * (2 * 64 + 2) + 1;
+/// The prefix of MOCO's account names, reserved for the operator's accounts (those of today
+/// and any a later version adds).
+pub const MOCO_ACCOUNT_PREFIX: &str = "moco-";
 
 /// One refused field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -88,6 +103,22 @@ pub enum Problem {
     /// A built-in account or role of the server.
     #[error("{0:?} is a built-in account or role of the server")]
     SystemAccount(String),
+    /// A name in the prefix of MOCO's accounts.
+    #[error(
+        "{0:?} begins with \"moco-\", which is reserved for the operator's own accounts \
+         (those of today and any a later version adds)"
+    )]
+    MocoPrefix(String),
+    /// A list longer than allowed.
+    #[error("{length} items, at most {max}: {why}")]
+    TooMany {
+        /// The list's length.
+        length: usize,
+        /// The limit.
+        max: usize,
+        /// Where the limit comes from.
+        why: &'static str,
+    },
     /// `address/bits` instead of `address/netmask`.
     #[error(
         "{0:?}: the CIDR form is not taken by MariaDB; write the netmask form, e.g. \
@@ -143,13 +174,24 @@ pub enum Problem {
         /// The canonical privilege.
         privilege: String,
     },
-    /// A write privilege that reaches the grant tables.
+    /// A privilege on `*.*` that reads past table grants.
     #[error(
-        "{privilege} on {on} would let the account edit the grant tables of the mysql schema \
-         (MOCO's accounts among them; *.* covers mysql, MariaDB has no partial revokes); grant \
-         it on the databases it needs, or set spec.allowPrivilegedGrants: true"
+        "{privilege} on *.* reads what table grants do not limit (every database's changes in \
+         the binary log, or every session's statements), and a replication client can knock \
+         a replica off its source; set spec.allowPrivilegedGrants: true to grant it anyway"
     )]
-    WritesGrantTables {
+    ReadsPastGrants {
+        /// The canonical privilege.
+        privilege: String,
+    },
+    /// A write privilege (or GRANT OPTION) that reaches a schema of the server itself.
+    #[error(
+        "{privilege} on {on} would let the account change a schema of the server itself (the \
+         grant tables of mysql hold MOCO's accounts; *.* covers every schema, MariaDB has no \
+         partial revokes); grant it on the databases it needs, or set \
+         spec.allowPrivilegedGrants: true"
+    )]
+    WritesSystemSchema {
         /// The canonical privilege.
         privilege: String,
         /// The canonical `on`.
@@ -203,6 +245,23 @@ pub enum Problem {
         /// The value asked for.
         new: String,
     },
+}
+
+/// Most errors a refusal lists: a message stays readable (and small) whatever the object.
+pub const MAX_LISTED_ERRORS: usize = 20;
+
+/// The errors as one message, `field: problem; …`, at most [`MAX_LISTED_ERRORS`] of them and
+/// how many more there are.
+pub fn summary(errors: &[FieldError]) -> String {
+    let mut lines: Vec<String> = errors
+        .iter()
+        .take(MAX_LISTED_ERRORS)
+        .map(ToString::to_string)
+        .collect();
+    if errors.len() > MAX_LISTED_ERRORS {
+        lines.push(format!("and {} more", errors.len() - MAX_LISTED_ERRORS));
+    }
+    lines.join("; ")
 }
 
 /// Every rule of a MySQLUser (CREATE).
@@ -413,6 +472,10 @@ pub fn check_account_name(name: &str) -> Result<(), Problem> {
     if SYSTEM_ACCOUNTS.iter().any(|a| a.eq_ignore_ascii_case(name)) {
         return Err(Problem::SystemAccount(name.to_owned()));
     }
+    let prefix = name.get(..MOCO_ACCOUNT_PREFIX.len());
+    if prefix.is_some_and(|p| p.eq_ignore_ascii_case(MOCO_ACCOUNT_PREFIX)) {
+        return Err(Problem::MocoPrefix(name.to_owned()));
+    }
     Ok(())
 }
 
@@ -486,32 +549,43 @@ pub fn check_host(host: &str) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Every rule of the grants: each `on` parses and appears once; each privilege is of
-/// privilege syntax, appears once, is granted at a level it has; and, unless `allow_privileged`,
-/// nothing on `*.*` manages accounts or bypasses read-only or is unknown, and nothing on `*.*`
-/// or `mysql` writes.
+/// Every rule of the grants: the lists are bounded; each `on` parses and appears once; each
+/// privilege is of privilege syntax, appears once, is granted at a level it has; and, unless
+/// `allow_privileged`, nothing on `*.*` manages accounts, bypasses read-only, reads past table
+/// grants or is unknown, and nothing on `*.*` or a system schema writes, runs routines or
+/// passes grants on.
+///
+/// Linear in the object: duplicates are found through maps, and a list over its bound is
+/// refused as a whole without looking at its items.
 pub fn check_grants(grants: &[Grant], allow_privileged: bool) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let mut targets: Vec<(GrantTarget, String)> = Vec::new();
+    if grants.len() > MAX_GRANTS {
+        errors.push(FieldError::new(
+            "spec.grants",
+            Problem::TooMany {
+                length: grants.len(),
+                max: MAX_GRANTS,
+                why: "merge grants on one database, or grant on the database instead of each table",
+            },
+        ));
+        return errors;
+    }
+    let mut targets: HashMap<GrantTarget, String> = HashMap::with_capacity(grants.len());
     for (i, grant) in grants.iter().enumerate() {
         let on_field = format!("spec.grants[{i}].on");
-        let parsed = if grant.on.is_empty() {
-            Err(Problem::Empty)
-        } else {
-            parse_target(&grant.on).map_err(Problem::from)
-        };
-        let target = match parsed {
+        let target = match check_on(&grant.on) {
             Ok(target) => {
-                if let Some((_, first)) = targets.iter().find(|(t, _)| *t == target) {
-                    errors.push(FieldError::new(
+                match targets.entry(target.clone()) {
+                    Entry::Occupied(first) => errors.push(FieldError::new(
                         &on_field,
                         Problem::DuplicateTarget {
                             on: target.to_string(),
-                            first: first.clone(),
+                            first: first.get().clone(),
                         },
-                    ));
-                } else {
-                    targets.push((target.clone(), on_field));
+                    )),
+                    Entry::Vacant(slot) => {
+                        slot.insert(on_field);
+                    }
                 }
                 Some(target)
             }
@@ -520,13 +594,21 @@ pub fn check_grants(grants: &[Grant], allow_privileged: bool) -> Vec<FieldError>
                 None
             }
         };
+        let privileges_field = format!("spec.grants[{i}].privileges");
         if grant.privileges.is_empty() {
-            errors.push(FieldError::new(
-                format!("spec.grants[{i}].privileges"),
-                Problem::Empty,
-            ));
+            errors.push(FieldError::new(privileges_field, Problem::Empty));
+            continue;
         }
-        let mut seen: Vec<(String, String)> = Vec::new();
+        if grant.privileges.len() > MAX_PRIVILEGES_PER_GRANT {
+            let problem = Problem::TooMany {
+                length: grant.privileges.len(),
+                max: MAX_PRIVILEGES_PER_GRANT,
+                why: "more than the servers have; list each privilege once",
+            };
+            errors.push(FieldError::new(privileges_field, problem));
+            continue;
+        }
+        let mut seen: HashMap<String, String> = HashMap::with_capacity(grant.privileges.len());
         for (j, text) in grant.privileges.iter().enumerate() {
             let field = format!("spec.grants[{i}].privileges[{j}]");
             let privilege = match privileges::canonical(text) {
@@ -536,7 +618,7 @@ pub fn check_grants(grants: &[Grant], allow_privileged: bool) -> Vec<FieldError>
                     continue;
                 }
             };
-            if let Some((_, first)) = seen.iter().find(|(p, _)| *p == privilege) {
+            if let Some(first) = seen.get(&privilege) {
                 let problem = Problem::DuplicatePrivilege {
                     privilege: privilege.clone(),
                     first: first.clone(),
@@ -544,22 +626,66 @@ pub fn check_grants(grants: &[Grant], allow_privileged: bool) -> Vec<FieldError>
                 errors.push(FieldError::new(field, problem));
                 continue;
             }
-            seen.push((privilege.clone(), field.clone()));
             if let Some(problem) = check_privilege(&privilege, target.as_ref(), allow_privileged) {
-                errors.push(FieldError::new(field, problem));
+                errors.push(FieldError::new(&field, problem));
             }
+            seen.insert(privilege, field);
         }
-        let all = seen.iter().find(|(p, _)| p == "ALL PRIVILEGES");
-        if let Some((_, field)) = all
+        if let Some(field) = seen.get("ALL PRIVILEGES")
             && seen
-                .iter()
-                .any(|(p, _)| p != "ALL PRIVILEGES" && p != "GRANT OPTION")
+                .keys()
+                .any(|p| p != "ALL PRIVILEGES" && p != "GRANT OPTION")
         {
             errors.push(FieldError::new(field, Problem::AllWithOthers));
         }
     }
     errors
 }
+
+/// One grant's `on`: not empty, not longer than any `on` can be, parsed, and naming no
+/// database in MariaDB's `#mysql50#` form (the server would decode it to another name).
+fn check_on(on: &str) -> Result<GrantTarget, Problem> {
+    if on.is_empty() {
+        return Err(Problem::Empty);
+    }
+    let length = on.chars().count();
+    if length > MAX_ON_LENGTH {
+        return Err(Problem::TooLong {
+            value: on.chars().take(MAX_ON_LENGTH).collect::<String>() + "…",
+            length,
+            max: MAX_ON_LENGTH,
+            why: "two names of at most 64 characters",
+        });
+    }
+    let target = parse_target(on)?;
+    let encoded = match &target {
+        GrantTarget::Global => None,
+        GrantTarget::Database(db) => Some(db.as_str()),
+        GrantTarget::Table(db, table) => [db.as_str(), table.as_str()]
+            .into_iter()
+            .find(|n| n.starts_with(MYSQL50_PREFIX)),
+    };
+    match encoded {
+        Some(name) if name.starts_with(MYSQL50_PREFIX) => {
+            Err(Problem::Mysql50Name(name.to_owned()))
+        }
+        _ => Ok(target),
+    }
+}
+
+/// Global privileges that read what table grants do not limit: the binary log (every
+/// database's changes, and, on MariaDB, account statements as sent), or every session's
+/// statements. [`privileges::KNOWN`] counts them as reads; admission asks for the opt-in.
+pub const READS_PAST_GRANTS: [&str; 4] = [
+    "BINLOG MONITOR",
+    "PROCESS",
+    "REPLICATION CLIENT",
+    "REPLICATION SLAVE",
+];
+
+/// Privileges that are not writes but are refused on a system schema: passing grants on, and
+/// running the schema's routines (`sys`'s change the server's instrumentation).
+const REFUSED_ON_SYSTEM_SCHEMAS: [&str; 2] = ["EXECUTE", "GRANT OPTION"];
 
 /// The rules of one canonical privilege on a target (`None` when the `on` did not parse:
 /// only the rules that need no target apply).
@@ -592,9 +718,15 @@ fn check_privilege(
         (Some(k), GrantTarget::Global) if k.administrative => {
             Some(Problem::Administrative { privilege: owned() })
         }
+        (Some(k), GrantTarget::Global) if READS_PAST_GRANTS.contains(&k.name) => {
+            Some(Problem::ReadsPastGrants { privilege: owned() })
+        }
         (None, GrantTarget::Global) => Some(Problem::UnknownOnGlobal { privilege: owned() }),
-        (Some(k), _) if k.writes && target.reaches_grant_tables() => {
-            Some(Problem::WritesGrantTables {
+        (Some(k), _)
+            if (k.writes || REFUSED_ON_SYSTEM_SCHEMAS.contains(&k.name))
+                && target.reaches_system_schema() =>
+        {
+            Some(Problem::WritesSystemSchema {
                 privilege: owned(),
                 on: target.to_string(),
             })

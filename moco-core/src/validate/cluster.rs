@@ -343,10 +343,17 @@ fn container_rules(view: &ClusterView, out: &mut Vec<Violation>) {
 
 /// Volume claim templates whose storage request grows from `old` to `new` (matched by name).
 /// Templates with a missing or unparsable request on either side are not reported.
+///
+/// Linear in the templates (the old ones are indexed by name, the first of a name kept): the
+/// lists are the object's, unbounded, and admission must stay cheap whatever it is sent.
 pub fn storage_growth(new: &ClusterView, old: &ClusterView) -> Vec<StorageGrowth> {
+    let mut before_by_name = std::collections::HashMap::with_capacity(old.claim_templates.len());
+    for c in &old.claim_templates {
+        before_by_name.entry(c.name.as_str()).or_insert(c);
+    }
     let mut out = Vec::new();
     for (index, claim) in new.claim_templates.iter().enumerate() {
-        let Some(before) = old.claim_templates.iter().find(|c| c.name == claim.name) else {
+        let Some(before) = before_by_name.get(claim.name.as_str()) else {
             continue;
         };
         let (Some(to), Some(from)) = (&claim.storage_request, &before.storage_request) else {

@@ -9,12 +9,13 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::{Resource, ResourceExt};
 use moco_api::accounts::declared::database_spec;
+use moco_api::accounts::validate::validate_database;
 use moco_api::accounts::{DeletionPolicy, MySQLDatabase, MySQLDatabaseStatus, ReadyReason};
 use moco_cluster::ports::PortError;
 use moco_core::accounts::{DatabaseChange, plan_database};
 use serde_json::json;
 
-use super::status::{ready_condition, was_ready};
+use super::status::{invalid_message, ready_condition, was_ready};
 use super::{AccountsError, ClusterState, Context, FINALIZER, RESYNC, WAIT, api_error};
 
 /// Unknown character set (1115) or collation (1273), or a collation of another character set
@@ -68,6 +69,12 @@ fn conflicting(ctx: &Context, database: &MySQLDatabase) -> Option<String> {
 async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, AccountsError> {
     let namespace = database.namespace().unwrap_or_default();
     let name = database.name_any();
+    // Admission may not have run: the same rules again before any SQL (a database named
+    // `mysql` is never created, altered or dropped).
+    if let Some(message) = invalid_message(&validate_database(database)) {
+        write_status(ctx, database, ReadyReason::Invalid, message).await?;
+        return Ok(Action::requeue(RESYNC));
+    }
     let db = database_spec(database);
     if let Some(older) = conflicting(ctx, database) {
         let message = format!(
@@ -157,10 +164,12 @@ async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Accoun
     Ok(Action::requeue(RESYNC))
 }
 
-/// Drops the database when the policy says so and the object holds it.
+/// Drops the database when the policy says so and the object holds it. An object that breaks
+/// the admission rules drops nothing (it may name a system schema).
 async fn cleanup(ctx: &Context, database: &MySQLDatabase) -> Result<Action, AccountsError> {
     if database.spec.deletion_policy == DeletionPolicy::Retain
         || conflicting(ctx, database).is_some()
+        || !validate_database(database).is_empty()
     {
         return Ok(Action::await_change());
     }

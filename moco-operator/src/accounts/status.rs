@@ -1,7 +1,20 @@
 //! The `Ready` condition of both kinds, built purely from the reason and the previous one.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use moco_api::accounts::validate::{FieldError, summary};
 use moco_api::accounts::{CONDITION_READY, ReadyReason};
+
+/// The `Invalid` message of an object that breaks the admission rules, or `None` when it
+/// breaks none.
+pub fn invalid_message(errors: &[FieldError]) -> Option<String> {
+    (!errors.is_empty()).then(|| {
+        format!(
+            "not applied: the object breaks the admission rules (admitted while the webhook \
+             was away, or by an older version): {}",
+            summary(errors)
+        )
+    })
+}
 
 /// The `Ready` condition for `reason` and `message`, keeping the previous one's transition
 /// time when the status does not change (as `meta.SetStatusCondition` does).
@@ -36,7 +49,21 @@ pub fn was_ready(conditions: &[Condition]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use moco_api::accounts::Problem;
+
     use super::*;
+
+    #[test]
+    fn an_invalid_object_is_named_by_its_fields() {
+        assert_eq!(invalid_message(&[]), None);
+        let errors = [FieldError {
+            field: "spec.name".into(),
+            problem: Problem::MocoAccount("moco-admin".into()),
+        }];
+        let message = invalid_message(&errors).unwrap_or_default();
+        assert!(message.starts_with("not applied: the object breaks the admission rules"));
+        assert!(message.contains("spec.name: \"moco-admin\" is one of MOCO's own accounts"));
+    }
 
     fn at(s: i64) -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap())

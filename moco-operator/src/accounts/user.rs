@@ -12,12 +12,13 @@ use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::{Resource, ResourceExt};
 use moco_adapters::mysql::MysqlInstance;
 use moco_api::accounts::declared::{DeclaredError, account_spec, all_privilege_levels};
+use moco_api::accounts::validate::validate_user;
 use moco_api::accounts::{DeletionPolicy, MySQLUser, MySQLUserStatus, ReadyReason, SecretKeyRef};
 use moco_cluster::ports::PortError;
 use moco_core::accounts::{AccountChange, AccountSpec, plan_account};
 use serde_json::json;
 
-use super::status::{ready_condition, was_ready};
+use super::status::{invalid_message, ready_condition, was_ready};
 use super::{AccountsError, ClusterState, Context, FINALIZER, RESYNC, WAIT, api_error};
 
 /// Server errors that mean a privilege name is not one this server knows: a parse error
@@ -54,7 +55,8 @@ fn conflicting(ctx: &Context, user: &MySQLUser) -> Option<String> {
             u.metadata.namespace.clone(),
             u.spec.cluster_name.clone(),
             u.account_name().to_owned(),
-            u.spec.host.clone(),
+            // The servers compare host names without case: `App.example` is `app.example`.
+            u.spec.host.to_ascii_lowercase(),
         )
     };
     let age = |u: &MySQLUser| {
@@ -76,6 +78,13 @@ fn conflicting(ctx: &Context, user: &MySQLUser) -> Option<String> {
 async fn apply(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError> {
     let namespace = user.namespace().unwrap_or_default();
     let name = user.name_any();
+    // Admission may not have run (the webhook was away, or older rules admitted it): the same
+    // rules again, before any SQL, so that no object re-keys MOCO's accounts or grants what
+    // the opt-in guards.
+    if let Some(message) = invalid_message(&validate_user(user)) {
+        write_status(ctx, user, ReadyReason::Invalid, message, None).await?;
+        return Ok(Action::requeue(RESYNC));
+    }
     if let Some(older) = conflicting(ctx, user) {
         let message = format!(
             "MySQLUser {older} already declares {} on MySQLCluster {}; it keeps it",
@@ -270,9 +279,13 @@ async fn declared(admin: &MysqlInstance, user: &MySQLUser) -> Result<AccountSpec
     account_spec(user, &all).map_err(refused)
 }
 
-/// Drops the account when the policy says so and the object holds it.
+/// Drops the account when the policy says so and the object holds it. An object that breaks
+/// the admission rules drops nothing (it may name one of MOCO's accounts).
 async fn cleanup(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError> {
-    if user.spec.deletion_policy == DeletionPolicy::Retain || conflicting(ctx, user).is_some() {
+    if user.spec.deletion_policy == DeletionPolicy::Retain
+        || conflicting(ctx, user).is_some()
+        || !validate_user(user).is_empty()
+    {
         return Ok(Action::await_change());
     }
     let namespace = user.namespace().unwrap_or_default();

@@ -135,7 +135,24 @@ fn moco_accounts_are_refused_in_any_case() {
         pairs(validate_user(&user_named("moco-admin", json!({})))),
         one("metadata.name", Problem::MocoAccount("moco-admin".into())),
     );
-    assert_eq!(user_errors(json!({"name": "moco-app"})), vec![]);
+    assert_eq!(user_errors(json!({"name": "mocoapp"})), vec![]);
+}
+
+/// The prefix of MOCO's accounts is the operator's: an account a later version adds (or one
+/// it has today that is not an account but a role, `moco-read-only-admin`) is never taken by
+/// a MySQLUser first.
+#[test]
+fn the_moco_prefix_is_reserved_in_any_case() {
+    for name in ["moco-app", "moco-read-only-admin", "MOCO-Future", "moco-"] {
+        assert_eq!(
+            user_errors(json!({"name": name})),
+            one("spec.name", Problem::MocoPrefix(name.to_owned())),
+            "{name}"
+        );
+    }
+    for name in ["moco", "mocoapp", "app-moco-1", "moco_app"] {
+        assert_eq!(user_errors(json!({"name": name})), vec![], "{name}");
+    }
 }
 
 #[test]
@@ -442,10 +459,161 @@ fn global_privileges_are_refused_on_databases_and_tables() {
     }
     assert_eq!(
         user_errors(grants(
-            json!([{"privileges": ["PROCESS", "REPLICATION CLIENT", "SHOW DATABASES"], "on": "*.*"}])
+            json!([{"privileges": ["SHOW DATABASES", "FLUSH_TABLES"], "on": "*.*"}])
         )),
         vec![]
     );
+}
+
+/// What reads past table grants (the binary log, every session's statements) is the
+/// opt-in's: an account with SELECT on one database would otherwise read every database's
+/// changes, and MariaDB's binlog keeps account statements as sent.
+#[test]
+fn privileges_that_read_past_table_grants_need_the_opt_in() {
+    for privilege in [
+        "REPLICATION SLAVE",
+        "replication replica",
+        "BINLOG MONITOR",
+        "REPLICATION CLIENT",
+        "PROCESS",
+    ] {
+        let canonical = privileges::canonical(privilege).unwrap_or_default();
+        let g = json!([{"privileges": [privilege], "on": "*.*"}]);
+        assert_eq!(
+            user_errors(grants(g.clone())),
+            one(
+                "spec.grants[0].privileges[0]",
+                Problem::ReadsPastGrants {
+                    privilege: canonical
+                }
+            ),
+            "{privilege}"
+        );
+        assert_eq!(
+            user_errors(json!({"grants": g, "allowPrivilegedGrants": true})),
+            vec![],
+            "{privilege} with the opt-in"
+        );
+    }
+    // BINLOG REPLAY writes through the binary log: administrative, as before.
+    assert!(matches!(
+        user_errors(grants(
+            json!([{"privileges": ["BINLOG REPLAY"], "on": "*.*"}])
+        ))
+        .as_slice(),
+        [(_, Problem::Administrative { .. })]
+    ));
+}
+
+/// Every schema of the server is treated as `mysql`: no writes, DDL, routines or GRANT
+/// OPTION there without the opt-in; reading stays allowed.
+#[test]
+fn system_schemas_take_no_writes_routines_or_grant_option() {
+    for (privilege, on) in [
+        ("INSERT", "sys.*"),
+        ("CREATE ROUTINE", "sys.*"),
+        ("ALTER ROUTINE", "SYS.*"),
+        ("EXECUTE", "sys.*"),
+        ("UPDATE", "performance_schema.setup_instruments"),
+        ("DROP", "performance_schema.*"),
+        ("GRANT OPTION", "mysql.*"),
+        ("GRANT OPTION", "sys.*"),
+        ("CREATE VIEW", "information_schema.*"),
+    ] {
+        let g = json!([{"privileges": [privilege], "on": on}]);
+        let target = parse_target(on).map(|t| t.to_string()).unwrap_or_default();
+        let canonical = privileges::canonical(privilege).unwrap_or_default();
+        assert_eq!(
+            user_errors(grants(g.clone())),
+            one(
+                "spec.grants[0].privileges[0]",
+                Problem::WritesSystemSchema {
+                    privilege: canonical,
+                    on: target
+                }
+            ),
+            "{privilege} on {on}"
+        );
+        assert_eq!(
+            user_errors(json!({"grants": g, "allowPrivilegedGrants": true})),
+            vec![],
+            "{privilege} on {on} with the opt-in"
+        );
+    }
+    assert_eq!(
+        user_errors(grants(json!([
+            {"privileges": ["SELECT"], "on": "sys.*"},
+            {"privileges": ["SELECT", "SHOW VIEW"], "on": "performance_schema.*"},
+            {"privileges": ["EXECUTE", "GRANT OPTION"], "on": "sysdb.*"},
+        ]))),
+        vec![]
+    );
+}
+
+/// MariaDB decodes `#mysql50#` names as MySQL 5.0 file names: a grant on one would reach
+/// another database than written.
+#[test]
+fn mysql50_names_are_refused_in_grant_targets() {
+    for (on, name) in [
+        ("`#mysql50#mysql`.*", "#mysql50#mysql"),
+        ("appdb.`#mysql50#t`", "#mysql50#t"),
+    ] {
+        assert_eq!(
+            user_errors(grants(json!([{"privileges": ["SELECT"], "on": on}]))),
+            one("spec.grants[0].on", Problem::Mysql50Name(name.to_owned())),
+            "{on}"
+        );
+    }
+}
+
+/// A hostile object is refused whole, at once: lists over their bounds are not looked into
+/// (a body of 2 MiB holds ~190,000 privilege words), and the duplicate checks are linear.
+#[test]
+fn lists_over_their_bounds_are_refused_whole_and_cheaply() {
+    let words: Vec<String> = (0..190_000).map(|i| format!("P{i}")).collect();
+    let errors = user_errors(grants(json!([{"privileges": words, "on": "appdb.*"}])));
+    assert_eq!(
+        errors,
+        one(
+            "spec.grants[0].privileges",
+            Problem::TooMany {
+                length: 190_000,
+                max: MAX_PRIVILEGES_PER_GRANT,
+                why: "more than the servers have; list each privilege once",
+            }
+        )
+    );
+    let many: Vec<Value> = (0..5_000)
+        .map(|i| json!({"privileges": ["SELECT"], "on": format!("db{i}.*")}))
+        .collect();
+    let errors = user_errors(grants(Value::Array(many)));
+    assert!(
+        matches!(errors.as_slice(), [(f, Problem::TooMany { length: 5_000, max: MAX_GRANTS, .. })] if f == "spec.grants"),
+        "{errors:?}"
+    );
+    // At the bounds every item is checked, each duplicate found against its first.
+    let at_bound: Vec<Value> = (0..MAX_GRANTS)
+        .map(|i| json!({"privileges": ["SELECT", "INSERT", "select"], "on": format!("db{}.*", i % (MAX_GRANTS - 1))}))
+        .collect();
+    let errors = user_errors(grants(Value::Array(at_bound)));
+    let duplicates_of_select = errors
+        .iter()
+        .filter(|(_, p)| matches!(p, Problem::DuplicatePrivilege { .. }))
+        .count();
+    assert_eq!(duplicates_of_select, MAX_GRANTS);
+    assert_eq!(
+        errors
+            .iter()
+            .filter(|(_, p)| matches!(p, Problem::DuplicateTarget { .. }))
+            .map(|(f, _)| f.as_str())
+            .collect::<Vec<_>>(),
+        vec![format!("spec.grants[{}].on", MAX_GRANTS - 1)]
+    );
+    let long_on = format!("`{}`.*", "a".repeat(100_000));
+    assert!(matches!(
+        user_errors(grants(json!([{"privileges": ["SELECT"], "on": long_on}]))).as_slice(),
+        [(f, Problem::TooLong { length: 100_004, max: MAX_ON_LENGTH, .. })] if f == "spec.grants[0].on"
+    ));
 }
 
 #[test]
@@ -545,7 +713,7 @@ fn writes_that_reach_the_grant_tables_need_the_opt_in() {
             user_errors(grants(g.clone())),
             one(
                 "spec.grants[0].privileges[0]",
-                Problem::WritesGrantTables {
+                Problem::WritesSystemSchema {
                     privilege: canonical,
                     on: target
                 }
@@ -923,4 +1091,20 @@ fn character_set_names_are_at_most_64_characters() {
         check_charset_name(&"c".repeat(MAX_CHARSET_NAME_LENGTH + 1)),
         Err(Problem::TooLong { max: 64, .. })
     ));
+}
+
+#[test]
+fn a_summary_lists_twenty_errors_and_counts_the_rest() {
+    let errors: Vec<FieldError> = (0..23)
+        .map(|i| FieldError::new(format!("spec.grants[{i}].on"), Problem::Empty))
+        .collect();
+    let text = summary(&errors);
+    assert!(text.starts_with("spec.grants[0].on: must not be empty; "));
+    assert!(text.contains("spec.grants[19].on"));
+    assert!(!text.contains("spec.grants[20].on"));
+    assert!(text.ends_with("; and 3 more"));
+    assert_eq!(
+        summary(&errors[..2]),
+        "spec.grants[0].on: must not be empty; spec.grants[1].on: must not be empty"
+    );
 }
