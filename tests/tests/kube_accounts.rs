@@ -13,7 +13,10 @@
 //!   `SecretMissing` until the Secret is made (then `Applied`),
 //!   `UnknownPrivilege` for a privilege MariaDB does not know, with the server's words,
 //!   `Conflict` for a second declaration of an account (which changes nothing, and whose
-//!   deletion with `deletionPolicy: Delete` drops nothing).
+//!   deletion with `deletionPolicy: Delete` drops nothing), `Invalid` for objects the webhook
+//!   would refuse (no webhook is registered here: a MySQLUser of `moco-admin`, a
+//!   MySQLDatabase of `mysql`), which change and, deleted with `deletionPolicy: Delete`, drop
+//!   nothing.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -377,9 +380,24 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
                 + "  name: app\n  deletionPolicy: Delete\n",
             user_yaml("nosuch", "lost", "app-password", "SELECT", "appdb.*"),
             user_yaml("sleeping", "asleep", "app-password", "SELECT", "appdb.*"),
+            // Objects the webhook would refuse, admitted here because no webhook is
+            // registered (as when its configuration is deleted): the controller runs the
+            // same rules before any SQL.
+            user_yaml(NAME, "imposter", "app-password", "SELECT", "appdb.*")
+                + "  name: moco-admin\n  deletionPolicy: Delete\n",
+            format!(
+                "apiVersion: moco-rs.io/v1alpha1\nkind: MySQLDatabase\nmetadata: {{name: grant-tables}}\n\
+                 spec: {{clusterName: {NAME}, name: mysql, deletionPolicy: Delete}}\n"
+            ),
         ]
         .join("---\n"),
     );
+    when("grant-tables not Ready: Invalid", APPLIED, || async {
+        database_ready(&f, "grant-tables")
+            .await
+            .is_some_and(|(s, r)| s == "False" && r == "Invalid")
+    })
+    .await;
     for (name, reason, words) in [
         (
             "late",
@@ -401,6 +419,11 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
             "twin",
             "Conflict",
             "MySQLUser app already declares 'app'@'%' on MySQLCluster db; it keeps it",
+        ),
+        (
+            "imposter",
+            "Invalid",
+            "spec.name: \"moco-admin\" is one of MOCO's own accounts",
         ),
     ] {
         when(&format!("{name} not Ready: {reason}"), APPLIED, || async {
@@ -447,8 +470,28 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
         "deleting the conflicting twin dropped app"
     );
 
-    // Deletion: Delete drops app and appdb; Retain (reader's default) keeps reader.
+    // The invalid objects changed nothing, and their deletion (policy Delete) drops nothing:
+    // MOCO's admin still works, the grant tables are still there.
     let databases: Api<MySQLDatabase> = Api::namespaced(f.cp.client.clone(), &f.ns);
+    users
+        .delete("imposter", &DeleteParams::default())
+        .await
+        .unwrap();
+    databases
+        .delete("grant-tables", &DeleteParams::default())
+        .await
+        .unwrap();
+    f.wait_gone::<MySQLUser>("MySQLUser", "imposter").await;
+    f.wait_gone::<MySQLDatabase>("MySQLDatabase", "grant-tables")
+        .await;
+    assert!(
+        has_database(&f, "mysql").await,
+        "an invalid object dropped mysql"
+    );
+    as_admin(&f, "SELECT 1").await;
+    f.wait_healthy("after the invalid objects", APPLIED).await;
+
+    // Deletion: Delete drops app and appdb; Retain (reader's default) keeps reader.
     for name in ["app", "reader"] {
         users.delete(name, &DeleteParams::default()).await.unwrap();
     }

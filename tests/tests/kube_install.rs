@@ -448,6 +448,110 @@ fn examples_are_admitted_and_refused(p: &Plane) {
     }
 }
 
+/// The MySQLUser webhook asks the API server (SubjectAccessReviews, under the operator's
+/// ClusterRole) whether the requester may do what the object asks the operator to do for them:
+/// a tenant who may write MySQLUsers but not read a Secret cannot have the operator read it,
+/// and sets `allowPrivilegedGrants` only with the verb `escalate` on mysqlusers (as RBAC's own
+/// `escalate` on roles). Requests made as that tenant (`kubectl --as`).
+fn requesters_are_asked(p: &Plane) {
+    let ns = "shop";
+    p.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: own-password, namespace: {ns}}}
+stringData: {{password: own}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: foreign-password, namespace: {ns}}}
+stringData: {{password: foreign}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: accounts-editor, namespace: {ns}}}
+rules:
+- apiGroups: ["moco-rs.io"]
+  resources: ["mysqlusers"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: ["own-password"]
+  verbs: ["get"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: accounts-editor, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: accounts-editor}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: tenant}}]
+"#
+        )),
+    );
+    let user = |name: &str, secret: &str, privileged: bool| {
+        let grants = if privileged {
+            "allowPrivilegedGrants: true\n  grants: [{privileges: [SUPER], \"on\": \"*.*\"}]"
+        } else {
+            "grants: [{privileges: [SELECT], \"on\": \"orders.*\"}]"
+        };
+        format!(
+            "apiVersion: moco-rs.io/v1alpha1\nkind: MySQLUser\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+             spec:\n  clusterName: orders\n  passwordSecretKeyRef: {{name: {secret}, key: password}}\n  {grants}\n"
+        )
+    };
+    let as_tenant = |yaml: &str| {
+        p.cp.kubectl(
+            &["--as=tenant", "apply", "--dry-run=server", "-f", "-"],
+            Some(yaml),
+        )
+    };
+    let out = as_tenant(&user("plain", "own-password", false));
+    assert!(out.status.success(), "{}", text(&out));
+    let out = as_tenant(&user("borrowed", "foreign-password", false));
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains(&format!(
+            "spec.passwordSecretKeyRef.name: \"tenant\" may not get secrets \"foreign-password\" in namespace {ns}"
+        )),
+        "{}",
+        text(&out)
+    );
+    let out = as_tenant(&user("root-like", "own-password", true));
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains(&format!(
+            "spec.allowPrivilegedGrants: \"tenant\" may not escalate mysqlusers.moco-rs.io \"root-like\" in namespace {ns}"
+        )),
+        "{}",
+        text(&out)
+    );
+    // Given the verb, the tenant may set the opt-in.
+    p.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: accounts-escalate, namespace: {ns}}}
+rules:
+- apiGroups: ["moco-rs.io"]
+  resources: ["mysqlusers"]
+  verbs: ["escalate"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: accounts-escalate, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: accounts-escalate}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: tenant}}]
+"#
+        )),
+    );
+    let out = as_tenant(&user("root-like", "own-password", true));
+    assert!(out.status.success(), "{}", text(&out));
+    println!("requesters asked: a foreign Secret and the opt-in without escalate refused");
+}
+
 #[tokio::test]
 async fn kustomize_install_runs_the_operator_under_its_rbac_with_webhooks_over_tls_and_the_crds_rules()
  {
@@ -461,6 +565,7 @@ async fn kustomize_install_runs_the_operator_under_its_rbac_with_webhooks_over_t
     operator_pods_run_as_the_service_account(&p).await;
     ca_bundles_are_injected(&p).await;
     examples_are_admitted_and_refused(&p);
+    requesters_are_asked(&p);
 
     // The examples left MySQLCluster default/bad: the operator's Certificate for its agents
     // (`moco-agent-default.bad`, of its CA Issuer) is issued by cert-manager, and the operator

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use moco_tests::local::{
     ClusterDir, Writer, WriterReport, endpoint_port, free_port_block, moco_async, moco_err,
-    moco_ok, primary_index, stored_ids, wait_status_async,
+    moco_ok, opts, primary_index, stored_ids, wait_status_async,
 };
 use moco_tests::started_or_skip;
 
@@ -55,8 +55,14 @@ async fn wait_archived_past(dir: &ClusterDir, second: u64, limit: Duration) -> u
     }
 }
 
-/// Restores `point` into a new one-instance cluster and returns its rows.
-async fn restore(name: &str, bucket: &str, point: &str) -> std::collections::BTreeSet<u64> {
+/// Restores `point` into a new one-instance cluster and returns its rows; each login of
+/// `refused` (user, password) must be refused by it.
+async fn restore(
+    name: &str,
+    bucket: &str,
+    point: &str,
+    refused: &[(&str, &str)],
+) -> std::collections::BTreeSet<u64> {
     let restored = ClusterDir::named(name);
     let base = free_port_block(3);
     let out = moco_async(
@@ -93,6 +99,15 @@ async fn restore(name: &str, bucket: &str, point: &str) -> std::collections::BTr
     )
     .await
     .unwrap();
+    for (user, password) in refused {
+        let login =
+            mysql_async::Conn::new(opts(endpoint_port(&s, "primary"), user, password)).await;
+        assert!(
+            matches!(&login, Err(mysql_async::Error::Server(e)) if e.code == 1045),
+            "the restored cluster let {user} in with the source's password: {:?}",
+            login.map(|_| ())
+        );
+    }
     moco_ok(&["local", "down", "--dir", &restored.arg()]);
     ids
 }
@@ -265,12 +280,12 @@ async fn pitr_to_the_second_across_a_failover_and_two_backups() {
     assert!(err.contains("complete up to"), "{err}");
 
     // To a second before the failover, and to one after it.
-    let ids = restore("r1", &bucket_arg, &rfc3339(t1)).await;
+    let ids = restore("r1", &bucket_arg, &rfc3339(t1), &[]).await;
     check(&report, &ids, t1, "before the failover");
-    let ids = restore("r2", &bucket_arg, &rfc3339(t2)).await;
+    let ids = restore("r2", &bucket_arg, &rfc3339(t2), &[]).await;
     check(&report, &ids, t2, "after the failover");
     // Latest: every acknowledged row.
-    let ids = restore("r3", &bucket_arg, "latest").await;
+    let ids = restore("r3", &bucket_arg, "latest", &[]).await;
     let missing: Vec<u64> = report
         .acked
         .iter()
@@ -324,4 +339,68 @@ async fn pitr_to_the_second_across_a_failover_and_two_backups() {
     let err = refused_restore(&damaged, &bucket_arg, Some(&rfc3339(t2)));
     assert!(err.contains("gap"), "{err}");
     assert!(!damaged.exists());
+}
+
+/// A restore whose replay crosses a rotation of the source's passwords keeps the restored
+/// cluster's own: the source's `ALTER USER 'moco-*'` statements are replayed (their GTIDs are
+/// the source's history) but MOCO's accounts are put back after each file, so the restored
+/// cluster is Healthy under its operator and the source's new passwords are refused there.
+/// (Before, the restored cluster took the source's passwords: its manager was refused, and
+/// whoever held the source's Secret held the copy's admin account.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_across_a_rotation_keeps_the_restored_clusters_passwords() {
+    let test = "a_replay_across_a_rotation_keeps_the_restored_clusters_passwords";
+    let (dir, _status, writable, port) = started_or_skip!(test, 1);
+    let bucket = dir.path().parent().unwrap().join("backups");
+    let bucket_arg = bucket.display().to_string();
+    moco_ok(&[
+        "local",
+        "backup",
+        "archive",
+        "--dir",
+        &dir.arg(),
+        "--every",
+        "1",
+    ]);
+    let out = moco_async(
+        ["local", "backup", "--dir", &dir.arg()]
+            .map(str::to_owned)
+            .to_vec(),
+    )
+    .await;
+    assert!(out.contains("backed up instance"), "{out}");
+    let before = dir.password("moco-admin");
+    let out = moco_async(
+        ["local", "credential", "rotate", "--dir", &dir.arg()]
+            .map(str::to_owned)
+            .to_vec(),
+    )
+    .await;
+    assert!(out.contains("rotation finished"), "{out}");
+    let rotated = dir.password("moco-admin");
+    assert_ne!(before, rotated);
+    // Writes after the rotation, so that the replay goes past it.
+    let writer = Writer::start(port, &dir.password("moco-writable"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let report = writer.finish().await;
+    assert!(!report.acked.is_empty(), "{:?}", report.errors);
+    drop(writable);
+    let last = unix(*report.acked_wall.last().unwrap()) as u64;
+    wait_archived_past(&dir, last, Duration::from_secs(60)).await;
+
+    let ids = restore(
+        "rotated",
+        &bucket_arg,
+        "latest",
+        &[("moco-admin", &rotated)],
+    )
+    .await;
+    let missing: Vec<u64> = report
+        .acked
+        .iter()
+        .copied()
+        .filter(|i| !ids.contains(i))
+        .collect();
+    assert!(missing.is_empty(), "the replay stopped short: {missing:?}");
+    moco_ok(&["local", "down", "--dir", &dir.arg(), "--wipe"]);
 }

@@ -176,9 +176,9 @@ pub enum Problem {
     },
     /// A privilege on `*.*` that reads past table grants.
     #[error(
-        "{privilege} on *.* reads what table grants do not limit (every database's changes in \
-         the binary log, or every session's statements), and a replication client can knock \
-         a replica off its source; set spec.allowPrivilegedGrants: true to grant it anyway"
+        "{privilege} on *.* reads what table grants do not limit (the binary log: every \
+         database's changes; or every session's statements); set spec.allowPrivilegedGrants: \
+         true to grant it anyway"
     )]
     ReadsPastGrants {
         /// The canonical privilege.

@@ -5,13 +5,21 @@
 //! where `--stop-datetime` would depend on the tool's time zone. After each file the server's
 //! position must be the one planned; the replayed transactions keep their GTIDs, so the
 //! restored history continues the source's.
+//!
+//! The source's binlogs may hold its own account statements: a rotation of MOCO's passwords
+//! (`ALTER USER 'moco-admin'@'%' IDENTIFIED VIA …`) would give the restored cluster the
+//! source's passwords, locking its operator out and handing the source's namespace the new
+//! cluster's admin account. So MOCO's accounts are read as the restored server holds them
+//! before the replay (`SHOW CREATE USER`, this cluster's passwords as hashes), and put back
+//! after each file, unlogged, in the client session that replayed it: that session logged in
+//! before any replayed statement could change the password it used.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use moco_adapters::instance::clone::{log_handle, write_private};
-use moco_adapters::mysql::MysqlInstance;
 use moco_adapters::mysql::option_file::{quote_value, tls_client_options};
+use moco_adapters::mysql::{Account, DEFAULT_ACCOUNT_HOST, MysqlInstance, sql};
 use moco_cluster::ports::{Credentials, MysqlPort as _};
 use mysql_async::prelude::Queryable as _;
 use tokio::io::BufReader;
@@ -117,6 +125,12 @@ pub async fn replay(
         file: "read_only".to_owned(),
         message,
     };
+    let accounts = moco_accounts(admin)
+        .await
+        .map_err(|message| ReplayError::Apply {
+            file: "MOCO's accounts".to_owned(),
+            message,
+        })?;
     let was_read_only = read_only(admin).await.map_err(read_only_error)?;
     admin
         .set_writable()
@@ -126,7 +140,10 @@ pub async fn replay(
         for (index, step) in plan.steps.iter().enumerate() {
             let segment = &segments[step.segment];
             let file = scratch_file(&target.scratch, index);
-            let applied = apply_step(bucket, prefix, segment, step, plan, target, &file).await;
+            let applied = apply_step(
+                bucket, prefix, segment, step, plan, target, &file, &accounts,
+            )
+            .await;
             let _ = std::fs::remove_file(&file);
             let Some((last, taken, wanted)) = applied? else {
                 break;
@@ -201,9 +218,10 @@ fn options_file(target: &ReplayTarget) -> PathBuf {
     target.scratch.join("replay.cnf")
 }
 
-/// Fetches `segment` into `file`, applies what `step` takes of it; returns the last GTID
-/// applied, how many transactions were and how many the step held (`None`: nothing before
-/// the point).
+/// Fetches `segment` into `file`, applies what `step` takes of it, then `accounts` (see
+/// [`after_replay`]); returns the last GTID applied, how many transactions were and how many
+/// the step held (`None`: nothing before the point).
+#[allow(clippy::too_many_arguments)]
 async fn apply_step(
     bucket: &Bucket,
     prefix: &str,
@@ -212,6 +230,7 @@ async fn apply_step(
     plan: &Plan,
     target: &ReplayTarget,
     file: &Path,
+    accounts: &[String],
 ) -> Result<Option<(Gtid, usize, usize)>, ReplayError> {
     let key = format!("{prefix}/{ARCHIVE_FOLDER}/{}", segment.object.key);
     fetch(bucket, &key, segment, file).await?;
@@ -229,6 +248,7 @@ async fn apply_step(
         &segment.file,
         step.after,
         last,
+        &after_replay(accounts),
     )
     .await?;
     Ok(Some((last, taken.len(), wanted)))
@@ -333,7 +353,46 @@ fn binlog_args(file: &Path, after: Option<Gtid>, last: Gtid) -> Vec<String> {
     args
 }
 
-/// Applies `file` (the server's `name`, for messages) from after `after` through `last`.
+/// The accounts MOCO created on the restored server (`'moco-*'@'%'`), each as the statement
+/// that gives it back its authentication as it is now: `SHOW CREATE USER` with `CREATE`
+/// turned into `ALTER` (the same clauses: `IDENTIFIED BY PASSWORD '*…'`, `VIA … OR …`,
+/// `REQUIRE`, limits). Hashes only: no password is read.
+async fn moco_accounts(admin: &MysqlInstance) -> Result<Vec<String>, String> {
+    let mut c = admin.conn().await.map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for account in Account::ALL {
+        let who = sql::account(account.name(), DEFAULT_ACCOUNT_HOST);
+        let shown: Option<(String,)> = c
+            .query_first(format!("SHOW CREATE USER {who}"))
+            .await
+            .map_err(|e| format!("SHOW CREATE USER {who}: {e}"))?;
+        let Some((created,)) = shown else {
+            return Err(format!("SHOW CREATE USER {who}: no row"));
+        };
+        let rest = created
+            .strip_prefix("CREATE USER ")
+            .ok_or_else(|| format!("SHOW CREATE USER {who}: unexpected answer"))?;
+        out.push(format!("ALTER USER {rest}"));
+    }
+    let _ = c.disconnect().await;
+    Ok(out)
+}
+
+/// What the replay's client runs after a file's statements: MOCO's accounts put back as
+/// they were before the replay ([`moco_accounts`]), unlogged (the restored history stays the
+/// source's), so that a password the source changed in the file does not become the restored
+/// cluster's.
+fn after_replay(accounts: &[String]) -> String {
+    let mut out = String::from("\nSET SESSION sql_log_bin=0;\n");
+    for statement in accounts {
+        out.push_str(statement);
+        out.push_str(";\n");
+    }
+    out
+}
+
+/// Applies `file` (the server's `name`, for messages) from after `after` through `last`, then
+/// `tail` in the same client session.
 async fn apply(
     target: &ReplayTarget,
     options: &Path,
@@ -341,6 +400,7 @@ async fn apply(
     name: &str,
     after: Option<Gtid>,
     last: Gtid,
+    tail: &str,
 ) -> Result<(), ReplayError> {
     let failed = |message: String| ReplayError::Apply {
         file: name.to_owned(),
@@ -356,24 +416,40 @@ async fn apply(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| io(&target.binlog_tool.display().to_string(), e))?;
-    let stdout = decoder
+    let mut stdout = decoder
         .stdout
         .take()
         .ok_or_else(|| failed("mariadb-binlog has no standard output".to_owned()))?;
-    let stdin: Stdio = stdout
-        .try_into()
-        .map_err(|e| io("connecting mariadb-binlog to the client", e))?;
-    let client = Command::new(&target.client)
+    let mut client = Command::new(&target.client)
         .arg(format!("--defaults-extra-file={}", options.display()))
         .arg("--binary-mode")
-        .stdin(stdin)
+        .stdin(Stdio::piped())
         .stdout(log_handle(&target.log).map_err(|e| failed(e.to_string()))?)
         .stderr(log_handle(&target.log).map_err(|e| failed(e.to_string()))?)
         .kill_on_drop(true)
-        .status();
-    let (decoded, applied) = tokio::join!(decoder.wait(), client);
+        .spawn()
+        .map_err(|e| io(&target.client.display().to_string(), e))?;
+    let mut stdin = client
+        .stdin
+        .take()
+        .ok_or_else(|| failed("mariadb has no standard input".to_owned()))?;
+    // The file's statements, then the tail, through one pipe; closed at the end so that the
+    // client finishes. A client that exits early breaks the pipe: its status says why.
+    let feed = async move {
+        use tokio::io::AsyncWriteExt as _;
+        tokio::io::copy(&mut stdout, &mut stdin).await?;
+        stdin.write_all(tail.as_bytes()).await?;
+        stdin.shutdown().await
+    };
+    let (fed, decoded, applied) = tokio::join!(feed, decoder.wait(), client.wait());
     let decoded = decoded.map_err(|e| io("mariadb-binlog", e))?;
     let applied = applied.map_err(|e| io("mariadb", e))?;
+    if let Err(e) = fed
+        && decoded.success()
+        && applied.success()
+    {
+        return Err(io("feeding the client", e));
+    }
     if !decoded.success() || !applied.success() {
         return Err(failed(format!(
             "mariadb-binlog {decoded}, mariadb {applied}; {}:\n{}",
