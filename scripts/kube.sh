@@ -9,7 +9,8 @@
 #   scripts/kube.sh status --dir DIR
 #   scripts/kube.sh down --dir DIR             # idempotent
 #
-# up makes, under DIR (only these names: DIR itself is never removed):
+# up makes, under DIR (only these names: DIR itself is never removed; a DIR that is not empty
+# must be one up made, with its marker .moco-kube-dir):
 #   kubeconfig          cluster admin (client certificate, O=system:masters)
 #   runner.kubeconfig   the runner's identity
 #   env                 `export KEY=VALUE` lines for tests: KUBECONFIG, PATH, the addresses
@@ -22,7 +23,8 @@
 # 10.(200+KK).0.0/16 and Service range 10.(160+KK).0.0/16 meet no existing link, address or
 # route) made by `pod-runner network-up`; Node i has address 10.(200+KK).0.(i+1) and Pods
 # 10.(200+KK).(i+1).0/24. kube-apiserver listens on Node 0's address only, port 6443, so that
-# Pods reach it on the bridge; etcd and kube-controller-manager listen on 127.0.0.1.
+# Pods reach it on the bridge; etcd and kube-controller-manager listen on 127.0.0.1. etcd takes
+# only clients with a certificate of its own CA (DIR/pki/etcd-ca.crt): kube-apiserver's.
 #
 # install, into a DIR that `up` started, as a user installs: cert-manager (its controller,
 # cainjector and webhook built by `scripts/kube/build.sh cert-manager`, its own Helm chart
@@ -113,7 +115,18 @@ fi
 # DIR goes into kubeconfigs, the env file and command lines unquoted: keep it plain.
 [[ $dir =~ ^[A-Za-z0-9_./+-]+$ ]] ||
     die "--dir: $dir has characters other than letters, digits and _./+- (it is written unquoted into DIR/env)"
-if [[ $command == up ]]; then mkdir -p "$dir"; fi
+# up removes what an earlier up made under DIR: never in a directory it did not make. DIR is
+# ours when it is new or empty, or holds the marker (or, from a release before the marker,
+# the env file up writes).
+marker=.moco-kube-dir
+if [[ $command == up ]]; then
+    if [[ -d $dir && -n $(ls -A "$dir") && ! -e $dir/$marker ]] &&
+        ! head -n 1 "$dir/env" 2>/dev/null | grep -q "^# scripts/kube.sh up --dir "; then
+        die "up: $dir is not empty and was not made by \`$me up\` (no $dir/$marker): it would remove $dir/bin, $dir/pki and their siblings; choose a new or empty directory"
+    fi
+    mkdir -p "$dir"
+    touch "$dir/$marker"
+fi
 if [[ ! -d $dir ]]; then
     [[ $command == down ]] && {
         log "down: $dir does not exist: nothing to stop"
@@ -524,6 +537,23 @@ cert pod-runner "/O=system:masters/CN=pod-runner" "$client"
 cert front-proxy-client "/CN=front-proxy-client" "$client"
 # For the API server's calls to a kubelet endpoint (logs, exec), should the runner serve one.
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$client"
+# etcd has a CA of its own and takes only clients with a certificate of it (client and peer
+# URLs): any local user could otherwise write to etcd on loopback, and so run a Pod with a
+# hostPath volume as root through the Pod runner. Only kube-apiserver holds a client
+# certificate (etcdctl: --cacert, --cert and --key from DIR/pki, readable by root only).
+ssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$pki/etcd-ca.key" \
+    -out "$pki/etcd-ca.crt" -days 365 -subj "/CN=moco-rs test etcd CA"
+etcd_cert() {
+    ssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$pki/$1.key" \
+        -out "$pki/$1.csr" -subj "$2"
+    printf '%s\n' "$3" >"$pki/$1.ext"
+    ssl x509 -req -in "$pki/$1.csr" -CA "$pki/etcd-ca.crt" -CAkey "$pki/etcd-ca.key" \
+        -CAcreateserial -days 365 -out "$pki/$1.crt" -extfile "$pki/$1.ext"
+}
+etcd_cert etcd "/CN=etcd" "subjectAltName=IP:127.0.0.1,DNS:localhost
+keyUsage=critical,digitalSignature
+extendedKeyUsage=serverAuth,clientAuth"
+etcd_cert apiserver-etcd-client "/CN=kube-apiserver-etcd-client" "$client"
 ssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$pki/sa.key"
 ssl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
 chmod 600 "$pki"/*.key
@@ -606,14 +636,22 @@ read -r etcd_port peer_port kcm_port < <(free_ports 3)
 kubectl() { "$bin/kubectl" --kubeconfig "$dir/kubeconfig" --request-timeout 10s "$@"; }
 
 # --- etcd -------------------------------------------------------------------------------
-etcd_url="http://127.0.0.1:$etcd_port"
+etcd_url="https://127.0.0.1:$etcd_port"
 start etcd "$bin/etcd" --name moco-test --data-dir "$dir/etcd" --unsafe-no-fsync \
     --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
-    --listen-peer-urls "http://127.0.0.1:$peer_port" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
-    --initial-cluster "moco-test=http://127.0.0.1:$peer_port" \
+    --cert-file "$pki/etcd.crt" --key-file "$pki/etcd.key" \
+    --client-cert-auth --trusted-ca-file "$pki/etcd-ca.crt" \
+    --listen-peer-urls "https://127.0.0.1:$peer_port" \
+    --initial-advertise-peer-urls "https://127.0.0.1:$peer_port" \
+    --initial-cluster "moco-test=https://127.0.0.1:$peer_port" \
+    --peer-cert-file "$pki/etcd.crt" --peer-key-file "$pki/etcd.key" \
+    --peer-client-cert-auth --peer-trusted-ca-file "$pki/etcd-ca.crt" \
     --auto-compaction-mode periodic --auto-compaction-retention 5m --log-level warn
-wait_for "etcd answering on $etcd_url/health" curl -fsS "$etcd_url/health"
+etcd_health() {
+    curl -fsS --cacert "$pki/etcd-ca.crt" --cert "$pki/apiserver-etcd-client.crt" \
+        --key "$pki/apiserver-etcd-client.key" "$etcd_url/health"
+}
+wait_for "etcd answering on $etcd_url/health" etcd_health
 
 # --- kube-apiserver ---------------------------------------------------------------------
 # The default admission plugins (NamespaceLifecycle, ServiceAccount, DefaultStorageClass,
@@ -623,6 +661,8 @@ wait_for "etcd answering on $etcd_url/health" curl -fsS "$etcd_url/health"
 # loopback (validation refuses that) and is where Pods reach the API server, so the
 # `kubernetes` Service's Endpoints and EndpointSlice name a real, reachable address.
 start kube-apiserver "$bin/kube-apiserver" --etcd-servers "$etcd_url" \
+    --etcd-cafile "$pki/etcd-ca.crt" --etcd-certfile "$pki/apiserver-etcd-client.crt" \
+    --etcd-keyfile "$pki/apiserver-etcd-client.key" \
     --bind-address "$api_ip" --advertise-address "$api_ip" --secure-port "$api_port" \
     --cert-dir "$pki/apiserver-generated" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \

@@ -808,4 +808,22 @@ fn install_refuses_a_directory_never_brought_up_and_helm_elsewhere() {
     );
     // Nothing was started or written by either.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+
+    // A directory up did not make: refused before anything is removed (up would remove
+    // DIR/bin, DIR/pki and their siblings of an earlier run).
+    let theirs = dir.path().join("bin");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::write(theirs.join("keep"), "not kube.sh's").unwrap();
+    let out = run(&["up"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("is not empty and was not made by `scripts/kube.sh up`"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("keep")).unwrap(),
+        "not kube.sh's"
+    );
+    assert!(!dir.path().join(".moco-kube-dir").exists());
 }

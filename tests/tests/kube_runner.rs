@@ -819,6 +819,7 @@ spec:
 
 #[tokio::test]
 async fn kube_sh_refuses_a_running_dir_and_bad_nodes_naming_them_and_leaves_the_cluster_running() {
+    // (And its etcd takes only kube-apiserver's client certificate.)
     let Some(cp) = control_plane("runner_kube_sh_bad_input").await else {
         return;
     };
@@ -857,6 +858,67 @@ async fn kube_sh_refuses_a_running_dir_and_bad_nodes_naming_them_and_leaves_the_
         0,
         "nothing started"
     );
+    // etcd takes no client without a certificate of its own CA (before, any local user could
+    // write to it on loopback, and so run a root Pod with a hostPath volume): plain HTTP and
+    // TLS without a client certificate are refused, kube-apiserver's certificate is taken.
+    let env = std::fs::read_to_string(cp.dir.join("env")).unwrap();
+    let etcd = env
+        .lines()
+        .find_map(|l| l.strip_prefix("export MOCO_KUBE_ETCD="))
+        .unwrap()
+        .to_owned();
+    assert!(etcd.starts_with("https://127.0.0.1:"), "{etcd}");
+    let pki = cp.dir.join("pki");
+    let curl = |args: &[&str]| {
+        std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "10"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let plain = curl(&[&format!("{}/health", etcd.replace("https://", "http://"))]);
+    assert!(
+        !String::from_utf8_lossy(&plain.stdout).contains("\"health\":\"true\""),
+        "etcd answered plain HTTP"
+    );
+    let ca = pki.join("etcd-ca.crt").display().to_string();
+    let anonymous = curl(&["--cacert", &ca, &format!("{etcd}/health")]);
+    assert!(
+        !anonymous.status.success(),
+        "etcd answered a client without a certificate: {}",
+        String::from_utf8_lossy(&anonymous.stdout)
+    );
+    let cert = pki.join("apiserver-etcd-client.crt").display().to_string();
+    let key = pki.join("apiserver-etcd-client.key").display().to_string();
+    let apiserver = curl(&[
+        "--cacert",
+        &ca,
+        "--cert",
+        &cert,
+        "--key",
+        &key,
+        &format!("{etcd}/health"),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&apiserver.stdout).contains("\"health\":\"true\""),
+        "{}",
+        String::from_utf8_lossy(&apiserver.stderr)
+    );
+    // The API server's own client CA signs no etcd client.
+    let admin = curl(&[
+        "--cacert",
+        &ca,
+        "--cert",
+        &pki.join("admin.crt").display().to_string(),
+        "--key",
+        &pki.join("admin.key").display().to_string(),
+        &format!("{etcd}/health"),
+    ]);
+    assert!(
+        !admin.status.success(),
+        "etcd took the cluster CA's admin certificate"
+    );
+
     // The running cluster did not notice.
     cp.client.apiserver_version().await.unwrap();
     let nodes = cp.kubectl(&["get", "nodes", "-o", "name"], None);

@@ -47,18 +47,22 @@ fn account_of(user: &MySQLUser) -> String {
     format!("'{}'@'{}'", user.account_name(), user.spec.host)
 }
 
+/// What makes two MySQLUsers declare the same account: namespace, cluster, user name and
+/// host, the host without case as the servers compare it (`App.example` is `app.example`; user
+/// names keep their case, as the servers keep them).
+fn account_key(u: &MySQLUser) -> (Option<String>, String, String, String) {
+    (
+        u.metadata.namespace.clone(),
+        u.spec.cluster_name.clone(),
+        u.account_name().to_owned(),
+        u.spec.host.to_ascii_lowercase(),
+    )
+}
+
 /// The older object of the namespace that declares the same account of the same cluster, if
 /// any: it keeps the account.
 fn conflicting(ctx: &Context, user: &MySQLUser) -> Option<String> {
-    let key = |u: &MySQLUser| {
-        (
-            u.metadata.namespace.clone(),
-            u.spec.cluster_name.clone(),
-            u.account_name().to_owned(),
-            // The servers compare host names without case: `App.example` is `app.example`.
-            u.spec.host.to_ascii_lowercase(),
-        )
-    };
+    let key = account_key;
     let age = |u: &MySQLUser| {
         (
             u.metadata.creation_timestamp.clone().map(|t| t.0),
@@ -381,6 +385,27 @@ mod tests {
             data: value.map(|v| BTreeMap::from([("password".to_owned(), ByteString(v.to_vec()))])),
             ..Secret::default()
         }
+    }
+
+    #[test]
+    fn hosts_conflict_without_case_and_names_with_it() {
+        let user = |name: &str, host: &str| -> MySQLUser {
+            serde_json::from_value(json!({
+                "apiVersion": "moco-rs.io/v1alpha1", "kind": "MySQLUser",
+                "metadata": {"name": "x", "namespace": "ns"},
+                "spec": {"clusterName": "db", "name": name, "host": host,
+                    "passwordSecretKeyRef": {"name": "s", "key": "k"}},
+            }))
+            .unwrap()
+        };
+        assert_eq!(
+            account_key(&user("app", "App.Example")),
+            account_key(&user("app", "app.example"))
+        );
+        assert_ne!(
+            account_key(&user("App", "%")),
+            account_key(&user("app", "%"))
+        );
     }
 
     #[test]
