@@ -291,3 +291,101 @@ async fn an_account_with_two_passwords_takes_either() {
     drop(r);
     fleet.stop().await;
 }
+
+/// An account that existed before it was declared (or was granted more by hand) held what a
+/// MySQLUser cannot say: a role (its default), a proxy, privileges on a procedure and on
+/// columns. Declared, it loses all of them, the plan is empty afterwards, and it logs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_taken_over_loses_what_no_declaration_holds() {
+    let Some(binary) = server_binary("an_account_taken_over_loses_what_no_declaration_holds")
+    else {
+        return;
+    };
+    let fleet = Fleet::start(binary, 1).await;
+    let m = &fleet.nodes[0];
+    let pw = MocoPasswords::generate().unwrap();
+    initialize(
+        &bootstrap_options(m, "instance 0"),
+        &pw,
+        &InitOptions::default(),
+    )
+    .await
+    .unwrap();
+    let admin = MysqlInstance::new(tcp_options(
+        m,
+        "instance 0",
+        Account::Admin.name(),
+        &pw.admin,
+    ));
+    admin.set_writable().await.unwrap();
+    let mut root = client(m, Account::Admin.name(), &pw.admin).await;
+    for statement in [
+        "CREATE DATABASE app",
+        "CREATE TABLE app.t (id INT PRIMARY KEY, c INT)",
+        "CREATE PROCEDURE app.p() SELECT 1",
+        "CREATE FUNCTION app.f() RETURNS INT DETERMINISTIC RETURN 1",
+        "CREATE ROLE 'dba'",
+        "GRANT DELETE ON app.* TO 'dba'",
+        "CREATE USER 'other'@'%' IDENTIFIED BY 'o'",
+        "CREATE USER 'app'@'%' IDENTIFIED BY 'before'",
+        "GRANT 'dba' TO 'app'@'%'",
+        "SET DEFAULT ROLE 'dba' FOR 'app'@'%'",
+        // GRANT PROXY needs a proxy grant of its own, which MOCO's admin does not hold: a row
+        // of the grant table, as whoever held one would have left.
+        "INSERT INTO mysql.proxies_priv (Host, User, Proxied_host, Proxied_user, With_grant, \
+         Grantor) VALUES ('%', 'app', '%', 'other', 0, 'root@localhost')",
+        "FLUSH PRIVILEGES",
+        "GRANT EXECUTE, ALTER ROUTINE ON PROCEDURE app.p TO 'app'@'%'",
+        "GRANT EXECUTE ON FUNCTION app.f TO 'app'@'%'",
+        "GRANT SELECT (c), UPDATE (c) ON app.t TO 'app'@'%'",
+    ] {
+        root.query_drop(statement)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    let seen = admin
+        .observe_account("app", "%", "before")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.undeclared.len(), 5, "{:?}", seen.undeclared);
+
+    let spec = AccountSpec {
+        name: "app".into(),
+        host: "%".into(),
+        grants: Grants::from([(GrantTarget::database("app"), privs(&["SELECT"]))]),
+        require_tls: false,
+        max_user_connections: 0,
+    };
+    let first = converge(&admin, &spec, "after").await;
+    let words: Vec<String> = first.iter().map(ToString::to_string).collect();
+    println!("{words:#?}");
+    for needle in [
+        "revoked role 'dba'",
+        "revoked PROXY on 'other'@'%'",
+        "revoked ALTER ROUTINE, EXECUTE on PROCEDURE `app`.`p`",
+        "revoked EXECUTE on FUNCTION `app`.`f`",
+        "revoked SELECT, UPDATE on column `c` of `app`.`t`",
+        "password set",
+        "granted SELECT on `app`.*",
+    ] {
+        assert!(
+            words.iter().any(|w| w == needle),
+            "no {needle:?} in {words:?}"
+        );
+    }
+    // What is left is the declaration: the role's DELETE is gone, SELECT works.
+    let mut c = client(m, "app", "after").await;
+    let n: Option<u64> = c.query_first("SELECT COUNT(*) FROM app.t").await.unwrap();
+    assert_eq!(n, Some(0));
+    let refused = c.query_drop("DELETE FROM app.t").await.unwrap_err();
+    assert_eq!(support::server_code(&refused), Some(1142), "{refused}");
+    let refused = c.query_drop("CALL app.p()").await.unwrap_err();
+    assert!(
+        matches!(support::server_code(&refused), Some(1370) | Some(1044)),
+        "{refused}"
+    );
+    c.disconnect().await.unwrap();
+    root.disconnect().await.unwrap();
+    fleet.stop().await;
+}

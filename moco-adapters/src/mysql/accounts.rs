@@ -9,12 +9,13 @@
 //! declared password's hash is computed and compared; MySQL's `caching_sha2_password` is
 //! salted, so there only a new Secret sets it again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::MysqlInstance;
 use super::password::{identified_by, native_password_hash};
 use super::sql::{Dialect, account, quote};
 use moco_cluster::ports::PortError;
+use moco_core::accounts::model::{RoutineKind, UndeclaredGrant};
 use moco_core::accounts::{
     AccountChange, AccountSpec, DatabaseChange, DatabaseSpec, GrantLevel, GrantTarget, Grants,
     ObservedAccount, ObservedDatabase, Privilege, quote_identifier,
@@ -75,7 +76,93 @@ pub fn account_statements(
             }
             out
         }
+        AccountChange::RevokeUndeclared(what) => {
+            revoke_undeclared(d, (&spec.name, &spec.host), &who, what)
+        }
         AccountChange::Drop => vec![format!("DROP USER IF EXISTS {who}")],
+    }
+}
+
+/// The statements that take `what` from account `owner` (user, host; `who` as SQL).
+fn revoke_undeclared(
+    d: Dialect,
+    owner: (&str, &str),
+    who: &str,
+    what: &UndeclaredGrant,
+) -> Vec<String> {
+    let list = |p: &BTreeSet<Privilege>| {
+        p.iter()
+            .map(Privilege::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match what {
+        UndeclaredGrant::Role(role) => {
+            let mut out = vec![format!("REVOKE {role} FROM {who}")];
+            // MySQL forgets a revoked role as a default; MariaDB keeps naming it.
+            if d == Dialect::Mariadb {
+                out.push(format!("SET DEFAULT ROLE NONE FOR {who}"));
+            }
+            out
+        }
+        // MOCO's MariaDB admin holds no proxy grant, which REVOKE PROXY needs (1698): the
+        // grant table's row goes instead. MySQL's admin holds `PROXY ON ''@''`.
+        UndeclaredGrant::Proxy { user, host } => match d {
+            Dialect::Mariadb => vec![
+                format!(
+                    "DELETE FROM mysql.proxies_priv WHERE User = {} AND Host = {} \
+                     AND Proxied_user = {} AND Proxied_host = {}",
+                    quote(owner.0),
+                    quote(owner.1),
+                    quote(user),
+                    quote(host)
+                ),
+                "FLUSH PRIVILEGES".to_owned(),
+            ],
+            Dialect::Mysql80 | Dialect::Mysql84 => vec![format!(
+                "REVOKE PROXY ON {} FROM {who}",
+                account(user, host)
+            )],
+        },
+        UndeclaredGrant::Routine {
+            kind,
+            database,
+            name,
+            privileges,
+        } => vec![format!(
+            "REVOKE {} ON {} {}.{} FROM {who}",
+            list(privileges),
+            kind.as_str(),
+            quote_identifier(database),
+            quote_identifier(name)
+        )],
+        UndeclaredGrant::Column {
+            database,
+            table,
+            column,
+            privileges,
+        } => {
+            let column = quote_identifier(column);
+            let each = privileges
+                .iter()
+                .map(|p| format!("{p} ({column})"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            vec![format!(
+                "REVOKE {each} ON {}.{} FROM {who}",
+                quote_identifier(database),
+                quote_identifier(table)
+            )]
+        }
+    }
+}
+
+/// A privilege of `mysql.procs_priv.Proc_priv` (`Execute`, `Alter Routine`, `Grant`).
+fn routine_privilege(value: &str) -> Option<Privilege> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "grant" => Privilege::new(Privilege::GRANT_OPTION),
+        "" => None,
+        other => Privilege::new(other),
     }
 }
 
@@ -227,12 +314,115 @@ impl MysqlInstance {
             add(GrantTarget::Table(db, table), &p, &grantable);
         }
         grants.retain(|_, set| !set.is_empty());
+        let undeclared = self.undeclared_grants(&mut conn, user, host).await?;
         Ok(Some(ObservedAccount {
             grants,
+            undeclared,
             require_tls: !ssl_type.is_empty(),
             max_user_connections: u32::try_from(max_user_connections).unwrap_or(u32::MAX),
             password_matches,
         }))
+    }
+
+    /// What account `user`@`host` holds that no declaration can say: roles (MariaDB's
+    /// `mysql.roles_mapping`, MySQL's `mysql.role_edges`), proxies (`mysql.proxies_priv`),
+    /// privileges on procedures and functions (`mysql.procs_priv`) and on columns
+    /// (`information_schema.COLUMN_PRIVILEGES`).
+    async fn undeclared_grants(
+        &self,
+        conn: &mut mysql_async::Conn,
+        user: &str,
+        host: &str,
+    ) -> Result<BTreeSet<UndeclaredGrant>, PortError> {
+        let d = self.server_info().await?.dialect;
+        let (u, h) = (quote(user), quote(host));
+        let mut out = BTreeSet::new();
+        let q = match d {
+            Dialect::Mariadb => {
+                format!("SELECT Role, '' FROM mysql.roles_mapping WHERE User = {u} AND Host = {h}")
+            }
+            Dialect::Mysql80 | Dialect::Mysql84 => format!(
+                "SELECT FROM_USER, FROM_HOST FROM mysql.role_edges \
+                 WHERE TO_USER = {u} AND TO_HOST = {h}"
+            ),
+        };
+        for row in self.rows(conn, &q).await? {
+            let role: String = self.cell(&row, 0usize, &q)?;
+            let role_host: String = self.cell(&row, 1usize, &q)?;
+            out.insert(UndeclaredGrant::Role(match d {
+                Dialect::Mariadb => quote(&role),
+                Dialect::Mysql80 | Dialect::Mysql84 => account(&role, &role_host),
+            }));
+        }
+        let q = format!(
+            "SELECT Proxied_user, Proxied_host FROM mysql.proxies_priv \
+             WHERE User = {u} AND Host = {h}"
+        );
+        for row in self.rows(conn, &q).await? {
+            let proxied: String = self.cell(&row, 0usize, &q)?;
+            let proxied_host: String = self.cell(&row, 1usize, &q)?;
+            out.insert(UndeclaredGrant::Proxy {
+                user: proxied,
+                host: proxied_host,
+            });
+        }
+        let q = format!(
+            "SELECT Db, Routine_name, CAST(Routine_type AS CHAR), CAST(Proc_priv AS CHAR) \
+             FROM mysql.procs_priv WHERE User = {u} AND Host = {h}"
+        );
+        for row in self.rows(conn, &q).await? {
+            let database: String = self.cell(&row, 0usize, &q)?;
+            let name: String = self.cell(&row, 1usize, &q)?;
+            let kind: String = self.cell(&row, 2usize, &q)?;
+            let privileges: String = self.cell(&row, 3usize, &q)?;
+            let kind = match kind.as_str() {
+                "PROCEDURE" => RoutineKind::Procedure,
+                "FUNCTION" => RoutineKind::Function,
+                // MariaDB's packages (Oracle mode) are not revoked here.
+                _ => continue,
+            };
+            let privileges: BTreeSet<Privilege> = privileges
+                .split(',')
+                .filter_map(routine_privilege)
+                .collect();
+            if !privileges.is_empty() {
+                out.insert(UndeclaredGrant::Routine {
+                    kind,
+                    database,
+                    name,
+                    privileges,
+                });
+            }
+        }
+        let g = quote(&grantee(user, host));
+        let q = format!(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, PRIVILEGE_TYPE \
+             FROM information_schema.COLUMN_PRIVILEGES WHERE GRANTEE = {g}"
+        );
+        let mut columns: BTreeMap<(String, String, String), BTreeSet<Privilege>> = BTreeMap::new();
+        for row in self.rows(conn, &q).await? {
+            let database: String = self.cell(&row, 0usize, &q)?;
+            let table: String = self.cell(&row, 1usize, &q)?;
+            let column: String = self.cell(&row, 2usize, &q)?;
+            let privilege: String = self.cell(&row, 3usize, &q)?;
+            columns
+                .entry((database, table, column))
+                .or_default()
+                .extend(Privilege::new(&privilege));
+        }
+        out.extend(
+            columns
+                .into_iter()
+                .map(
+                    |((database, table, column), privileges)| UndeclaredGrant::Column {
+                        database,
+                        table,
+                        column,
+                        privileges,
+                    },
+                ),
+        );
+        Ok(out)
     }
 
     /// Runs `changes` on account `spec` in order, stopping at the first failure.
@@ -362,6 +552,79 @@ mod tests {
         assert_eq!(
             database_statement(&db, &DatabaseChange::Drop),
             "DROP DATABASE IF EXISTS `my``db`"
+        );
+    }
+
+    #[test]
+    fn what_no_declaration_holds_is_revoked_the_servers_way() {
+        let spec = AccountSpec {
+            name: "app".into(),
+            host: "%".into(),
+            ..AccountSpec::default()
+        };
+        let revoke = |d, what: UndeclaredGrant| {
+            account_statements(d, &spec, "", &AccountChange::RevokeUndeclared(what))
+        };
+        assert_eq!(
+            revoke(Dialect::Mariadb, UndeclaredGrant::Role("'dba'".into())),
+            [
+                "REVOKE 'dba' FROM 'app'@'%'",
+                "SET DEFAULT ROLE NONE FOR 'app'@'%'"
+            ]
+        );
+        assert_eq!(
+            revoke(Dialect::Mysql84, UndeclaredGrant::Role("'dba'@'%'".into())),
+            ["REVOKE 'dba'@'%' FROM 'app'@'%'"]
+        );
+        let proxy = || UndeclaredGrant::Proxy {
+            user: "o'x".into(),
+            host: "%".into(),
+        };
+        assert_eq!(
+            revoke(Dialect::Mariadb, proxy()),
+            [
+                "DELETE FROM mysql.proxies_priv WHERE User = 'app' AND Host = '%' AND \
+                 Proxied_user = 'o''x' AND Proxied_host = '%'",
+                "FLUSH PRIVILEGES"
+            ]
+        );
+        assert_eq!(
+            revoke(Dialect::Mysql80, proxy()),
+            ["REVOKE PROXY ON 'o''x'@'%' FROM 'app'@'%'"]
+        );
+        assert_eq!(
+            revoke(
+                Dialect::Mariadb,
+                UndeclaredGrant::Routine {
+                    kind: RoutineKind::Function,
+                    database: "a`b".into(),
+                    name: "f".into(),
+                    privileges: privs(&["EXECUTE", "GRANT OPTION"]),
+                }
+            ),
+            ["REVOKE EXECUTE, GRANT OPTION ON FUNCTION `a``b`.`f` FROM 'app'@'%'"]
+        );
+        assert_eq!(
+            revoke(
+                Dialect::Mysql84,
+                UndeclaredGrant::Column {
+                    database: "db".into(),
+                    table: "t".into(),
+                    column: "c".into(),
+                    privileges: privs(&["SELECT", "UPDATE"]),
+                }
+            ),
+            ["REVOKE SELECT (`c`), UPDATE (`c`) ON `db`.`t` FROM 'app'@'%'"]
+        );
+        assert_eq!(
+            routine_privilege("Grant").map(|p| p.to_string()).as_deref(),
+            Some("GRANT OPTION")
+        );
+        assert_eq!(
+            routine_privilege("Alter Routine")
+                .map(|p| p.to_string())
+                .as_deref(),
+            Some("ALTER ROUTINE")
         );
     }
 

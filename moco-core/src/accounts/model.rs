@@ -115,11 +115,114 @@ pub struct AccountSpec {
     pub max_user_connections: u32,
 }
 
+/// Which kind of stored routine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RoutineKind {
+    /// `PROCEDURE`.
+    Procedure,
+    /// `FUNCTION`.
+    Function,
+}
+
+impl RoutineKind {
+    /// As SQL: `PROCEDURE`, `FUNCTION`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoutineKind::Procedure => "PROCEDURE",
+            RoutineKind::Function => "FUNCTION",
+        }
+    }
+}
+
+/// What an account may hold that a declaration cannot say (a MySQLUser declares privileges
+/// on `*.*`, databases and tables only). Each one found is revoked: an account declared is
+/// the declaration, whatever it held before.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum UndeclaredGrant {
+    /// A role granted to the account, as SQL (MariaDB `'role'`, MySQL `'role'@'host'`).
+    Role(String),
+    /// `PROXY` on another account.
+    Proxy {
+        /// The proxied account's user name.
+        user: String,
+        /// Its host.
+        host: String,
+    },
+    /// Privileges on a stored routine.
+    Routine {
+        /// Procedure or function.
+        kind: RoutineKind,
+        /// Its database.
+        database: String,
+        /// Its name.
+        name: String,
+        /// `EXECUTE`, `ALTER ROUTINE`, `GRANT OPTION`.
+        privileges: BTreeSet<Privilege>,
+    },
+    /// Privileges on one column of a table.
+    Column {
+        /// The table's database.
+        database: String,
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// `SELECT`, `INSERT`, `UPDATE`, `REFERENCES`.
+        privileges: BTreeSet<Privilege>,
+    },
+}
+
+impl fmt::Display for UndeclaredGrant {
+    /// In words, for events: `role 'r'`, `PROXY on 'u'@'h'`, `EXECUTE on PROCEDURE
+    /// `db`.`p``, `SELECT on column `c` of `db`.`t``.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |p: &BTreeSet<Privilege>| {
+            p.iter()
+                .map(Privilege::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            UndeclaredGrant::Role(role) => write!(f, "role {role}"),
+            UndeclaredGrant::Proxy { user, host } => write!(f, "PROXY on '{user}'@'{host}'"),
+            UndeclaredGrant::Routine {
+                kind,
+                database,
+                name,
+                privileges,
+            } => write!(
+                f,
+                "{} on {} {}.{}",
+                list(privileges),
+                kind.as_str(),
+                quote_identifier(database),
+                quote_identifier(name)
+            ),
+            UndeclaredGrant::Column {
+                database,
+                table,
+                column,
+                privileges,
+            } => write!(
+                f,
+                "{} on column {} of {}.{}",
+                list(privileges),
+                quote_identifier(column),
+                quote_identifier(database),
+                quote_identifier(table)
+            ),
+        }
+    }
+}
+
 /// An account as the server holds it.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ObservedAccount {
     /// What it may do (`USAGE`, the absence of privileges, is not listed).
     pub grants: Grants,
+    /// What it holds that a declaration cannot say: roles, proxies, routine and column
+    /// privileges (all revoked).
+    pub undeclared: BTreeSet<UndeclaredGrant>,
     /// `ssl_type` is not empty.
     pub require_tls: bool,
     /// `max_user_connections`.

@@ -7,6 +7,7 @@ use std::fmt;
 
 use super::model::{
     AccountSpec, DatabaseSpec, GrantTarget, ObservedAccount, ObservedDatabase, Privilege,
+    UndeclaredGrant,
 };
 
 /// One change to an account. The password is the adapter's: a plan only says when to set it.
@@ -34,6 +35,8 @@ pub enum AccountChange {
         /// What.
         privileges: BTreeSet<Privilege>,
     },
+    /// Revokes what a declaration cannot hold: a role, a proxy, routine or column privileges.
+    RevokeUndeclared(UndeclaredGrant),
     /// `DROP USER`.
     Drop,
 }
@@ -59,6 +62,7 @@ impl fmt::Display for AccountChange {
             AccountChange::Revoke { on, privileges } => {
                 write!(f, "revoked {} on {on}", list(privileges))
             }
+            AccountChange::RevokeUndeclared(what) => write!(f, "revoked {what}"),
             AccountChange::Drop => f.write_str("dropped"),
         }
     }
@@ -94,7 +98,8 @@ pub fn plan_account(
 }
 
 /// Revocations first (a privilege moved between targets is never held twice), then grants,
-/// each target in order.
+/// each target in order. What no declaration can hold (roles, proxies, routine and column
+/// privileges) is revoked before the rest.
 fn grants(desired: &AccountSpec, observed: &ObservedAccount) -> Vec<AccountChange> {
     let empty = BTreeSet::new();
     let targets: BTreeSet<&GrantTarget> = desired
@@ -102,7 +107,12 @@ fn grants(desired: &AccountSpec, observed: &ObservedAccount) -> Vec<AccountChang
         .keys()
         .chain(observed.grants.keys())
         .collect();
-    let mut revokes = Vec::new();
+    let mut revokes: Vec<AccountChange> = observed
+        .undeclared
+        .iter()
+        .cloned()
+        .map(AccountChange::RevokeUndeclared)
+        .collect();
     let mut grants = Vec::new();
     for on in targets {
         let want = desired.grants.get(on).unwrap_or(&empty);
@@ -220,6 +230,61 @@ mod tests {
         );
     }
 
+    /// An account that held a role, a proxy, routine and column privileges (taken over, or
+    /// granted by hand) loses them all, before any other revocation, with words for the
+    /// event.
+    #[test]
+    fn what_no_declaration_holds_is_revoked_first() {
+        use crate::accounts::model::{RoutineKind, UndeclaredGrant};
+        let grants = Grants::from([(db("app"), privs(&["SELECT"]))]);
+        let undeclared = BTreeSet::from([
+            UndeclaredGrant::Role("'dba'".into()),
+            UndeclaredGrant::Proxy {
+                user: "root".into(),
+                host: "%".into(),
+            },
+            UndeclaredGrant::Routine {
+                kind: RoutineKind::Procedure,
+                database: "app".into(),
+                name: "p".into(),
+                privileges: privs(&["EXECUTE", "ALTER ROUTINE"]),
+            },
+            UndeclaredGrant::Column {
+                database: "app".into(),
+                table: "t".into(),
+                column: "c".into(),
+                privileges: privs(&["UPDATE"]),
+            },
+        ]);
+        let observed = ObservedAccount {
+            grants: Grants::from([(db("app"), privs(&["SELECT", "DELETE"]))]),
+            undeclared: undeclared.clone(),
+            password_matches: Some(true),
+            ..ObservedAccount::default()
+        };
+        let changes = plan_account(&spec(grants), Some(&observed), false);
+        let mut expected: Vec<AccountChange> = undeclared
+            .into_iter()
+            .map(AccountChange::RevokeUndeclared)
+            .collect();
+        expected.push(AccountChange::Revoke {
+            on: db("app"),
+            privileges: privs(&["DELETE"]),
+        });
+        assert_eq!(changes, expected);
+        let words: Vec<String> = changes.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            words,
+            [
+                "revoked role 'dba'",
+                "revoked PROXY on 'root'@'%'",
+                "revoked ALTER ROUTINE, EXECUTE on PROCEDURE `app`.`p`",
+                "revoked UPDATE on column `c` of `app`.`t`",
+                "revoked DELETE on `app`.*",
+            ]
+        );
+    }
+
     #[test]
     fn drift_is_put_back_revocations_first() {
         let desired = AccountSpec {
@@ -238,6 +303,7 @@ mod tests {
                 (db("app"), privs(&["SELECT", "DROP"])),
                 (db("other"), privs(&["SELECT"])),
             ]),
+            undeclared: BTreeSet::new(),
             require_tls: false,
             max_user_connections: 0,
             password_matches: Some(false),
