@@ -79,7 +79,9 @@ pub fn accesses_needed(
 /// asked through `lookup`: a SubjectAccessReview). A lookup that fails refuses (500): the
 /// webhook fails closed.
 pub async fn admit_mysqluser<L: ClusterLookup>(lookup: &L, review: Review) -> Review {
-    let request: Option<Request> = review.request.clone();
+    // Through `TryFrom`, which keeps the review's apiVersion and kind for the answer (a
+    // cloned `review.request` has none, and the API server refuses such an answer).
+    let request: Option<Request> = review.clone().try_into().ok();
     let answered = validate_mysqluser(review);
     let allowed = answered.response.as_ref().is_some_and(|r| r.allowed);
     let Some(req) = request.filter(|_| allowed) else {
@@ -487,10 +489,17 @@ mod tests {
         let created = review("CREATE", "MySQLUser", privileged.clone(), Value::Null);
         assert!(answer(&block_on(admit_mysqluser(&everyone, created.clone()))).0);
 
-        let (allowed, code, reason, message) = answer(&block_on(admit_mysqluser(
+        let refusal = block_on(admit_mysqluser(
             &lookup(vec![escalate(), get_secret("app-password")]),
             created,
-        )));
+        ));
+        // The answer is an AdmissionReview the API server takes (regression: the refusals
+        // had no apiVersion or kind, and the API server failed the request).
+        assert_eq!(
+            (refusal.types.api_version.as_str(), refusal.types.kind.as_str()),
+            ("admission.k8s.io/v1", "AdmissionReview")
+        );
+        let (allowed, code, reason, message) = answer(&refusal);
         assert!(!allowed);
         assert_eq!((code, reason.as_str()), (403, "Forbidden"));
         assert!(
