@@ -8,7 +8,12 @@
 //! nothing is applied. Then each database, then each account, is made as declared on the
 //! primary, by the planner and SQL the operator uses; what changed is printed. Running the
 //! command again puts back what was changed by hand. Objects left out of the file are not
-//! dropped: a local cluster keeps no record of what was declared before.
+//! dropped.
+//!
+//! What the command made or took over is recorded in `DIR/declared.json` (written before the
+//! server is changed), as the operator records it in a status: an account or database that
+//! exists and is not in the record is left alone unless its object sets `spec.adopt`
+//! ([`moco_core::accounts::claim`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,7 +24,7 @@ use moco_adapters::mysql::MysqlInstance;
 use moco_api::accounts::declared::{account_spec, all_privilege_levels, database_spec};
 use moco_api::accounts::{MySQLDatabase, MySQLUser};
 use moco_api::offline::{ACCOUNTS_API_VERSION, Document, OfflineValidator, parse_documents};
-use moco_core::accounts::{plan_account, plan_database};
+use moco_core::accounts::{Claim, Ownership, claim, plan_account, plan_database};
 use serde_json::Value;
 
 use crate::control::{open, read_status};
@@ -119,12 +124,33 @@ pub async fn apply(options: ApplyOptions) -> Result<(), Error> {
     let secret = Secret::load(&layout)?;
     let admin = MysqlInstance::new(sql::admin_options(&manifest, &layout, primary, &secret)?);
     let failed = |at: &str, e: &dyn std::fmt::Display| usage(format!("{at}: {e}"));
+    let record_path = layout.root().join(RECORD_FILE);
+    let mut record = Record::load(&record_path)?;
+    let mut refused = 0;
     for d in &databases {
         let spec = database_spec(&d.object);
         let observed = admin
             .observe_database(&spec.name)
             .await
             .map_err(|e| failed(&d.at, &e))?;
+        let owned = record.databases.get(&spec.name).copied();
+        match claim(observed.is_some(), owned, d.object.spec.adopt, false) {
+            Claim::Keep(_) => {}
+            Claim::Record(o) => {
+                record.databases.insert(spec.name.clone(), o);
+                record.save(&record_path)?;
+            }
+            Claim::Refuse => {
+                refused += 1;
+                out!(
+                    "{}: database {}: exists and was not made by moco local apply: nothing \
+                     changed (set spec.adopt: true to take it over)",
+                    d.at,
+                    spec.name
+                );
+                continue;
+            }
+        }
         match plan_database(&spec, observed.as_ref()) {
             Some(change) => {
                 admin
@@ -151,8 +177,26 @@ pub async fn apply(options: ApplyOptions) -> Result<(), Error> {
             .observe_account(&spec.name, &spec.host, &password)
             .await
             .map_err(|e| failed(&u.at, &e))?;
-        let changes = plan_account(&spec, observed.as_ref(), false);
         let who = format!("'{}'@'{}'", spec.name, spec.host);
+        let owned = record.accounts.get(&who).copied();
+        match claim(observed.is_some(), owned, u.object.spec.adopt, false) {
+            Claim::Keep(_) => {}
+            Claim::Record(o) => {
+                record.accounts.insert(who.clone(), o);
+                record.save(&record_path)?;
+            }
+            Claim::Refuse => {
+                refused += 1;
+                out!(
+                    "{}: account {who}: exists and was not made by moco local apply: nothing \
+                     changed (set spec.adopt: true to take it over: its password is set and \
+                     what it holds beyond spec.grants is revoked)",
+                    u.at
+                );
+                continue;
+            }
+        }
+        let changes = plan_account(&spec, observed.as_ref(), false);
         if changes.is_empty() {
             out!("{}: account {who}: unchanged", u.at);
             continue;
@@ -165,7 +209,45 @@ pub async fn apply(options: ApplyOptions) -> Result<(), Error> {
         out!("{}: account {who}: {}", u.at, said.join("; "));
     }
     let _ = admin.disconnect().await;
+    if refused > 0 {
+        return Err(usage(format!(
+            "-f {file}: {refused} object(s) name what exists and was not made here; they were \
+             left alone (the others were applied)"
+        )));
+    }
     Ok(())
+}
+
+/// The record of what `apply` made or took over, in the cluster's directory.
+const RECORD_FILE: &str = "declared.json";
+
+/// What `apply` holds: accounts (`'name'@'host'`) and databases, each with how it came to.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Record {
+    #[serde(default)]
+    accounts: BTreeMap<String, Ownership>,
+    #[serde(default)]
+    databases: BTreeMap<String, Ownership>,
+}
+
+impl Record {
+    fn load(path: &Path) -> Result<Record, Error> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| usage(format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Record::default()),
+            Err(e) => Err(usage(format!("{}: {e}", path.display()))),
+        }
+    }
+
+    /// Replaces the file at once, before the server is changed.
+    fn save(&self, path: &Path) -> Result<(), Error> {
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        moco_adapters::modes::write_atomic(path, &bytes, 0o600)
+            .map_err(|e| usage(format!("{}: {e}", path.display())))
+    }
 }
 
 fn read(path: &Path) -> Result<String, Error> {

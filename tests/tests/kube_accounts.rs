@@ -15,8 +15,9 @@
 //!   `Conflict` for a second declaration of an account (which changes nothing, and whose
 //!   deletion with `deletionPolicy: Delete` drops nothing), `Invalid` for objects the webhook
 //!   would refuse (no webhook is registered here: a MySQLUser of `moco-admin`, a
-//!   MySQLDatabase of `mysql`), which change and, deleted with `deletionPolicy: Delete`, drop
-//!   nothing.
+//!   MySQLDatabase of `mysql`), `Exists` for an account made by hand (not taken over without
+//!   `spec.adopt`); none of them changes anything or, deleted with `deletionPolicy: Delete`,
+//!   drops anything.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -370,6 +371,8 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
     sleeping["metadata"]["name"] = serde_json::json!("sleeping");
     sleeping["spec"]["offline"] = serde_json::json!(true);
     f.cp.apply(&f.ns, &sleeping.to_string());
+    // An account made by hand: a declaration of it leaves it alone (Exists).
+    as_admin(&f, "CREATE USER 'handmade'@'%' IDENTIFIED BY 'its-own'").await;
     f.cp.apply(
         &f.ns,
         &[
@@ -385,6 +388,8 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
             // same rules before any SQL.
             user_yaml(NAME, "imposter", "app-password", "SELECT", "appdb.*")
                 + "  name: moco-admin\n  deletionPolicy: Delete\n",
+            user_yaml(NAME, "handmade", "app-password", "SELECT", "appdb.*")
+                + "  deletionPolicy: Delete\n",
             format!(
                 "apiVersion: moco-rs.io/v1alpha1\nkind: MySQLDatabase\nmetadata: {{name: grant-tables}}\n\
                  spec: {{clusterName: {NAME}, name: mysql, deletionPolicy: Delete}}\n"
@@ -424,6 +429,11 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
             "imposter",
             "Invalid",
             "spec.name: \"moco-admin\" is one of MOCO's own accounts",
+        ),
+        (
+            "handmade",
+            "Exists",
+            "'handmade'@'%' already exists on MySQLCluster db and this MySQLUser did not create it",
         ),
     ] {
         when(&format!("{name} not Ready: {reason}"), APPLIED, || async {
@@ -477,6 +487,15 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
         .delete("imposter", &DeleteParams::default())
         .await
         .unwrap();
+    users
+        .delete("handmade", &DeleteParams::default())
+        .await
+        .unwrap();
+    f.wait_gone::<MySQLUser>("MySQLUser", "handmade").await;
+    assert!(
+        logs_in(&f, "handmade", "its-own").await,
+        "a declaration that never held the account changed or dropped it"
+    );
     databases
         .delete("grant-tables", &DeleteParams::default())
         .await

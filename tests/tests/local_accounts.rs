@@ -7,7 +7,9 @@
 //!   refused the rest;
 //! * applied again, nothing changes; a grant revoked by hand is put back; a new password in
 //!   the file's Secret is set (the old one refused), and neither password is in the binary
-//!   log in clear.
+//!   log in clear;
+//! * an account made by hand is left alone by a declaration of it (refused, named) and taken
+//!   over only with `spec.adopt`; what the command made or took over is recorded.
 
 use std::time::Duration;
 
@@ -149,6 +151,44 @@ async fn accounts_and_databases_from_a_file_are_made_checked_and_kept() {
     assert!(connect(port, "app", "pw-2").await.is_ok());
     let old = connect(port, "app", "pw-1").await.unwrap_err();
     assert!(old.contains("1045"), "{old}");
+
+    // An account made by hand (an application's, another tool's) is not taken over by a
+    // declaration of it: refused, named, its password kept; taken over only with spec.adopt,
+    // which sets the password and revokes what it held beyond the grants.
+    a.query_drop("CREATE USER 'handmade'@'%' IDENTIFIED BY 'its-own'")
+        .await
+        .unwrap();
+    a.query_drop("GRANT DELETE ON appdb.* TO 'handmade'@'%'")
+        .await
+        .unwrap();
+    let handmade = manifest("pw-2", "handmade", "c").replace("name: app\n", "name: handmade\n");
+    let out = apply(&dir, &handmade);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("account 'handmade'@'%': exists and was not made by moco local apply"),
+        "{said}"
+    );
+    assert!(
+        connect(port, "handmade", "its-own").await.is_ok(),
+        "its password was changed"
+    );
+    let adopted = handmade.replace("  grants:\n", "  adopt: true\n  grants:\n");
+    let text = ok(&apply(&dir, &adopted));
+    assert!(
+        text.contains("account 'handmade'@'%': password set"),
+        "{text}"
+    );
+    assert!(text.contains("revoked DELETE on `appdb`.*"), "{text}");
+    assert!(connect(port, "handmade", "pw-2").await.is_ok());
+    // Recorded: applied again without adopt, it is this command's.
+    let text = ok(&apply(&dir, &handmade));
+    assert!(text.contains("account 'handmade'@'%': unchanged"), "{text}");
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("declared.json")).unwrap()).unwrap();
+    assert_eq!(record["accounts"]["'app'@'%'"], "Created", "{record}");
+    assert_eq!(record["accounts"]["'handmade'@'%'"], "Adopted", "{record}");
+    assert_eq!(record["databases"]["appdb"], "Created", "{record}");
 
     // Neither password is in the binary log, as the application reads it or as its files
     // are copied: the CREATE USER and ALTER USER are there, with hashes only.

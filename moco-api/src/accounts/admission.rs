@@ -496,7 +496,10 @@ mod tests {
         // The answer is an AdmissionReview the API server takes (regression: the refusals
         // had no apiVersion or kind, and the API server failed the request).
         assert_eq!(
-            (refusal.types.api_version.as_str(), refusal.types.kind.as_str()),
+            (
+                refusal.types.api_version.as_str(),
+                refusal.types.kind.as_str()
+            ),
             ("admission.k8s.io/v1", "AdmissionReview")
         );
         let (allowed, code, reason, message) = answer(&refusal);

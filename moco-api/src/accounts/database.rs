@@ -53,9 +53,16 @@ pub struct MySQLDatabaseSpec {
     pub collation: Option<String>,
 
     /// `Retain` (default) leaves the database and its tables on the server when this object
-    /// is deleted; `Delete` drops them.
+    /// is deleted; `Delete` drops them (only a database this object created or took over).
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+
+    /// Take over the database when it already exists on the server: its character set and
+    /// collation are altered as declared, and `deletionPolicy: Delete` drops it with its
+    /// tables. Without it, an existing database that this object did not create is left alone
+    /// (`Ready` False, reason `Exists`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt: bool,
 }
 
 fn default_character_set() -> String {
@@ -68,13 +75,17 @@ fn default_character_set() -> String {
 pub struct MySQLDatabaseStatus {
     /// `Ready`: whether the database is on the primary with the declared character set and
     /// collation, and why not (reasons `Applied`, `ClusterNotFound`, `ClusterNotAvailable`,
-    /// `UnknownCharacterSet`, `Conflict`, `ApplyFailed`, `Invalid`).
+    /// `UnknownCharacterSet`, `Conflict`, `Exists`, `ApplyFailed`, `Invalid`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The `metadata.generation` the conditions describe: a spec newer than it is not applied
     /// yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Whether this object created the database (`Created`) or took it over (`Adopted`),
+    /// recorded before the server is changed; unset while it holds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<moco_core::accounts::Ownership>,
 }
 
 impl MySQLDatabase {

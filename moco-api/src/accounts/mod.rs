@@ -91,6 +91,9 @@ pub enum ReadyReason {
     /// `False`: another object of the namespace declares the same account or database in the
     /// same cluster; the older object keeps it, the message names it.
     Conflict,
+    /// `False`: the account or database exists on the server, and this object neither created
+    /// it nor asks to take it over (`spec.adopt`); nothing is changed.
+    Exists,
     /// `False`: the server refused a statement for another reason; the message has its error.
     ApplyFailed,
     /// `False`: the object breaks an admission rule (admitted while the webhook was away, or
@@ -100,7 +103,7 @@ pub enum ReadyReason {
 
 impl ReadyReason {
     /// Every reason.
-    pub const ALL: [ReadyReason; 9] = [
+    pub const ALL: [ReadyReason; 10] = [
         ReadyReason::Applied,
         ReadyReason::ClusterNotFound,
         ReadyReason::ClusterNotAvailable,
@@ -108,6 +111,7 @@ impl ReadyReason {
         ReadyReason::UnknownPrivilege,
         ReadyReason::UnknownCharacterSet,
         ReadyReason::Conflict,
+        ReadyReason::Exists,
         ReadyReason::ApplyFailed,
         ReadyReason::Invalid,
     ];
@@ -122,6 +126,7 @@ impl ReadyReason {
             ReadyReason::UnknownPrivilege => "UnknownPrivilege",
             ReadyReason::UnknownCharacterSet => "UnknownCharacterSet",
             ReadyReason::Conflict => "Conflict",
+            ReadyReason::Exists => "Exists",
             ReadyReason::ApplyFailed => "ApplyFailed",
             ReadyReason::Invalid => "Invalid",
         }

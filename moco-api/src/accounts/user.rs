@@ -79,9 +79,16 @@ pub struct MySQLUserSpec {
     pub allow_privileged_grants: bool,
 
     /// `Retain` (default) leaves the account on the server when this object is deleted;
-    /// `Delete` drops it.
+    /// `Delete` drops it (only an account this object created or took over).
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+
+    /// Take over the account when it already exists on the server: its password is set, what
+    /// it holds beyond `grants` (roles, proxies, routine and column privileges included) is
+    /// revoked, and `deletionPolicy: Delete` drops it. Without it, an existing account that
+    /// this object did not create is left alone (`Ready` False, reason `Exists`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt: bool,
 }
 
 fn default_host() -> String {
@@ -167,7 +174,7 @@ impl Grant {
 pub struct MySQLUserStatus {
     /// `Ready`: whether the account is on the primary as declared, and why not (reasons
     /// `Applied`, `ClusterNotFound`, `ClusterNotAvailable`, `SecretMissing`,
-    /// `UnknownPrivilege`, `Conflict`, `ApplyFailed`, `Invalid`).
+    /// `UnknownPrivilege`, `Conflict`, `Exists`, `ApplyFailed`, `Invalid`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The `metadata.generation` the conditions describe: a spec newer than it is not applied
@@ -179,6 +186,11 @@ pub struct MySQLUserStatus {
     /// changed), and never has to read the password back or keep a hash of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password_secret_resource_version: Option<String>,
+    /// Whether this object created the account (`Created`) or took it over (`Adopted`),
+    /// recorded before the server is changed; unset while it holds none. Only an account it
+    /// holds is changed, and dropped by `deletionPolicy: Delete`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<moco_core::accounts::Ownership>,
 }
 
 impl MySQLUser {

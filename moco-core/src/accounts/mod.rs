@@ -3,10 +3,12 @@
 //! `moco local` make the same changes and a test can name each one. The adapters read the
 //! server and run the changes as SQL; nothing here sees a password.
 
+pub mod claim;
 pub mod model;
 pub mod plan;
 pub mod target;
 
+pub use claim::{Claim, Ownership, claim, may_drop};
 pub use model::{
     AccountSpec, DatabaseSpec, GrantLevel, GrantTarget, Grants, ObservedAccount, ObservedDatabase,
     Privilege, quote_identifier,

@@ -12,7 +12,7 @@ use moco_api::accounts::declared::database_spec;
 use moco_api::accounts::validate::validate_database;
 use moco_api::accounts::{DeletionPolicy, MySQLDatabase, MySQLDatabaseStatus, ReadyReason};
 use moco_cluster::ports::PortError;
-use moco_core::accounts::{DatabaseChange, plan_database};
+use moco_core::accounts::{Claim, DatabaseChange, Ownership, claim, may_drop, plan_database};
 use serde_json::json;
 
 use super::status::{invalid_message, ready_condition, was_ready};
@@ -72,7 +72,7 @@ async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Accoun
     // Admission may not have run: the same rules again before any SQL (a database named
     // `mysql` is never created, altered or dropped).
     if let Some(message) = invalid_message(&validate_database(database)) {
-        write_status(ctx, database, ReadyReason::Invalid, message).await?;
+        write_status(ctx, database, ReadyReason::Invalid, message, None).await?;
         return Ok(Action::requeue(RESYNC));
     }
     let db = database_spec(database);
@@ -81,7 +81,7 @@ async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Accoun
             "MySQLDatabase {older} already declares database {} on MySQLCluster {}; it keeps it",
             db.name, database.spec.cluster_name
         );
-        write_status(ctx, database, ReadyReason::Conflict, message).await?;
+        write_status(ctx, database, ReadyReason::Conflict, message, None).await?;
         return Ok(Action::requeue(RESYNC));
     }
     let cluster = match ctx.cluster(&namespace, &database.spec.cluster_name).await? {
@@ -90,18 +90,58 @@ async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Accoun
                 "no MySQLCluster {} in namespace {namespace}",
                 database.spec.cluster_name
             );
-            write_status(ctx, database, ReadyReason::ClusterNotFound, message).await?;
+            write_status(ctx, database, ReadyReason::ClusterNotFound, message, None).await?;
             return Ok(Action::requeue(WAIT));
         }
         ClusterState::NotAvailable(message) => {
-            write_status(ctx, database, ReadyReason::ClusterNotAvailable, message).await?;
+            write_status(
+                ctx,
+                database,
+                ReadyReason::ClusterNotAvailable,
+                message,
+                None,
+            )
+            .await?;
             return Ok(Action::requeue(WAIT));
         }
         ClusterState::Available(cluster) => cluster,
     };
     let admin = ctx.primary(&cluster, (&namespace, &name)).await?;
+    let observed = admin.observe_database(&db.name).await;
+    let (owned, applied_before) = held(database);
+    let claimed = match &observed {
+        Ok(observed) => claim(
+            observed.is_some(),
+            owned,
+            database.spec.adopt,
+            applied_before,
+        ),
+        Err(_) => Claim::Keep(Ownership::Adopted),
+    };
+    let ownership = match claimed {
+        Claim::Keep(o) => o,
+        Claim::Record(o) => {
+            if let Err(e) = record_ownership(ctx, database, o).await {
+                let _ = admin.disconnect().await;
+                return Err(e);
+            }
+            o
+        }
+        Claim::Refuse => {
+            let _ = admin.disconnect().await;
+            let message = format!(
+                "database {} already exists on MySQLCluster {} and this MySQLDatabase did not \
+                 create it: nothing was changed; set spec.adopt: true to take it over (its \
+                 character set and collation are altered as declared, and deletionPolicy: \
+                 Delete drops it with its tables), or declare another database",
+                db.name, database.spec.cluster_name
+            );
+            write_status(ctx, database, ReadyReason::Exists, message, None).await?;
+            return Ok(Action::requeue(RESYNC));
+        }
+    };
     let outcome = async {
-        let observed = admin.observe_database(&db.name).await?;
+        let observed = observed?;
         let change = plan_database(&db, observed.as_ref());
         if let Some(change) = &change {
             admin.apply_database(&db, change).await?;
@@ -122,7 +162,7 @@ async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Accoun
                 "the server refused database {}: error {code}: {message}",
                 db.name
             );
-            write_status(ctx, database, reason, message).await?;
+            write_status(ctx, database, reason, message, None).await?;
             return Ok(Action::requeue(RESYNC));
         }
         Err(source) => {
@@ -160,16 +200,61 @@ async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Accoun
         "database {} is on the primary of MySQLCluster {} as declared",
         db.name, database.spec.cluster_name
     );
-    write_status(ctx, database, ReadyReason::Applied, message).await?;
+    write_status(
+        ctx,
+        database,
+        ReadyReason::Applied,
+        message,
+        Some(ownership),
+    )
+    .await?;
     Ok(Action::requeue(RESYNC))
 }
 
-/// Drops the database when the policy says so and the object holds it. An object that breaks
-/// the admission rules drops nothing (it may name a system schema).
+/// What the object holds by its status: its recorded ownership, and whether an earlier
+/// release applied it (`Ready` once, no record: those releases took over whatever they
+/// found).
+fn held(database: &MySQLDatabase) -> (Option<Ownership>, bool) {
+    let status = database.status.clone().unwrap_or_default();
+    (status.ownership, was_ready(&status.conditions))
+}
+
+/// Records in the status that the object holds the database, before the server is changed.
+async fn record_ownership(
+    ctx: &Context,
+    database: &MySQLDatabase,
+    ownership: Ownership,
+) -> Result<(), AccountsError> {
+    let namespace = database.namespace().unwrap_or_default();
+    let name = database.name_any();
+    let api: Api<MySQLDatabase> = Api::namespaced(ctx.client.clone(), &namespace);
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"ownership": ownership}})),
+    )
+    .await
+    .map_err(|e| {
+        api_error(
+            "recording the ownership of MySQLDatabase",
+            &namespace,
+            &name,
+            e,
+        )
+    })?;
+    Ok(())
+}
+
+/// Drops the database when the policy says so and the object holds it (created or took it
+/// over). An object that breaks the admission rules drops nothing (it may name a system
+/// schema).
 async fn cleanup(ctx: &Context, database: &MySQLDatabase) -> Result<Action, AccountsError> {
+    let (owned, applied_before) = held(database);
+    let owned = owned.or(applied_before.then_some(Ownership::Adopted));
     if database.spec.deletion_policy == DeletionPolicy::Retain
         || conflicting(ctx, database).is_some()
         || !validate_database(database).is_empty()
+        || !may_drop(owned)
     {
         return Ok(Action::await_change());
     }
@@ -207,12 +292,13 @@ async fn cleanup(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Acco
     Ok(Action::await_change())
 }
 
-/// Writes the status when it changes.
+/// Writes the status when it changes, keeping the recorded ownership unless given.
 async fn write_status(
     ctx: &Context,
     database: &MySQLDatabase,
     reason: ReadyReason,
     message: String,
+    ownership: Option<Ownership>,
 ) -> Result<(), AccountsError> {
     let previous = database.status.clone().unwrap_or_default();
     let now = Time(k8s_openapi::jiff::Timestamp::now());
@@ -225,6 +311,7 @@ async fn write_status(
             now,
         )],
         observed_generation: database.metadata.generation,
+        ownership: ownership.or(previous.ownership),
     };
     if next == previous {
         return Ok(());

@@ -15,7 +15,9 @@ use moco_api::accounts::declared::{DeclaredError, account_spec, all_privilege_le
 use moco_api::accounts::validate::validate_user;
 use moco_api::accounts::{DeletionPolicy, MySQLUser, MySQLUserStatus, ReadyReason, SecretKeyRef};
 use moco_cluster::ports::PortError;
-use moco_core::accounts::{AccountChange, AccountSpec, plan_account};
+use moco_core::accounts::{
+    AccountChange, AccountSpec, Claim, Ownership, claim, may_drop, plan_account,
+};
 use serde_json::json;
 
 use super::status::{invalid_message, ready_condition, was_ready};
@@ -128,6 +130,7 @@ async fn apply(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError>
     };
     let admin = ctx.primary(&cluster, (&namespace, &name)).await?;
     let outcome = converge(
+        ctx,
         &admin,
         user,
         &password,
@@ -135,12 +138,13 @@ async fn apply(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError>
     )
     .await;
     let _ = admin.disconnect().await;
-    let changes = match outcome {
-        Ok(changes) => changes,
+    let (changes, ownership) = match outcome {
+        Ok(converged) => converged,
         Err(Failure::Refused(reason, message)) => {
             write_status(ctx, user, reason, message, None).await?;
             return Ok(Action::requeue(RESYNC));
         }
+        Err(Failure::Api(e)) => return Err(e),
         Err(Failure::Port(source)) => {
             return Err(AccountsError::Primary {
                 namespace,
@@ -178,15 +182,26 @@ async fn apply(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError>
         account_of(user),
         user.spec.cluster_name
     );
-    write_status(
+    write_status_owned(
         ctx,
         user,
         ReadyReason::Applied,
         message,
         secret.metadata.resource_version.clone(),
+        Some(ownership),
     )
     .await?;
     Ok(Action::requeue(RESYNC))
+}
+
+/// What the object holds by its status: its recorded ownership, or, for an object an earlier
+/// release applied (a password set, or `Ready` once, and no record), `Adopted`: those
+/// releases took over whatever they found.
+fn held(user: &MySQLUser) -> (Option<Ownership>, bool) {
+    let status = user.status.clone().unwrap_or_default();
+    let applied_before =
+        status.password_secret_resource_version.is_some() || was_ready(&status.conditions);
+    (status.ownership, applied_before)
 }
 
 /// The Secret `reference` names and the password it holds, or why not, naming the field of
@@ -231,25 +246,51 @@ enum Failure {
     Refused(ReadyReason, String),
     /// The server could not be asked; retried.
     Port(PortError),
+    /// The API server could not record the claim; retried.
+    Api(AccountsError),
 }
 
-/// Reads the account, plans and applies; the changes made.
+/// Reads the account, claims it ([`claim`]: an existing account not this object's is left
+/// alone unless `spec.adopt`; a new claim is recorded in the status before any change), plans
+/// and applies; the changes made and what the object holds.
 async fn converge(
+    ctx: &Context,
     admin: &MysqlInstance,
     user: &MySQLUser,
     password: &str,
     secret_version: Option<&str>,
-) -> Result<Vec<AccountChange>, Failure> {
+) -> Result<(Vec<AccountChange>, Ownership), Failure> {
     let spec = declared(admin, user).await?;
     let observed = admin
         .observe_account(&spec.name, &spec.host, password)
         .await
         .map_err(Failure::Port)?;
+    let (owned, applied_before) = held(user);
+    let ownership = match claim(observed.is_some(), owned, user.spec.adopt, applied_before) {
+        Claim::Keep(o) => o,
+        Claim::Record(o) => {
+            record_ownership(ctx, user, o).await.map_err(Failure::Api)?;
+            o
+        }
+        Claim::Refuse => {
+            return Err(Failure::Refused(
+                ReadyReason::Exists,
+                format!(
+                    "{} already exists on MySQLCluster {} and this MySQLUser did not create it: \
+                     nothing was changed; set spec.adopt: true to take it over (its password \
+                     is set, what it holds beyond spec.grants is revoked, and deletionPolicy: \
+                     Delete drops it), or declare another account",
+                    account_of(user),
+                    user.spec.cluster_name
+                ),
+            ));
+        }
+    };
     let status = user.status.clone().unwrap_or_default();
     let new_password = status.password_secret_resource_version.as_deref() != secret_version;
     let changes = plan_account(&spec, observed.as_ref(), new_password);
     match admin.apply_account(&spec, password, &changes).await {
-        Ok(()) => Ok(changes),
+        Ok(()) => Ok((changes, ownership)),
         Err(PortError::Sql { code, message, .. }) if UNKNOWN_PRIVILEGE_CODES.contains(&code) => {
             Err(Failure::Refused(
                 ReadyReason::UnknownPrivilege,
@@ -283,12 +324,16 @@ async fn declared(admin: &MysqlInstance, user: &MySQLUser) -> Result<AccountSpec
     account_spec(user, &all).map_err(refused)
 }
 
-/// Drops the account when the policy says so and the object holds it. An object that breaks
-/// the admission rules drops nothing (it may name one of MOCO's accounts).
+/// Drops the account when the policy says so and the object holds it (created or took it
+/// over). An object that breaks the admission rules drops nothing (it may name one of MOCO's
+/// accounts).
 async fn cleanup(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError> {
+    let (owned, applied_before) = held(user);
+    let owned = owned.or(applied_before.then_some(Ownership::Adopted));
     if user.spec.deletion_policy == DeletionPolicy::Retain
         || conflicting(ctx, user).is_some()
         || !validate_user(user).is_empty()
+        || !may_drop(owned)
     {
         return Ok(Action::await_change());
     }
@@ -334,14 +379,45 @@ async fn cleanup(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsErro
     Ok(Action::await_change())
 }
 
-/// Writes the status when it changes. `secret_version` is kept from the previous status
-/// unless given (only an applied password moves it).
+/// Records in the status that the object holds the account, before the server is changed.
+async fn record_ownership(
+    ctx: &Context,
+    user: &MySQLUser,
+    ownership: Ownership,
+) -> Result<(), AccountsError> {
+    let namespace = user.namespace().unwrap_or_default();
+    let name = user.name_any();
+    let api: Api<MySQLUser> = Api::namespaced(ctx.client.clone(), &namespace);
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"ownership": ownership}})),
+    )
+    .await
+    .map_err(|e| api_error("recording the ownership of MySQLUser", &namespace, &name, e))?;
+    Ok(())
+}
+
+/// Writes the status when it changes, keeping the recorded ownership. `secret_version` is
+/// kept from the previous status unless given (only an applied password moves it).
 async fn write_status(
     ctx: &Context,
     user: &MySQLUser,
     reason: ReadyReason,
     message: String,
     secret_version: Option<String>,
+) -> Result<(), AccountsError> {
+    write_status_owned(ctx, user, reason, message, secret_version, None).await
+}
+
+/// [`write_status`], with the ownership when given.
+async fn write_status_owned(
+    ctx: &Context,
+    user: &MySQLUser,
+    reason: ReadyReason,
+    message: String,
+    secret_version: Option<String>,
+    ownership: Option<Ownership>,
 ) -> Result<(), AccountsError> {
     let previous = user.status.clone().unwrap_or_default();
     let now = Time(k8s_openapi::jiff::Timestamp::now());
@@ -357,6 +433,7 @@ async fn write_status(
         observed_generation: user.metadata.generation,
         password_secret_resource_version: secret_version
             .or_else(|| previous.password_secret_resource_version.clone()),
+        ownership: ownership.or(previous.ownership),
     };
     if next == previous {
         return Ok(());
