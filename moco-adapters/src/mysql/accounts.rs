@@ -15,7 +15,7 @@ use super::MysqlInstance;
 use super::password::{identified_by, native_password_hash};
 use super::sql::{Dialect, account, quote};
 use moco_cluster::ports::PortError;
-use moco_core::accounts::model::{RoutineKind, UndeclaredGrant};
+use moco_core::accounts::model::{RoutineKind, UndeclaredGrant, privilege_list};
 use moco_core::accounts::{
     AccountChange, AccountSpec, DatabaseChange, DatabaseSpec, GrantLevel, GrantTarget, Grants,
     ObservedAccount, ObservedDatabase, Privilege, quote_identifier,
@@ -90,12 +90,7 @@ fn revoke_undeclared(
     who: &str,
     what: &UndeclaredGrant,
 ) -> Vec<String> {
-    let list = |p: &BTreeSet<Privilege>| {
-        p.iter()
-            .map(Privilege::as_str)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let list = privilege_list;
     match what {
         UndeclaredGrant::Role(role) => {
             let mut out = vec![format!("REVOKE {role} FROM {who}")];

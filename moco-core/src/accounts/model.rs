@@ -37,6 +37,15 @@ impl Privilege {
     }
 }
 
+/// `privileges` as a GRANT lists them: `INSERT, SELECT`.
+pub fn privilege_list(privileges: &BTreeSet<Privilege>) -> String {
+    privileges
+        .iter()
+        .map(Privilege::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl fmt::Display for Privilege {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -176,12 +185,7 @@ impl fmt::Display for UndeclaredGrant {
     /// In words, for events: `role 'r'`, `PROXY on 'u'@'h'`, `EXECUTE on PROCEDURE
     /// `db`.`p``, `SELECT on column `c` of `db`.`t``.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let list = |p: &BTreeSet<Privilege>| {
-            p.iter()
-                .map(Privilege::as_str)
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let list = privilege_list;
         match self {
             UndeclaredGrant::Role(role) => write!(f, "role {role}"),
             UndeclaredGrant::Proxy { user, host } => write!(f, "PROXY on '{user}'@'{host}'"),

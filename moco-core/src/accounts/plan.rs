@@ -7,7 +7,7 @@ use std::fmt;
 
 use super::model::{
     AccountSpec, DatabaseSpec, GrantTarget, ObservedAccount, ObservedDatabase, Privilege,
-    UndeclaredGrant,
+    UndeclaredGrant, privilege_list,
 };
 
 /// One change to an account. The password is the adapter's: a plan only says when to set it.
@@ -44,12 +44,7 @@ pub enum AccountChange {
 impl fmt::Display for AccountChange {
     /// In words, for events and logs (never the password).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let list = |p: &BTreeSet<Privilege>| {
-            p.iter()
-                .map(Privilege::as_str)
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let list = privilege_list;
         match self {
             AccountChange::Create => f.write_str("created"),
             AccountChange::SetPassword => f.write_str("password set"),

@@ -15,7 +15,7 @@ use moco_cluster::ports::PortError;
 use moco_core::accounts::{Claim, DatabaseChange, Ownership, claim, may_drop, plan_database};
 use serde_json::json;
 
-use super::status::{invalid_message, ready_condition, was_ready};
+use super::status::{invalid_message, ready_condition, record_ownership, was_ready};
 use super::{AccountsError, ClusterState, Context, FINALIZER, RESYNC, WAIT, api_error};
 
 /// Unknown character set (1115) or collation (1273), or a collation of another character set
@@ -121,7 +121,7 @@ async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Accoun
     let ownership = match claimed {
         Claim::Keep(o) => o,
         Claim::Record(o) => {
-            if let Err(e) = record_ownership(ctx, database, o).await {
+            if let Err(e) = record_ownership(&ctx.client, database, o).await {
                 let _ = admin.disconnect().await;
                 return Err(e);
             }
@@ -217,32 +217,6 @@ async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Accoun
 fn held(database: &MySQLDatabase) -> (Option<Ownership>, bool) {
     let status = database.status.clone().unwrap_or_default();
     (status.ownership, was_ready(&status.conditions))
-}
-
-/// Records in the status that the object holds the database, before the server is changed.
-async fn record_ownership(
-    ctx: &Context,
-    database: &MySQLDatabase,
-    ownership: Ownership,
-) -> Result<(), AccountsError> {
-    let namespace = database.namespace().unwrap_or_default();
-    let name = database.name_any();
-    let api: Api<MySQLDatabase> = Api::namespaced(ctx.client.clone(), &namespace);
-    api.patch_status(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"ownership": ownership}})),
-    )
-    .await
-    .map_err(|e| {
-        api_error(
-            "recording the ownership of MySQLDatabase",
-            &namespace,
-            &name,
-            e,
-        )
-    })?;
-    Ok(())
 }
 
 /// Drops the database when the policy says so and the object holds it (created or took it

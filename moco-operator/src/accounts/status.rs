@@ -3,6 +3,36 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use moco_api::accounts::validate::{FieldError, summary};
 use moco_api::accounts::{CONDITION_READY, ReadyReason};
+use moco_core::accounts::Ownership;
+
+use super::{AccountsError, api_error};
+
+/// Records in `object`'s status that it holds what it names (`ownership`), before the server
+/// is changed (`moco_core::accounts::claim`).
+pub async fn record_ownership<K>(
+    client: &kube::Client,
+    object: &K,
+    ownership: Ownership,
+) -> Result<(), AccountsError>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    use kube::ResourceExt as _;
+    let namespace = object.namespace().unwrap_or_default();
+    let name = object.name_any();
+    let api: kube::Api<K> = kube::Api::namespaced(client.clone(), &namespace);
+    api.patch_status(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"status": {"ownership": ownership}})),
+    )
+    .await
+    .map_err(|e| api_error("recording the ownership of", &namespace, &name, e))?;
+    Ok(())
+}
 
 /// The `Invalid` message of an object that breaks the admission rules, or `None` when it
 /// breaks none.

@@ -20,7 +20,7 @@ use moco_core::accounts::{
 };
 use serde_json::json;
 
-use super::status::{invalid_message, ready_condition, was_ready};
+use super::status::{invalid_message, ready_condition, record_ownership, was_ready};
 use super::{AccountsError, ClusterState, Context, FINALIZER, RESYNC, WAIT, api_error};
 
 /// Server errors that mean a privilege name is not one this server knows: a parse error
@@ -269,7 +269,9 @@ async fn converge(
     let ownership = match claim(observed.is_some(), owned, user.spec.adopt, applied_before) {
         Claim::Keep(o) => o,
         Claim::Record(o) => {
-            record_ownership(ctx, user, o).await.map_err(Failure::Api)?;
+            record_ownership(&ctx.client, user, o)
+                .await
+                .map_err(Failure::Api)?;
             o
         }
         Claim::Refuse => {
@@ -377,25 +379,6 @@ async fn cleanup(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsErro
     )
     .await;
     Ok(Action::await_change())
-}
-
-/// Records in the status that the object holds the account, before the server is changed.
-async fn record_ownership(
-    ctx: &Context,
-    user: &MySQLUser,
-    ownership: Ownership,
-) -> Result<(), AccountsError> {
-    let namespace = user.namespace().unwrap_or_default();
-    let name = user.name_any();
-    let api: Api<MySQLUser> = Api::namespaced(ctx.client.clone(), &namespace);
-    api.patch_status(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"ownership": ownership}})),
-    )
-    .await
-    .map_err(|e| api_error("recording the ownership of MySQLUser", &namespace, &name, e))?;
-    Ok(())
 }
 
 /// Writes the status when it changes, keeping the recorded ownership. `secret_version` is
