@@ -510,12 +510,13 @@ ssl() {
 }
 ssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$pki/ca.key" \
     -out "$pki/ca.crt" -days 365 -subj "/CN=moco-rs test cluster CA"
-# cert NAME SUBJECT EXTENSIONS
+# cert NAME SUBJECT EXTENSIONS [CA]: signed by DIR/pki/CA.crt (ca by default)
 cert() {
+    local ca=${4:-ca}
     ssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$pki/$1.key" \
         -out "$pki/$1.csr" -subj "$2"
     printf '%s\n' "$3" >"$pki/$1.ext"
-    ssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    ssl x509 -req -in "$pki/$1.csr" -CA "$pki/$ca.crt" -CAkey "$pki/$ca.key" -CAcreateserial \
         -days 365 -out "$pki/$1.crt" -extfile "$pki/$1.ext"
 }
 client="keyUsage=critical,digitalSignature
@@ -543,17 +544,10 @@ cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-clien
 # certificate (etcdctl: --cacert, --cert and --key from DIR/pki, readable by root only).
 ssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$pki/etcd-ca.key" \
     -out "$pki/etcd-ca.crt" -days 365 -subj "/CN=moco-rs test etcd CA"
-etcd_cert() {
-    ssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$pki/$1.key" \
-        -out "$pki/$1.csr" -subj "$2"
-    printf '%s\n' "$3" >"$pki/$1.ext"
-    ssl x509 -req -in "$pki/$1.csr" -CA "$pki/etcd-ca.crt" -CAkey "$pki/etcd-ca.key" \
-        -CAcreateserial -days 365 -out "$pki/$1.crt" -extfile "$pki/$1.ext"
-}
-etcd_cert etcd "/CN=etcd" "subjectAltName=IP:127.0.0.1,DNS:localhost
+cert etcd "/CN=etcd" "subjectAltName=IP:127.0.0.1,DNS:localhost
 keyUsage=critical,digitalSignature
-extendedKeyUsage=serverAuth,clientAuth"
-etcd_cert apiserver-etcd-client "/CN=kube-apiserver-etcd-client" "$client"
+extendedKeyUsage=serverAuth,clientAuth" etcd-ca
+cert apiserver-etcd-client "/CN=kube-apiserver-etcd-client" "$client" etcd-ca
 ssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$pki/sa.key"
 ssl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
 chmod 600 "$pki"/*.key

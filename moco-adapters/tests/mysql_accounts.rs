@@ -42,13 +42,11 @@ async fn converge(admin: &MysqlInstance, spec: &AccountSpec, pw: &str) -> Vec<Ac
     first
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn declared_accounts_and_databases_are_made_read_back_and_repaired() {
-    let Some(binary) =
-        server_binary("declared_accounts_and_databases_are_made_read_back_and_repaired")
-    else {
-        return;
-    };
+/// One initialised instance with MOCO's accounts, writable as a primary (the operator changes
+/// accounts there only), and its admin.
+async fn writable_instance(
+    binary: moco_adapters::mysqld::ServerBinary,
+) -> (Fleet, MocoPasswords, MysqlInstance) {
     let fleet = Fleet::start(binary, 1).await;
     let m = &fleet.nodes[0];
     let pw = MocoPasswords::generate().unwrap();
@@ -65,8 +63,19 @@ async fn declared_accounts_and_databases_are_made_read_back_and_repaired() {
         Account::Admin.name(),
         &pw.admin,
     ));
-    // The primary: the operator changes accounts there only.
     admin.set_writable().await.unwrap();
+    (fleet, pw, admin)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_accounts_and_databases_are_made_read_back_and_repaired() {
+    let Some(binary) =
+        server_binary("declared_accounts_and_databases_are_made_read_back_and_repaired")
+    else {
+        return;
+    };
+    let (fleet, pw, admin) = writable_instance(binary).await;
+    let m = &fleet.nodes[0];
 
     // A database with a wildcard character in its name, and one that must not match it.
     let app = DatabaseSpec {
@@ -301,23 +310,8 @@ async fn an_account_taken_over_loses_what_no_declaration_holds() {
     else {
         return;
     };
-    let fleet = Fleet::start(binary, 1).await;
+    let (fleet, pw, admin) = writable_instance(binary).await;
     let m = &fleet.nodes[0];
-    let pw = MocoPasswords::generate().unwrap();
-    initialize(
-        &bootstrap_options(m, "instance 0"),
-        &pw,
-        &InitOptions::default(),
-    )
-    .await
-    .unwrap();
-    let admin = MysqlInstance::new(tcp_options(
-        m,
-        "instance 0",
-        Account::Admin.name(),
-        &pw.admin,
-    ));
-    admin.set_writable().await.unwrap();
     let mut root = client(m, Account::Admin.name(), &pw.admin).await;
     for statement in [
         "CREATE DATABASE app",
