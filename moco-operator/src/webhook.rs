@@ -149,16 +149,27 @@ pub fn webhook_router<L: ClusterLookup>(
         ))
 }
 
+/// Rules that look facts up, off the runtime ([`answer_off_runtime`]): `rules` gets the lookup
+/// and the runtime's handle, through which the lookups' I/O is driven from the blocking thread.
+async fn answer_with_lookup<L, T, F>(state: &Arc<WebhookState<L>>, rules: F) -> Response
+where
+    L: ClusterLookup,
+    F: FnOnce(&L, &tokio::runtime::Handle) -> T + Send + 'static,
+    T: serde::Serialize + Send + 'static,
+{
+    let handle = tokio::runtime::Handle::current();
+    let shared = state.clone();
+    answer_off_runtime(state, move || rules(&shared.lookup, &handle)).await
+}
+
 /// The MySQLUser rules, then SubjectAccessReviews of what the object asks the operator to do
 /// for its requester ([`admit_mysqluser`]).
 async fn validate_user<L: ClusterLookup>(
     State(state): State<Arc<WebhookState<L>>>,
     Json(review): Json<Review>,
 ) -> Response {
-    let handle = tokio::runtime::Handle::current();
-    let shared = state.clone();
-    answer_off_runtime(&state, move || {
-        handle.block_on(admit_mysqluser(&shared.lookup, review))
+    answer_with_lookup(&state, move |lookup, handle| {
+        handle.block_on(admit_mysqluser(lookup, review))
     })
     .await
 }
@@ -170,17 +181,14 @@ async fn validate_database<L: ClusterLookup>(
     answer_off_runtime(&state, move || validate_mysqldatabase(review)).await
 }
 
-/// The MySQLCluster rules look facts up (StorageClasses, the namespace's clusters): the
-/// lookups' I/O is driven from the blocking thread through the runtime's handle.
+/// The MySQLCluster rules look facts up (StorageClasses, the namespace's clusters).
 async fn validate_cluster<L: ClusterLookup>(
     State(state): State<Arc<WebhookState<L>>>,
     Json(review): Json<Review>,
 ) -> Response {
-    let handle = tokio::runtime::Handle::current();
-    let shared = state.clone();
-    answer_off_runtime(&state, move || {
+    answer_with_lookup(&state, move |lookup, handle| {
         let request = review.request.clone();
-        let answered = handle.block_on(validate_mysqlcluster(&shared.lookup, review));
+        let answered = handle.block_on(validate_mysqlcluster(lookup, review));
         match request {
             Some(request) => crate::annotations::apply_annotation_rules(&request, answered),
             None => answered,
@@ -211,10 +219,8 @@ async fn validate_policy<L: ClusterLookup>(
     State(state): State<Arc<WebhookState<L>>>,
     Json(review): Json<Review>,
 ) -> Response {
-    let handle = tokio::runtime::Handle::current();
-    let shared = state.clone();
-    answer_off_runtime(&state, move || {
-        handle.block_on(validate_backuppolicy(&shared.lookup, review))
+    answer_with_lookup(&state, move |lookup, handle| {
+        handle.block_on(validate_backuppolicy(lookup, review))
     })
     .await
 }

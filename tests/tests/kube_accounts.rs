@@ -436,10 +436,19 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
             "'handmade'@'%' already exists on MySQLCluster db and this MySQLUser did not create it",
         ),
     ] {
+        // The reason may come first with an earlier message (an offline cluster is "has no
+        // Available condition yet" until its status says Offline): wait for the words too.
         when(&format!("{name} not Ready: {reason}"), APPLIED, || async {
-            user_ready(&f, name)
-                .await
-                .is_some_and(|(s, r)| s == "False" && r == reason)
+            let u: Option<MySQLUser> = f.get(name).await;
+            let conditions = u.and_then(|u| u.status).map(|s| s.conditions);
+            conditions.is_some_and(|c| {
+                c.iter().any(|c| {
+                    c.type_ == "Ready"
+                        && c.status == "False"
+                        && c.reason == reason
+                        && c.message.contains(words)
+                })
+            })
         })
         .await;
         let u: MySQLUser = f.get(name).await.unwrap();

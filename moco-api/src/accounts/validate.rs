@@ -658,18 +658,14 @@ fn check_on(on: &str) -> Result<GrantTarget, Problem> {
         });
     }
     let target = parse_target(on)?;
-    let encoded = match &target {
-        GrantTarget::Global => None,
-        GrantTarget::Database(db) => Some(db.as_str()),
-        GrantTarget::Table(db, table) => [db.as_str(), table.as_str()]
-            .into_iter()
-            .find(|n| n.starts_with(MYSQL50_PREFIX)),
+    let names = match &target {
+        GrantTarget::Global => vec![],
+        GrantTarget::Database(db) => vec![db],
+        GrantTarget::Table(db, table) => vec![db, table],
     };
-    match encoded {
-        Some(name) if name.starts_with(MYSQL50_PREFIX) => {
-            Err(Problem::Mysql50Name(name.to_owned()))
-        }
-        _ => Ok(target),
+    match names.into_iter().find(|n| n.starts_with(MYSQL50_PREFIX)) {
+        Some(name) => Err(Problem::Mysql50Name(name.clone())),
+        None => Ok(target),
     }
 }
 

@@ -8,15 +8,18 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::{Resource, ResourceExt};
+use moco_adapters::mysql::MysqlInstance;
 use moco_api::accounts::declared::database_spec;
 use moco_api::accounts::validate::validate_database;
 use moco_api::accounts::{DeletionPolicy, MySQLDatabase, MySQLDatabaseStatus, ReadyReason};
 use moco_cluster::ports::PortError;
-use moco_core::accounts::{Claim, DatabaseChange, Ownership, claim, may_drop, plan_database};
+use moco_core::accounts::{
+    Claim, DatabaseChange, DatabaseSpec, Ownership, claim, may_drop, plan_database,
+};
 use serde_json::json;
 
 use super::status::{invalid_message, ready_condition, record_ownership, was_ready};
-use super::{AccountsError, ClusterState, Context, FINALIZER, RESYNC, WAIT, api_error};
+use super::{AccountsError, ClusterState, Context, FINALIZER, Failure, RESYNC, WAIT, api_error};
 
 /// Unknown character set (1115) or collation (1273), or a collation of another character set
 /// (1253).
@@ -107,65 +110,16 @@ async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Accoun
         ClusterState::Available(cluster) => cluster,
     };
     let admin = ctx.primary(&cluster, (&namespace, &name)).await?;
-    let observed = admin.observe_database(&db.name).await;
-    let (owned, applied_before) = held(database);
-    let claimed = match &observed {
-        Ok(observed) => claim(
-            observed.is_some(),
-            owned,
-            database.spec.adopt,
-            applied_before,
-        ),
-        Err(_) => Claim::Keep(Ownership::Adopted),
-    };
-    let ownership = match claimed {
-        Claim::Keep(o) => o,
-        Claim::Record(o) => {
-            if let Err(e) = record_ownership(&ctx.client, database, o).await {
-                let _ = admin.disconnect().await;
-                return Err(e);
-            }
-            o
-        }
-        Claim::Refuse => {
-            let _ = admin.disconnect().await;
-            let message = format!(
-                "database {} already exists on MySQLCluster {} and this MySQLDatabase did not \
-                 create it: nothing was changed; set spec.adopt: true to take it over (its \
-                 character set and collation are altered as declared, and deletionPolicy: \
-                 Delete drops it with its tables), or declare another database",
-                db.name, database.spec.cluster_name
-            );
-            write_status(ctx, database, ReadyReason::Exists, message, None).await?;
-            return Ok(Action::requeue(RESYNC));
-        }
-    };
-    let outcome = async {
-        let observed = observed?;
-        let change = plan_database(&db, observed.as_ref());
-        if let Some(change) = &change {
-            admin.apply_database(&db, change).await?;
-        }
-        Ok::<_, PortError>(change)
-    }
-    .await;
+    let outcome = converge(ctx, &admin, database, &db).await;
     let _ = admin.disconnect().await;
-    let change = match outcome {
-        Ok(change) => change,
-        Err(PortError::Sql { code, message, .. }) => {
-            let reason = if UNKNOWN_CHARSET_CODES.contains(&code) {
-                ReadyReason::UnknownCharacterSet
-            } else {
-                ReadyReason::ApplyFailed
-            };
-            let message = format!(
-                "the server refused database {}: error {code}: {message}",
-                db.name
-            );
+    let (change, ownership) = match outcome {
+        Ok(converged) => converged,
+        Err(Failure::Refused(reason, message)) => {
             write_status(ctx, database, reason, message, None).await?;
             return Ok(Action::requeue(RESYNC));
         }
-        Err(source) => {
+        Err(Failure::Api(e)) => return Err(e),
+        Err(Failure::Port(source)) => {
             return Err(AccountsError::Primary {
                 namespace,
                 name,
@@ -209,6 +163,66 @@ async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Accoun
     )
     .await?;
     Ok(Action::requeue(RESYNC))
+}
+
+/// Reads the database, claims it ([`claim`]: an existing database not this object's is left
+/// alone unless `spec.adopt`; a new claim is recorded in the status before any change), plans
+/// and applies; the change made and what the object holds.
+async fn converge(
+    ctx: &Context,
+    admin: &MysqlInstance,
+    database: &MySQLDatabase,
+    db: &DatabaseSpec,
+) -> Result<(Option<DatabaseChange>, Ownership), Failure> {
+    let refused = |e: PortError| match e {
+        PortError::Sql { code, message, .. } => {
+            let reason = if UNKNOWN_CHARSET_CODES.contains(&code) {
+                ReadyReason::UnknownCharacterSet
+            } else {
+                ReadyReason::ApplyFailed
+            };
+            let message = format!(
+                "the server refused database {}: error {code}: {message}",
+                db.name
+            );
+            Failure::Refused(reason, message)
+        }
+        other => Failure::Port(other),
+    };
+    let observed = admin.observe_database(&db.name).await.map_err(refused)?;
+    let (owned, applied_before) = held(database);
+    let ownership = match claim(
+        observed.is_some(),
+        owned,
+        database.spec.adopt,
+        applied_before,
+    ) {
+        Claim::Keep(o) => o,
+        Claim::Record(o) => {
+            record_ownership(&ctx.client, database, o)
+                .await
+                .map_err(Failure::Api)?;
+            o
+        }
+        Claim::Refuse => {
+            return Err(Failure::Refused(
+                ReadyReason::Exists,
+                format!(
+                    "database {} already exists on MySQLCluster {} and this MySQLDatabase did \
+                     not create it: nothing was changed; set spec.adopt: true to take it over \
+                     (its character set and collation are altered as declared, and \
+                     deletionPolicy: Delete drops it with its tables), or declare another \
+                     database",
+                    db.name, database.spec.cluster_name
+                ),
+            ));
+        }
+    };
+    let change = plan_database(db, observed.as_ref());
+    if let Some(change) = &change {
+        admin.apply_database(db, change).await.map_err(refused)?;
+    }
+    Ok((change, ownership))
 }
 
 /// What the object holds by its status: its recorded ownership, and whether an earlier

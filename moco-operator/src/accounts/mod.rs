@@ -84,6 +84,16 @@ pub enum AccountsError {
     Finalizer(String),
 }
 
+/// Why an account or database could not be made as declared.
+pub(crate) enum Failure {
+    /// The owner of the object has to act: the reason and message for `Ready`.
+    Refused(moco_api::accounts::ReadyReason, String),
+    /// The server could not be asked; retried.
+    Port(PortError),
+    /// The API server could not record the claim; retried.
+    Api(AccountsError),
+}
+
 fn api_error(
     what: &'static str,
     namespace: &str,

@@ -21,7 +21,7 @@ use moco_core::accounts::{
 use serde_json::json;
 
 use super::status::{invalid_message, ready_condition, record_ownership, was_ready};
-use super::{AccountsError, ClusterState, Context, FINALIZER, RESYNC, WAIT, api_error};
+use super::{AccountsError, ClusterState, Context, FINALIZER, Failure, RESYNC, WAIT, api_error};
 
 /// Server errors that mean a privilege name is not one this server knows: a parse error
 /// (MariaDB and MySQL take an unknown static name for a syntax error) or MySQL's unknown
@@ -238,16 +238,6 @@ fn password_in(
             reference.key, reference.name
         )),
     }
-}
-
-/// Why an account could not be made as declared.
-enum Failure {
-    /// The owner of the object has to act: the reason and message for `Ready`.
-    Refused(ReadyReason, String),
-    /// The server could not be asked; retried.
-    Port(PortError),
-    /// The API server could not record the claim; retried.
-    Api(AccountsError),
 }
 
 /// Reads the account, claims it ([`claim`]: an existing account not this object's is left
