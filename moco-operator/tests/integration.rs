@@ -8,6 +8,7 @@ mod controller_args;
 mod fake_apiserver;
 mod limits;
 mod operator;
+mod partition;
 mod pods;
 mod rbac;
 mod reconcile;

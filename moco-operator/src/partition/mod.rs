@@ -237,7 +237,7 @@ async fn lower(
     to: u32,
 ) -> Result<Action, PartitionError> {
     let interval = ctx.config.interval;
-    {
+    let before = {
         let mut state = ctx.state();
         if let Some(last) = state.last_lowered
             && last.elapsed() < interval
@@ -250,25 +250,19 @@ async fn lower(
                 .inc();
             return Ok(Action::requeue(interval - last.elapsed()));
         }
-        state.last_lowered = Some(Instant::now());
-    }
+        state.last_lowered.replace(Instant::now())
+    };
     let name = sts.metadata.name.clone().unwrap_or_default();
     let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &labels.namespace);
-    let patch = serde_json::json!({
-        "spec": {"updateStrategy": {"rollingUpdate": {"partition": to}}}
-    });
-    api.patch(
-        &name,
-        // The operator's field manager; a merge patch (an update) takes the partition over
-        // from its apply, whose next apply then leaves it to the webhook.
-        &PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        },
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(|e| api_error("lowering the partition of", &labels.namespace, &name, e))?;
+    let lowered = lower_partition(&api, sts, to)
+        .await
+        .map_err(|e| api_error("lowering the partition of", &labels.namespace, &name, e))?;
+    if lowered == Lowered::Stale {
+        // Decided from a view the StatefulSet's watch has not caught up with: nothing was
+        // written, so nothing is said; the next look has the StatefulSet as it is.
+        ctx.state().last_lowered = before;
+        return Ok(Action::requeue(SOON));
+    }
     publish(
         &ctx.client,
         &sts.object_ref(&()),
@@ -282,6 +276,49 @@ async fn lower(
         .get_or_create(labels)
         .set(now().0 as f64);
     Ok(Action::requeue(STEP))
+}
+
+/// Whether [`lower_partition`] wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lowered {
+    /// The partition is `to` now.
+    Done,
+    /// The StatefulSet changed since `sts` was read (a cached view behind the server, e.g. a
+    /// Pod's event that woke a step before the StatefulSet's own event after the last
+    /// lowering): nothing was written.
+    Stale,
+}
+
+/// Sets the partition of `sts` to `to`, only if the StatefulSet is still the one read: the
+/// patch carries its resourceVersion, so a step decided from a stale view neither writes a
+/// partition again (a second event for one step) nor raises one lowered since.
+pub async fn lower_partition(
+    api: &Api<StatefulSet>,
+    sts: &StatefulSet,
+    to: u32,
+) -> Result<Lowered, kube::Error> {
+    let name = sts.metadata.name.clone().unwrap_or_default();
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": sts.metadata.resource_version},
+        "spec": {"updateStrategy": {"rollingUpdate": {"partition": to}}}
+    });
+    let written = api
+        .patch(
+            &name,
+            // The operator's field manager; a merge patch (an update) takes the partition over
+            // from its apply, whose next apply then leaves it to the webhook.
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&patch),
+        )
+        .await;
+    match written {
+        Ok(_) => Ok(Lowered::Done),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Lowered::Stale),
+        Err(e) => Err(e),
+    }
 }
 
 /// Asks the clustering manager to switch over to Pod `to` (the cluster's
