@@ -433,6 +433,11 @@ impl OperatorHost {
         sample(&self.metrics().await?, name, labels)
     }
 
+    /// Its process id while it runs (for a benchmark's reading of `/proc`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills it (SIGKILL: a crashed or evicted operator, nothing finished on the way out) and
     /// waits for it to be gone; the StatefulSet webhook registration stays.
     pub fn kill(&mut self) {

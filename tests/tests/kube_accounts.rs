@@ -537,3 +537,220 @@ async fn declared_users_and_databases_are_kept_across_password_changes_drift_and
         "Delete drops the database"
     );
 }
+
+/// What one measuring window saw.
+struct Window {
+    /// kube-apiserver's `apiserver_request_total` over the window, by (verb, resource).
+    requests: std::collections::BTreeMap<(String, String), f64>,
+    /// The primary's `Connections` and `Questions` over the window.
+    connections: u64,
+    questions: u64,
+    /// The operator's CPU over the window (seconds) and resident memory at its end (KiB).
+    cpu: Option<f64>,
+    rss_kib: Option<u64>,
+}
+
+/// `apiserver_request_total` summed by (verb, resource).
+async fn api_requests(f: &ClusteredNamespace) -> std::collections::BTreeMap<(String, String), f64> {
+    let request = hyper::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = f.on.cp.client.request_text(request).await.unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let label = |name: &str| {
+            let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+            let end = line[start..].find('"')? + start;
+            Some(line[start..end].to_owned())
+        };
+        let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        let key = (
+            label("verb").unwrap_or_default(),
+            label("resource").unwrap_or_default(),
+        );
+        *out.entry(key).or_default() += value;
+    }
+    out
+}
+
+/// The primary's global status counter `name`.
+async fn status_counter(f: &ClusteredNamespace, name: &str) -> u64 {
+    let primary = f.primary_index().await.unwrap();
+    let addr = f.addr(primary).await.unwrap();
+    let admin = f.password("ADMIN_PASSWORD").await;
+    let mut c = connect(addr, "moco-admin", &admin).await.unwrap();
+    let row: Option<(String, u64)> = c
+        .query_first(format!("SHOW GLOBAL STATUS LIKE '{name}'"))
+        .await
+        .unwrap();
+    c.disconnect().await.unwrap();
+    row.unwrap().1
+}
+
+/// A process's user + system CPU (seconds) and resident memory (KiB), from `/proc`.
+fn usage(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second).
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    (ticks as f64 / 100.0, rss)
+}
+
+impl Window {
+    async fn measure(f: &ClusteredNamespace, pid: Option<u32>, length: Duration) -> Window {
+        let requests = api_requests(f).await;
+        let connections = status_counter(f, "Connections").await;
+        let questions = status_counter(f, "Questions").await;
+        let cpu = pid.map(|p| usage(p).0);
+        tokio::time::sleep(length).await;
+        let after = api_requests(f).await;
+        Window {
+            requests: after
+                .into_iter()
+                .map(|(k, v)| {
+                    let d = v - requests.get(&k).copied().unwrap_or(0.0);
+                    (k, d)
+                })
+                .filter(|(_, d)| *d > 0.0)
+                .collect(),
+            // Less the one connection (and two statements) of each reading.
+            connections: status_counter(f, "Connections").await - connections - 2,
+            questions: status_counter(f, "Questions").await - questions - 2,
+            cpu: pid.zip(cpu).map(|(p, c)| usage(p).0 - c),
+            rss_kib: pid.map(|p| usage(p).1),
+        }
+    }
+}
+
+/// Benchmark (ignored by `cargo test`; `cargo test -p moco-tests --test integration
+/// kube_accounts::bench -- --ignored --nocapture` with `MOCO_KUBE_DIR`; `BENCH_USERS` users,
+/// 1,000 unless set, `BENCH_WINDOW_SECS` a window, 120 unless set): that many MySQLUsers, each
+/// with its own password Secret, on one single-instance cluster. Prints the time to have all
+/// `Ready`, then over one window with the operator and one after it is stopped (the baseline:
+/// the control plane's other clients, the readings): the operator's CPU and memory, the
+/// primary's new connections and statements per minute, and the API requests per minute by
+/// verb and resource. Numbers in `docs/benchmarks.md`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a benchmark: run by hand, numbers in docs/benchmarks.md"]
+async fn bench_many_users_on_one_cluster() {
+    use futures::StreamExt;
+    let count: usize = std::env::var("BENCH_USERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let window = Duration::from_secs(
+        std::env::var("BENCH_WINDOW_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(120),
+    );
+    let Some(mut f) = setup("acc_bench", 1).await else {
+        return;
+    };
+    f.wait_healthy("bring-up", BRING_UP).await;
+    let pid = f.on.host.pid().unwrap();
+    let idle = usage(pid);
+    let secrets: Api<Secret> = Api::namespaced(f.on.cp.client.clone(), &f.ns);
+    let users: Api<MySQLUser> = Api::namespaced(f.on.cp.client.clone(), &f.ns);
+    let started = std::time::Instant::now();
+    futures::stream::iter(0..count)
+        .for_each_concurrent(16, |i| {
+            let (secrets, users) = (secrets.clone(), users.clone());
+            async move {
+                let secret: Secret = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": format!("bench-{i}")},
+                    "stringData": {"password": format!("Bench-password-{i}")},
+                }))
+                .unwrap();
+                secrets.create(&Default::default(), &secret).await.unwrap();
+                let user: MySQLUser = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "moco-rs.io/v1alpha1", "kind": "MySQLUser",
+                    "metadata": {"name": format!("bench-{i}")},
+                    "spec": {"clusterName": NAME,
+                        "passwordSecretKeyRef": {"name": format!("bench-{i}"), "key": "password"},
+                        "grants": [{"privileges": ["SELECT", "INSERT"], "on": format!("app{}.*", i % 10)}]},
+                }))
+                .unwrap();
+                users.create(&Default::default(), &user).await.unwrap();
+            }
+        })
+        .await;
+    let created = started.elapsed();
+    let all_ready = || async {
+        let Ok(list) = users.list(&Default::default()).await else {
+            return false;
+        };
+        let ready = list
+            .items
+            .iter()
+            .filter(|u| {
+                ready(u.status.as_ref().map(|s| &s.conditions))
+                    == Some(("True".into(), "Applied".into()))
+            })
+            .count();
+        ready == count
+    };
+    when(
+        &format!("{count} MySQLUsers Ready"),
+        Duration::from_secs(3600),
+        all_ready,
+    )
+    .await;
+    let ready_after = started.elapsed();
+    let during = usage(pid);
+    let with = Window::measure(&f, Some(pid), window).await;
+    assert!(all_ready().await, "every user stays Ready");
+    f.on.host.stop();
+    let without = Window::measure(&f, None, window).await;
+    let per_minute = |n: f64| n * 60.0 / window.as_secs_f64();
+    println!(
+        "{count} MySQLUsers: created in {:.1} s, all Ready {:.1} s after the first; operator CPU \
+         while they were made Ready {:.1} s",
+        created.as_secs_f64(),
+        ready_after.as_secs_f64(),
+        during.0 - idle.0
+    );
+    println!(
+        "operator at rest before: RSS {} KiB; over the {} s window: CPU {:.3} cores, RSS {} KiB",
+        idle.1,
+        window.as_secs(),
+        with.cpu.unwrap() / window.as_secs_f64(),
+        with.rss_kib.unwrap()
+    );
+    println!(
+        "primary, per minute: {:.0} connections ({:.0} without the operator), {:.0} statements \
+         ({:.0} without)",
+        per_minute(with.connections as f64),
+        per_minute(without.connections as f64),
+        per_minute(with.questions as f64),
+        per_minute(without.questions as f64),
+    );
+    println!("| verb | resource | requests per minute, with the operator | without |");
+    println!("|---|---|---|---|");
+    let keys: std::collections::BTreeSet<_> = with
+        .requests
+        .keys()
+        .chain(without.requests.keys())
+        .collect();
+    for key in keys {
+        let w = with.requests.get(key).copied().unwrap_or(0.0);
+        let o = without.requests.get(key).copied().unwrap_or(0.0);
+        if per_minute(w) >= 0.5 || per_minute(o) >= 0.5 {
+            println!(
+                "| {} | {} | {:.1} | {:.1} |",
+                key.0,
+                key.1,
+                per_minute(w),
+                per_minute(o)
+            );
+        }
+    }
+}

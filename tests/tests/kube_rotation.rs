@@ -9,6 +9,10 @@
 //!   and `moco-my-cnf-<name>` hold the new ones; the agents took them without restarting, no
 //!   mysqld restarted; no write failed, none was lost; the operator recorded no warning (no
 //!   failed step, no refused account).
+//! * A MySQLUser declared before the rotation is still kept after it, every `moco-admin`
+//!   session cut on the primary (the accounts controllers share one connection per cluster,
+//!   made with the old password: the step that finds it broken forgets it, the next connects
+//!   with the new): a new password in its Secret is applied.
 //! * A second rotation whose operator is killed (SIGKILL) and started again after each step
 //!   it records (drawn, published, each re-pointed channel, the Secrets moved) finishes, with
 //!   the passwords drawn before the first kill.
@@ -75,6 +79,52 @@ async fn logs_in(f: &ClusteredNamespace, index: u32, user: &str, password: &str)
         Ok(Err(mysql_async::Error::Server(e))) if e.code == 1045 => false,
         other => panic!("logging in as {user} to instance {index}: {other:?}"),
     }
+}
+
+/// Whether `user` logs in to the primary with `password`.
+async fn logs_in_primary(f: &ClusteredNamespace, user: &str, password: &str) -> bool {
+    match f.primary_index().await {
+        Some(index) => logs_in(f, index, user, password).await,
+        None => false,
+    }
+}
+
+/// A MySQLUser `app` whose Secret holds `password`.
+fn declare_user(f: &ClusteredNamespace, password: &str) {
+    let yaml = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: app-password}}\n\
+         stringData: {{password: \"{password}\"}}\n---\n\
+         apiVersion: moco-rs.io/v1alpha1\nkind: MySQLUser\nmetadata: {{name: app}}\n\
+         spec:\n  clusterName: {NAME}\n  passwordSecretKeyRef: {{name: app-password, key: password}}\n\
+         \x20 grants: [{{privileges: [SELECT], \"on\": \"app.*\"}}]\n"
+    );
+    f.cp.apply(&f.ns, &yaml);
+}
+
+/// Kills every session of `user` on instance `index` (as `moco-admin` with `admin`).
+async fn cut_sessions(f: &ClusteredNamespace, index: u32, user: &str, admin: &str) {
+    use mysql_async::prelude::Queryable;
+    let addr = f.addr(index).await.unwrap();
+    let mut c = mysql_async::Conn::new(opts_at(addr, "moco-admin", admin))
+        .await
+        .unwrap();
+    let ids: Vec<u64> = c
+        .exec(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? AND ID <> CONNECTION_ID()",
+            (user,),
+        )
+        .await
+        .unwrap();
+    for id in &ids {
+        // A session may end on its own meanwhile (1094: unknown thread).
+        let _ = c.query_drop(format!("KILL CONNECTION {id}")).await;
+    }
+    println!(
+        "{}: cut {} sessions of {user} on instance {index}",
+        f.ns,
+        ids.len()
+    );
+    c.disconnect().await.unwrap();
 }
 
 /// Every instance accepts `now` and refuses `before`, for every account.
@@ -224,6 +274,13 @@ async fn passwords_rotate_under_writes_and_a_backup_and_after_a_kill_at_each_ste
     let mysqld_before = container_restarts(&f, "mysqld").await;
     let agent_before = container_restarts(&f, "agent").await;
 
+    // An application's account, kept by the operator across the rotation.
+    declare_user(&f, "Before-rotation-1");
+    when("app: Applied", CHANGE, || async {
+        logs_in_primary(&f, "app", "Before-rotation-1").await
+    })
+    .await;
+
     // 1. kubectl moco credential rotate, a backup running since before.
     backup_policy(&f, &moto).await;
     start_backup(&f).await;
@@ -300,6 +357,17 @@ async fn passwords_rotate_under_writes_and_a_backup_and_after_a_kill_at_each_ste
     ] {
         assert!(!reasons.contains(&bad.to_owned()), "{bad} in {reasons:?}");
     }
+
+    // The accounts' shared connection was made with the old password: cut (after the events
+    // are read: the clustering manager's sessions go too), it is made again.
+    let primary = f.primary_index().await.unwrap();
+    cut_sessions(&f, primary, "moco-admin", &new["moco-admin"]).await;
+    declare_user(&f, "After-rotation-1");
+    when("app: the new password applied", CHANGE, || async {
+        logs_in_primary(&f, "app", "After-rotation-1").await
+    })
+    .await;
+    assert!(!logs_in_primary(&f, "app", "Before-rotation-1").await);
 
     // 2. A second rotation, the operator killed after each step it records. The Secret is
     // watched, not polled: every state it passes through is seen in order, however fast the

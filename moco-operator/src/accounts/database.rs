@@ -111,7 +111,6 @@ async fn apply(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Accoun
     };
     let admin = ctx.primary(&cluster, (&namespace, &name)).await?;
     let outcome = converge(ctx, &admin, database, &db).await;
-    let _ = admin.disconnect().await;
     let (change, ownership) = match outcome {
         Ok(converged) => converged,
         Err(Failure::Refused(reason, message)) => {
@@ -260,7 +259,6 @@ async fn cleanup(ctx: &Context, database: &MySQLDatabase) -> Result<Action, Acco
     let admin = ctx.primary(&cluster, (&namespace, &name)).await?;
     let db = database_spec(database);
     let dropped = admin.apply_database(&db, &DatabaseChange::Drop).await;
-    let _ = admin.disconnect().await;
     dropped.map_err(|source| AccountsError::Primary {
         namespace,
         name,

@@ -12,8 +12,16 @@
 //!
 //! Two objects that declare the same account (name and host) or database of one cluster
 //! conflict: the older one keeps it, the other reports `Conflict` and changes nothing.
+//!
+//! What a step costs is bounded per cluster, not per object (a thousand users of one cluster
+//! are a thousand steps every [`RESYNC`]): the clusters come from a watch, not a read per step;
+//! the primary's `moco-admin` connection is shared by every object of the cluster until the
+//! primary changes or the connection fails ([`Primaries`]); a password Secret is read again
+//! only when the watch of Secrets' metadata shows a new resourceVersion; a Secret's change
+//! wakes the users found under its name in an index, not by a scan of every user.
 
 mod database;
+mod shared;
 mod status;
 mod user;
 
@@ -27,7 +35,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use moco_api::accounts::{MySQLDatabase, MySQLUser};
 use moco_api::addresses::AddressResolver;
 use moco_api::cluster::ClusterId;
@@ -36,6 +44,7 @@ use moco_cluster::ports::PortError;
 use moco_kube::api::Scope;
 use moco_kube::metrics::ClusterMetrics;
 use moco_kube::platform::{KubePlatform, MysqlConnector};
+use shared::{Passwords, Primaries, SecretIndex};
 
 pub use status::ready_condition;
 
@@ -117,6 +126,16 @@ pub(crate) struct Context {
     users: Store<MySQLUser>,
     /// Every MySQLDatabase, for conflicts.
     databases: Store<MySQLDatabase>,
+    /// Every MySQLCluster of the scope (a watch): a step reads its cluster here.
+    clusters: Store<MySQLCluster>,
+    /// The Secrets' metadata (a watch), to know when a password Secret changed.
+    secrets: Store<PartialObjectMeta<Secret>>,
+    /// The password Secrets last read, reused while their resourceVersion holds.
+    passwords: Passwords,
+    /// The users that name each Secret.
+    by_secret: SecretIndex,
+    /// Each cluster's primary, shared by its objects.
+    primaries: Primaries,
 }
 
 /// The cluster an object names, and whether it has a writable primary.
@@ -130,15 +149,27 @@ pub(crate) enum ClusterState {
 }
 
 impl Context {
-    /// MySQLCluster `name` of `namespace` and whether its primary takes writes.
+    /// MySQLCluster `name` of `namespace` and whether its primary takes writes: from the
+    /// watch, or read when the watch has not seen it (yet).
     async fn cluster(&self, namespace: &str, name: &str) -> Result<ClusterState, AccountsError> {
-        let api: Api<MySQLCluster> = Api::namespaced(self.client.clone(), namespace);
-        let Some(cluster) = api
-            .get_opt(name)
-            .await
-            .map_err(|e| api_error("reading MySQLCluster", namespace, name, e))?
-        else {
-            return Ok(ClusterState::Missing);
+        let watched = self
+            .clusters
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|c| c.as_ref().clone());
+        let cluster = match watched {
+            Some(cluster) => cluster,
+            None => {
+                let api: Api<MySQLCluster> = Api::namespaced(self.client.clone(), namespace);
+                let Some(cluster) = api
+                    .get_opt(name)
+                    .await
+                    .map_err(|e| api_error("reading MySQLCluster", namespace, name, e))?
+                else {
+                    self.primaries.forget(namespace, name);
+                    return Ok(ClusterState::Missing);
+                };
+                cluster
+            }
         };
         let available = cluster.status.as_ref().and_then(|s| {
             s.conditions
@@ -157,22 +188,29 @@ impl Context {
         })
     }
 
-    /// `moco-admin` on `cluster`'s primary.
+    /// `moco-admin` on `cluster`'s primary: the connection the cluster's objects share, or a
+    /// new one when the primary changed or the last one failed.
     async fn primary(
         &self,
         cluster: &MySQLCluster,
         object: (&str, &str),
-    ) -> Result<moco_adapters::mysql::MysqlInstance, AccountsError> {
+    ) -> Result<Arc<moco_adapters::mysql::MysqlInstance>, AccountsError> {
+        if let Some(shared) = self.primaries.get(cluster) {
+            return Ok(shared);
+        }
         let (namespace, name) = object;
         let cluster_name = cluster.metadata.name.clone().unwrap_or_default();
-        let id = ClusterId::of(cluster).map_err(|e| AccountsError::Primary {
+        let primary_error = |source| AccountsError::Primary {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             cluster: cluster_name.clone(),
-            source: PortError::Failed {
+            source,
+        };
+        let id = ClusterId::of(cluster).map_err(|e| {
+            primary_error(PortError::Failed {
                 target: cluster_name.clone(),
                 message: e.to_string(),
-            },
+            })
         })?;
         let platform = KubePlatform::new(
             self.client.clone(),
@@ -182,16 +220,36 @@ impl Context {
             None,
             self.metrics.clone(),
         );
-        platform
-            .primary_admin()
+        let (instance, index) = platform.primary_admin().await.map_err(primary_error)?;
+        Ok(self.primaries.put(cluster, index, instance))
+    }
+
+    /// The password Secret `name` of `namespace` (None: it does not exist): the copy read
+    /// last while the watch shows it unchanged, else read.
+    async fn password_secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Secret>, AccountsError> {
+        let watched = self
+            .secrets
+            .get(&ObjectRef::new(name).within(namespace))
+            .and_then(|m| m.metadata.resource_version.clone());
+        if let Some(version) = &watched
+            && let Some(secret) = self.passwords.get(namespace, name, version)
+        {
+            return Ok(Some(secret));
+        }
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let secret = api
+            .get_opt(name)
             .await
-            .map(|(instance, _)| instance)
-            .map_err(|source| AccountsError::Primary {
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-                cluster: cluster_name,
-                source,
-            })
+            .map_err(|e| api_error("reading Secret", namespace, name, e))?;
+        match &secret {
+            Some(s) => self.passwords.put(namespace, name, s.clone()),
+            None => self.passwords.forget(namespace, name),
+        }
+        Ok(secret)
     }
 
     /// Records an event about the object `reference`; a failure is logged, never returned.
@@ -206,8 +264,15 @@ impl Context {
     }
 }
 
-fn error_policy<K>(_: Arc<K>, error: &AccountsError, _: Arc<Context>) -> Action {
+fn error_policy<K>(_: Arc<K>, error: &AccountsError, ctx: Arc<Context>) -> Action {
     tracing::warn!(error = %error, "accounts step failed");
+    if let AccountsError::Primary {
+        namespace, cluster, ..
+    } = error
+    {
+        // The next step connects again (a new primary, a rotated password, a new Pod IP).
+        ctx.primaries.forget(namespace, cluster);
+    }
     Action::requeue(WAIT)
 }
 
@@ -227,34 +292,52 @@ pub async fn run_accounts_controllers(
         scope.api::<MySQLDatabase>(client.clone()),
         watcher::Config::default(),
     );
+    let (clusters, cluster_writer) = reflector::store();
+    let cluster_watch = reflector(
+        cluster_writer,
+        watcher(
+            scope.api::<MySQLCluster>(client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects()
+    .take_until(shutdown.clone())
+    .for_each(|_| async {});
+    let (secrets_store, secret_writer) = reflector::store();
     let context = Arc::new(Context {
         client: client.clone(),
         addresses,
         metrics,
         users: users.store(),
         databases: databases.store(),
+        clusters: clusters.clone(),
+        secrets: secrets_store,
+        passwords: Passwords::default(),
+        by_secret: SecretIndex::default(),
+        primaries: Primaries::default(),
     });
-    let store = users.store();
     // A password Secret's change is applied at once: Secrets are watched by metadata only,
     // and a change wakes the users that name the Secret.
-    let secrets = watcher(
-        scope.api::<PartialObjectMeta<Secret>>(client),
-        watcher::Config::default(),
+    let secrets = reflector(
+        secret_writer,
+        watcher(
+            scope.api::<PartialObjectMeta<Secret>>(client),
+            watcher::Config::default(),
+        ),
     )
     .touched_objects();
+    let index = context.clone();
     let users = users
         .with_config(ControllerConfig::default().concurrency(4))
         .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
-            let namespace = secret.metadata.namespace.clone();
-            let name = secret.metadata.name.clone();
-            store
-                .state()
+            let namespace = secret.metadata.namespace.clone().unwrap_or_default();
+            let name = secret.metadata.name.clone().unwrap_or_default();
+            index
+                .by_secret
+                .users(&namespace, &name)
                 .into_iter()
-                .filter(|u| {
-                    u.metadata.namespace == namespace
-                        && Some(&u.spec.password_secret_key_ref.name) == name.as_ref()
-                })
-                .map(|u| ObjectRef::from_obj(u.as_ref()))
+                .map(|user| ObjectRef::new(&user).within(&namespace))
                 .collect::<Vec<_>>()
         })
         .graceful_shutdown_on(shutdown.clone())
@@ -273,5 +356,10 @@ pub async fn run_accounts_controllers(
                 tracing::debug!(error = %e, "MySQLDatabase controller event");
             }
         });
-    tokio::join!(users, databases);
+    // A step reads its cluster from the watch: none runs before the watch has listed them.
+    let controllers = async {
+        clusters.wait_until_ready().await.ok();
+        tokio::join!(users, databases);
+    };
+    tokio::join!(cluster_watch, controllers);
 }

@@ -84,6 +84,8 @@ fn conflicting(ctx: &Context, user: &MySQLUser) -> Option<String> {
 async fn apply(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError> {
     let namespace = user.namespace().unwrap_or_default();
     let name = user.name_any();
+    ctx.by_secret
+        .record(&namespace, &name, &user.spec.password_secret_key_ref.name);
     // Admission may not have run (the webhook was away, or older rules admitted it): the same
     // rules again, before any SQL, so that no object re-keys MOCO's accounts or grants what
     // the opt-in guards.
@@ -115,12 +117,8 @@ async fn apply(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError>
         }
         ClusterState::Available(cluster) => cluster,
     };
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
     let reference = &user.spec.password_secret_key_ref;
-    let secret = secrets
-        .get_opt(&reference.name)
-        .await
-        .map_err(|e| api_error("reading Secret", &namespace, &reference.name, e))?;
+    let secret = ctx.password_secret(&namespace, &reference.name).await?;
     let (secret, password) = match password_in(secret, reference) {
         Ok(found) => found,
         Err(message) => {
@@ -137,7 +135,6 @@ async fn apply(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError>
         secret.metadata.resource_version.as_deref(),
     )
     .await;
-    let _ = admin.disconnect().await;
     let (changes, ownership) = match outcome {
         Ok(converged) => converged,
         Err(Failure::Refused(reason, message)) => {
@@ -320,6 +317,8 @@ async fn declared(admin: &MysqlInstance, user: &MySQLUser) -> Result<AccountSpec
 /// over). An object that breaks the admission rules drops nothing (it may name one of MOCO's
 /// accounts).
 async fn cleanup(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsError> {
+    ctx.by_secret
+        .remove(&user.namespace().unwrap_or_default(), &user.name_any());
     let (owned, applied_before) = held(user);
     let owned = owned.or(applied_before.then_some(Ownership::Adopted));
     if user.spec.deletion_policy == DeletionPolicy::Retain
@@ -350,7 +349,6 @@ async fn cleanup(ctx: &Context, user: &MySQLUser) -> Result<Action, AccountsErro
         ..AccountSpec::default()
     };
     let dropped = admin.apply_account(&spec, "", &[AccountChange::Drop]).await;
-    let _ = admin.disconnect().await;
     dropped.map_err(|source| AccountsError::Primary {
         namespace,
         name,
