@@ -47,6 +47,12 @@ pub const MAX_RATE_ANNOTATION: &str = "moco-rs/backup-max-rate";
 /// `SwitchOverRefused` event when it cannot take over (not Ready, errant, not replicating).
 pub const SWITCHOVER_TO_ANNOTATION: &str = "moco-rs/switchover-to";
 
+/// MySQLCluster annotation the clustering manager writes in the same patch that withdraws a
+/// refused [`SWITCHOVER_TO_ANNOTATION`]: `N: reason` ([`switchover_refusal`]), so that
+/// `kubectl moco switchover --to N` reads the refusal with the withdrawal, whenever the
+/// refusal's event arrives. A new request removes it.
+pub const SWITCHOVER_REFUSED_ANNOTATION: &str = "moco-rs/switchover-refused";
+
 /// MySQLCluster annotation asking for new passwords for MOCO's eight accounts (`kubectl moco
 /// credential rotate`; beyond MOCO): any new value (the command writes the time) starts one
 /// rotation, which the operator records as served in its password Secret, so the annotation
@@ -195,6 +201,18 @@ pub fn switchover_to_of(cluster: &MySQLCluster) -> Result<Option<u32>, ObjectErr
     Ok(Some(index))
 }
 
+/// The value of [`SWITCHOVER_REFUSED_ANNOTATION`] for a refused request for instance `index`.
+pub fn switchover_refusal(index: u32, reason: &str) -> String {
+    format!("{index}: {reason}")
+}
+
+/// The refused instance and the reason recorded in [`SWITCHOVER_REFUSED_ANNOTATION`], if any
+/// (a value that does not parse is no refusal).
+pub fn switchover_refusal_of(meta: &ObjectMeta) -> Option<(u32, &str)> {
+    let (index, reason) = annotation(meta, SWITCHOVER_REFUSED_ANNOTATION)?.split_once(": ")?;
+    Some((index.parse().ok()?, reason))
+}
+
 /// The pause between binlog archiving rounds that [`ARCHIVE_ANNOTATION`]'s value `interval`
 /// asks for: a Go duration from 1s to 1h.
 pub fn archive_interval(interval: &str) -> Result<Duration, ObjectError> {
@@ -277,6 +295,24 @@ mod tests {
         let e = tls(Some("yes")).unwrap_err().to_string();
         assert!(e.contains("metadata.annotations[\"moco-rs/tls\"]"), "{e}");
         assert!(e.contains("\"yes\""), "{e}");
+    }
+
+    #[test]
+    fn a_refusal_reads_back_as_written() {
+        let refused = |v: &str| {
+            let c = cluster(&[(SWITCHOVER_REFUSED_ANNOTATION, v)]);
+            switchover_refusal_of(&c.metadata).map(|(i, r)| (i, r.to_owned()))
+        };
+        let value = switchover_refusal(2, "its Pod is not Ready: 1: x");
+        assert_eq!(value, "2: its Pod is not Ready: 1: x");
+        assert_eq!(
+            refused(&value),
+            Some((2, "its Pod is not Ready: 1: x".to_owned()))
+        );
+        assert_eq!(switchover_refusal_of(&cluster(&[]).metadata), None);
+        for bad in ["", "2", "two: reason", "-1: reason"] {
+            assert_eq!(refused(bad), None, "{bad}");
+        }
     }
 
     #[test]

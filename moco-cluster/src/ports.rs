@@ -337,9 +337,15 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     async fn set_prevent_delete(&self, index: u32, enabled: bool) -> Result<(), PortError>;
     /// Removes the demote annotation.
     async fn remove_demote(&self, index: u32) -> Result<(), PortError>;
-    /// Withdraws the request to switch over to instance `index` (the engine refused it),
-    /// leaving a request for another instance, made meanwhile, in place.
-    async fn clear_switchover_request(&self, index: u32) -> Result<(), PortError>;
+    /// Withdraws the request to switch over to instance `index` (done, or refused: then
+    /// `refusal` says why, and is recorded in the same write so that whoever waits for the
+    /// request learns both at once), leaving a request for another instance, made meanwhile,
+    /// in place.
+    async fn clear_switchover_request(
+        &self,
+        index: u32,
+        refusal: Option<&str>,
+    ) -> Result<(), PortError>;
     /// Persists the fields of the status the clustering loop owns (`currentPrimaryIndex`, its
     /// conditions, the errant list and count, `syncedReplicas`, `cloned`), leaving every
     /// other field as it is: the reconciler writes those, and neither may overwrite the

@@ -79,10 +79,15 @@ pub enum Operation {
         index: u32,
     },
     /// Withdraw a switchover request for instance `index` (on Kubernetes the cluster's
-    /// `moco-rs/switchover-to` annotation) that names an instance unable to take over.
+    /// `moco-rs/switchover-to` annotation): done, or naming an instance unable to take over.
     ClearSwitchoverRequest {
         /// The requested ordinal.
         index: u32,
+        /// Why the target was refused, recorded in the same write as the withdrawal (on
+        /// Kubernetes the `moco-rs/switchover-refused` annotation): whoever waits for the
+        /// request reads both at once, in whatever order it sees the refusal's event.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refusal: Option<String>,
     },
     /// `STOP REPLICA IO_THREAD`.
     StopReplicaIoThread {
@@ -170,7 +175,7 @@ impl Operation {
             | Operation::WaitForGtid { index, .. }
             | Operation::SetPrimaryIndex { index, .. }
             | Operation::RemoveDemoteAnnotation { index }
-            | Operation::ClearSwitchoverRequest { index }
+            | Operation::ClearSwitchoverRequest { index, .. }
             | Operation::StopReplicaIoThread { index }
             | Operation::StartReplica { index }
             | Operation::SetReplicaSemiSync { index, .. }
@@ -378,7 +383,10 @@ mod tests {
                 errant_replica_list: vec![2],
             },
             Operation::RemoveDemoteAnnotation { index: 1 },
-            Operation::ClearSwitchoverRequest { index: 1 },
+            Operation::ClearSwitchoverRequest {
+                index: 1,
+                refusal: None,
+            },
             Operation::StopReplicaIoThread { index: 1 },
             Operation::StartReplica { index: 1 },
             Operation::SetReplicaSemiSync {

@@ -386,12 +386,25 @@ fn switchover_case(case: &Case, c: &Counts) -> TestCaseResult {
         None => prop_assert!(clears.is_empty(), "withdrawn for nothing: {:?}", clears),
         Some((t, refused)) => {
             prop_assert_eq!(clears.len(), 1, "{:?}", d.steps);
+            let Operation::ClearSwitchoverRequest { index, refusal } = &clears[0].operation else {
+                unreachable!("filtered above")
+            };
+            prop_assert_eq!(*index, t);
+            let event = clears[0].on_success.as_ref();
             prop_assert_eq!(
-                &clears[0].operation,
-                &Operation::ClearSwitchoverRequest { index: t }
+                event.map(|e| e.reason.as_str()),
+                refused.then_some("SwitchOverRefused")
             );
-            let reason = clears[0].on_success.as_ref().map(|e| e.reason.as_str());
-            prop_assert_eq!(reason, refused.then_some("SwitchOverRefused"));
+            // The refusal travels with the withdrawal, and the event tells the same reason.
+            prop_assert_eq!(refusal.is_some(), refused);
+            if let (Some(refusal), Some(event)) = (refusal, event) {
+                prop_assert!(
+                    event.message.contains(&format!("refused: {refusal};")),
+                    "{:?} vs {:?}",
+                    refusal,
+                    event.message
+                );
+            }
             c.hit(if refused {
                 "requested non-candidate refused"
             } else {

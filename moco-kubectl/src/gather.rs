@@ -132,7 +132,7 @@ impl<P: Platform> Platform for ReadOnly<P> {
         Err(refused("remove the demote annotation"))
     }
 
-    async fn clear_switchover_request(&self, _: u32) -> Result<(), PortError> {
+    async fn clear_switchover_request(&self, _: u32, _: Option<&str>) -> Result<(), PortError> {
         Err(refused("withdraw a switchover request"))
     }
 

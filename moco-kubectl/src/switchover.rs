@@ -5,16 +5,19 @@
 //! nothing is printed. With `--to N` (beyond MOCO): what the API shows is checked first (N is
 //! an instance, not the primary, not errant, its Pod Ready and labelled a replica), then the
 //! MySQLCluster is annotated `moco-rs/switchover-to: "N"` and the command waits for the
-//! outcome: N the primary, the operator's refusal (its `SwitchOverRefused` event says why: it
-//! also checks what only SQL shows, such as replication running from the primary), or the
-//! timeout, after which the request is withdrawn so that it cannot fire later by surprise.
+//! outcome: N the primary, the operator's refusal (it also checks what only SQL shows, such as
+//! replication running from the primary; it writes why as `moco-rs/switchover-refused` in the
+//! patch that withdraws the request, beside a `SwitchOverRefused` event), or the timeout, after
+//! which the request is withdrawn so that it cannot fire later by surprise.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event as KubeEvent;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use moco_api::annotations::{SWITCHOVER_TO_ANNOTATION, annotation, is_true};
+use kube::api::{Api, Patch, PatchParams};
+use moco_api::annotations::{
+    SWITCHOVER_REFUSED_ANNOTATION, SWITCHOVER_TO_ANNOTATION, annotation, is_true,
+    switchover_refusal_of,
+};
 use moco_api::labels::{ANNOTATION_DEMOTE, LABEL_ROLE, ROLE_REPLICA};
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_kube::platform::withdraw_switchover_request;
@@ -24,13 +27,9 @@ use crate::cli::SwitchoverArgs;
 use crate::context::Context;
 use crate::error::Error;
 use crate::objects;
-use crate::status::cluster_events;
 
 /// How often `--to` looks at the cluster while it waits.
 const POLL: Duration = Duration::from_millis(250);
-
-/// The operator's reason for refusing a requested target.
-const REFUSED_REASON: &str = "SwitchOverRefused";
 
 /// What a switchover request did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,15 +182,14 @@ async fn switch_to(
     let name = &args.cluster;
     let api: Api<MySQLCluster> = Api::namespaced(ctx.client.clone(), ns);
     let started = Instant::now();
+    // The refusal of an earlier request is not this one's answer.
     let patch = Patch::Merge(json!({"metadata": {"annotations": {
         SWITCHOVER_TO_ANNOTATION: to.to_string(),
+        SWITCHOVER_REFUSED_ANNOTATION: null,
     }}}));
-    let requested = api
-        .patch(name, &PatchParams::default(), &patch)
+    api.patch(name, &PatchParams::default(), &patch)
         .await
         .map_err(|e| Error::api("patch", "MySQLCluster", ns, name, "", e))?;
-    // Refusals recorded before this request are not its answer.
-    let earlier = refusals(ctx, &requested).await?.len();
     loop {
         let cluster = objects::cluster(ctx, name).await?;
         let primary = cluster
@@ -205,19 +203,7 @@ async fn switch_to(
                 millis: started.elapsed().as_millis(),
             });
         }
-        if annotation(&cluster.metadata, SWITCHOVER_TO_ANNOTATION) != Some(&to.to_string()) {
-            // Withdrawn by the operator (refused), or replaced by someone else's request.
-            let refused = refusals(ctx, &cluster).await?;
-            let reason = refused
-                .get(earlier..)
-                .and_then(|new| new.last())
-                .map_or_else(
-                    || {
-                        "the request was withdrawn before the switchover (by another request?)"
-                            .to_owned()
-                    },
-                    |message| format!("the operator refused: {message}"),
-                );
+        if let Some(reason) = withdrawn(&cluster, to) {
             return Err(Error::CannotSwitch {
                 namespace: ns.clone(),
                 cluster: name.clone(),
@@ -226,7 +212,7 @@ async fn switch_to(
         }
         if started.elapsed() >= args.timeout {
             // A request made meanwhile by someone else stays theirs.
-            withdraw_switchover_request(&api, name, to)
+            withdraw_switchover_request(&api, name, to, None)
                 .await
                 .map_err(|e| Error::api("patch", "MySQLCluster", ns, name, "", e))?;
             return Err(Error::SwitchoverTimedOut {
@@ -242,22 +228,30 @@ async fn switch_to(
     }
 }
 
-/// The messages of the operator's `SwitchOverRefused` events about `cluster`, oldest first.
-async fn refusals(ctx: &Context, cluster: &MySQLCluster) -> Result<Vec<String>, Error> {
-    let api: Api<KubeEvent> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    let params = ListParams::default().fields(&format!("reason={REFUSED_REASON}"));
-    let events = api.list(&params).await.map_err(|source| Error::Api {
-        action: "list",
-        kind: "Events",
-        namespace: ctx.namespace.clone(),
-        name: format!("(events.k8s.io/v1, reason={REFUSED_REASON})"),
-        source: Box::new(source),
-    })?;
-    Ok(cluster_events(cluster, &events.items)
-        .into_iter()
-        .filter(|e| e.reason == REFUSED_REASON)
-        .flat_map(|e| std::iter::repeat_n(e.message, usize::try_from(e.count).unwrap_or(1)))
-        .collect())
+/// Why the request for instance `to` no longer stands, if it does not: the operator's
+/// refusal, which it records in the same write as the withdrawal (so it is read with it,
+/// whenever the refusal's event arrives), or someone else's change.
+pub fn withdrawn(cluster: &MySQLCluster, to: u32) -> Option<String> {
+    let requested = annotation(&cluster.metadata, SWITCHOVER_TO_ANNOTATION);
+    if requested == Some(to.to_string().as_str()) {
+        return None;
+    }
+    Some(
+        match (switchover_refusal_of(&cluster.metadata), requested) {
+            (Some((index, reason)), _) if index == to => format!(
+                "the operator refused: switchover to instance {to} refused: {reason}; the request \
+             was withdrawn"
+            ),
+            (_, Some(other)) => format!(
+                "the request was replaced by another ({SWITCHOVER_TO_ANNOTATION}: {other:?}) before \
+             the switchover"
+            ),
+            (_, None) => format!(
+                "the request was withdrawn before the switchover (someone removed \
+             {SWITCHOVER_TO_ANNOTATION})"
+            ),
+        },
+    )
 }
 
 /// `; Healthy False (reason): message` for each of the cluster's conditions that is not

@@ -107,6 +107,116 @@ async fn switchover_annotates_the_current_primary_pod_once() {
     assert_eq!(writes(&fake).len(), 1);
 }
 
+/// Waits (up to 30 s) until the test cluster is annotated `moco-rs/switchover-to: to`.
+async fn requested(fake: &FakeApiServer, to: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while annotations(fake, CLUSTERS, NAME)["moco-rs/switchover-to"] != json!(to) {
+        assert!(std::time::Instant::now() < deadline, "no request for {to}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The operator's `SwitchOverRefused` event for the test cluster.
+fn refusal_event(message: &str) -> Value {
+    json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "db.refused", "namespace": NS},
+        "reason": "SwitchOverRefused", "type": "Warning", "note": message,
+        "action": "Switchover", "reportingController": "moco-controller",
+        "reportingInstance": "moco-controller-0", "eventTime": "2026-12-07T10:00:00.000000Z",
+        "regarding": {"apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+                      "namespace": NS, "name": NAME}
+    })
+}
+
+/// `switchover --to` reports the operator's refusal whichever the plugin sees first, the
+/// withdrawal of its request or the refusal's event (on a loaded machine it once saw the
+/// withdrawal alone and said "withdrawn ... (by another request?)"): the operator writes the
+/// refusal in the patch that withdraws the request, through the function used here.
+#[tokio::test]
+async fn switchover_to_reports_the_refusal_whichever_the_plugin_sees_first() {
+    const REASON: &str = "its mysqld does not answer";
+    for event_first in [true, false] {
+        let fake = fake_with(cluster(3, running_status(1)), three_pods());
+        let api: kube::Api<moco_api::mysqlcluster::MySQLCluster> =
+            kube::Api::namespaced(fake.client(), NS);
+        let message =
+            format!("switchover to instance 2 refused: {REASON}; the request was withdrawn");
+        let operator = async {
+            requested(&fake, "2").await;
+            if event_first {
+                fake.insert(refusal_event(&message));
+            }
+            moco_kube::platform::withdraw_switchover_request(&api, NAME, 2, Some(REASON))
+                .await
+                .unwrap();
+        };
+        let (outcome, ()) = tokio::join!(run(&fake, &["switchover", NAME, "--to", "2"]), operator);
+        assert_eq!(
+            outcome.error(),
+            format!("MySQLCluster shop/db: the operator refused: {message}"),
+            "event first: {event_first}"
+        );
+        // The refusal stays on the cluster, readable with the withdrawal.
+        assert_eq!(
+            annotations(&fake, CLUSTERS, NAME),
+            json!({"team": "payments", "moco-rs/switchover-refused": format!("2: {REASON}")})
+        );
+    }
+}
+
+/// A refusal of an earlier request is not the answer to a new one: the new request removes
+/// it, and a request someone else removes or replaces is reported as such.
+#[tokio::test]
+async fn switchover_to_ignores_an_earlier_refusal_and_names_who_withdrew() {
+    let fake = fake_with(cluster(3, running_status(1)), three_pods());
+    fake.modify(CLUSTERS, NS, NAME, |c| {
+        c["metadata"]["annotations"]["moco-rs/switchover-refused"] = json!("2: an old reason");
+    });
+    let operator = async {
+        requested(&fake, "2").await;
+        assert_eq!(
+            annotations(&fake, CLUSTERS, NAME)["moco-rs/switchover-refused"],
+            Value::Null,
+            "the request kept an earlier refusal"
+        );
+        fake.modify(CLUSTERS, NS, NAME, |c| {
+            c["status"]["currentPrimaryIndex"] = json!(2);
+        });
+    };
+    let (outcome, ()) = tokio::join!(run(&fake, &["switchover", NAME, "--to", "2"]), operator);
+    assert!(
+        outcome
+            .ok()
+            .starts_with("primary moved from instance 1 to instance 2 in "),
+        "{}",
+        outcome.out
+    );
+
+    for (replacement, said) in [
+        (Value::Null, "someone removed moco-rs/switchover-to"),
+        (
+            json!("0"),
+            "replaced by another (moco-rs/switchover-to: \"0\")",
+        ),
+    ] {
+        let fake = fake_with(cluster(3, running_status(1)), three_pods());
+        let user = async {
+            requested(&fake, "2").await;
+            fake.modify(CLUSTERS, NS, NAME, |c| {
+                let annotations = c["metadata"]["annotations"].as_object_mut().unwrap();
+                match &replacement {
+                    Value::Null => annotations.remove("moco-rs/switchover-to"),
+                    other => annotations.insert("moco-rs/switchover-to".into(), other.clone()),
+                };
+            });
+        };
+        let (outcome, ()) = tokio::join!(run(&fake, &["switchover", NAME, "--to", "2"]), user);
+        let error = outcome.error();
+        assert!(error.contains(said), "{error}");
+    }
+}
+
 #[tokio::test]
 async fn switchover_is_refused_for_one_instance_offline_or_a_missing_cluster() {
     let single = fake_with(

@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use moco_adapters::local::platform::EventRecord;
 use moco_adapters::local::pods::{KillHold, PodsFile, now_ms};
 use moco_adapters::local::run::{self as local_run, Freeze};
 use moco_adapters::local::scale as local_scale;
@@ -180,7 +179,11 @@ pub async fn switchover(options: SwitchoverOptions) -> Result<(), Error> {
                 s.state_name()
             )));
         }
-        PodsFile::update(&layout, |p| p.switchover_to = Some(to))?;
+        // The refusal of an earlier request is not this one's answer.
+        PodsFile::update(&layout, |p| {
+            p.switchover_to = Some(to);
+            p.switchover_refused = None;
+        })?;
     } else {
         PodsFile::update(&layout, |p| {
             p.instances.entry(from).or_default().demote = true
@@ -188,8 +191,6 @@ pub async fn switchover(options: SwitchoverOptions) -> Result<(), Error> {
     }
     let started = Instant::now();
     let deadline = started + options.timeout;
-    // Refusals recorded before this request are not its answer.
-    let earlier = refusals(&layout).len();
     loop {
         let now = read_status(&layout)?.current_primary_index;
         // Done when the index moved and the primary endpoint follows (role label moved).
@@ -206,18 +207,10 @@ pub async fn switchover(options: SwitchoverOptions) -> Result<(), Error> {
             && now != to
             && pods.switchover_to != Some(to)
         {
-            // The manager withdrew the request: it refused the target (or another request
-            // replaced it).
-            let reason = refusals(&layout)
-                .get(earlier..)
-                .and_then(|new| new.last().cloned());
-            return Err(usage(format!(
-                "--to {to}: {}",
-                reason.unwrap_or_else(|| {
-                    "the request was withdrawn before the switchover (by another request?)"
-                        .to_owned()
-                })
-            )));
+            // The manager withdrew the request: it refused the target, and wrote why in the
+            // same update (or another request replaced it).
+            let reason = withdrawal(&pods, to);
+            return Err(usage(format!("--to {to}: {reason}")));
         }
         if local_run::running_manager(&layout)?.is_none() {
             // The request stays: the old primary may already be read-only, and the next
@@ -257,15 +250,18 @@ pub async fn switchover(options: SwitchoverOptions) -> Result<(), Error> {
     }
 }
 
-/// The messages of the manager's `SwitchOverRefused` events, oldest first.
-fn refusals(layout: &Layout) -> Vec<String> {
-    std::fs::read_to_string(layout.events())
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<EventRecord>(line).ok())
-        .filter(|e| e.reason == "SwitchOverRefused")
-        .map(|e| e.message)
-        .collect()
+/// Why a `switchover --to` request for `to` is gone from `pods`: the manager's refusal, written
+/// with the withdrawal, or someone else's change.
+fn withdrawal(pods: &PodsFile, to: u32) -> String {
+    match (&pods.switchover_refused, pods.switchover_to) {
+        (Some((index, reason)), _) if *index == to => {
+            format!("switchover to instance {to} refused: {reason}; the request was withdrawn")
+        }
+        (_, Some(other)) => format!(
+            "the request was replaced by a request for instance {other} before the switchover"
+        ),
+        (_, None) => "the request was withdrawn before the switchover (by someone else)".to_owned(),
+    }
 }
 
 /// `kill`: marks instance `index` as held down, then SIGKILLs its server.
@@ -384,4 +380,32 @@ pub async fn down(options: DownOptions) -> Result<(), Error> {
         out!("removed {}", layout.root().display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_withdrawn_request_says_who_withdrew_it() {
+        let pods = |to: Option<u32>, refused: Option<(u32, &str)>| PodsFile {
+            switchover_to: to,
+            switchover_refused: refused.map(|(i, r)| (i, r.to_owned())),
+            ..PodsFile::default()
+        };
+        assert_eq!(
+            withdrawal(&pods(None, Some((2, "its mysqld does not answer"))), 2),
+            "switchover to instance 2 refused: its mysqld does not answer; the request was \
+             withdrawn"
+        );
+        // Another instance's refusal is not this request's answer.
+        assert_eq!(
+            withdrawal(&pods(None, Some((1, "x"))), 2),
+            "the request was withdrawn before the switchover (by someone else)"
+        );
+        assert_eq!(
+            withdrawal(&pods(Some(0), None), 2),
+            "the request was replaced by a request for instance 0 before the switchover"
+        );
+    }
 }

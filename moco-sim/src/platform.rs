@@ -121,7 +121,7 @@ impl Platform for SimCluster {
             .await
     }
 
-    async fn clear_switchover_request(&self, _: u32) -> Result<(), PortError> {
+    async fn clear_switchover_request(&self, _: u32, _: Option<&str>) -> Result<(), PortError> {
         // The simulator never requests a target (its observations carry none).
         Ok(())
     }

@@ -168,8 +168,12 @@ impl Platform for Wrapped {
     async fn remove_demote(&self, index: u32) -> Result<(), PortError> {
         self.sim.remove_demote(index).await
     }
-    async fn clear_switchover_request(&self, index: u32) -> Result<(), PortError> {
-        self.sim.clear_switchover_request(index).await
+    async fn clear_switchover_request(
+        &self,
+        index: u32,
+        refusal: Option<&str>,
+    ) -> Result<(), PortError> {
+        self.sim.clear_switchover_request(index, refusal).await
     }
     async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {
         self.sim.write_status(status).await

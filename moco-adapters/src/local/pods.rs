@@ -61,6 +61,10 @@ pub struct PodsFile {
     /// A pending `moco local switchover --to N` request; cleared once N is the primary.
     #[serde(default)]
     pub switchover_to: Option<u32>,
+    /// Why the manager withdrew the last request it refused (the ordinal and the reason),
+    /// written with the withdrawal; a new request clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switchover_refused: Option<(u32, String)>,
 }
 
 impl PodsFile {

@@ -772,7 +772,9 @@ impl Manager {
                 Ok(())
             }
             Operation::RemoveDemoteAnnotation { index } => p.remove_demote(*index).await,
-            Operation::ClearSwitchoverRequest { index } => p.clear_switchover_request(*index).await,
+            Operation::ClearSwitchoverRequest { index, refusal } => {
+                p.clear_switchover_request(*index, refusal.as_deref()).await
+            }
             Operation::StopReplicaIoThread { index } => {
                 self.port(view, *index).await?.stop_replica_io().await
             }

@@ -90,9 +90,13 @@ fn lag(v: &View<'_>, index: u32) -> u64 {
 pub(super) fn withdraw(p: &mut Planned, need: Need) {
     let step = match need {
         Need::Stay | Need::To(_) => return,
-        Need::Done(index) => Step::new(Operation::ClearSwitchoverRequest { index }),
+        Need::Done(index) => Step::new(Operation::ClearSwitchoverRequest {
+            index,
+            refusal: None,
+        }),
         Need::Refuse { target, reason } => Step::new(Operation::ClearSwitchoverRequest {
             index: target,
+            refusal: Some(reason.to_owned()),
         })
         .succeeding_with(Event::warning(
             "SwitchOverRefused",

@@ -26,8 +26,8 @@ use moco_adapters::mysql::tls::MysqlTls;
 use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
 use moco_api::addresses::AddressResolver;
 use moco_api::annotations::{
-    ROTATE_PASSWORDS_ANNOTATION, SWITCHOVER_TO_ANNOTATION, annotation, flavor_of, is_true,
-    switchover_to_of, tls_of,
+    ROTATE_PASSWORDS_ANNOTATION, SWITCHOVER_REFUSED_ANNOTATION, SWITCHOVER_TO_ANNOTATION,
+    annotation, flavor_of, is_true, switchover_refusal, switchover_to_of, tls_of,
 };
 use moco_api::cluster::{CLUSTER_API_VERSION, CLUSTER_KIND, ClusterId, TLS_CA_FILE, TLS_CA_KEY};
 use moco_api::labels::{
@@ -157,15 +157,25 @@ impl SqlConnector for MysqlConnector {
 }
 
 /// Removes MySQLCluster `name`'s `moco-rs/switchover-to` request if it names `index`
-/// ([`withdraw_annotation`]).
+/// ([`withdraw_annotation`]); a `refusal` is written in the same patch
+/// (`moco-rs/switchover-refused`), so no reader sees the withdrawal without it.
 pub async fn withdraw_switchover_request(
     api: &Api<MySQLCluster>,
     name: &str,
     index: u32,
+    refusal: Option<&str>,
 ) -> Result<(), kube::Error> {
-    withdraw_annotation(api, name, SWITCHOVER_TO_ANNOTATION, |v| {
-        v.parse::<u32>().ok() == Some(index)
-    })
+    let also = refusal.map_or_else(
+        || json!({}),
+        |r| json!({SWITCHOVER_REFUSED_ANNOTATION: switchover_refusal(index, r)}),
+    );
+    withdraw_annotation(
+        api,
+        name,
+        SWITCHOVER_TO_ANNOTATION,
+        |v| v.parse::<u32>().ok() == Some(index),
+        also,
+    )
     .await
 }
 
@@ -176,17 +186,26 @@ pub async fn withdraw_rotation_request(
     name: &str,
     request: &str,
 ) -> Result<(), kube::Error> {
-    withdraw_annotation(api, name, ROTATE_PASSWORDS_ANNOTATION, |v| v == request).await
+    withdraw_annotation(
+        api,
+        name,
+        ROTATE_PASSWORDS_ANNOTATION,
+        |v| v == request,
+        json!({}),
+    )
+    .await
 }
 
 /// Removes MySQLCluster `name`'s annotation `key` if its value still is the request being
-/// withdrawn (`still`). Each removal is conditional on the resourceVersion read with it, so a
-/// request made meanwhile stays; a conflict is read again (a few times).
+/// withdrawn (`still`), setting the annotations of `also` in the same patch. Each removal is
+/// conditional on the resourceVersion read with it, so a request made meanwhile stays; a
+/// conflict is read again (a few times).
 async fn withdraw_annotation(
     api: &Api<MySQLCluster>,
     name: &str,
     key: &str,
     still: impl Fn(&str) -> bool,
+    also: serde_json::Value,
 ) -> Result<(), kube::Error> {
     let mut attempt = 1;
     loop {
@@ -194,9 +213,11 @@ async fn withdraw_annotation(
         if !annotation(&cluster.metadata, key).is_some_and(&still) {
             return Ok(());
         }
+        let mut annotations = also.clone();
+        annotations[key] = serde_json::Value::Null;
         let patch = Patch::Merge(json!({"metadata": {
             "resourceVersion": cluster.metadata.resource_version,
-            "annotations": {key: null},
+            "annotations": annotations,
         }}));
         match api.patch(name, &PatchParams::default(), &patch).await {
             Ok(_) => return Ok(()),
@@ -570,10 +591,15 @@ impl KubePlatform {
         Ok((MysqlInstance::new(options), index))
     }
 
-    /// Removes the cluster's switchover request if it still names `index`.
-    async fn withdraw_switchover(&self, index: u32) -> Result<(), PortError> {
+    /// Removes the cluster's switchover request if it still names `index`, recording the
+    /// `refusal` with it.
+    async fn withdraw_switchover(
+        &self,
+        index: u32,
+        refusal: Option<&str>,
+    ) -> Result<(), PortError> {
         let api: Api<MySQLCluster> = Api::namespaced(self.client.clone(), &self.id.namespace);
-        withdraw_switchover_request(&api, &self.id.name, index)
+        withdraw_switchover_request(&api, &self.id.name, index, refusal)
             .await
             .map_err(|e| unreachable(self.target(), &e))
     }
@@ -800,8 +826,12 @@ impl Platform for KubePlatform {
         .await
     }
 
-    async fn clear_switchover_request(&self, index: u32) -> Result<(), PortError> {
-        self.withdraw_switchover(index).await
+    async fn clear_switchover_request(
+        &self,
+        index: u32,
+        refusal: Option<&str>,
+    ) -> Result<(), PortError> {
+        self.withdraw_switchover(index, refusal).await
     }
 
     async fn write_status(&self, status: &ClusteringStatus) -> Result<(), PortError> {

@@ -842,10 +842,17 @@ impl Platform for LocalPlatform {
         .map_err(|e| port_err(format!("instance {index}"), e))
     }
 
-    async fn clear_switchover_request(&self, index: u32) -> Result<(), PortError> {
+    async fn clear_switchover_request(
+        &self,
+        index: u32,
+        refusal: Option<&str>,
+    ) -> Result<(), PortError> {
         PodsFile::update(&self.layout, |p| {
             if p.switchover_to == Some(index) {
                 p.switchover_to = None;
+                if let Some(reason) = refusal {
+                    p.switchover_refused = Some((index, reason.to_owned()));
+                }
             }
         })
         .map(|_| ())

@@ -184,6 +184,7 @@ mod tests {
                 })
                 .collect(),
             switchover_to: None,
+            switchover_refused: None,
         }
     }
 

@@ -73,6 +73,43 @@ async fn labels_annotations_and_requests_live_in_pods_json() {
 }
 
 #[tokio::test]
+async fn a_refused_request_is_withdrawn_with_its_reason_in_one_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let platform = cluster(tmp.path());
+    let layout = platform.layout().clone();
+    PodsFile::update(&layout, |p| p.switchover_to = Some(2)).unwrap();
+    // A withdrawal for another instance leaves the request (someone replaced it meanwhile).
+    platform
+        .clear_switchover_request(1, Some("its Pod is not Ready"))
+        .await
+        .unwrap();
+    let pods = PodsFile::load(&layout).unwrap();
+    assert_eq!(
+        (pods.switchover_to, pods.switchover_refused),
+        (Some(2), None)
+    );
+    platform
+        .clear_switchover_request(2, Some("its Pod is not Ready"))
+        .await
+        .unwrap();
+    let pods = PodsFile::load(&layout).unwrap();
+    assert_eq!(pods.switchover_to, None);
+    assert_eq!(
+        pods.switchover_refused,
+        Some((2, "its Pod is not Ready".to_owned()))
+    );
+    // A done request is withdrawn silently.
+    PodsFile::update(&layout, |p| {
+        p.switchover_to = Some(1);
+        p.switchover_refused = None;
+    })
+    .unwrap();
+    platform.clear_switchover_request(1, None).await.unwrap();
+    let pods = PodsFile::load(&layout).unwrap();
+    assert_eq!((pods.switchover_to, pods.switchover_refused), (None, None));
+}
+
+#[tokio::test]
 async fn status_writes_keep_the_reconcilers_fields_and_end_a_switchover_request() {
     let tmp = tempfile::tempdir().unwrap();
     let platform = cluster(tmp.path());
