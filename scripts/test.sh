@@ -6,6 +6,8 @@
 # share one control plane (scripts/kube.sh), started here and stopped at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/guard.sh
+refuse_weakening_env
 source scripts/lib/install.sh
 source scripts/lib/disk.sh
 ensure_mariadb
@@ -30,7 +32,6 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "tests (unit, property, scenario, real MariaDB, moco local end to end)"
 # Under the test command a missing server fails the real-server tests (never a skip), and
 # each of them records itself in the ledger so that the count below shows they ran.
-unset MOCO_SKIP_REAL_SERVER MOCO_SKIP_OBJECT_STORES
 ledger=$(mktemp -d)
 trap 'rm -rf "$ledger"' EXIT
 export MOCO_REAL_SERVER_LEDGER="$ledger"
@@ -53,7 +54,6 @@ MOCO_POD_RUNNER="$target_dir/debug/pod-runner" \
 # install it with the operator (`scripts/kube.sh install`); the shared one stays without both.
 scripts/kube/build.sh cert-manager >/dev/null
 export MOCO_KUBE_DIR="$kube_dir"
-unset MOCO_SKIP_KUBE
 step "tests (the same, run)"
 cargo test --workspace
 ran=$(find "$ledger" -type f | wc -l)

@@ -13,3 +13,4 @@ mod mysql_launcher;
 mod mysql_mariadb;
 mod mysql_pool;
 mod mysql_tls;
+mod resources_mariadb;

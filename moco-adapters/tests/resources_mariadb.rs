@@ -2,53 +2,47 @@
 //! MariaDB my.cnf plus a local-mode instance snippet, starts `mariadbd`, checks the settings the
 //! replication logic relies on, and stops it again.
 //!
-//! Skipped (with the reason printed) when the MariaDB binaries are not installed. The test owns
-//! the process it starts and stops it by its pid; the data lives in a fresh temporary directory
-//! that is removed afterwards.
+//! Without MariaDB's programs it fails (`MOCO_SKIP_REAL_SERVER=1` skips, which the test
+//! command refuses). The test owns the process it starts and stops it by its pid; the data
+//! lives in a fresh temporary directory that is removed afterwards.
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use moco_adapters::mysqld::{ServerBinary, find_program, free_port, running_as_root};
 use moco_core::facts::Flavor;
 use moco_core::resources::mycnf::{
     InstanceConfig, MycnfInput, MycnfPaths, generate_mycnf, instance_mycnf,
 };
 
+use crate::support::SKIP_ENV;
+
 /// Generous: `mariadb-install-db` takes seconds when the cores are busy.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn find_binary(name: &str, extra_dirs: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(extra_dirs.iter().map(PathBuf::from))
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
-fn running_as_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
-        })
-        .unwrap_or(false)
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
-    listener
-        .local_addr()
-        .unwrap_or_else(|e| panic!("local_addr: {e}"))
-        .port()
+/// MariaDB's `mariadbd`, `mariadb-install-db` and `mariadb`, whatever server the other tests
+/// use; the test is recorded in the ledger. Without them the test fails, unless [`SKIP_ENV`]
+/// is `1` (then `None`).
+fn mariadb_programs(test: &str) -> Option<[PathBuf; 3]> {
+    let found = ["mariadbd", "mariadb-install-db", "mariadb"].map(|n| find_program(&[n]));
+    if let [Some(server), Some(install_db), Some(client)] = found {
+        let binary = ServerBinary::from_path(&server).unwrap_or_else(|e| panic!("{test}: {e}"));
+        moco_testkit::ledger::record(test, &binary.label());
+        return Some([server, install_db, client]);
+    }
+    if std::env::var_os(SKIP_ENV).is_some_and(|v| v == "1") {
+        eprintln!("SKIPPED {test} ({SKIP_ENV}=1): MariaDB's programs are not installed");
+        return None;
+    }
+    panic!(
+        "{test}: mariadbd, mariadb-install-db or mariadb not found ({found:?}); install \
+         mariadb-server (scripts/test.sh does), or set {SKIP_ENV}=1 to skip"
+    );
 }
 
 /// The started server: stopped (SIGTERM by pid, SIGKILL as a last resort) and its directory
@@ -103,16 +97,9 @@ fn client_query(client: &Path, defaults: &Path, sql: &str) -> Result<String, Str
 
 #[test]
 fn generated_mariadb_config_starts_mariadbd() {
-    let sbin = ["/usr/sbin", "/usr/local/sbin"];
-    let (Some(mariadbd), Some(install_db), Some(client)) = (
-        find_binary("mariadbd", &sbin),
-        find_binary("mariadb-install-db", &sbin),
-        find_binary("mariadb", &sbin),
-    ) else {
-        eprintln!(
-            "skipping generated_mariadb_config_starts_mariadbd: mariadbd, mariadb-install-db or \
-             mariadb not found in PATH or /usr/sbin"
-        );
+    let Some([mariadbd, install_db, client]) =
+        mariadb_programs("generated_mariadb_config_starts_mariadbd")
+    else {
         return;
     };
 
@@ -125,7 +112,7 @@ fn generated_mariadb_config_starts_mariadbd() {
         std::process::id()
     ));
     let dir_text = dir.to_string_lossy().into_owned();
-    let port = free_port();
+    let port = free_port().unwrap_or_else(|e| panic!("free port: {e}"));
     let paths = MycnfPaths::local(&dir_text, port, 0, 0);
     for sub in [&paths.datadir, &paths.tmpdir, &paths.include_dir] {
         fs::create_dir_all(sub).unwrap_or_else(|e| panic!("{sub}: {e}"));

@@ -7,7 +7,6 @@
 mod facts_schema;
 mod failover_errant_rebase;
 mod properties;
-mod resources_mariadb;
 mod resources_mycnf;
 mod scenarios;
 mod validate_backup_policy;

@@ -96,7 +96,7 @@ async fn plan_reads_real_servers_and_leaves_them_as_they_were() {
              MOCO_SKIP_REAL_SERVER=1 to skip"
         ),
     };
-    binary.record_test(test).unwrap();
+    moco_testkit::ledger::record(test, &binary.label());
 
     let dir = tempfile::Builder::new()
         .prefix("moco-kubectl-real-")

@@ -131,15 +131,6 @@ fn kube_sh_up_runs_nodes_scheduler_provisioner_and_down_leaves_nothing() {
         println!("SKIPPED (MOCO_SKIP_KUBE=1): no control plane");
         return;
     }
-    // Counted in the test command's real-server ledger, so a run where it did nothing shows.
-    if let Some(ledger) = std::env::var_os("MOCO_REAL_SERVER_LEDGER") {
-        std::fs::write(
-            Path::new(&ledger)
-                .join("kube_sh_up_runs_nodes_scheduler_provisioner_and_down_leaves_nothing"),
-            "\tkubernetes\n",
-        )
-        .unwrap();
-    }
     let mut cluster = Cluster {
         dir: tempfile::tempdir().unwrap(),
         down: false,
@@ -181,6 +172,17 @@ fn kube_sh_up_runs_nodes_scheduler_provisioner_and_down_leaves_nothing() {
         r#"{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status} {end}"#,
     );
     assert_eq!(ready.trim(), "node-0=True node-1=True");
+    // Counted in the test command's ledger with the version that ran, so a run where it did
+    // nothing shows.
+    let version = cluster.kubectl(&["get", "--raw", "/version"], None);
+    let version: serde_json::Value = serde_json::from_slice(&version.stdout).unwrap_or_default();
+    moco_testkit::ledger::record(
+        "kube_sh_up_runs_nodes_scheduler_provisioner_and_down_leaves_nothing",
+        &format!(
+            "kube-apiserver {}",
+            version["gitVersion"].as_str().unwrap_or("(unknown)")
+        ),
+    );
     let renewed = cluster.jsonpath(
         &["lease", "-n", "kube-node-lease", "node-1"],
         "{.spec.renewTime}",

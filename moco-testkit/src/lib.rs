@@ -1,8 +1,8 @@
 //! Test support shared by the crates' tests and the integration suite: the in-memory fake API
 //! server ([`apiserver`]), throwaway certificates, a minimal HTTP/1.1 client over TCP and TLS,
 //! AdmissionReview fixtures, a reader of the metrics exposition that checks its form, the
-//! controller container of the install manifests, and an RBAC evaluator (`kubectl auth can-i`
-//! offline).
+//! controller container of the install manifests, an RBAC evaluator (`kubectl auth can-i`
+//! offline), and the test command's [`ledger`] of tests that ran against real parts.
 //!
 //! The fake API server is for fast tests of the operator's own logic (what it reads, renders
 //! and writes). It models no validation, defaulting, immutable fields, webhooks, controllers or
@@ -15,6 +15,7 @@ pub mod apiserver;
 mod certs;
 mod client;
 mod exposition;
+pub mod ledger;
 mod manifests;
 pub mod rbac;
 mod reviews;

@@ -69,7 +69,16 @@ pub fn azurite(test: &str) -> Option<Azurite> {
         port,
         _dir: dir,
     };
-    crate::s3::record_store(test, "Azurite 3.35.0 (Azure Blob)");
+    let version = Command::new(&program)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(
+            || "(version unknown)".to_owned(),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        );
+    moco_testkit::ledger::record(test, &format!("Azurite {version} (Azure Blob)"));
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if let Some(status) = server.child.try_wait().unwrap() {

@@ -69,7 +69,7 @@ pub async fn control_plane(test: &str) -> Option<ControlPlane> {
         version.git_version,
         dir.display()
     );
-    crate::s3::record_store(test, "kubernetes");
+    moco_testkit::ledger::record(test, &format!("kube-apiserver {}", version.git_version));
     Some(ControlPlane { dir, client })
 }
 

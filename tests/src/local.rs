@@ -76,9 +76,7 @@ pub fn server_or_skip(test: &str) -> Option<moco_adapters::mysqld::ServerBinary>
                 b.version(),
                 b.path().display()
             );
-            if let Err(e) = b.record_test(test) {
-                panic!("{test}: cannot record the test in the real-server ledger: {e}");
-            }
+            moco_testkit::ledger::record(test, &b.label());
             Some(b)
         }
         Err(e) => {

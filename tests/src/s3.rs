@@ -29,14 +29,32 @@ pub fn missing_store<T>(
     );
 }
 
-/// Records `test` in the real-server ledger as run against `what`.
-pub fn record_store(test: &str, what: &str) {
-    if let Some(ledger) = std::env::var_os("MOCO_REAL_SERVER_LEDGER") {
-        std::fs::write(
-            std::path::Path::new(&ledger).join(test),
-            format!("\t{what}\n"),
-        )
-        .unwrap();
+/// The version of the moto whose server is `program` (its script's interpreter is asked), or
+/// why it is unknown.
+fn moto_version(program: &str) -> String {
+    let path = if program.contains('/') {
+        Some(std::path::PathBuf::from(program))
+    } else {
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(program))
+                .find(|c| c.is_file())
+        })
+    };
+    let interpreter = path
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|text| Some(text.lines().next()?.strip_prefix("#!")?.trim().to_owned()));
+    let Some(interpreter) = interpreter else {
+        return "moto (version unknown: no interpreter line)".to_owned();
+    };
+    match Command::new(&interpreter)
+        .args(["-c", "import moto; print(moto.__version__)"])
+        .output()
+    {
+        Ok(out) if out.status.success() => {
+            format!("moto {} (S3)", String::from_utf8_lossy(&out.stdout).trim())
+        }
+        other => format!("moto (version unknown: {interpreter}: {other:?})"),
     }
 }
 
@@ -89,7 +107,7 @@ fn moto_on(test: &str, host: &str) -> Option<Moto> {
         Ok(c) => c,
         Err(e) => return missing_store(test, &program, "MOCO_MOTO_SERVER", &e),
     };
-    record_store(test, "moto 5.2.5 (S3)");
+    moco_testkit::ledger::record(test, &moto_version(&program));
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::net::TcpStream::connect((host, port)).is_err() {
         assert!(

@@ -8,11 +8,6 @@ use crate::failure::{CommandFailed, tail};
 /// The environment variable naming the server binary tests and `moco local` use.
 pub const MYSQLD_ENV: &str = "MOCO_TEST_MYSQLD";
 
-/// A directory in which test harnesses record each test that ran against a real server
-/// ([`ServerBinary::record_test`]). `scripts/test.sh` sets it and counts the records, so a run
-/// in which the real-server tests did nothing cannot pass unnoticed.
-pub const REAL_SERVER_LEDGER_ENV: &str = "MOCO_REAL_SERVER_LEDGER";
-
 /// Directories searched after `PATH`: distributions put the server in `sbin`.
 const EXTRA_DIRS: &[&str] = &[
     "/usr/sbin",
@@ -66,20 +61,9 @@ impl ServerBinary {
         })
     }
 
-    /// Records in `$MOCO_REAL_SERVER_LEDGER` (when set) that `test` runs against this server:
-    /// one file per test name, holding the server's version.
-    pub fn record_test(&self, test: &str) -> std::io::Result<()> {
-        let Some(dir) = std::env::var_os(REAL_SERVER_LEDGER_ENV).filter(|d| !d.is_empty()) else {
-            return Ok(());
-        };
-        let name: String = test
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
-        std::fs::write(
-            Path::new(&dir).join(name),
-            format!("{test}\t{:?} {}\n", self.kind, self.version),
-        )
+    /// The family and version, as tests name the server that ran (`Mariadb 10.11.14`).
+    pub fn label(&self) -> String {
+        format!("{:?} {}", self.kind, self.version)
     }
 
     /// Uses the binary at `path`, probing `--version` to learn its family.

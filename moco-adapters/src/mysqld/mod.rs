@@ -52,9 +52,7 @@ use crate::instance::InstanceError;
 use crate::instance::datadir::{DatadirInit, InitProgram, initialize_datadir};
 use crate::modes::{SERVER_DIR_UMASK, SERVER_FILE_UMASK, private_dir, write_private};
 
-pub use binary::{
-    MYSQLD_ENV, REAL_SERVER_LEDGER_ENV, ServerBinary, ServerKind, find_program, tool_beside,
-};
+pub use binary::{MYSQLD_ENV, ServerBinary, ServerKind, find_program, tool_beside};
 pub use config::MycnfSettings;
 pub use ports::{free_port, free_port_block, free_ports};
 pub use process::{is_server_process, process_alive, running_as_root};
