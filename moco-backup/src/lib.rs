@@ -20,6 +20,8 @@ pub mod local;
 pub mod mariadb;
 pub mod mysql;
 pub mod pace;
+#[cfg(test)]
+mod property_seed;
 pub mod retention;
 
 pub use bucket::{Backend, Bucket, BucketError, BucketSpec, Listing, ObjectInfo};

@@ -61,7 +61,7 @@ use moco_cluster::manager::Manager;
 
 use common::{acks_needed, manager_config, runtime};
 use moco_core::Action;
-use moco_core::facts::{Flavor, Role};
+use moco_core::facts::{ClusterFacts, Flavor, Role};
 use moco_core::operation::Operation;
 use moco_core::state::ClusterState;
 use moco_sim::{
@@ -247,6 +247,9 @@ struct Harness {
     silent_known: BTreeSet<u32>,
     /// Operations already checked for (b) at `SetWritable`.
     ops_checked: usize,
+    /// Instances some round's assessment found errant: open bug 8 is an errant replica no
+    /// round saw.
+    ever_found_errant: BTreeSet<u32>,
 }
 
 impl Harness {
@@ -264,6 +267,7 @@ impl Harness {
             remedy_wipes: BTreeSet::new(),
             silent_known: BTreeSet::new(),
             ops_checked: 0,
+            ever_found_errant: BTreeSet::new(),
         }
     }
 
@@ -280,6 +284,8 @@ impl Harness {
     fn note_round(&mut self, result: Result<usize, String>) -> Option<ClusterState> {
         let last = self.sim.last_round();
         if let Some((facts, d)) = &last {
+            self.ever_found_errant
+                .extend(d.assessment.errant.iter().copied());
             let p = facts.status.current_primary_index;
             // The engine computes the list itself only when the primary answers with a
             // non-empty executed set; otherwise it goes on with the persisted one.
@@ -397,6 +403,50 @@ impl Harness {
         } else {
             Stop::Known(bug)
         }
+    }
+
+    /// Open engine bug 8's whole trace at a failover round that chose candidate `c` while
+    /// primary `lost` is gone (`sets`: what each usable replica holds), described; `None`
+    /// when any part of it is missing.
+    fn bug_8_trace(
+        &self,
+        facts: &ClusterFacts,
+        lost: u32,
+        c: u32,
+        sets: &[(u32, BTreeSet<SimGtid>)],
+    ) -> Option<String> {
+        if self.flavor != Flavor::Mariadb || self.ever_found_errant.contains(&c) {
+            return None;
+        }
+        let errant = self.sim.out_of_lineage(c);
+        let errno = facts
+            .instances
+            .iter()
+            .find(|x| x.index == c)?
+            .mysqld
+            .as_ref()?
+            .replica_status
+            .as_ref()?
+            .last_sql_errno;
+        if errant.is_empty() || errno != 1950 {
+            return None;
+        }
+        let received = self.sim.received(c);
+        let largest = sets
+            .iter()
+            .all(|(i, _)| *i == c || self.sim.received(*i).is_subset(&received));
+        let required: BTreeSet<SimGtid> = self.required_acknowledged().into_iter().collect();
+        let holder = sets
+            .iter()
+            .find(|(i, held)| *i != c && required.is_subset(held))
+            .map(|(i, _)| *i)?;
+        largest.then(|| {
+            format!(
+                "(c) the failover from {lost} keeps choosing instance {c}: errant in truth \
+                 ({errant:?}), never found errant, its applier stopped on 1950, the largest \
+                 received set; instance {holder} holds every acknowledged write"
+            )
+        })
     }
 
     /// Acknowledged transactions a fault destroyed (a lost data directory, when no other
@@ -923,30 +973,21 @@ impl Harness {
                 let top = sets
                     .iter()
                     .find(|(_, s)| sets.iter().all(|(_, o)| o.is_subset(s)));
-                // The open bug: the engine keeps choosing a replica that is errant in truth
-                // (it could not see it) and whose applier stopped on an error, so its catch-up
-                // wait fails every round.
+                // The open bug, recognised by its whole trace so that no other regression with
+                // the same symptom (a failover that never completes) is excused: MariaDB; the
+                // chosen candidate is errant in truth, no round ever found it errant, its
+                // applier stopped on 1950 (a GTID out of order behind its errant write), it
+                // received more than every other usable replica (why it is chosen), and
+                // another usable replica holds every acknowledged write (the failover could
+                // complete without it).
                 let chosen = d.steps.iter().find_map(|s| match s.operation {
                     Operation::SetPrimaryIndex { index, .. } => Some(index),
                     _ => None,
                 });
-                if let Some(c) = chosen {
-                    let applier_failed = facts.instances.iter().any(|x| {
-                        x.index == c
-                            && x.mysqld
-                                .as_ref()
-                                .and_then(|m| m.replica_status.as_ref())
-                                .is_some_and(|r| r.last_sql_errno != 0)
-                    });
-                    if applier_failed && !self.sim.out_of_lineage(c).is_empty() {
-                        let detail = format!(
-                            "(c) the failover from {lost} keeps choosing instance {c}, errant in truth ({:?}) and whose applier stopped on an error, and never completes",
-                            self.sim.out_of_lineage(c)
-                        );
-                        return Err(
-                            self.known(KnownBug::FailoverStuckOnBrokenErrantCandidate, detail)
-                        );
-                    }
+                if let Some(c) = chosen
+                    && let Some(detail) = self.bug_8_trace(&facts, lost, c, &sets)
+                {
+                    return Err(self.known(KnownBug::FailoverStuckOnBrokenErrantCandidate, detail));
                 }
                 match top {
                     None => Ok(Loss::JustifiedRefusal),

@@ -830,10 +830,26 @@ pub async fn wait_ex_primary_back(dir: &ClusterDir, old: u64, read_only: bool) -
     .await
 }
 
+/// How many instances a no-loss check must compare: a check that compares fewer than the
+/// test expects (a status listing them unreachable, a shrunk cluster) proves less than it says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compared {
+    /// Exactly this many.
+    Exactly(usize),
+    /// At least this many (a benchmark, where an instance's fate varies by round).
+    AtLeast(usize),
+}
+
 /// Checks that every acknowledged id is stored on every instance listed in `status` as
-/// reachable and not errant (waiting for replicas to catch up); returns how many instances
-/// were checked.
-pub async fn assert_no_acked_loss(dir: &ClusterDir, status: &Value, acked: &[u64]) -> usize {
+/// reachable and not errant (waiting for replicas to catch up), that there were acknowledged
+/// ids, and that as many instances were compared as `want` says; returns how many were.
+pub async fn assert_no_acked_loss(
+    dir: &ClusterDir,
+    status: &Value,
+    acked: &[u64],
+    want: Compared,
+) -> usize {
+    assert!(!acked.is_empty(), "no acknowledged write to look for");
     let mut checked = 0;
     for inst in status
         .get("instances")
@@ -863,6 +879,15 @@ pub async fn assert_no_acked_loss(dir: &ClusterDir, status: &Value, acked: &[u64
             ),
         }
     }
+    let enough = match want {
+        Compared::Exactly(n) => checked == n,
+        Compared::AtLeast(n) => checked >= n,
+    };
+    assert!(
+        enough,
+        "{} acknowledged row(s) compared on {checked} instance(s), {want:?} wanted: {status:#}",
+        acked.len()
+    );
     checked
 }
 

@@ -144,10 +144,12 @@ async fn a_streamed_physical_backup_restores_every_row_and_the_gtid_history() {
     source.stop().await;
 }
 
-/// `--max-rate`: the backup reads the tool's stream no faster than the cap, so it lasts at
-/// least the stream's size over the rate (less the burst the cap forgives). A lower bound on
-/// the time, which a slow machine only makes truer: unpaced, this backup took 0.16 s, and at
-/// this rate at least 0.85 s.
+/// `--max-rate`: the backup reads the tool's stream no faster than the cap, and no slower than
+/// the cap and the work itself allow. The same source is backed up unpaced first, on the same
+/// machine in the same test: the cap is chosen so that the capped backup must last at least
+/// four times as long (an ignored cap fails the lower bound however slow the machine is), and
+/// it may last at most the stream over the rate plus twice the unpaced run and 5 s (a cap that
+/// throttles below its rate fails the upper one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capped_backup_reads_no_faster_than_its_rate() {
     let test = "a_capped_backup_reads_no_faster_than_its_rate";
@@ -158,28 +160,50 @@ async fn a_capped_backup_reads_no_faster_than_its_rate() {
     let source = ready_pod(&binary, root.path(), 0).await;
     let state = admin(&source).executed_gtid().await.unwrap();
     let bucket = directory_bucket(&root.path().join("bucket"));
-    let rate = ByteRate::parse("16Mi").unwrap();
-    let prefix = "moco/ns/db/20261125-050000";
+    let donor = backup_donor(&binary, &source);
+
     let started = std::time::Instant::now();
-    let manifest = physical::backup(
-        &backup_donor(&binary, &source),
-        state,
+    let free = physical::backup(
+        &donor,
+        state.clone(),
         &bucket,
-        prefix,
-        Some(&rate),
+        "moco/ns/db/20261125-040000",
+        None,
     )
     .await
     .unwrap();
+    let unpaced = started.elapsed();
+    let reference = free.base.uncompressed_size;
+    assert!(
+        reference > 8 << 20,
+        "a stream this small proves little: {reference}"
+    );
+    let target = (unpaced * 4).max(Duration::from_secs(1));
+    let per_second = ((reference as f64 / target.as_secs_f64()) as u64).max(1);
+    let rate = ByteRate::parse(&per_second.to_string()).unwrap();
+
+    let prefix = "moco/ns/db/20261125-050000";
+    let started = std::time::Instant::now();
+    let manifest = physical::backup(&donor, state, &bucket, prefix, Some(&rate))
+        .await
+        .unwrap();
     let took = started.elapsed();
     let streamed = manifest.base.uncompressed_size;
-    let at_least = Duration::from_secs_f64(streamed as f64 / rate.bytes_per_second().get() as f64)
-        .saturating_sub(moco_backup::pace::BURST);
-    println!("capped backup: {streamed} bytes in {took:?} (at least {at_least:?})");
-    assert!(
-        streamed > 8 << 20,
-        "a stream this small proves little: {streamed}"
+    let paced = Duration::from_secs_f64(streamed as f64 / rate.bytes_per_second().get() as f64);
+    let at_least = paced.saturating_sub(moco_backup::pace::BURST);
+    let at_most = paced + unpaced * 2 + Duration::from_secs(5);
+    println!(
+        "unpaced: {reference} bytes in {unpaced:?}; capped at {rate}: {streamed} bytes in \
+         {took:?} (between {at_least:?} and {at_most:?})"
     );
-    assert!(took >= at_least, "{streamed} bytes in {took:?} at {rate}");
+    assert!(
+        took >= at_least,
+        "{streamed} bytes in {took:?} at {rate}: faster than the cap"
+    );
+    assert!(
+        took <= at_most,
+        "{streamed} bytes in {took:?} at {rate}: slower than the cap and the work allow"
+    );
     // Paced, it is still whole: the manifest is written and names the position.
     assert!(manifest.position.is_some(), "{manifest:?}");
     assert_eq!(physical::manifest(&bucket, prefix).await.unwrap(), manifest);

@@ -17,7 +17,11 @@
 //!   RoleBinding too), instance 0's binlog history starts at the base's (the agent seeded the
 //!   copy: the restore Job's replay racing that seed fails here), and the new cluster holds
 //!   every row acknowledged before that second and none sent after it, on all three
-//!   instances (the replicas cloned from instance 0).
+//!   instances (the replicas cloned from instance 0);
+//! * `kubectl moco credential rotate` between the base backup and the restore point: the
+//!   replay crosses the source's `ALTER USER 'moco-*'`, yet the restored cluster keeps its
+//!   own passwords (the source's old and new `moco-admin` passwords refused on every
+//!   instance).
 //!
 //! The times of each step are printed (`docs/benchmarks.md`, "Backup and PITR through Pods on
 //! the real control plane").
@@ -37,10 +41,13 @@ use moco_adapters::mysql::{clone_binlog_state, sql};
 use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
 use moco_core::gtid::GtidSet;
 use moco_tests::control_plane::{control_plane, is_ready, wait_for};
+use moco_tests::kubectl_plugin::PluginPath;
 use moco_tests::operated_namespace::{OperatedNamespace, mariadb_cluster};
 use moco_tests::operator_host::{OperatorHost, issue_agent_certificate};
 use moco_tests::s3::{Moto, bridge_moto, moto_job_config, open_bucket};
-use moco_tests::writer::{self, Ack, ServiceRoute, Writer, WriterLog, missing, stored_ids};
+use moco_tests::writer::{
+    self, Ack, ServiceRoute, Writer, WriterLog, missing, opts_at, stored_ids,
+};
 use serde_json::{Value, json};
 
 /// Limit of a bring-up: MariaDB's first start on 2 busy cores is the slowest step.
@@ -615,6 +622,19 @@ fn normalized(state: &GtidSet) -> GtidSet {
     GtidSet::from_mariadb(&sql::mariadb_binlog_state_text(state)).unwrap()
 }
 
+/// Whether `user` logs in at `addr` with `password` (`false` only for error 1045).
+async fn logs_in(addr: SocketAddr, user: &str, password: &str) -> bool {
+    let attempt = mysql_async::Conn::new(opts_at(addr, user, password));
+    match tokio::time::timeout(Duration::from_secs(10), attempt).await {
+        Ok(Ok(c)) => {
+            let _ = c.disconnect().await;
+            true
+        }
+        Ok(Err(mysql_async::Error::Server(e))) if e.code == 1045 => false,
+        other => panic!("logging in as {user} at {addr}: {other:?}"),
+    }
+}
+
 /// The acknowledged writes before second `point` and the first at or after it, on the wall
 /// clock of `f`.
 fn split_at(f: &Fixture, acks: &[Ack], point: i64) -> (Vec<u64>, Option<u64>) {
@@ -729,8 +749,34 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     );
     let first_time = first.status.time.clone().unwrap().0.as_second();
 
-    // The restore point: a second after the first backup finished, between two writes.
-    let point = epoch(first.recorded_wall).ceil() as i64 + 3;
+    // A rotation of MOCO's passwords inside the restore window: the replay crosses the
+    // source's `ALTER USER 'moco-*'` statements (issue 44, item 8).
+    let before_rotation = f.password(SOURCE, "ADMIN_PASSWORD").await;
+    let rotation_started = f.wall(Instant::now());
+    let plugin = PluginPath::install(&f.space.cp);
+    let out = plugin.kubectl_ok(&[
+        "moco",
+        "-n",
+        &ns,
+        "credential",
+        "rotate",
+        SOURCE,
+        "--timeout",
+        "10m",
+    ]);
+    assert!(out.contains("password rotation finished"), "{out}");
+    let rotated = f.password(SOURCE, "ADMIN_PASSWORD").await;
+    assert_ne!(
+        before_rotation, rotated,
+        "the rotation drew no new password"
+    );
+    println!(
+        "{ns}: rotated the source's passwords in {:.1} s",
+        epoch(SystemTime::now()) - epoch(rotation_started)
+    );
+
+    // The restore point: a few seconds after the rotation finished, between two writes.
+    let point = epoch(SystemTime::now()).ceil() as i64 + 3;
     let point_reached = f.instant_of(point as f64 + 2.0);
     wait_for(
         &format!("{ns}: writes acknowledged 2 s past the restore point"),
@@ -745,9 +791,28 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     )
     .await;
 
-    // The second backup, which archives the binlogs written since the first.
-    let second = f.scheduled_backup(Some(&first)).await;
-    f.check_backup(&second).await;
+    // The backup after the point, which archives the binlogs written since the base (the
+    // schedule may fire once more before the point on a slow machine: that one must not be
+    // the base, or the replay would not cross the rotation).
+    let mut base = first.clone();
+    let mut backups = 1;
+    let second = loop {
+        let next = f.scheduled_backup(Some(&base)).await;
+        f.check_backup(&next).await;
+        backups += 1;
+        if next.status.time.clone().unwrap().0.as_second() > point {
+            break next;
+        }
+        base = next;
+    };
+    let base_time = base.status.time.clone().unwrap().0.as_second();
+    assert!(
+        (base_time as f64) < epoch(rotation_started),
+        "a backup was taken during the rotation ({}, the rotation began at {:.0}): the restore \
+         would not replay it",
+        rfc3339(base_time),
+        epoch(rotation_started)
+    );
     let second_time = second.status.time.clone().unwrap().0.as_second();
     assert!(
         first_time < point && point < second_time,
@@ -771,7 +836,7 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
             && segments.iter().any(|k| k.ends_with(".json")),
         "no archived binlog segment: {segments:?}"
     );
-    assert_eq!(f.events(SOURCE, "BackupCreated").await.len(), 2);
+    assert_eq!(f.events(SOURCE, "BackupCreated").await.len(), backups);
     assert!(
         f.events(SOURCE, "BackupNoBinlog").await.is_empty(),
         "a backup without binlogs"
@@ -810,10 +875,10 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     .await;
     let (before, first_after) = split_at(&f, &log.acks, point);
     let first_after = first_after.expect("a write acknowledged after the restore point");
-    let after_first_backup = log
+    let after_base = log
         .acks
         .iter()
-        .filter(|a| f.wall(a.at) > first.recorded_wall && epoch(f.wall(a.at)) < point as f64)
+        .filter(|a| f.wall(a.at) > base.recorded_wall && epoch(f.wall(a.at)) < point as f64)
         .count();
     let excluded = log
         .acks
@@ -821,14 +886,14 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
         .filter(|a| a.id > first_after && epoch(f.wall(a.at)) < second_time as f64)
         .count();
     println!(
-        "{ns}: restore point {} ({point}): {} writes acknowledged before it ({after_first_backup} \
-         after the first backup was recorded: only the binlogs hold them), the first after it \
+        "{ns}: restore point {} ({point}): {} writes acknowledged before it ({after_base} \
+         after the base backup was recorded: only the binlogs hold them), the first after it \
          id {first_after}, {excluded} acknowledged after it and before the second backup",
         rfc3339(point),
         before.len(),
     );
     assert!(
-        after_first_backup > 0 && excluded > 0,
+        after_base > 0 && excluded > 0,
         "the point does not split the archived writes"
     );
     // The source goes: the restore needs nothing but the bucket.
@@ -970,17 +1035,16 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     // The restored instance continues the source's history from the base's position: its
     // oldest binlog starts there. That is what makes the operator clone its replicas; from an
     // empty start they would replay the binlog without the copy's rows, and fail.
-    let base = format!(
+    let base_folder = format!(
         "moco/{ns}/{SOURCE}/{}",
-        first
-            .status
+        base.status
             .time
             .clone()
             .unwrap()
             .0
             .strftime("%Y%m%d-%H%M%S")
     );
-    let manifest = moco_backup::mariadb::physical::manifest(&f.bucket, &base)
+    let manifest = moco_backup::mariadb::physical::manifest(&f.bucket, &base_folder)
         .await
         .unwrap();
     let want = normalized(&clone_binlog_state(
@@ -1040,6 +1104,22 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
             || async { (stored_ids(addr, &admin).await.ok()? == stored).then_some(()) },
         )
         .await;
+    }
+    // The replay crossed the source's rotation, yet the restored cluster keeps its own
+    // passwords: neither of the source's is accepted by any instance, its own is.
+    for i in 0..3 {
+        let addr = f.addr(RESTORED, i).await.unwrap();
+        for (which, password) in [("before", &before_rotation), ("after", &rotated)] {
+            assert!(
+                !logs_in(addr, "moco-admin", password).await,
+                "{ns}: {RESTORED} instance {i} accepts the source's moco-admin password from \
+                 {which} the rotation (the replay re-keyed the restored cluster)"
+            );
+        }
+        assert!(
+            logs_in(addr, "moco-admin", &admin).await,
+            "{ns}: {RESTORED} instance {i} refuses its own moco-admin password"
+        );
     }
     println!(
         "{ns}: restored {} rows (acknowledged before the point: {}; the last stored id {:?}, the \

@@ -9,8 +9,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    ClusterDir, Writer, assert_no_acked_loss, create_table, endpoint_port, free_port_block,
-    moco_async, moco_bin, opts, primary_index, server_or_skip, state_is, wait_status_async,
+    ClusterDir, Compared, Writer, assert_no_acked_loss, create_table, endpoint_port,
+    free_port_block, moco_async, moco_bin, opts, primary_index, server_or_skip, state_is,
+    wait_status_async,
 };
 use serde_json::Value;
 
@@ -21,8 +22,12 @@ const WINDOW: Duration = Duration::from_millis(1500);
 /// Thawed to Healthy, at most: a fenced ex-primary re-cloned takes a few seconds here.
 const BACK_TO_HEALTHY: Duration = Duration::from_secs(60);
 
-/// A small deterministic generator (xorshift), seeded per run and printed, so that a failing
-/// run can be replayed with `MOCO_SOAK_SEED`.
+/// The schedule the test command runs (`MOCO_SOAK_SEED` draws another): the same faults at
+/// the same cycles every run, so that a failure is the code's, never the draw's.
+const SEED: u64 = 20_261_207;
+
+/// A small deterministic generator (xorshift), its seed printed, so that a failing run can be
+/// replayed with `MOCO_SOAK_SEED`.
 struct Rng(u64);
 
 impl Rng {
@@ -83,12 +88,9 @@ async fn freeze_and_thaw_cycles_end_healthy_with_bounded_rounds_and_no_acknowled
     let seed = std::env::var("MOCO_SOAK_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(35, |d| d.as_nanos() as u64)
-                | 1
-        });
+        .unwrap_or(SEED)
+        // xorshift never leaves zero.
+        .max(1);
     println!("soak: {cycles} cycles, MOCO_SOAK_SEED={seed}");
     let mut rng = Rng(seed);
 
@@ -208,8 +210,7 @@ async fn freeze_and_thaw_cycles_end_healthy_with_bounded_rounds_and_no_acknowled
         acked.extend(report.acked);
     }
     let status = dir.status();
-    let checked = assert_no_acked_loss(&dir, &status, &acked).await;
-    assert_eq!(checked, 3, "every instance holds every acknowledged row");
+    assert_no_acked_loss(&dir, &status, &acked, Compared::Exactly(3)).await;
 
     let rounds = rounds(&dir);
     assert!(

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use moco_tests::local::{
-    Writer, assert_no_acked_loss, moco_async, primary_index, state_is, wait_status_async,
+    Compared, Writer, assert_no_acked_loss, moco_async, primary_index, state_is, wait_status_async,
 };
 use moco_tests::started_or_skip;
 
@@ -91,7 +91,7 @@ async fn switchover_under_writes_loses_nothing() {
         report.ack_times.iter().any(|t| *t > t3),
         "no acknowledged write after the second switchover"
     );
-    let checked = assert_no_acked_loss(&dir, &s2, &report.acked).await;
+    let checked = assert_no_acked_loss(&dir, &s2, &report.acked, Compared::Exactly(3)).await;
     assert_eq!(
         checked, 3,
         "every instance must hold every acknowledged row"

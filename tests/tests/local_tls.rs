@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use moco_adapters::mysql::tls::Authority;
 use moco_tests::local::{
-    ClusterDir, Writer, assert_channels_verify, assert_no_acked_loss, connect, create_table_with,
-    endpoint_port, free_port_block, instance_port, moco_async, opts, primary_index,
-    purge_binary_logs, server_or_skip, state_is, stored_ids_with, tls_opts, up_args,
+    ClusterDir, Compared, Writer, assert_channels_verify, assert_no_acked_loss, connect,
+    create_table_with, endpoint_port, free_port_block, instance_port, moco_async, opts,
+    primary_index, purge_binary_logs, server_or_skip, state_is, stored_ids_with, tls_opts, up_args,
     wait_ex_primary_back, wait_status_async, wipe_and_await_clone,
 };
 use mysql_async::prelude::Queryable;
@@ -182,8 +182,7 @@ async fn a_tls_cluster_refuses_plain_tcp_and_verifies_every_server() {
     let writes = Writer::start_with(dir.opts(port, "moco-writable"));
     tokio::time::sleep(Duration::from_millis(300)).await;
     acked.extend(writes.finish().await.acked);
-    let checked = assert_no_acked_loss(&dir, &after, &acked).await;
-    assert_eq!(checked, 3);
+    assert_no_acked_loss(&dir, &after, &acked, Compared::Exactly(3)).await;
     assert_eq!(
         after["instances"][wiped as usize]["errant"],
         Value::Bool(false)

@@ -636,6 +636,10 @@ fn incomplete(d: &mut Dice<'_>, l: &mut Ledger) {
         l.inst_mut(0).fence();
         return;
     }
+    if d.chance(12) {
+        empty_start(d, l);
+        return;
+    }
     let old = l.primary;
     let new = other(d, l.n, old);
     l.primary = new;
@@ -863,6 +867,34 @@ fn settle_io(d: &mut Dice<'_>, l: &mut Ledger, second_round: bool) {
             c.io = ThreadState::Yes;
             c.last_io_errno = 0;
         }
+    }
+}
+
+/// No transaction anywhere and a read-only primary (a first start, or a primary that lost
+/// its data while every replica did too), with as many replicas answering as an empty primary
+/// needs before it opens, one fewer, or any number: the threshold differs by flavour.
+fn empty_start(d: &mut Dice<'_>, l: &mut Ledger) {
+    for inst in &mut l.insts {
+        inst.executed = Txns::default();
+        if let Some(c) = inst.channel.as_mut() {
+            c.retrieved = Txns::default();
+        }
+    }
+    let p = l.primary;
+    l.inst_mut(p).fence();
+    let need = l.spec - required_acks(l.spec, l.flavor);
+    let answering = match d.below(3) {
+        0 => need.saturating_sub(1),
+        1 => need,
+        _ => d.below(l.n),
+    };
+    let mut others: Vec<u32> = (0..l.n).filter(|&i| i != p).collect();
+    // Which replicas are away is drawn too.
+    for k in (1..others.len()).rev() {
+        others.swap(k, d.below(u32::try_from(k).unwrap_or(0) + 1) as usize);
+    }
+    for &i in others.iter().skip(answering as usize) {
+        l.inst_mut(i).reachable = false;
     }
 }
 

@@ -625,10 +625,13 @@ pub fn opens_primary(l: &Ledger) -> bool {
 /// would be Failed): only then can no acknowledged commit exist elsewhere.
 pub fn empty_primary_held(l: &Ledger) -> bool {
     let p = l.inst(l.primary);
-    let answering = l
-        .others()
+    p.executed.is_empty() && l.spec > 1 && answering(l) < quorum(l)
+}
+
+/// Replicas whose mysqld answers.
+pub fn answering(l: &Ledger) -> u32 {
+    l.others()
         .into_iter()
         .filter(|&i| usable_mysqld(l, i).is_some())
-        .count() as u32;
-    p.executed.is_empty() && l.spec > 1 && answering < quorum(l)
+        .count() as u32
 }

@@ -7,7 +7,7 @@
 //! history the cluster kept, with no gap, and the read-back runs of every file are exact.
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::TestRunner;
 
 use super::events::{Gtid, summarize, tests::file};
 use super::timeline::{Run, SEGMENT_FORMAT, Segment, Timeline, runs_of};
@@ -178,10 +178,10 @@ fn check(terms: &[Term]) -> Result<bool, TestCaseError> {
 
 #[test]
 fn the_timeline_is_the_history_the_cluster_kept() {
-    let mut runner = TestRunner::new(Config {
-        cases: 512,
-        ..Config::default()
-    });
+    let mut runner = TestRunner::new(crate::property_seed::config(
+        "the_timeline_is_the_history_the_cluster_kept",
+        512,
+    ));
     let seen_lost = std::cell::Cell::new(0u32);
     let result = runner.run(&terms(), |terms| {
         if check(&terms)? {

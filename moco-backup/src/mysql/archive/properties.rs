@@ -13,7 +13,7 @@
 //! from and from every later one.
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::TestRunner;
 
 use super::{ArchiveReachError, RECORD_FORMAT};
 use super::{
@@ -255,10 +255,10 @@ fn check(plan: &[Second]) -> Result<Seen, TestCaseError> {
 
 #[test]
 fn a_restore_holds_exactly_what_was_committed_before_the_point() {
-    let mut runner = TestRunner::new(Config {
-        cases: 512,
-        ..Config::default()
-    });
+    let mut runner = TestRunner::new(crate::property_seed::config(
+        "a_restore_holds_exactly_what_was_committed_before_the_point",
+        512,
+    ));
     let counts = std::cell::Cell::new((0u32, 0u32, 0u32));
     let result = runner.run(&seconds(), |plan| {
         let seen = check(&plan)?;
