@@ -740,6 +740,9 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     .await;
 
     // The first backup.
+    // `kubectl moco` built (or found) now: building it inside the rotation's window would let
+    // the next scheduled backup fall between the rotation's start and the restore point.
+    let plugin = PluginPath::install(&f.space.cp);
     let first = f.scheduled_backup(None).await;
     f.check_backup(&first).await;
     assert_eq!(
@@ -753,7 +756,6 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     // source's `ALTER USER 'moco-*'` statements (issue 44, item 8).
     let before_rotation = f.password(SOURCE, "ADMIN_PASSWORD").await;
     let rotation_started = f.wall(Instant::now());
-    let plugin = PluginPath::install(&f.space.cp);
     let out = plugin.kubectl_ok(&[
         "moco",
         "-n",
