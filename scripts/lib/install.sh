@@ -62,3 +62,13 @@ ensure_kube_deps() {
   command -v go >/dev/null || { echo "no go command: the control plane is built from Go modules (Go 1.26)" >&2; return 1; }
   export MOCO_MYSQLD_EXPORTER=/usr/bin/prometheus-mysqld-exporter
 }
+
+# ensure_nextest: cargo-nextest, which runs the test command's tests (a process per test, one
+# pool for every binary, per-test times), at the version the configuration was written for.
+NEXTEST_VERSION=0.9.151
+ensure_nextest() {
+  if [ "$(cargo nextest --version 2>/dev/null | awk 'NR==1 {print $2}')" != "$NEXTEST_VERSION" ]; then
+    echo "installing cargo-nextest $NEXTEST_VERSION (a few minutes, once) ..." >&2
+    cargo install cargo-nextest --locked --version "$NEXTEST_VERSION" --quiet
+  fi
+}

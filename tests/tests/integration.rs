@@ -15,6 +15,7 @@ mod backup_hostile;
 mod backup_physical;
 mod backup_s3;
 mod bench_kube_backup;
+mod docs_claims;
 mod kube_accounts;
 mod kube_archive;
 mod kube_backup;

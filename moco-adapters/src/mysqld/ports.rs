@@ -1,10 +1,13 @@
 //! Unused loopback ports for test servers.
 //!
 //! A port is chosen free and bound later by another process (a `mariadbd`, an agent, a
-//! `moco local` cluster), so two tests of one process choosing at the same time could both see
-//! it free. Every port handed out is therefore remembered for the life of the process and never
-//! handed out again: a CI run once failed with an agent's "Address already in use" on a port
-//! that another test had chosen a moment before.
+//! `moco local` cluster), so two tests choosing at the same time could both see it free. Every
+//! port handed out is therefore remembered for the life of the process and never handed out
+//! again (a CI run once failed with an agent's "Address already in use" on a port that another
+//! test had chosen a moment before), and claimed across processes too, with a file per port
+//! naming the claiming process ([`PORT_CLAIMS_DIR`]): test runners that run each test in a
+//! process of its own (cargo-nextest) choose from the same range at the same time. A claim
+//! lasts as long as its process; a dead process's claims are taken over.
 
 use std::collections::HashSet;
 use std::hash::{BuildHasher, Hasher};
@@ -19,6 +22,10 @@ pub(crate) const TEST_PORTS: std::ops::Range<u16> = 20_000..32_000;
 
 /// Every port this process has handed out.
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
+/// The directory of the claims shared by the processes of one machine: a file per port,
+/// holding the claiming process's pid.
+pub(crate) const PORT_CLAIMS_DIR: &str = "/tmp/moco-rs-port-claims";
 
 /// An unused TCP port on 127.0.0.1 (see [`free_ports`]).
 pub fn free_port() -> std::io::Result<u16> {
@@ -75,8 +82,57 @@ fn claim(base: u16, count: u16) -> Option<u16> {
     if held.len() != usize::from(count) {
         return None;
     }
+    let dir = std::path::Path::new(PORT_CLAIMS_DIR);
+    let mut claimed = Vec::with_capacity(usize::from(count));
+    for port in block.clone() {
+        if !claim_across_processes(dir, port, std::process::id()) {
+            for p in claimed {
+                let _ = std::fs::remove_file(dir.join(u16::to_string(&p)));
+            }
+            return None;
+        }
+        claimed.push(port);
+    }
     handed_out.extend(block);
     Some(base)
+}
+
+/// Claims `port` for process `pid` in `dir` unless a live process holds it; the claim of a
+/// process that is gone is taken over. A directory that cannot be written leaves the choice
+/// to this process alone (as before claims were shared).
+fn claim_across_processes(dir: &std::path::Path, port: u16, pid: u32) -> bool {
+    if std::fs::create_dir_all(dir).is_err() {
+        return true;
+    }
+    let path = dir.join(port.to_string());
+    for _ in 0..2 {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                use std::io::Write as _;
+                return file.write_all(pid.to_string().as_bytes()).is_ok();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let holder = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u32>().ok());
+                match holder {
+                    // Being written by its claimer this instant, or held.
+                    None => return false,
+                    Some(h) if h == pid || super::process_alive(h) => return false,
+                    // Its process is gone: take it over (another taker may win the race).
+                    Some(_) => {
+                        let _ = std::fs::remove_file(&path);
+                    }
+                }
+            }
+            Err(_) => return true,
+        }
+    }
+    false
 }
 
 fn random_port(attempt: u32) -> u16 {
@@ -152,6 +208,30 @@ mod tests {
         let distinct: HashSet<u16> = all.iter().copied().collect();
         assert_eq!(distinct.len(), all.len(), "a port was handed out twice");
         assert_eq!(all.len(), 4 * 50 * 3 + 4 * 50 * 4);
+    }
+
+    /// Processes that each choose ports (test runners that run a process per test) never
+    /// get the same one: a live process's claim stands, a dead one's is taken over.
+    #[test]
+    fn a_port_is_claimed_across_processes() {
+        let dir = std::env::temp_dir().join(format!("moco-port-claims-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let me = std::process::id();
+        assert!(claim_across_processes(&dir, 20_001, me));
+        // Held by a live process (this one, seen from another): refused.
+        assert!(!claim_across_processes(&dir, 20_001, me + 1));
+        assert!(!claim_across_processes(&dir, 20_001, me));
+        // Held by a process that is gone: taken over.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead = gone.id();
+        gone.wait().unwrap();
+        assert!(claim_across_processes(&dir, 20_002, dead));
+        assert!(claim_across_processes(&dir, 20_002, me));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("20002")).unwrap(),
+            me.to_string()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
