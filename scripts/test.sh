@@ -21,7 +21,7 @@ export CARGO_TERM_COLOR=never
 export CARGO_INCREMENTAL=0
 # The real-server tests of the workspace (moco-adapters/tests, tests/tests); raise it when
 # adding one.
-MIN_REAL_SERVER_TESTS=110
+MIN_REAL_SERVER_TESTS=112
 
 step() { printf '\n=== %s\n' "$*"; }
 
