@@ -28,7 +28,8 @@ pub fn kubectl_moco_bin() -> PathBuf {
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(&workspace)
+        crate::local::without_test_env(&mut cmd)
+            .current_dir(&workspace)
             .args([
                 "build",
                 "--quiet",

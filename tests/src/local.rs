@@ -13,6 +13,30 @@ use mysql_async::prelude::Queryable;
 use serde_json::Value;
 use tokio::sync::watch;
 
+/// `command` without what cargo and the test runner put in a test's environment, as a user's
+/// shell would run it. A build from a test otherwise sees the test's `CARGO_MANIFEST_DIR`, and
+/// ring's build script (`rerun-if-env-changed`) makes cargo rebuild it and everything above
+/// it — minutes, and again for the next build from a shell.
+pub fn without_test_env(command: &mut Command) -> &mut Command {
+    const KEPT: [&str; 4] = [
+        "CARGO_HOME",
+        "CARGO_TARGET_DIR",
+        "CARGO_INCREMENTAL",
+        "CARGO_TERM_COLOR",
+    ];
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().into_owned();
+        if (name.starts_with("CARGO") && !KEPT.contains(&name.as_str()))
+            || name.starts_with("NEXTEST")
+            || name.starts_with("RUSTUP_TOOLCHAIN")
+            || name == "RUST_RECURSION_COUNT"
+        {
+            command.env_remove(&name);
+        }
+    }
+    command
+}
+
 /// Environment variable naming a prebuilt `moco` binary (skips the build).
 pub const MOCO_BIN_ENV: &str = "MOCO_BIN";
 
@@ -41,7 +65,8 @@ pub fn moco_bin() -> PathBuf {
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(&workspace)
+        without_test_env(&mut cmd)
+            .current_dir(&workspace)
             .args(["build", "--quiet", "-p", "moco-bin", "--bin", "moco"])
             .arg("--target-dir")
             .arg(&target_dir);

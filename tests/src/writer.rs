@@ -220,6 +220,20 @@ pub fn opts_at(addr: SocketAddr, user: &str, password: &str) -> mysql_async::Opt
         .into()
 }
 
+/// Whether `user` logs in at `addr` with `password`: `false` only for error 1045 (refused),
+/// a panic for anything else (an instance that does not answer proves nothing).
+pub async fn logs_in(addr: SocketAddr, user: &str, password: &str) -> bool {
+    let attempt = mysql_async::Conn::new(opts_at(addr, user, password));
+    match tokio::time::timeout(Duration::from_secs(10), attempt).await {
+        Ok(Ok(c)) => {
+            let _ = c.disconnect().await;
+            true
+        }
+        Ok(Err(mysql_async::Error::Server(e))) if e.code == 1045 => false,
+        other => panic!("logging in as {user} at {addr}: {other:?}"),
+    }
+}
+
 /// One acknowledged write.
 #[derive(Debug, Clone)]
 pub struct Ack {

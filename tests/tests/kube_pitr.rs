@@ -46,7 +46,7 @@ use moco_tests::operated_namespace::{OperatedNamespace, mariadb_cluster};
 use moco_tests::operator_host::{OperatorHost, issue_agent_certificate};
 use moco_tests::s3::{Moto, bridge_moto, moto_job_config, open_bucket};
 use moco_tests::writer::{
-    self, Ack, ServiceRoute, Writer, WriterLog, missing, opts_at, stored_ids,
+    self, Ack, ServiceRoute, Writer, WriterLog, logs_in, missing, stored_ids,
 };
 use serde_json::{Value, json};
 
@@ -622,19 +622,6 @@ fn normalized(state: &GtidSet) -> GtidSet {
     GtidSet::from_mariadb(&sql::mariadb_binlog_state_text(state)).unwrap()
 }
 
-/// Whether `user` logs in at `addr` with `password` (`false` only for error 1045).
-async fn logs_in(addr: SocketAddr, user: &str, password: &str) -> bool {
-    let attempt = mysql_async::Conn::new(opts_at(addr, user, password));
-    match tokio::time::timeout(Duration::from_secs(10), attempt).await {
-        Ok(Ok(c)) => {
-            let _ = c.disconnect().await;
-            true
-        }
-        Ok(Err(mysql_async::Error::Server(e))) if e.code == 1045 => false,
-        other => panic!("logging in as {user} at {addr}: {other:?}"),
-    }
-}
-
 /// The acknowledged writes before second `point` and the first at or after it, on the wall
 /// clock of `f`.
 fn split_at(f: &Fixture, acks: &[Ack], point: i64) -> (Vec<u64>, Option<u64>) {
@@ -724,6 +711,10 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
         })
         .to_string(),
     );
+    // `kubectl moco` built (or found) before any backup is scheduled: a build inside the
+    // schedule would let a second backup fire before the first is checked, or fall between
+    // the rotation's start and the restore point.
+    let plugin = PluginPath::install(&f.space.cp);
     f.clusters()
         .patch(
             SOURCE,
@@ -740,9 +731,6 @@ async fn scheduled_backups_and_a_point_in_time_restore_run_in_pods() {
     .await;
 
     // The first backup.
-    // `kubectl moco` built (or found) now: building it inside the rotation's window would let
-    // the next scheduled backup fall between the rotation's start and the restore point.
-    let plugin = PluginPath::install(&f.space.cp);
     let first = f.scheduled_backup(None).await;
     f.check_backup(&first).await;
     assert_eq!(

@@ -33,7 +33,7 @@ use moco_tests::control_plane::restarts;
 use moco_tests::kubectl_plugin::PluginPath;
 use moco_tests::operated_namespace::NAME;
 use moco_tests::s3::{Moto, bridge_moto, create_bucket_at, moto_job_config};
-use moco_tests::writer::opts_at;
+use moco_tests::writer::{self, opts_at};
 use serde_json::json;
 
 /// How long a rotation may take on a busy machine (each step waits for a healthy round).
@@ -69,16 +69,7 @@ async fn passwords(f: &ClusteredNamespace) -> BTreeMap<&'static str, String> {
 
 /// Whether `user` logs in to instance `index` with `password` (`false` only for error 1045).
 async fn logs_in(f: &ClusteredNamespace, index: u32, user: &str, password: &str) -> bool {
-    let addr = f.addr(index).await.unwrap();
-    let attempt = mysql_async::Conn::new(opts_at(addr, user, password));
-    match tokio::time::timeout(Duration::from_secs(10), attempt).await {
-        Ok(Ok(c)) => {
-            let _ = c.disconnect().await;
-            true
-        }
-        Ok(Err(mysql_async::Error::Server(e))) if e.code == 1045 => false,
-        other => panic!("logging in as {user} to instance {index}: {other:?}"),
-    }
+    writer::logs_in(f.addr(index).await.unwrap(), user, password).await
 }
 
 /// Whether `user` logs in to the primary with `password`.

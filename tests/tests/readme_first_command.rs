@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use moco_tests::local::{processes_mentioning, server_or_skip};
+use moco_tests::local::{processes_mentioning, server_or_skip, without_test_env};
 
 /// The README's first command, read from the README itself.
 fn first_command(root: &Path) -> String {
@@ -53,26 +53,9 @@ fn the_readmes_first_command_runs_a_cluster_that_ctrl_c_stops() {
 
     // `script` gives the command a pseudo-terminal; what the test writes to its stdin is
     // typed at that terminal, so 0x03 is a Ctrl-C delivered by the terminal as SIGINT.
+    // As a user's shell would run it (see `without_test_env`).
     let mut script = Command::new("script");
-    // As a user's shell would run it: without what cargo and the test runner put in a test's
-    // environment. A build script's `rerun-if-env-changed=CARGO_MANIFEST_DIR` (ring's) made
-    // the command's release build start over when it saw the test's value (8 minutes of a run).
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy().into_owned();
-        let kept = [
-            "CARGO_HOME",
-            "CARGO_TARGET_DIR",
-            "CARGO_INCREMENTAL",
-            "CARGO_TERM_COLOR",
-        ];
-        if (name.starts_with("CARGO") && !kept.contains(&name.as_str()))
-            || name.starts_with("NEXTEST")
-            || name.starts_with("RUSTUP_TOOLCHAIN")
-            || name == "RUST_RECURSION_COUNT"
-        {
-            script.env_remove(&name);
-        }
-    }
+    without_test_env(&mut script);
     let mut child = script
         .args(["-qfec", &command, "/dev/null"])
         .current_dir(&root)
