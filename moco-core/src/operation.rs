@@ -10,6 +10,13 @@ use serde::{Deserialize, Serialize};
 use crate::facts::Role;
 use crate::gtid::GtidSet;
 
+/// How a refused switchover request is told, to the cluster's events and to whoever waits for
+/// it (`kubectl moco switchover --to`, `moco local switchover --to`), from the `refusal` of
+/// [`Operation::ClearSwitchoverRequest`].
+pub fn switchover_refusal_message(target: u32, reason: &str) -> String {
+    format!("switchover to instance {target} refused: {reason}; the request was withdrawn")
+}
+
 /// One thing to do to one instance (or to the status / Pod of one instance).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "op", rename_all = "camelCase", rename_all_fields = "camelCase")]

@@ -20,6 +20,7 @@ use moco_api::annotations::{
 };
 use moco_api::labels::{ANNOTATION_DEMOTE, LABEL_ROLE, ROLE_REPLICA};
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_core::operation::switchover_refusal_message;
 use moco_kube::platform::withdraw_switchover_request;
 use serde_json::json;
 
@@ -239,8 +240,8 @@ pub fn withdrawn(cluster: &MySQLCluster, to: u32) -> Option<String> {
     Some(
         match (switchover_refusal_of(&cluster.metadata), requested) {
             (Some((index, reason)), _) if index == to => format!(
-                "the operator refused: switchover to instance {to} refused: {reason}; the request \
-             was withdrawn"
+                "the operator refused: {}",
+                switchover_refusal_message(to, reason)
             ),
             (_, Some(other)) => format!(
                 "the request was replaced by another ({SWITCHOVER_TO_ANNOTATION}: {other:?}) before \

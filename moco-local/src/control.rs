@@ -10,6 +10,7 @@ use moco_adapters::local::run::{self as local_run, Freeze};
 use moco_adapters::local::scale as local_scale;
 use moco_adapters::local::snapshot::ClusterSnapshot;
 use moco_adapters::local::{Layout, LocalError, Manifest};
+use moco_core::operation::switchover_refusal_message;
 use moco_core::state::ClusterState;
 use moco_core::status::ClusterStatus;
 
@@ -254,9 +255,7 @@ pub async fn switchover(options: SwitchoverOptions) -> Result<(), Error> {
 /// with the withdrawal, or someone else's change.
 fn withdrawal(pods: &PodsFile, to: u32) -> String {
     match (&pods.switchover_refused, pods.switchover_to) {
-        (Some((index, reason)), _) if *index == to => {
-            format!("switchover to instance {to} refused: {reason}; the request was withdrawn")
-        }
+        (Some((index, reason)), _) if *index == to => switchover_refusal_message(to, reason),
         (_, Some(other)) => format!(
             "the request was replaced by a request for instance {other} before the switchover"
         ),

@@ -83,11 +83,11 @@ fn claim(base: u16, count: u16) -> Option<u16> {
         return None;
     }
     let dir = std::path::Path::new(PORT_CLAIMS_DIR);
-    let mut claimed = Vec::with_capacity(usize::from(count));
+    let mut claimed: Vec<u16> = Vec::with_capacity(usize::from(count));
     for port in block.clone() {
         if !claim_across_processes(dir, port, std::process::id()) {
             for p in claimed {
-                let _ = std::fs::remove_file(dir.join(u16::to_string(&p)));
+                let _ = std::fs::remove_file(dir.join(p.to_string()));
             }
             return None;
         }

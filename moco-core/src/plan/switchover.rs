@@ -2,7 +2,7 @@
 //! carries the demote annotation.
 
 use crate::assessment::View;
-use crate::operation::{Event, Operation, PrimaryChange, Step};
+use crate::operation::{Event, Operation, PrimaryChange, Step, switchover_refusal_message};
 
 use super::{Action, CATCH_UP_TIMEOUT_SECONDS, Planned, READ_ONLY_TIMEOUT_SECONDS};
 
@@ -100,7 +100,7 @@ pub(super) fn withdraw(p: &mut Planned, need: Need) {
         })
         .succeeding_with(Event::warning(
             "SwitchOverRefused",
-            format!("switchover to instance {target} refused: {reason}; the request was withdrawn"),
+            switchover_refusal_message(target, reason),
         )),
     };
     p.steps.push(step);
