@@ -305,6 +305,9 @@ fn moco_flags_beyond_the_manifests_parse() {
         defaults.reconciler.partition_update_interval,
         Duration::ZERO
     );
+    assert_eq!(defaults.reconciler.mysqld_pre_stop_seconds, 20);
+    let short = parse(&["--mysqld-pre-stop-seconds=3".to_owned()]).unwrap();
+    assert_eq!(short.reconciler.mysqld_pre_stop_seconds, 3);
 
     // Not MOCO flags, or bad values: refused.
     for bad in [
@@ -313,6 +316,8 @@ fn moco_flags_beyond_the_manifests_parse() {
         &["--webhook-addr=9443"],
         &["--disable-default-security-context", "true"],
         &["--zap-encoder=text"],
+        &["--mysqld-pre-stop-seconds=0"],
+        &["--mysqld-pre-stop-seconds=3601"],
     ] {
         let bad: Vec<String> = bad.iter().map(|s| (*s).to_owned()).collect();
         assert!(parse(&bad).is_err(), "{bad:?} accepted");

@@ -369,6 +369,34 @@ fn mysqld_is_completed_and_the_system_containers_follow_in_order() {
     assert_eq!(spec.termination_grace_period_seconds, Some(300));
 }
 
+/// The preStop sleep is MOCO's 20 s unless the operator is told otherwise, and the user's own
+/// preStop cannot shorten it (the switchover away from a deleted primary relies on it).
+#[test]
+fn the_pre_stop_sleep_follows_the_operator_flag_and_not_the_template() {
+    let c = cluster(json!({"podTemplate": {"spec": {"containers": [
+        {"name": "mysqld", "image": "mysql:8.4",
+         "lifecycle": {"preStop": {"exec": {"command": ["true"]}}}}
+    ]}}}));
+    let pre_stop = |objects: &ClusterObjects| {
+        container(pod(objects), "mysqld")
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.pre_stop.as_ref())
+            .and_then(|h| h.exec.as_ref())
+            .and_then(|e| e.command.clone())
+    };
+    assert_eq!(
+        pre_stop(&render(&c)),
+        Some(vec!["sleep".to_owned(), "20".to_owned()])
+    );
+    let mut inputs = Inputs::new();
+    inputs.settings.pre_stop_seconds = 3;
+    assert_eq!(
+        pre_stop(&inputs.render(&c).unwrap()),
+        Some(vec!["sleep".to_owned(), "3".to_owned()])
+    );
+}
+
 #[test]
 fn user_sidecars_named_like_optional_system_ones_are_kept_only_when_those_are_off() {
     let both = json!({"podTemplate": {"spec": {"containers": [

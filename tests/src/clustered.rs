@@ -64,13 +64,23 @@ pub async fn setup_with(
     let on = OperatedNamespace::start_with(test, options).await?;
     on.cp.apply(&on.ns, &manifest(&on.ns, replicas));
     on.issue_agent_certificate().await;
-    let primary = ServiceRoute::follow(&on.cp.client, &on.ns, &format!("moco-{NAME}-primary"));
-    let replicas = ServiceRoute::follow(&on.cp.client, &on.ns, &format!("moco-{NAME}-replica"));
-    Some(ClusteredNamespace {
-        on,
-        primary,
-        replicas,
-    })
+    Some(ClusteredNamespace::routed(on))
+}
+
+/// As [`setup_with`], with MOCO's timings throughout (the operator's preStop sleep, the
+/// probe periods, the agents' lag limit): for benchmarks.
+pub async fn setup_as_moco(
+    test: &str,
+    replicas: u32,
+    options: impl FnOnce(Options) -> Options,
+) -> Option<ClusteredNamespace> {
+    crate::local::server_or_skip(test)?;
+    let on = OperatedNamespace::start_with(test, |o| options(o.moco_pre_stop())).await?;
+    let mut cluster = mariadb_cluster(&on.ns, replicas, "1Gi");
+    crate::operated_namespace::with_moco_timings(&mut cluster);
+    on.cp.apply(&on.ns, &cluster.to_string());
+    on.issue_agent_certificate().await;
+    Some(ClusteredNamespace::routed(on))
 }
 
 pub fn pod_name(index: u32) -> String {
@@ -78,6 +88,17 @@ pub fn pod_name(index: u32) -> String {
 }
 
 impl ClusteredNamespace {
+    /// `on` with the routes of its cluster's two Services.
+    fn routed(on: OperatedNamespace) -> ClusteredNamespace {
+        let primary = ServiceRoute::follow(&on.cp.client, &on.ns, &format!("moco-{NAME}-primary"));
+        let replicas = ServiceRoute::follow(&on.cp.client, &on.ns, &format!("moco-{NAME}-replica"));
+        ClusteredNamespace {
+            on,
+            primary,
+            replicas,
+        }
+    }
+
     /// The status of condition `type_` (`True`/`False`) and its reason (the state).
     pub async fn condition(&self, type_: &str) -> Option<(String, String)> {
         let c = self.try_cluster().await?;

@@ -155,7 +155,14 @@ pub struct Options {
     dns: bool,
     args: Vec<String>,
     statefulset_webhook: bool,
+    pre_stop_seconds: Option<u32>,
 }
+
+/// The mysqld preStop sleep of the drills' Pods (`--mysqld-pre-stop-seconds`): long enough
+/// for the writers to follow the EndpointSlice away from a stopping Pod, short of MOCO's 20 s,
+/// which only a drill that deletes a primary's Pod needs ([`Options::moco_pre_stop`]): every
+/// other restart of a Pod (a rollout's, a kill's) would otherwise wait on it.
+pub const DRILL_PRE_STOP_SECONDS: u32 = 3;
 
 impl Options {
     /// Watching `namespace`, which is also its own, with the stand-in for cluster DNS and no
@@ -167,7 +174,15 @@ impl Options {
             dns: true,
             args: Vec::new(),
             statefulset_webhook: false,
+            pre_stop_seconds: Some(DRILL_PRE_STOP_SECONDS),
         }
+    }
+
+    /// The operator's own preStop sleep (MOCO's 20 s): for a drill that deletes a primary's
+    /// Pod and needs the switchover to finish within it.
+    pub fn moco_pre_stop(mut self) -> Options {
+        self.pre_stop_seconds = None;
+        self
     }
 
     /// The API server calls its StatefulSet webhook (`/mutate-apps-v1-statefulset`) for the
@@ -351,6 +366,11 @@ impl OperatorHost {
             .arg("--grpc-cert-dir")
             .arg(&grpc_certs)
             .args(["--check-interval", "2s", "--zap-encoder", "console"])
+            .args(
+                options
+                    .pre_stop_seconds
+                    .map(|s| format!("--mysqld-pre-stop-seconds={s}")),
+            )
             .args(&options.args)
             .env("KUBECONFIG", cp.dir.join("kubeconfig"))
             .env("POD_NAMESPACE", &system)

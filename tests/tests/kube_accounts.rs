@@ -25,7 +25,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};
 use moco_api::accounts::{MySQLDatabase, MySQLUser};
-use moco_tests::clustered::{BRING_UP, CHANGE, ClusteredNamespace, setup, when};
+use moco_tests::clustered::{BRING_UP, CHANGE, ClusteredNamespace, setup, setup_as_moco, when};
 use moco_tests::operated_namespace::{NAME, mariadb_cluster};
 use moco_tests::writer::opts_at;
 use mysql_async::prelude::Queryable;
@@ -652,7 +652,7 @@ async fn bench_many_users_on_one_cluster() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(120),
     );
-    let Some(mut f) = setup("acc_bench", 1).await else {
+    let Some(mut f) = setup_as_moco("acc_bench", 1, |o| o).await else {
         return;
     };
     f.wait_healthy("bring-up", BRING_UP).await;

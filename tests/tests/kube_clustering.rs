@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use kube::api::Api;
 use moco_tests::clustered::{BRING_UP, CHANGE, ClusteredNamespace, manifest, pod_name, secs, when};
 use moco_tests::operated_namespace::NAME;
+use moco_tests::operator_host::Options;
 use moco_tests::writer::{self, Writer, WriterLog, stored_ids};
 
 /// A [`ClusteredNamespace`] with what only these drills ask of it (faults, failovers).
@@ -125,7 +126,12 @@ async fn switchover_pause(
 /// bounded generously).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_acknowledged_write() {
-    let Some(f) = setup("cl_switchover", 3).await else {
+    // The operator's own 20 s preStop: the switchover away from the deleted primary's Pod
+    // happens within it.
+    let Some(f) = moco_tests::clustered::setup_with("cl_switchover", 3, Options::moco_pre_stop)
+        .await
+        .map(Fixture)
+    else {
         return;
     };
     // Built while the cluster comes up, not under the writer: the build may wait minutes on

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use moco_tests::clustered::{CHANGE, ClusteredNamespace, PORT, pod_name, secs, setup_with};
+use moco_tests::clustered::{
+    CHANGE, ClusteredNamespace, PORT, pod_name, secs, setup_as_moco, setup_with,
+};
 use moco_tests::control_plane::{is_ready, wait_for};
 use moco_tests::operated_namespace::{NAME, STS};
 use moco_tests::operator_host::Options;
@@ -445,7 +447,7 @@ async fn bench_rollouts_managed_and_unmanaged() {
     let mut table = Vec::new();
     for (replicas, managed) in [(3, true), (3, false), (5, true), (5, false)] {
         let test = format!("ro_bench_{replicas}_{}", if managed { "m" } else { "u" });
-        let Some(f) = setup_with(&test, replicas, Options::statefulset_webhook).await else {
+        let Some(f) = setup_as_moco(&test, replicas, Options::statefulset_webhook).await else {
             return;
         };
         if !managed {

@@ -91,6 +91,9 @@ pub struct RenderSettings {
     /// The reconciler version new and edited clusters are rendered with
     /// ([`version::LATEST_RECONCILER_VERSION`] unless an upgrade is being tested).
     pub latest_reconciler_version: u32,
+    /// Seconds the mysqld container's preStop hook sleeps
+    /// ([`pod_template::DEFAULT_PRE_STOP_SECONDS`] unless `--mysqld-pre-stop-seconds`).
+    pub pre_stop_seconds: u32,
 }
 
 impl RenderSettings {
@@ -101,6 +104,7 @@ impl RenderSettings {
             images: Images::default(),
             default_security_context: true,
             latest_reconciler_version: version::LATEST_RECONCILER_VERSION,
+            pre_stop_seconds: pod_template::DEFAULT_PRE_STOP_SECONDS,
         }
     }
 }

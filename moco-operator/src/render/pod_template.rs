@@ -42,9 +42,11 @@ pub const HEALTH_PORT: i32 = 9081;
 pub const AGENT_METRICS_PORT: i32 = 8080;
 /// mysqld_exporter's port.
 pub const EXPORTER_PORT: i32 = 9104;
-/// How long mysqld keeps serving after a Pod is told to stop, so that a switchover away from
-/// a deleted primary can finish first.
-pub const PRESTOP_SLEEP_SECONDS: &str = "20";
+/// How long mysqld keeps serving after a Pod is told to stop unless the operator is told
+/// otherwise (`--mysqld-pre-stop-seconds`; MOCO's fixed value): Services stop routing to the
+/// Pod, and a switchover away from a deleted primary (whose read-only wait is half of it)
+/// finishes first.
+pub const DEFAULT_PRE_STOP_SECONDS: u32 = 20;
 
 /// Names of the containers and init containers the operator adds.
 pub mod names {
@@ -226,7 +228,10 @@ fn mysqld(inputs: &PodInputs<'_>) -> Container {
     c.lifecycle = Some(Lifecycle {
         pre_stop: Some(LifecycleHandler {
             exec: Some(ExecAction {
-                command: Some(vec!["sleep".into(), PRESTOP_SLEEP_SECONDS.into()]),
+                command: Some(vec![
+                    "sleep".into(),
+                    inputs.settings.pre_stop_seconds.to_string(),
+                ]),
             }),
             ..LifecycleHandler::default()
         }),
