@@ -369,12 +369,30 @@ impl Writer {
                 let addr = *addr;
                 let id = next;
                 next += 1;
-                let insert = c.exec_drop("INSERT INTO moco_test.t (id) VALUES (?)", (id,));
-                let outcome = tokio::select! {
-                    r = tokio::time::timeout(INSERT_LIMIT, insert) => Some(r),
-                    // The Service now names another endpoint: a client whose connection is
-                    // cut by the change; the write's fate is unknown.
-                    _ = route_rx.changed() => None,
+                let outcome = {
+                    let insert = tokio::time::timeout(
+                        INSERT_LIMIT,
+                        c.exec_drop("INSERT INTO moco_test.t (id) VALUES (?)", (id,)),
+                    );
+                    tokio::pin!(insert);
+                    loop {
+                        tokio::select! {
+                            r = &mut insert => break Some(r),
+                            // The Service no longer routes to the endpoint: a client whose
+                            // connection is cut by the change; the write's fate is unknown. An
+                            // update that still names it (another endpoint's readiness, the
+                            // same list again) leaves the connection alone, as kube-proxy does.
+                            changed = route_rx.changed() => {
+                                let still_routed = route_rx
+                                    .borrow_and_update()
+                                    .iter()
+                                    .any(|e| e.addr == addr);
+                                if changed.is_err() || !still_routed {
+                                    break None;
+                                }
+                            }
+                        }
+                    }
                 };
                 match outcome {
                     Some(Ok(Ok(()))) => l.lock().unwrap().acks.push(Ack {

@@ -397,9 +397,31 @@ async fn passwords_rotate_under_writes_and_a_backup_and_after_a_kill_at_each_ste
         if drawn.is_none() {
             drawn = Some(drawn_passwords(&secret));
         }
-        println!("{}: {step}: killing the operator", f.ns);
-        f.on.kill_and_restart_operator().await;
-        killed_after.push(step);
+        // The kill follows the step the operator had recorded when it died, which is the
+        // one just seen unless it took the next before the kill landed: read once it is
+        // gone, so that a step it ran past is not counted as killed after.
+        f.on.kill_operator().await;
+        let (secrets, name) = controller_secret(&f);
+        let at_death = secrets
+            .get(&name)
+            .await
+            .ok()
+            .and_then(|s| recorded_step(&s));
+        match &at_death {
+            Some(dead) if *dead == step => {
+                println!("{}: {step}: killed the operator", f.ns);
+            }
+            other => println!(
+                "{}: {step}: the operator ran on before the kill, to {other:?}",
+                f.ns
+            ),
+        }
+        f.on.start_operator_again().await;
+        if let Some(dead) = at_death
+            && killed_after.last() != Some(&dead)
+        {
+            killed_after.push(dead);
+        }
     }
     println!(
         "{}: the second rotation finished in {:.1} s, the operator killed after {killed_after:?}",
