@@ -88,3 +88,120 @@ fn the_testing_documents_counts_are_the_suites() {
         "docs/testing.md: the properties' cases ({cases})"
     );
 }
+
+/// The Rust files of the workspace (not `target/`, not the fuzz crate), relative to its root.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !matches!(name.as_str(), "target" | "fuzz" | ".git" | "node_modules") {
+                rust_files(&path, out);
+            }
+        } else if name.ends_with(".rs") {
+            out.push(path.strip_prefix(workspace()).unwrap().to_owned());
+        }
+    }
+}
+
+/// The conditions of the `assert!`s in `text` that put an upper bound on a measured time: the
+/// first argument reads an `elapsed()`, a `took`, a `pause` or a pause's `length()` and
+/// compares it with `<` or `<=`.
+fn time_bounds(text: &str) -> usize {
+    let mut found = 0;
+    let mut rest = text;
+    while let Some(at) = rest.find("assert!(") {
+        let body = &rest[at + "assert!(".len()..];
+        let (mut depth, mut end) = (1usize, body.len());
+        for (i, c) in body.char_indices() {
+            match c {
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' => depth -= 1,
+                ',' if depth == 1 => {
+                    end = i;
+                    break;
+                }
+                _ => {}
+            }
+            if depth == 0 {
+                end = i;
+                break;
+            }
+        }
+        let condition = &body[..end];
+        let measured = ["elapsed()", "took", "pause", ".length()"]
+            .iter()
+            .any(|m| condition.contains(m));
+        let bounded = condition
+            .match_indices('<')
+            .any(|(i, _)| !condition[i + 1..].starts_with('<') && !condition[..i].ends_with('<'));
+        if measured && bounded {
+            found += 1;
+        }
+        rest = &body[end..];
+    }
+    found
+}
+
+/// docs/benchmarks.md says speed targets are met in benchmarks, never in timed tests. Every
+/// upper bound a test puts on a measured time is listed in docs/testing.md ("Upper bounds on
+/// time in tests") with what it separates, file by file: a new one fails here until it is
+/// listed, so that a speed target cannot slip into a test unread.
+#[test]
+fn every_upper_bound_on_time_in_a_test_is_listed_with_its_reason() {
+    assert!(
+        read("docs/benchmarks.md").contains("never in timed tests"),
+        "docs/benchmarks.md no longer makes the claim this test checks"
+    );
+    let mut files = Vec::new();
+    rust_files(&workspace(), &mut files);
+    let mut in_code = std::collections::BTreeMap::new();
+    // This file's own examples of what the scan finds are not bounds.
+    files.retain(|f| !f.ends_with("tests/tests/docs_claims.rs"));
+    for file in files {
+        let count = time_bounds(&read(&file.to_string_lossy()));
+        if count > 0 {
+            in_code.insert(file.to_string_lossy().into_owned(), count);
+        }
+    }
+    let doc = read("docs/testing.md");
+    let section = doc
+        .split("## Upper bounds on time in tests")
+        .nth(1)
+        .expect("docs/testing.md: no section \"Upper bounds on time in tests\"");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let mut in_doc = std::collections::BTreeMap::new();
+    for line in section.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if let [_, file, count, ..] = cells.as_slice()
+            && let (Some(file), Ok(count)) = (
+                file.strip_prefix('`').and_then(|f| f.strip_suffix('`')),
+                count.parse::<usize>(),
+            )
+        {
+            in_doc.insert(file.to_owned(), count);
+        }
+    }
+    assert!(in_code.len() > 10, "the scan found too little: {in_code:?}");
+    assert_eq!(
+        in_doc, in_code,
+        "docs/testing.md, \"Upper bounds on time in tests\": the table (left) and the tests \
+         (right) differ"
+    );
+}
+
+#[test]
+fn the_time_bound_scan_reads_conditions_not_messages() {
+    assert_eq!(time_bounds("assert!(t.elapsed() < LIMIT, \"late\");"), 1);
+    assert_eq!(
+        time_bounds("assert!(\n    took <= at_most,\n    \"{took:?} < {x:?}\"\n);"),
+        1
+    );
+    assert_eq!(time_bounds("assert!(x < y, \"{:?}\", t.elapsed());"), 0);
+    assert_eq!(time_bounds("assert!(took >= at_least);"), 0);
+    assert_eq!(time_bounds("assert!(value << 4 == took);"), 0);
+    assert_eq!(
+        time_bounds("assert!(f(a, b) && pause.length() < BOUND);"),
+        1
+    );
+}
