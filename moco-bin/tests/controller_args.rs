@@ -79,3 +79,53 @@ fn binary_without_kubernetes_configuration_says_so() {
         "{stderr}"
     );
 }
+
+/// `moco render` takes the controller's `--mysqld-pre-stop-seconds` and renders what the
+/// controller would: the mysqld container's preStop sleep; out of range is a usage error
+/// naming the flag.
+#[test]
+fn render_takes_the_pre_stop_flag() {
+    let cluster = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/examples/three-replicas-anti-affinity.yaml");
+    let cluster = cluster.to_str().unwrap().to_owned();
+    let pre_stop = |extra: &[&str]| {
+        let mut args = vec!["render".to_owned()];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        args.push(cluster.clone());
+        let out = run_moco(&args, &[], &[]);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
+        let sts = docs
+            .iter()
+            .find(|d| d["kind"] == "StatefulSet")
+            .expect("a StatefulSet");
+        let mysqld = sts["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "mysqld")
+            .unwrap()
+            .clone();
+        mysqld["lifecycle"]["preStop"]["exec"]["command"].clone()
+    };
+    assert_eq!(pre_stop(&[]), serde_json::json!(["sleep", "20"]));
+    assert_eq!(
+        pre_stop(&["--mysqld-pre-stop-seconds", "3"]),
+        serde_json::json!(["sleep", "3"])
+    );
+    let out = run_moco(
+        &[
+            "render".to_owned(),
+            "--mysqld-pre-stop-seconds=0".to_owned(),
+            cluster.clone(),
+        ],
+        &[],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--mysqld-pre-stop-seconds"),
+        "{out:?}"
+    );
+}

@@ -99,18 +99,9 @@ pub struct ReconcilerFlags {
     /// my.cnf (and slow-log) ConfigMaps kept per cluster, the current one included.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub mysql_configmap_history_limit: i32,
-    /// Seconds the mysqld container's preStop hook holds a stopping Pod's server up before
-    /// it is told to stop: the time Services have to stop routing to the Pod, and a switchover
-    /// away from a deleted primary's Pod has to finish (its read-only wait is 10 s). Beyond
-    /// MOCO, whose 20 is fixed; changing it changes every cluster's Pod template, so their Pods
-    /// roll.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = crate::render::pod_template::DEFAULT_PRE_STOP_SECONDS,
-        value_parser = clap::value_parser!(u32).range(1..=3600)
-    )]
-    pub mysqld_pre_stop_seconds: u32,
+    /// The mysqld container's preStop sleep.
+    #[command(flatten)]
+    pub pre_stop: PreStopFlag,
     /// Do not inject the default securityContext (`--flag` or `--flag=true|false`).
     #[arg(
         long,
@@ -268,4 +259,22 @@ mod tests {
             ));
         }
     }
+}
+
+/// `--mysqld-pre-stop-seconds`, shared by `moco controller` and `moco render` (which renders
+/// what the controller would).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PreStopFlag {
+    /// Seconds the mysqld container's preStop hook holds a stopping Pod's server up before
+    /// it is told to stop: the time Services have to stop routing to the Pod, and a switchover
+    /// away from a deleted primary's Pod has to finish (its read-only wait is 10 s). Beyond
+    /// MOCO, whose 20 is fixed; changing it changes every cluster's Pod template, so their Pods
+    /// roll.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = crate::render::pod_template::DEFAULT_PRE_STOP_SECONDS,
+        value_parser = clap::value_parser!(u32).range(1..=3600)
+    )]
+    pub mysqld_pre_stop_seconds: u32,
 }

@@ -92,7 +92,7 @@ impl OperatorConfig {
                 },
                 default_security_context: !r.disable_default_security_context,
                 latest_reconciler_version: r.latest_reconciler_version,
-                pre_stop_seconds: r.mysqld_pre_stop_seconds,
+                pre_stop_seconds: r.pre_stop.mysqld_pre_stop_seconds,
             },
             namespace,
             lease_name: r.leader_election_id.clone(),

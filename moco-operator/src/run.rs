@@ -98,7 +98,7 @@ pub fn announce(args: &ControllerArgs) {
         max_concurrent_reconciles = r.max_concurrent_reconciles,
         mysql_configmap_history_limit = r.mysql_configmap_history_limit,
         disable_default_security_context = r.disable_default_security_context,
-        mysqld_pre_stop_seconds = r.mysqld_pre_stop_seconds,
+        mysqld_pre_stop_seconds = r.pre_stop.mysqld_pre_stop_seconds,
         agent_image = r.agent_image.as_deref().unwrap_or(crate::render::DEFAULT_AGENT_IMAGE),
         backup_image = r.backup_image.as_deref().unwrap_or(crate::render::DEFAULT_BACKUP_IMAGE),
         fluent_bit_image = r.fluent_bit_image.as_deref().unwrap_or(crate::render::DEFAULT_FLUENT_BIT_IMAGE),

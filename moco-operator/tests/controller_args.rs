@@ -305,9 +305,9 @@ fn moco_flags_beyond_the_manifests_parse() {
         defaults.reconciler.partition_update_interval,
         Duration::ZERO
     );
-    assert_eq!(defaults.reconciler.mysqld_pre_stop_seconds, 20);
+    assert_eq!(defaults.reconciler.pre_stop.mysqld_pre_stop_seconds, 20);
     let short = parse(&["--mysqld-pre-stop-seconds=3".to_owned()]).unwrap();
-    assert_eq!(short.reconciler.mysqld_pre_stop_seconds, 3);
+    assert_eq!(short.reconciler.pre_stop.mysqld_pre_stop_seconds, 3);
 
     // Not MOCO flags, or bad values: refused.
     for bad in [

@@ -38,13 +38,8 @@ pub struct Args {
     #[arg(long)]
     pub disable_default_security_context: bool,
     /// As the controller's flag of the same name.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = moco_operator::render::pod_template::DEFAULT_PRE_STOP_SECONDS,
-        value_parser = clap::value_parser!(u32).range(1..=3600)
-    )]
-    pub mysqld_pre_stop_seconds: u32,
+    #[command(flatten)]
+    pub pre_stop: moco_operator::config::PreStopFlag,
 }
 
 /// Errors of `moco render`.
@@ -76,7 +71,7 @@ pub fn run(args: &Args) -> Result<ExitCode, Error> {
         },
         default_security_context: !args.disable_default_security_context,
         latest_reconciler_version: moco_operator::render::version::LATEST_RECONCILER_VERSION,
-        pre_stop_seconds: args.mysqld_pre_stop_seconds,
+        pre_stop_seconds: args.pre_stop.mysqld_pre_stop_seconds,
     };
     let rendered = match render_documents(&documents, &settings) {
         Ok(r) => r,
