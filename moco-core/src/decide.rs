@@ -432,6 +432,32 @@ mod tests {
         assert_eq!(path_of(&f), "switchoverTo");
     }
 
+    /// With nothing new known of the primary (unreachable, or with an empty history), the
+    /// recorded errant replicas keep their verdict, except the primary itself and an instance
+    /// past the size that is no longer listed (it has left the cluster); one still listed
+    /// (leaving) keeps it. Written for the five mutants of that filter that survived (issue 45).
+    #[test]
+    fn recorded_errant_replicas_are_kept_until_they_leave() {
+        let mut f = healthy();
+        f.spec.replicas = 2;
+        f.instances[0].mysqld = None;
+        f.status.errant_replica_list = vec![0, 1, 2, 3];
+        assert!(check_facts(&f).is_ok());
+        assert_eq!(assess(&f).assessment.errant, [1, 2]);
+        f.instances.retain(|i| i.index != 2);
+        assert_eq!(assess(&f).assessment.errant, [1]);
+        // The same with a primary that answers with an empty history.
+        let mut f = healthy();
+        f.spec.replicas = 2;
+        for i in &mut f.instances {
+            if let Some(s) = i.mysqld.as_mut() {
+                s.gtid_executed = crate::gtid::GtidSet::default();
+            }
+        }
+        f.status.errant_replica_list = vec![0, 1, 2, 3];
+        assert_eq!(assess(&f).assessment.errant, [1, 2]);
+    }
+
     /// Regression (issue 12, item 3): an absurd replica count is refused by field instead of
     /// sizing a vector (it aborted `moco plan` with a 64 GiB allocation).
     #[test]
