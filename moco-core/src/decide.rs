@@ -458,6 +458,104 @@ mod tests {
         assert_eq!(assess(&f).assessment.errant, [1, 2]);
     }
 
+    /// Ready Pods count the instances of the size only: a leaving instance's ready Pod is not
+    /// one of the cluster's (a surviving mutant, issue 45).
+    #[test]
+    fn a_leaving_instances_ready_pod_is_not_counted() {
+        let mut f = healthy();
+        assert_eq!(assess(&f).assessment.ready_pods, 3);
+        f.spec.replicas = 2;
+        assert!(f.instances[2].pod.exists && f.instances[2].pod.ready);
+        assert_eq!(assess(&f).assessment.ready_pods, 2);
+    }
+
+    /// An intermediate primary's cluster replicates asynchronously: it records its members
+    /// (the size) once a record exists or an instance is leaving, and never invents one
+    /// otherwise (two surviving mutants, issue 45).
+    #[test]
+    fn an_intermediate_primarys_cluster_records_its_size_only_when_it_must() {
+        let mut f = healthy();
+        f.spec.external_source = Some(crate::facts::ExternalSource {
+            host: "source.example".to_owned(),
+            port: 3306,
+        });
+        f.status.semi_sync_members = None;
+        let quorum = |f: &ClusterFacts| assess(f).quorum;
+        assert_eq!(quorum(&f).recorded_members, None, "nothing to record");
+        assert_eq!(quorum(&f).wait_count, 0);
+        f.status.semi_sync_members = Some(5);
+        assert_eq!(
+            quorum(&f).recorded_members,
+            Some(3),
+            "a record is kept current"
+        );
+        f.status.semi_sync_members = None;
+        f.spec.replicas = 2;
+        assert_eq!(quorum(&f).recorded_members, Some(2), "a shrink is recorded");
+    }
+
+    /// A cluster of 5 whose primary waits for 2 while the recorded floor is 1: the floor rises
+    /// only with members that hold every executed commit, never with an errant replica nor a
+    /// learner that has not joined (two surviving mutants, issue 45).
+    #[test]
+    fn the_floor_rises_only_with_members_that_hold_everything() {
+        let set = |s: &str| s.parse::<crate::gtid::GtidSet>().unwrap();
+        let mut f = healthy();
+        f.spec.replicas = 5;
+        for index in 3..5 {
+            let mut i = f.instances[2].clone();
+            i.index = index;
+            i.host = format!("moco-test-{index}.moco-test.default.svc");
+            let s = i.mysqld.as_mut().unwrap();
+            s.server_id = 1000 + index;
+            s.server_uuid = Some(format!("00000000-0000-0000-0000-00000000000{}", index + 1));
+            f.instances.push(i);
+        }
+        let primary = f.instances[0].mysqld.as_mut().unwrap();
+        primary.semi_sync.source_enabled = true;
+        primary.semi_sync.wait_for_replica_count = Some(2);
+        // Replicas 2 and 3 are behind; 1 holds everything.
+        for index in [2, 3] {
+            let s = f.instances[index].mysqld.as_mut().unwrap();
+            s.gtid_executed = set("00000000-0000-0000-0000-000000000001:1-3");
+            s.replica_status.as_mut().unwrap().retrieved_gtid_set =
+                set("00000000-0000-0000-0000-000000000001:1-3");
+        }
+        f.status.semi_sync_min_acks = Some(1);
+        // Replica 4 holds everything and a transaction of its own: errant.
+        let mut errant = f.clone();
+        errant.status.semi_sync_members = Some(5);
+        errant.instances[4].mysqld.as_mut().unwrap().gtid_executed =
+            set("00000000-0000-0000-0000-000000000001:1-5,00000000-0000-0000-0000-0000000000ee:1");
+        assert!(check_facts(&errant).is_ok());
+        let view = assess(&errant);
+        assert_eq!(view.assessment.errant, [4]);
+        assert_eq!((view.quorum.wait_count, view.quorum.min_acks), (2, 1));
+        // Replica 4 holds everything but its IO thread is down: a learner that has not joined.
+        let mut learner = f.clone();
+        learner.status.semi_sync_members = Some(4);
+        learner.instances[4]
+            .mysqld
+            .as_mut()
+            .unwrap()
+            .replica_status
+            .as_mut()
+            .unwrap()
+            .io_running = crate::facts::ThreadState::No;
+        assert!(check_facts(&learner).is_ok());
+        let view = assess(&learner);
+        assert_eq!(view.quorum.members, 4);
+        assert_eq!((view.quorum.wait_count, view.quorum.min_acks), (2, 1));
+        // With replica 1 and another member holding everything, the floor rises to the count.
+        let mut two = f.clone();
+        two.status.semi_sync_members = Some(5);
+        let s = two.instances[3].mysqld.as_mut().unwrap();
+        s.gtid_executed = set("00000000-0000-0000-0000-000000000001:1-5");
+        s.replica_status.as_mut().unwrap().retrieved_gtid_set =
+            set("00000000-0000-0000-0000-000000000001:1-5");
+        assert_eq!(assess(&two).quorum.min_acks, 2);
+    }
+
     /// Regression (issue 12, item 3): an absurd replica count is refused by field instead of
     /// sizing a vector (it aborted `moco plan` with a 64 GiB allocation).
     #[test]
