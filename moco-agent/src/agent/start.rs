@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use moco_adapters::instance::accounts::{FreshServer, create_accounts};
 use moco_adapters::instance::clone as procedures;
 use moco_adapters::mysql::Account;
+use moco_cluster::ports::MysqlPort as _;
 
 use super::clone::{Seed, now, record_result, wait_for_login};
 use super::state::{AgentState, credentials, on_socket};
@@ -71,6 +72,11 @@ pub async fn first_start(state: &AgentState) -> Result<FirstStart, AgentError> {
         tls: state.mysql_tls.as_ref().map(|ca| ca.tls.clone()),
     };
     let info = create_accounts(&server, &state.passwords()).await?;
+    // The server checks global privileges when a session logs in: a probe that logged in as
+    // `moco-agent` between its CREATE USER and its GRANT keeps a session without RELOAD (the
+    // slow log's FLUSH was refused for good). Sessions start over with the grants in place.
+    state.agent.forget_connections().await;
+    state.admin.forget_connections().await;
     tracing::info!(version = %info.version, "created MOCO's accounts");
     Ok(FirstStart::Initialized)
 }
