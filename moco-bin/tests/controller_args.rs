@@ -1,7 +1,8 @@
 //! The real `moco controller` binary with the args of the install manifests: it accepts them and
 //! then stops at the missing `POD_NAMESPACE` (or the missing Kubernetes configuration) with a
 //! clear message. (Parsing the manifests' args with the clap definition is moco-operator's
-//! `controller_args` test.)
+//! `controller_args` test.) And `moco render`, which takes the controller's flags that change
+//! what it renders.
 
 use std::process::{Command, Output};
 

@@ -59,12 +59,7 @@ pub async fn setup_with(
     replicas: u32,
     options: impl FnOnce(Options) -> Options,
 ) -> Option<ClusteredNamespace> {
-    // The Pods' MariaDB image runs this machine's mariadbd: without one they never start.
-    crate::local::server_or_skip(test)?;
-    let on = OperatedNamespace::start_with(test, options).await?;
-    on.cp.apply(&on.ns, &manifest(&on.ns, replicas));
-    on.issue_agent_certificate().await;
-    Some(ClusteredNamespace::routed(on))
+    apply_cluster(test, options, |ns| mariadb_cluster(ns, replicas, "1Gi")).await
 }
 
 /// As [`setup_with`], with MOCO's timings throughout (the operator's preStop sleep, the
@@ -74,11 +69,29 @@ pub async fn setup_as_moco(
     replicas: u32,
     options: impl FnOnce(Options) -> Options,
 ) -> Option<ClusteredNamespace> {
+    apply_cluster(
+        test,
+        |o| options(o.moco_pre_stop()),
+        |ns| {
+            let mut cluster = mariadb_cluster(ns, replicas, "1Gi");
+            crate::operated_namespace::with_moco_timings(&mut cluster);
+            cluster
+        },
+    )
+    .await
+}
+
+/// A namespace, its operator (`options`) and the cluster `cluster` makes for the namespace,
+/// applied with kubectl, with the agents' certificate.
+async fn apply_cluster(
+    test: &str,
+    options: impl FnOnce(Options) -> Options,
+    cluster: impl FnOnce(&str) -> serde_json::Value,
+) -> Option<ClusteredNamespace> {
+    // The Pods' MariaDB image runs this machine's mariadbd: without one they never start.
     crate::local::server_or_skip(test)?;
-    let on = OperatedNamespace::start_with(test, |o| options(o.moco_pre_stop())).await?;
-    let mut cluster = mariadb_cluster(&on.ns, replicas, "1Gi");
-    crate::operated_namespace::with_moco_timings(&mut cluster);
-    on.cp.apply(&on.ns, &cluster.to_string());
+    let on = OperatedNamespace::start_with(test, options).await?;
+    on.cp.apply(&on.ns, &cluster(&on.ns).to_string());
     on.issue_agent_certificate().await;
     Some(ClusteredNamespace::routed(on))
 }
