@@ -6,6 +6,7 @@
 //!   TLS, slow-log rotation and metrics.
 //!
 //! [`layout`] says which files on the data volume belong to whom.
+#![deny(missing_docs)]
 
 pub mod agent;
 pub mod api;

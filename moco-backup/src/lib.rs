@@ -11,6 +11,7 @@
 //! * [`local`]: the `moco local` commands;
 //! * [`guard`]: what keeps a bucket others can write, and tools that quote data, in bounds;
 //! * [`retention`], which backups to delete; [`pace`], the rate cap.
+#![deny(missing_docs)]
 
 pub mod bucket;
 pub mod guard;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::facts::{ClusterFacts, Flavor, InstanceFacts, MysqldStatus, ThreadState};
 use crate::gtid::GtidSet;
-use crate::quorum::{Quorum, observed_wait_count};
+use crate::quorum::{Quorum, observed_wait_count, required_acks};
 
 /// Derived per-round facts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -31,23 +31,6 @@ pub struct Assessment {
     pub prevent_pod_deletion: bool,
     /// Number of ready Pods.
     pub ready_pods: u32,
-}
-
-/// The ACKs a commit needs: MOCO sets `floor(replicas/2)`; MariaDB can only wait for one.
-pub fn required_acks(replicas: u32, flavor: Flavor) -> u32 {
-    let want = replicas / 2;
-    match flavor {
-        Flavor::Mysql => want,
-        Flavor::Mariadb => want.min(1),
-    }
-}
-
-/// Reachable replicas needed to fail over without losing an acknowledged commit: every
-/// acknowledged commit is on `acks` replicas, so at least one of them is among any
-/// `replicas − acks` of the `replicas − 1` non-primaries. MOCO's `> floor(replicas/2)` is the
-/// same number for MySQL; MariaDB (one ACK) needs every replica of a 5-instance cluster.
-pub fn failover_quorum(replicas: u32, flavor: Flavor) -> u32 {
-    replicas.saturating_sub(required_acks(replicas, flavor))
 }
 
 impl Assessment {

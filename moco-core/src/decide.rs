@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::assessment::{Assessment, View, assess, required_acks};
+use crate::assessment::{Assessment, View, assess};
 use crate::error::FactsError;
 use crate::facts::{ClusterFacts, FACTS_SCHEMA_VERSION, Flavor, MysqldStatus, SpecFacts};
 use crate::gtid::parse_server_uuid;
@@ -318,11 +318,7 @@ fn write_block(v: &View<'_>) -> Option<String> {
     if !p.semi_sync.source_enabled || v.replicas() < 2 {
         return None;
     }
-    let need = p
-        .semi_sync
-        .wait_for_replica_count
-        .unwrap_or_else(|| required_acks(v.replicas(), v.flavor()))
-        .max(1);
+    let need = observed_wait_count(p).max(1);
     let clients = p.semi_sync.source_clients?;
     (clients < need).then(|| {
         format!(

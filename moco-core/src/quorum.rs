@@ -27,7 +27,7 @@
 //! This module holds the rules' data and arithmetic; `assessment::assess_quorum` reads them
 //! from the facts of a round.
 
-use crate::facts::MysqldStatus;
+use crate::facts::{Flavor, MysqldStatus};
 
 /// The acknowledgement rules of one round.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -75,6 +75,25 @@ impl Quorum {
         };
         (self.min_acks > 0).then(|| others.saturating_sub(self.min_acks) + 1)
     }
+}
+
+/// The ACKs a commit needs: MOCO sets `floor(replicas/2)`; MariaDB can only wait for one.
+pub fn required_acks(replicas: u32, flavor: Flavor) -> u32 {
+    let want = replicas / 2;
+    match flavor {
+        Flavor::Mysql => want,
+        Flavor::Mariadb => want.min(1),
+    }
+}
+
+/// Reachable replicas needed to fail over a cluster of `replicas` members running at its full
+/// wait count without losing an acknowledged commit: every acknowledged commit is on `acks`
+/// replicas, so at least one of them is among any `replicas − acks` of the `replicas − 1`
+/// non-primaries. MOCO's `> floor(replicas/2)` is the same number for MySQL; MariaDB (one
+/// ACK) needs every replica of a 5-instance cluster. [`Quorum::failover_quorum`] is the same
+/// rule for a round whose members or recorded count differ.
+pub fn full_size_failover_quorum(replicas: u32, flavor: Flavor) -> u32 {
+    replicas.saturating_sub(required_acks(replicas, flavor))
 }
 
 /// The wait count a primary is seen running with: 0 when semi-sync is off. MariaDB reports no

@@ -7,6 +7,7 @@
 //! * [`flags`]: flag values as MOCO's Go programs take them (booleans, the log format and level);
 //! * [`limits`]: connections, time and bytes one client may hold of a listener;
 //! * [`metrics`]: the answer of `/metrics`.
+#![deny(missing_docs)]
 
 pub mod flags;
 pub mod limits;

@@ -9,8 +9,8 @@ use moco_core::validate::duration::parse_std_duration;
 use moco_http::flags::{LogEncoder, parse_go_bool, parse_zap_encoder, parse_zap_level};
 
 use crate::error::ControllerError;
-use crate::limits::{PROBE_LIMITS, ServerLimits, WEBHOOK_LIMITS};
-use crate::listen::{ListenAddr, parse_listen_addr};
+use moco_http::limits::{PROBE_LIMITS, ServerLimits, WEBHOOK_LIMITS};
+use moco_http::listen::{ListenAddr, parse_listen_addr};
 
 /// How often the webhook certificate and key are re-read from `--cert-dir`.
 pub const CERT_RELOAD_INTERVAL: Duration = Duration::from_secs(60);

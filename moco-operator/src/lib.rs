@@ -5,13 +5,13 @@
 //!
 //! What it serves, started together by [`Servers::start`] and run by [`run()`]:
 //!
-//! * the admission webhooks of [`moco_api::admission`] over HTTPS ([`webhook`], [`tls`]), with
+//! * the admission webhooks of [`moco_api::admission`] over HTTPS ([`webhook`], [`moco_http::tls`]), with
 //!   the certificate re-read from `--cert-dir` every minute;
 //! * `/healthz` and `/readyz` ([`health`]): ready once the webhook listener serves, not ready
 //!   again once shutdown starts;
 //! * `/metrics` ([`metrics`]) in the OpenMetrics text format;
 //!
-//! each within the connection, time and size bounds of [`limits`].
+//! each within the connection, time and size bounds of [`moco_http::limits`].
 //!
 //! What it runs on the elected leader ([`operator`]): the MySQLCluster reconciler
 //! ([`controller`], [`reconcile`], objects built by [`render`]) and one clustering manager per
@@ -20,8 +20,6 @@
 //! [`run()`] does not wait for signals: it stops when the future it is given completes, so the
 //! binary decides what stops it (SIGTERM/SIGINT) and tests stop it at will.
 #![deny(missing_docs)]
-
-pub use moco_http::{limits, listen, tls};
 
 pub mod accounts;
 pub mod annotations;
@@ -43,7 +41,7 @@ pub mod webhook;
 pub use config::{CompatFlags, ControllerArgs, ReconcilerFlags, ServeConfig};
 pub use error::ControllerError;
 pub use health::Readiness;
-pub use listen::ListenAddr;
 pub use metrics::Metrics;
+pub use moco_http::listen::ListenAddr;
 pub use run::{announce, run};
 pub use servers::Servers;

@@ -8,10 +8,10 @@ use moco_api::admission::KubeLookup;
 
 use crate::config::{ControllerArgs, ServeConfig};
 use crate::error::ControllerError;
-use crate::listen::ListenAddr;
 use crate::operator::{OperatorConfig, run_operator};
 use crate::servers::Servers;
-use crate::tls::install_crypto_provider;
+use moco_http::listen::ListenAddr;
+use moco_http::tls::install_crypto_provider;
 
 /// Serves with facts looked up from the API server until `shutdown` completes (then stops the
 /// servers gracefully and returns `Ok`) or a server fails (then stops the others and returns

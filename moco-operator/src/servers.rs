@@ -18,11 +18,11 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::config::ServeConfig;
 use crate::error::ControllerError;
 use crate::health::{Readiness, health_router};
-use crate::limits::{ServerLimits, limit_requests, limited_server};
-use crate::listen::bind;
 use crate::metrics::{Metrics, metrics_router};
-use crate::tls::{CERT_FILE, KEY_FILE, spawn_reloader, tls_config};
 use crate::webhook::{WebhookState, webhook_router};
+use moco_http::limits::{ServerLimits, limit_requests, limited_server};
+use moco_http::listen::bind;
+use moco_http::tls::{CERT_FILE, KEY_FILE, spawn_reloader, tls_config};
 
 /// How long in-flight requests may take to finish once shutdown starts (the manifests give the
 /// pod 10 seconds).

@@ -2,14 +2,14 @@
 //! and half-sent body connections are closed, a connection flood is refused beyond the limit,
 //! an oversized body is refused, and the servers answer normally afterwards. The limits are
 //! shortened here so that each wait takes seconds; the defaults are in
-//! `moco_operator::limits`.
+//! `moco_http::limits`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moco_api::labels::PATH_VALIDATE_MYSQLCLUSTER;
-use moco_operator::limits::ServerLimits;
+use moco_http::limits::ServerLimits;
 use moco_operator::webhook::WebhookState;
 use moco_operator::{ListenAddr, ServeConfig, Servers};
 use moco_testkit::{create_cluster_review, http, https, static_lookup, write_certificates};
@@ -82,7 +82,7 @@ async fn tls_from(
     addr: SocketAddr,
     ca: &CertificateDer<'static>,
 ) -> TlsStream<TcpStream> {
-    moco_operator::tls::install_crypto_provider();
+    moco_http::tls::install_crypto_provider();
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.clone()).unwrap();
     let config = rustls::ClientConfig::builder()

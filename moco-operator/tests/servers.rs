@@ -34,8 +34,8 @@ fn config(cert_dir: &Path) -> ServeConfig {
         metrics_addr: loopback(),
         cert_dir: cert_dir.to_owned(),
         cert_reload_interval: Duration::from_secs(60),
-        webhook_limits: moco_operator::limits::WEBHOOK_LIMITS,
-        probe_limits: moco_operator::limits::PROBE_LIMITS,
+        webhook_limits: moco_http::limits::WEBHOOK_LIMITS,
+        probe_limits: moco_http::limits::PROBE_LIMITS,
     }
 }
 
@@ -361,7 +361,7 @@ async fn startup_errors_name_what_is_wrong() {
 /// garbage keeps the previous certificate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_certificate_files_are_named_and_a_bad_reload_keeps_the_old_one() {
-    use moco_operator::tls::{server_config, spawn_reloader, tls_config};
+    use moco_http::tls::{server_config, spawn_reloader, tls_config};
     let dir = tempfile::tempdir().unwrap();
     write_certificates(dir.path());
     let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
@@ -418,7 +418,7 @@ async fn alpn_offers_http_1_1_only() {
     cfg.metrics_addr = ListenAddr::Disabled;
     cfg.health_addr = ListenAddr::Disabled;
     let servers = Servers::start(&cfg, static_lookup()).await.unwrap();
-    moco_operator::tls::install_crypto_provider();
+    moco_http::tls::install_crypto_provider();
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca).unwrap();
     let mut client = rustls::ClientConfig::builder()

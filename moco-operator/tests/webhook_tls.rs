@@ -45,8 +45,8 @@ async fn start(os_random: bool) -> Server {
         metrics_addr: ListenAddr::Disabled,
         cert_dir: dir.path().to_owned(),
         cert_reload_interval: Duration::from_secs(60),
-        webhook_limits: moco_operator::limits::WEBHOOK_LIMITS,
-        probe_limits: moco_operator::limits::PROBE_LIMITS,
+        webhook_limits: moco_http::limits::WEBHOOK_LIMITS,
+        probe_limits: moco_http::limits::PROBE_LIMITS,
     };
     let servers = if os_random {
         Servers::start(&config, lookup).await

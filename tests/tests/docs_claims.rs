@@ -205,3 +205,91 @@ fn the_time_bound_scan_reads_conditions_not_messages() {
         1
     );
 }
+
+/// The workspace paths a backquoted token of `text` names: a token whose first component is a
+/// top-level directory of the workspace (`moco-core/src/decide.rs`, `docs/`), with `{a,b}`
+/// alternatives expanded. Placeholders (`<name>`), globs and URLs are not paths.
+fn named_paths(text: &str, top: &std::collections::BTreeSet<String>) -> Vec<String> {
+    fn expand(token: &str) -> Vec<String> {
+        let Some(open) = token.find('{') else {
+            return vec![token.to_owned()];
+        };
+        let Some(close) = token[open..].find('}').map(|c| open + c) else {
+            return vec![token.to_owned()];
+        };
+        token[open + 1..close]
+            .split(',')
+            .flat_map(|alt| expand(&format!("{}{alt}{}", &token[..open], &token[close + 1..])))
+            .collect()
+    }
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| t.contains('/') && !t.contains(char::is_whitespace))
+        .filter(|t| !t.contains(['*', '<', '>', '$', ':']))
+        .filter(|t| t.split('/').next().is_some_and(|first| top.contains(first)))
+        .flat_map(expand)
+        .collect()
+}
+
+/// A file the design documents name that has moved sends a newcomer to a place that is not
+/// there (issue 46: `docs/design.md` named `manager.rs` and `platform.rs` after both became
+/// folders). Every workspace path in `docs/*.md` and the README exists; a `tests/…` path may
+/// be a crate's own (`moco-operator/tests/…`) when the text is about that crate.
+#[test]
+fn every_path_the_documents_name_exists() {
+    let root = workspace();
+    let top: std::collections::BTreeSet<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .filter(|name| name != "target")
+        .collect();
+    let crates: Vec<&String> = top
+        .iter()
+        .filter(|name| root.join(name).join("Cargo.toml").is_file())
+        .collect();
+    let mut documents: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    documents.push(root.join("README.md"));
+    let (mut checked, mut missing) = (0, Vec::new());
+    for document in &documents {
+        let relative = document.strip_prefix(&root).unwrap().to_string_lossy();
+        for path in named_paths(&read(&relative), &top) {
+            checked += 1;
+            let path = path.trim_end_matches('/');
+            let exists = root.join(path).exists()
+                || (path.starts_with("tests/")
+                    && crates.iter().any(|c| root.join(c).join(path).exists()));
+            if !exists {
+                missing.push(format!("{relative}: {path}"));
+            }
+        }
+    }
+    assert!(checked > 300, "the scan found too few paths: {checked}");
+    assert!(
+        missing.is_empty(),
+        "paths the documents name that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_path_scan_expands_alternatives_and_skips_what_is_not_a_path() {
+    let top = ["moco-core".to_owned(), "docs".to_owned()].into();
+    assert_eq!(
+        named_paths(
+            "see `moco-core/src/plan/{a,b}.rs`, `moco-rs/tls`, `docs/` and `moco-core/<name>.rs`",
+            &top
+        ),
+        [
+            "moco-core/src/plan/a.rs",
+            "moco-core/src/plan/b.rs",
+            "docs/"
+        ]
+    );
+}

@@ -1,10 +1,10 @@
 //! Configure: bring role labels, replication, semi-sync and read-only flags in line with
 //! `currentPrimaryIndex` (MOCO's `configure`, run in the Degraded and Incomplete states).
 
-use crate::assessment::{View, failover_quorum, required_acks};
+use crate::assessment::View;
 use crate::facts::{ExternalSource, Flavor, InstanceFacts, MysqldStatus, Role, ThreadState};
 use crate::operation::{Event, Operation, ReplicationSource, Step};
-use crate::quorum::observed_wait_count;
+use crate::quorum::{full_size_failover_quorum, observed_wait_count, required_acks};
 
 use super::channel::{self, Channel};
 use super::{Action, Planned, READ_ONLY_TIMEOUT_SECONDS, SEMI_SYNC_TIMEOUT_MS, clone};
@@ -126,7 +126,7 @@ fn empty_primary_held(v: &View<'_>, ps: &MysqldStatus) -> Option<Event> {
     if !ps.gtid_executed.is_empty() || replicas <= 1 {
         return None;
     }
-    let need = failover_quorum(replicas, v.flavor());
+    let need = full_size_failover_quorum(replicas, v.flavor());
     let answering = v
         .non_primaries()
         .filter(|i| v.mysqld(i.index).is_some())

@@ -1,7 +1,7 @@
 //! Benchmark: the webhook server under a flood of slow clients (issue 12, item 2).
 //!
 //! Starts the servers in this process with the production limits
-//! (`moco_operator::limits::WEBHOOK_LIMITS`), measures RSS with a few real admission requests,
+//! (`moco_http::limits::WEBHOOK_LIMITS`), measures RSS with a few real admission requests,
 //! then opens `CLIENTS` TLS connections that each send a header declaring a 2,000,000-byte body
 //! and 1,900,000 bytes of it, and hold: first from one address, then twice from 30. It reports how many were admitted, the RSS while they
 //! hold, how long until the server closed them all, the RSS after, and whether real requests
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moco_api::labels::PATH_VALIDATE_MYSQLCLUSTER;
-use moco_operator::limits::{PROBE_LIMITS, WEBHOOK_LIMITS};
+use moco_http::limits::{PROBE_LIMITS, WEBHOOK_LIMITS};
 use moco_operator::webhook::WebhookState;
 use moco_operator::{ListenAddr, ServeConfig, Servers};
 use moco_testkit::{create_cluster_review, https, static_lookup, write_certificates};
