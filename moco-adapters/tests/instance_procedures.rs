@@ -12,10 +12,11 @@ use moco_adapters::instance::clone::{
     self, BackupSource, RestoreTarget, backup_position, clone_instance_from,
 };
 use moco_adapters::instance::datadir::{DatadirInit, InitProgram, initialize_datadir};
-use moco_adapters::mysql::{Account, MocoPasswords, MysqlInstance};
+use moco_adapters::mysql::MysqlInstance;
 use moco_adapters::mysqld::{LocalMysqld, ServerKind, free_ports};
 use moco_cluster::ports::{Credentials, MysqlPort};
 use moco_core::facts::Flavor;
+use moco_core::moco_accounts::{Account, MocoPasswords};
 use mysql_async::prelude::Queryable;
 use support::{Fleet, READY_TIMEOUT, STOP_GRACE, client, mycnf, server_binary, tcp_options};
 
@@ -118,7 +119,7 @@ async fn nothing_written_during_initialisation_is_reset() {
     };
     let fleet = Fleet::start(binary.clone(), 1).await;
     let m = &fleet.nodes[0];
-    let pw = MocoPasswords::generate().unwrap();
+    let pw = moco_adapters::mysql::generate_passwords().unwrap();
     let login = |user: &str, password: &str| {
         mysql_async::Opts::from(
             mysql_async::OptsBuilder::default()
@@ -192,7 +193,7 @@ async fn accounts_and_a_streamed_copy() {
     let kind = binary.kind();
     let fleet = Fleet::start(binary.clone(), 2).await;
     let (donor, recipient) = (&fleet.nodes[0], &fleet.nodes[1]);
-    let pw = MocoPasswords::generate().unwrap();
+    let pw = moco_adapters::mysql::generate_passwords().unwrap();
     for (i, m) in fleet.nodes.iter().enumerate() {
         let info = create_accounts(&fresh(m, i), &pw).await.unwrap();
         let want = match kind {

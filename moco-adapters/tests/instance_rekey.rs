@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use moco_adapters::instance::accounts::{FreshServer, create_accounts};
 use moco_adapters::instance::rekey::{rekey_accounts, rekey_init_file};
-use moco_adapters::mysql::{Account, MocoPasswords, MysqlInstance};
+use moco_adapters::mysql::MysqlInstance;
 use moco_adapters::mysqld::{LocalMysqld, ServerKind};
 use moco_cluster::ports::MysqlPort as _;
+use moco_core::moco_accounts::{Account, MocoPasswords};
 use mysql_async::prelude::Queryable;
 use support::{Fleet, READY_TIMEOUT, STOP_GRACE, server_binary, tcp_options};
 
@@ -146,8 +147,8 @@ async fn rekeying_drops_the_other_hosts_of_mocos_accounts_both_ways() {
     }
     let fleet = Fleet::start(binary, 1).await;
     let m = &fleet.nodes[0];
-    let source = MocoPasswords::generate().unwrap();
-    let target = MocoPasswords::generate().unwrap();
+    let source = moco_adapters::mysql::generate_passwords().unwrap();
+    let target = moco_adapters::mysql::generate_passwords().unwrap();
     create_accounts(&fresh(m), &source).await.unwrap();
     let admin = MysqlInstance::new(tcp_options(
         m,
@@ -190,7 +191,7 @@ async fn rekeying_drops_the_other_hosts_of_mocos_accounts_both_ways() {
     let admin = MysqlInstance::new(tcp_options(m, "copy", Account::Admin.name(), &target.admin));
     add_source_accounts(&admin).await;
     admin.disconnect().await.unwrap();
-    let again = MocoPasswords::generate().unwrap();
+    let again = moco_adapters::mysql::generate_passwords().unwrap();
     let file = fleet.dir().join("rekey.sql");
     std::fs::write(&file, rekey_init_file(&again)).unwrap();
     restart_with(m, &[format!("--init-file={}", file.display())]).await;

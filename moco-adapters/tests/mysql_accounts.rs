@@ -8,12 +8,14 @@ use std::collections::BTreeSet;
 
 use crate::support;
 
-use moco_adapters::mysql::{Account, InitOptions, MocoPasswords, MysqlInstance, initialize};
+use moco_adapters::mysql::{InitOptions, MysqlInstance, initialize};
+
 use moco_cluster::ports::MysqlPort;
 use moco_core::accounts::{
     AccountChange, AccountSpec, DatabaseChange, DatabaseSpec, GrantLevel, GrantTarget, Grants,
     Privilege, plan_account, plan_database,
 };
+use moco_core::moco_accounts::{Account, MocoPasswords};
 use mysql_async::prelude::Queryable;
 use support::{Fleet, bootstrap_options, client, server_binary, tcp_options, try_client};
 
@@ -49,7 +51,7 @@ async fn writable_instance(
 ) -> (Fleet, MocoPasswords, MysqlInstance) {
     let fleet = Fleet::start(binary, 1).await;
     let m = &fleet.nodes[0];
-    let pw = MocoPasswords::generate().unwrap();
+    let pw = moco_adapters::mysql::generate_passwords().unwrap();
     initialize(
         &bootstrap_options(m, "instance 0"),
         &pw,

@@ -7,13 +7,13 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::{
-    Account, InitOptions, MocoPasswords, MysqlInstance, initialize, seed_mariadb_clone, sql,
-};
+use moco_adapters::mysql::{InitOptions, MysqlInstance, initialize, seed_mariadb_clone, sql};
+
 use moco_adapters::mysqld::{LocalMysqld, ServerKind};
 use moco_cluster::ports::{Credentials, MysqlPort, PortError};
 use moco_core::facts::{Flavor, MysqldStatus, ThreadState};
 use moco_core::gtid::GtidSet;
+use moco_core::moco_accounts::{Account, MocoPasswords};
 use moco_core::operation::ReplicationSource;
 use mysql_async::prelude::Queryable;
 use support::{
@@ -173,7 +173,7 @@ async fn fresh_instance_initialisation_and_clone_seeding() {
     boot.disconnect().await.unwrap();
 
     // Initialise: accounts, reset, read-only; root is gone afterwards.
-    let pw = MocoPasswords::generate().unwrap();
+    let pw = moco_adapters::mysql::generate_passwords().unwrap();
     let t = Instant::now();
     let info = initialize(
         &bootstrap_options(m, "instance 0"),
@@ -322,7 +322,7 @@ async fn replication_switchover_and_errant_detection() {
     };
     let fleet = Fleet::start(binary, 3).await;
     let started = Instant::now();
-    let pw = MocoPasswords::generate().unwrap();
+    let pw = moco_adapters::mysql::generate_passwords().unwrap();
     initialise_all(&fleet, &pw).await;
     let n = &fleet.nodes;
     let inst: Vec<MysqlInstance> = n
@@ -654,7 +654,7 @@ async fn semi_sync_pair(
         ServerKind::Mysql => Flavor::Mysql,
     };
     let fleet = Fleet::start(binary, 2).await;
-    let pw = MocoPasswords::generate().unwrap();
+    let pw = moco_adapters::mysql::generate_passwords().unwrap();
     initialise_all(&fleet, &pw).await;
     let n = &fleet.nodes;
     let (primary, replica) = (admin(&n[0], 0, &pw), admin(&n[1], 1, &pw));
@@ -817,7 +817,7 @@ async fn the_application_accounts_cannot_touch_the_operators_accounts() {
     let kind = binary.kind();
     let fleet = Fleet::start(binary, 1).await;
     let m = &fleet.nodes[0];
-    let pw = MocoPasswords::generate().unwrap();
+    let pw = moco_adapters::mysql::generate_passwords().unwrap();
     initialise_all(&fleet, &pw).await;
     let a = admin(m, 0, &pw);
     a.set_writable().await.unwrap();

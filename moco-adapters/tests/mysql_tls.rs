@@ -9,11 +9,10 @@ use crate::support;
 use std::time::Duration;
 
 use moco_adapters::mysql::tls::{Authority, MysqlTls};
-use moco_adapters::mysql::{
-    Account, InitOptions, MocoPasswords, MysqlInstance, admin_options, initialize,
-};
+use moco_adapters::mysql::{InitOptions, MysqlInstance, admin_options, initialize};
 use moco_adapters::mysqld::{LocalMysqld, free_ports};
 use moco_cluster::ports::MysqlPort;
+use moco_core::moco_accounts::{Account, MocoPasswords};
 use mysql_async::prelude::Queryable;
 use support::{INIT_TIMEOUT, READY_TIMEOUT, bootstrap_options, mycnf, server_binary, tcp_options};
 
@@ -54,7 +53,7 @@ async fn connections_require_and_verify_tls() {
     m.start_and_wait(&[], READY_TIMEOUT).await.unwrap();
 
     // Root on the socket (secure transport by definition); the admin over TCP with TLS.
-    let pw = MocoPasswords::generate().unwrap();
+    let pw = moco_adapters::mysql::generate_passwords().unwrap();
     let tls = MysqlTls::new(made.cert_pem());
     let bootstrap = bootstrap_options(&m, "instance 0").with_tls(tls.clone());
     initialize(&bootstrap, &pw, &InitOptions::default())
@@ -170,7 +169,7 @@ async fn replication_verifies_its_source() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let ca = Authority::generate(CA_NAME).unwrap();
-    let pw = MocoPasswords::generate().unwrap();
+    let pw = moco_adapters::mysql::generate_passwords().unwrap();
     let source_dir = tmp.path().join("source");
     let source = tls_server(&binary, &ca, &source_dir, 1, &pw).await;
     let replica = tls_server(&binary, &ca, &tmp.path().join("replica"), 2, &pw).await;

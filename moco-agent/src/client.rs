@@ -137,9 +137,9 @@ impl AgentClient {
         &self,
         host: &str,
         port: u16,
-        passwords: &moco_adapters::mysql::MocoPasswords,
+        passwords: &moco_core::moco_accounts::MocoPasswords,
     ) -> Result<CredentialsStatus, AgentError> {
-        let passwords = moco_adapters::mysql::Account::ALL
+        let passwords = moco_core::moco_accounts::Account::ALL
             .iter()
             .map(|a| (a.secret_key().to_owned(), passwords.get(*a).to_owned()))
             .collect();

@@ -2,7 +2,7 @@
 //! the instance ordinal), the cluster's name, and the passwords of MOCO's accounts (the
 //! Secret `moco-<cluster>` mounted with `envFrom`, keys `ADMIN_PASSWORD`, …).
 
-use moco_adapters::mysql::{Account, MocoPasswords};
+use moco_core::moco_accounts::{Account, MocoPasswords};
 
 use crate::error::AgentError;
 

@@ -29,6 +29,7 @@ pub mod labels;
 pub mod mysqlcluster;
 pub mod offline;
 pub mod schema_check;
+pub mod status;
 
 pub use backuppolicy::{BackupPolicy, BackupPolicySpec, BucketConfig, JobConfig};
 pub use mysqlcluster::{MySQLCluster, MySQLClusterSpec, MySQLClusterStatus};

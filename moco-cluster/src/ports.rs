@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use moco_core::Decision;
 use moco_core::facts::{ClusterFacts, MysqldStatus, PodFacts, Role, SpecFacts};
 use moco_core::gtid::GtidSet;
+use moco_core::moco_accounts::Account;
 use moco_core::operation::{Event, ReplicationSource};
 use moco_core::rotation::RotationPhase;
 use moco_core::status::{ClusterStatus, ClusteringStatus};
@@ -263,29 +264,6 @@ pub struct Observation {
     pub switchover_to: Option<u32>,
 }
 
-/// The MOCO accounts the manager needs credentials for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MocoUser {
-    /// `moco-admin`: the manager's own connections.
-    Admin,
-    /// `moco-repl`: replication channels.
-    Repl,
-    /// `moco-clone-donor`: clone donors.
-    CloneDonor,
-}
-
-impl MocoUser {
-    /// The account's user name, as MOCO names it (`moco-admin`, `moco-repl`,
-    /// `moco-clone-donor`): the manager names the account in what it tells a person.
-    pub fn name(self) -> &'static str {
-        match self {
-            MocoUser::Admin => "moco-admin",
-            MocoUser::Repl => "moco-repl",
-            MocoUser::CloneDonor => "moco-clone-donor",
-        }
-    }
-}
-
 /// Where the manager's timestamps come from (`lastTransitionTime`, the engine's `now`): the
 /// system clock in production, simulated time in the simulator, so that a run's facts can be
 /// replayed.
@@ -328,7 +306,7 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     /// the port cannot be built (e.g. the admin Secret cannot be read).
     async fn mysql(&self, slot: &InstanceSlot) -> Result<Arc<dyn MysqlPort>, PortError>;
     /// Credentials of a MOCO account (on Kubernetes, read from the cluster's Secret).
-    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError>;
+    async fn credentials(&self, account: Account) -> Result<Credentials, PortError>;
     /// Credentials for the external source of an intermediate primary.
     async fn external_credentials(&self) -> Result<Credentials, PortError>;
     /// Sets or removes the role label.

@@ -60,6 +60,9 @@
 //!   volume claims), also pure.
 //! - [`rotation`]: the steps of a rotation of MOCO's own passwords, also pure.
 //! - [`validate`]: the admission rules of the MySQLCluster and BackupPolicy APIs.
+//! - [`dialect`], [`moco_accounts`], [`option_file`]: the vocabulary every program shares about
+//!   a server (which statements it takes, MOCO's eight accounts and their passwords, option-file
+//!   values), so that the renderer and the backup formats need no MySQL driver.
 //!
 //! `docs/clustering.md` in the repository explains the states, the invariants and where this
 //! engine deliberately differs from MOCO.
@@ -68,10 +71,13 @@
 pub mod accounts;
 pub mod assessment;
 mod decide;
+pub mod dialect;
 pub mod error;
 pub mod facts;
 pub mod gtid;
+pub mod moco_accounts;
 pub mod operation;
+pub mod option_file;
 pub mod pacing;
 mod plan;
 mod quorum;

@@ -16,8 +16,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Secret;
-use moco_adapters::mysql::{Account, MocoPasswords};
 use moco_cluster::ports::{PasswordPair, RotationRecord};
+use moco_core::moco_accounts::{Account, MocoPasswords};
 use moco_core::rotation::RotationPhase;
 use serde_json::{Map, Value, json};
 
@@ -268,8 +268,8 @@ mod tests {
 
     #[test]
     fn a_rotation_is_begun_published_moved_and_finished_through_the_secret() {
-        let old = MocoPasswords::generate().unwrap();
-        let new = MocoPasswords::generate().unwrap();
+        let old = moco_adapters::mysql::generate_passwords().unwrap();
+        let new = moco_adapters::mysql::generate_passwords().unwrap();
         let mut s = secret_with(&old);
         assert_eq!(read(&s), Ok(None));
         let p = begin_patch(&s, &old, &new, "2026-11-29T18:00:00Z");
@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_damaged_rotation_is_an_error_naming_what() {
-        let p = MocoPasswords::generate().unwrap();
+        let p = moco_adapters::mysql::generate_passwords().unwrap();
         let mut s = secret_with(&p);
         s.metadata.annotations = Some(BTreeMap::from([(PHASE_ANNOTATION.into(), "done".into())]));
         assert_eq!(read(&s), Err(RotationFormatError::Phase("done".into())));

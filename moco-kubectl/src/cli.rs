@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use moco_adapters::mysql::Account;
+use moco_core::moco_accounts::Account;
 
 /// kubectl moco: the kubectl plugin of MOCO (moco-rs).
 #[derive(Debug, Parser)]

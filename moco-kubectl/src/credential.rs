@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use moco_adapters::mysql::option_file::quote_value;
+use moco_core::option_file::quote_value;
 
 use crate::cli::{CredentialAction, CredentialArgs, CredentialFormat, MysqlUser};
 use crate::context::Context;

@@ -17,10 +17,9 @@ use moco_api::addresses::{Address, AddressResolver, PodNetwork};
 use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::manager::{Manager, ManagerConfig};
-use moco_cluster::ports::{
-    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
-};
+use moco_cluster::ports::{Credentials, InstanceSlot, MysqlPort, Observation, Platform, PortError};
 use moco_core::facts::{ClusterFacts, Flavor, Role};
+use moco_core::moco_accounts::Account;
 use moco_core::operation::{Event, ReplicationSource};
 use moco_core::status::ClusteringStatus;
 use moco_kube::metrics::ClusterMetrics;
@@ -112,8 +111,8 @@ impl<P: Platform> Platform for ReadOnly<P> {
         self.inner.mysql(slot).await
     }
 
-    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
-        self.inner.credentials(user).await
+    async fn credentials(&self, account: Account) -> Result<Credentials, PortError> {
+        self.inner.credentials(account).await
     }
 
     async fn external_credentials(&self) -> Result<Credentials, PortError> {

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams};
-use moco_adapters::mysql::Account;
 use moco_api::labels::{APP_MYSQL, CREATED_BY, LABEL_CREATED_BY, LABEL_INSTANCE, LABEL_NAME};
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_core::moco_accounts::Account;
 
 use crate::context::Context;
 use crate::error::Error;

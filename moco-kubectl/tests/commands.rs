@@ -7,7 +7,7 @@ use crate::common;
 
 use clap::{CommandFactory as _, Parser as _};
 use common::{NAME, NS, cluster, fake_with, password, pod, run, running_status, secret, writes};
-use moco_adapters::mysql::Account;
+use moco_core::moco_accounts::Account;
 use moco_kubectl::Cli;
 use moco_testkit::apiserver::FakeApiServer;
 use serde_json::{Value, json};

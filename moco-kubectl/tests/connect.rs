@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser as _;
 use common::{NAME, NS, cluster, fake_with, password, running_status};
-use moco_adapters::mysql::Account;
+use moco_core::moco_accounts::Account;
 use moco_kubectl::cli::KubeFlags;
 use moco_kubectl::{Cli, Context, Error};
 use moco_testkit::apiserver::FakeApiServer;

@@ -630,7 +630,7 @@ mod tests {
 
     #[test]
     fn the_reserved_accounts_are_the_ones_moco_creates() {
-        let created: std::collections::BTreeSet<&str> = moco_adapters::mysql::Account::ALL
+        let created: std::collections::BTreeSet<&str> = moco_core::moco_accounts::Account::ALL
             .iter()
             .map(|a| a.name())
             .collect();

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_core::moco_accounts::MocoPasswords;
 use moco_operator::render::{ClusterInputs, ClusterObjects, RenderSettings, render_cluster};
 use moco_testkit::rbac::{Request, Requester, can};
 use serde_json::{Value, json};

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, Service};
-use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::mysqlcluster::{MySQLCluster, MySQLClusterStatus};
 use moco_api::offline::parse_documents;
+use moco_core::moco_accounts::MocoPasswords;
 use moco_operator::render::offline::{OfflineRenderError, render_documents};
 use moco_operator::render::{
     ClusterInputs, ClusterObjects, RenderError, RenderSettings, render_cluster,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use moco_core::facts::{ClusterFacts, PodFacts, Role, SpecFacts};
+use moco_core::moco_accounts::Account;
 use moco_core::operation::{Event, ReplicationSource};
 use moco_core::status::ClusteringStatus;
 use moco_core::{Action, Decision};
@@ -13,9 +14,7 @@ use moco_core::{Action, Decision};
 use super::cluster::{SimCluster, reach};
 use super::model::{PORT, PodState, Promotion, host_of};
 use super::records::SimOp;
-use moco_cluster::ports::{
-    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
-};
+use moco_cluster::ports::{Credentials, InstanceSlot, MysqlPort, Observation, Platform, PortError};
 
 fn pod_target(i: u32) -> String {
     format!("pod moco-sim-{i}")
@@ -87,9 +86,9 @@ impl Platform for SimCluster {
         Ok(Arc::new(self.instance(slot.index)))
     }
 
-    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
+    async fn credentials(&self, account: Account) -> Result<Credentials, PortError> {
         Ok(Credentials {
-            user: user.name().to_owned(),
+            user: account.name().to_owned(),
             password: "sim".to_owned(),
         })
     }

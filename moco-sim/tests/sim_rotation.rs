@@ -19,12 +19,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use moco_cluster::manager::{Manager, ManagerConfig};
 use moco_cluster::ports::{
-    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, PasswordPair, Platform, PortError,
+    Credentials, InstanceSlot, MysqlPort, Observation, PasswordPair, Platform, PortError,
     RotationRecord,
 };
 use moco_core::Decision;
 use moco_core::facts::{ClusterFacts, Flavor, MysqldStatus, Role};
 use moco_core::gtid::GtidSet;
+use moco_core::moco_accounts::Account;
 use moco_core::operation::{Event, ReplicationSource};
 use moco_core::rotation::RotationPhase;
 use moco_core::state::ClusterState;
@@ -187,11 +188,11 @@ impl Platform for Rotating {
             world: Arc::clone(&self.world),
         }))
     }
-    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
+    async fn credentials(&self, account: Account) -> Result<Credentials, PortError> {
         let w = lock(&self.world);
         Ok(Credentials {
-            user: user.name().to_owned(),
-            password: w.current.get(user.name()).cloned().unwrap_or_default(),
+            user: account.name().to_owned(),
+            password: w.current.get(account.name()).cloned().unwrap_or_default(),
         })
     }
     async fn external_credentials(&self) -> Result<Credentials, PortError> {

@@ -9,12 +9,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use moco_cluster::manager::{Manager, ManagerConfig, ManagerError};
-use moco_cluster::ports::{
-    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
-};
+use moco_cluster::ports::{Credentials, InstanceSlot, MysqlPort, Observation, Platform, PortError};
 use moco_core::Decision;
 use moco_core::facts::{ClusterFacts, Flavor, MysqldStatus, Role, ThreadState};
 use moco_core::gtid::GtidSet;
+use moco_core::moco_accounts::Account;
 use moco_core::operation::{Event, Operation, ReplicationSource};
 use moco_core::state::ClusterState;
 use moco_core::status::ClusteringStatus;
@@ -153,8 +152,8 @@ impl Platform for Wrapped {
             stop_times_out: Arc::clone(&self.stop_times_out),
         }))
     }
-    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
-        self.sim.credentials(user).await
+    async fn credentials(&self, account: Account) -> Result<Credentials, PortError> {
+        self.sim.credentials(account).await
     }
     async fn external_credentials(&self) -> Result<Credentials, PortError> {
         self.sim.external_credentials().await

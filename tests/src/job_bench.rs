@@ -11,7 +11,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moco_adapters::mysql::{Account, Dialect, sql};
+use moco_adapters::mysql::sql;
+
+use moco_core::moco_accounts::Account;
+
 use moco_adapters::mysqld::ServerBinary;
 use moco_agent::AgentError;
 use moco_agent::api::CopyPurpose;
@@ -23,6 +26,7 @@ use moco_backup::job::cluster::ClusterAccess;
 use moco_backup::job::server_tls::ServerTls;
 use moco_backup::mariadb::binlog;
 use moco_backup::mysql::command::Tools;
+use moco_core::dialect::Dialect;
 use moco_core::gtid::GtidSet;
 use moco_testkit::apiserver::FakeApiServer;
 use mysql_async::prelude::Queryable;

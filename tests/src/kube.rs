@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use moco_adapters::local::create::{self, CreateOptions};
 use moco_adapters::local::{Layout, Manifest};
-use moco_adapters::mysql::Account;
 use moco_adapters::mysqld::LocalMysqld;
 use moco_api::addresses::StaticAddresses;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::manager::ManagerConfig;
+use moco_core::moco_accounts::Account;
 use moco_kube::metrics::{ClusterLabels, ClusterMetrics};
 use moco_kube::platform::MysqlConnector;
 use moco_operator::clustering::Managers;
@@ -286,7 +286,7 @@ impl KubeDrill {
         let may_go = cluster
             .status
             .as_ref()
-            .is_some_and(|s| moco_kube::status::cluster_status(s).leaving_may_go(spec));
+            .is_some_and(|s| moco_api::status::cluster_status(s).leaving_may_go(spec));
         let pods = self.size();
         let held = moco_core::resources::statefulset_replicas(spec, Some(pods), may_go);
         for index in (held..pods).rev() {

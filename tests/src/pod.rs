@@ -262,7 +262,7 @@ impl TestPod {
     /// A connection as `moco-admin` over TCP (once the agent or the test created the
     /// accounts with [`test_passwords`]).
     pub async fn admin(&self) -> mysql_async::Conn {
-        let password = test_password(moco_adapters::mysql::Account::Admin);
+        let password = test_password(moco_core::moco_accounts::Account::Admin);
         let opts = match &self.tls_ca {
             Some(ca) => crate::local::tls_opts(self.port, "moco-admin", &password, ca.clone()),
             None => crate::local::opts(self.port, "moco-admin", &password),
@@ -318,14 +318,14 @@ pub async fn root_on_socket(socket: &Path) -> mysql_async::Conn {
 
 /// The passwords of the test cluster's accounts, as the Secret gives them to the agent.
 pub fn test_passwords() -> Vec<(&'static str, String)> {
-    moco_adapters::mysql::Account::ALL
+    moco_core::moco_accounts::Account::ALL
         .iter()
         .map(|a| (a.secret_key(), format!("pw-{}-Zq9", a.name())))
         .collect()
 }
 
 /// The password of `account` in [`test_passwords`].
-pub fn test_password(account: moco_adapters::mysql::Account) -> String {
+pub fn test_password(account: moco_core::moco_accounts::Account) -> String {
     format!("pw-{}-Zq9", account.name())
 }
 
@@ -351,7 +351,7 @@ pub async fn replicate_from_with(
     let change = format!(
         "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={source_port}, \
          MASTER_USER='moco-repl', MASTER_PASSWORD='{}', MASTER_USE_GTID=slave_pos{tls}",
-        test_password(moco_adapters::mysql::Account::Repl)
+        test_password(moco_core::moco_accounts::Account::Repl)
     );
     for statement in [change.as_str(), "START SLAVE"] {
         if let Err(e) = replica.query_drop(statement).await {
@@ -363,14 +363,14 @@ pub async fn replicate_from_with(
 /// The passwords of a second cluster's accounts (a restore's target), none equal to
 /// [`test_passwords`]'.
 pub fn other_passwords() -> Vec<(&'static str, String)> {
-    moco_adapters::mysql::Account::ALL
+    moco_core::moco_accounts::Account::ALL
         .iter()
         .map(|a| (a.secret_key(), other_password(*a)))
         .collect()
 }
 
 /// The password of `account` in [`other_passwords`].
-pub fn other_password(account: moco_adapters::mysql::Account) -> String {
+pub fn other_password(account: moco_core::moco_accounts::Account) -> String {
     format!("other-{}-7Kd", account.name())
 }
 
@@ -672,8 +672,8 @@ pub async fn fake_kubeconfig(
 }
 
 /// MOCO's passwords of the test Pods ([`test_password`]).
-pub fn passwords() -> moco_adapters::mysql::MocoPasswords {
-    match moco_adapters::mysql::MocoPasswords::try_from_fn(|a| Ok::<_, ()>(test_password(a))) {
+pub fn passwords() -> moco_core::moco_accounts::MocoPasswords {
+    match moco_core::moco_accounts::MocoPasswords::try_from_fn(|a| Ok::<_, ()>(test_password(a))) {
         Ok(p) => p,
         Err(()) => panic!("the test passwords"),
     }
@@ -686,7 +686,7 @@ pub fn pod_admin(pod: &TestPod) -> moco_adapters::mysql::MysqlInstance {
         pod.port,
         &moco_cluster::ports::Credentials {
             user: "moco-admin".into(),
-            password: test_password(moco_adapters::mysql::Account::Admin),
+            password: test_password(moco_core::moco_accounts::Account::Admin),
         },
     ))
 }
@@ -708,7 +708,7 @@ pub fn backup_donor(
         port: pod.port,
         credentials: moco_cluster::ports::Credentials {
             user: "moco-clone-donor".into(),
-            password: test_password(moco_adapters::mysql::Account::CloneDonor),
+            password: test_password(moco_core::moco_accounts::Account::CloneDonor),
         },
         ssl_ca: None,
         scratch_dir: pod.dir.join("backup-scratch"),

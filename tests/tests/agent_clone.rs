@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::Account;
 use moco_agent::api::{ClonePhase, CloneRequest, CopyPurpose};
 use moco_agent::client::AgentClient;
+use moco_core::moco_accounts::Account;
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
 use moco_tests::pod::{AgentProcess, TestPod, test_password, wait_http, write_mysql_tls};
@@ -100,8 +100,7 @@ async fn agents_clone_a_mariadb_instance_over_mutual_tls() {
 
     // The donor becomes a primary with data: ready.
     let mut c = donor.admin().await;
-    for statement in moco_adapters::mysql::sql::set_writable(moco_adapters::mysql::Dialect::Mariadb)
-    {
+    for statement in moco_adapters::mysql::sql::set_writable(moco_core::dialect::Dialect::Mariadb) {
         c.query_drop(statement).await.unwrap();
     }
     c.query_drop("CREATE DATABASE app").await.unwrap();
@@ -296,8 +295,7 @@ async fn agents_clone_when_mysqld_requires_tls() {
         "plain TCP accepted"
     );
     let mut c = donor.admin().await;
-    for statement in moco_adapters::mysql::sql::set_writable(moco_adapters::mysql::Dialect::Mariadb)
-    {
+    for statement in moco_adapters::mysql::sql::set_writable(moco_core::dialect::Dialect::Mariadb) {
         c.query_drop(statement).await.unwrap();
     }
     c.query_drop("CREATE DATABASE app").await.unwrap();

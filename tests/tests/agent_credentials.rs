@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use moco_adapters::mysql::{Account, MocoPasswords, sql};
+use moco_adapters::mysql::sql;
+
+use moco_core::moco_accounts::{Account, MocoPasswords};
 use moco_tests::certs::TestCerts;
 use moco_tests::local::server_or_skip;
 use moco_tests::pod::{AgentProcess, TestPod, test_passwords, wait_http};
@@ -60,7 +62,7 @@ async fn an_agent_takes_new_passwords_without_restarting() {
 
     // The server accepts both, as a rotation has it; the agent is given the new ones.
     let mut admin = pod.admin().await;
-    for statement in sql::set_writable(moco_adapters::mysql::Dialect::Mariadb) {
+    for statement in sql::set_writable(moco_core::dialect::Dialect::Mariadb) {
         admin.query_drop(statement).await.unwrap();
     }
     for a in Account::ALL {

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
-use moco_adapters::mysql::Account;
 use moco_agent::api::{
     ClonePhase, CloneStatus, HEADER_ADMIN_PASSWORD, PATH_RESTORE, RESTORE_DONOR,
 };
 use moco_agent::client::AgentClient;
 use moco_core::gtid::GtidSet;
+use moco_core::moco_accounts::Account;
 use moco_tests::job_bench::{
     AgentBench, SERVER_ID_BASE, agent_backup, set_writable, writable_with_table,
 };

@@ -109,7 +109,7 @@ async fn a_replayed_segment_never_writes_outside_the_scratch_dir() {
         port: pod.port,
         credentials: moco_cluster::ports::Credentials {
             user: "moco-admin".into(),
-            password: test_password(moco_adapters::mysql::Account::Admin),
+            password: test_password(moco_core::moco_accounts::Account::Admin),
         },
         ssl_ca: None,
         scratch: scratch.clone(),

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use moco_adapters::instance::clone::{RestoreTarget, seed};
-use moco_adapters::mysql::Account;
 use moco_backup::ObjectInfo;
 use moco_backup::mariadb::physical::{self, BASE_KEY};
 use moco_cluster::ports::MysqlPort as _;
+use moco_core::moco_accounts::Account;
 use moco_core::resources::ByteRate;
 use moco_tests::job_bench::writable_with_table;
 use moco_tests::local::{connect, opts, server_or_skip};

@@ -7,7 +7,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::Account;
+use moco_core::moco_accounts::Account;
 use moco_testkit::apiserver::FakeApiServer;
 use moco_tests::job_bench::{
     AgentBench, addresses, agent_backup, cluster_object, pod_object, writable_with_table,

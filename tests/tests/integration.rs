@@ -32,6 +32,7 @@ mod kube_rollout;
 mod kube_rotation;
 mod kube_runner;
 mod kube_seeds;
+mod layout;
 mod local_accounts;
 mod local_backup;
 mod local_bad_input;

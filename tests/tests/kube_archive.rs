@@ -9,13 +9,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::Account;
 use moco_backup::job::archive::{ArchiveJob, PrimaryAccess, RoundOutcome};
 use moco_backup::job::cluster::ClusterAccess;
 use moco_backup::job::mysql::MysqlTools;
 use moco_backup::job::server_tls::ServerTls;
 use moco_backup::mariadb::binlog::{self, Timeline};
 use moco_backup::mysql::command::Tools;
+use moco_core::moco_accounts::Account;
 use moco_testkit::apiserver::FakeApiServer;
 use moco_tests::job_bench::{
     JobBench, addresses, binlog_position, set_super_read_only, set_writable, writable_with_table,

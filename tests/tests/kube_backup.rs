@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moco_adapters::instance::clone::RestoreTarget;
-use moco_adapters::mysql::{Account, sql};
+use moco_adapters::mysql::sql;
 use moco_backup::job::mysql::BackupServers as _;
 use moco_backup::job::server_tls::ServerTls;
 use moco_backup::mariadb::{binlog, physical};
+use moco_core::moco_accounts::Account;
 use moco_testkit::apiserver::FakeApiServer;
 use moco_tests::job_bench::{
     JobBench, addresses, binlog_position, pod_object, set_super_read_only, writable_with_table,

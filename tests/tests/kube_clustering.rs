@@ -665,7 +665,7 @@ async fn a_killed_a_frozen_and_a_cut_off_primary_are_failed_over_without_losing_
 /// (kubectl apply) under writes. No acknowledged write is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_errant_replica_is_excluded_and_recloned_and_the_cluster_scales_3_5_3_under_writes() {
-    use moco_adapters::mysql::Dialect;
+    use moco_core::dialect::Dialect;
     use mysql_async::prelude::Queryable;
 
     let Some(f) = setup("cl_errant_scale", 3).await else {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::Dialect;
+use moco_core::dialect::Dialect;
 use moco_tests::kube::KubeDrill;
 use moco_tests::local::{assert_channels_verify, connect, create_table_with, opts, wait_rows_with};
 use mysql_async::prelude::Queryable;

@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use moco_adapters::mysql::Account;
 use moco_api::addresses::StaticAddresses;
 use moco_backup::bucket::{Bucket, BucketSpec};
 use moco_backup::job::JobError;
@@ -35,6 +34,7 @@ use moco_backup::layout;
 use moco_backup::mysql::command::Tools;
 use moco_backup::mysql::{archive as mysql_archive, format};
 use moco_core::gtid::GtidSet;
+use moco_core::moco_accounts::Account;
 use moco_core::time::Timestamp;
 use moco_testkit::apiserver::FakeApiServer;
 use serde_json::json;

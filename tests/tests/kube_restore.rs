@@ -11,10 +11,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::Account;
 use moco_backup::job::cluster::ClusterAccess;
 use moco_backup::job::restore::RestoreJob;
 use moco_backup::job::server_tls::ServerTls;
+use moco_core::moco_accounts::Account;
 use moco_core::time::Timestamp;
 use moco_testkit::apiserver::FakeApiServer;
 use moco_tests::job_bench::{JobBench, addresses, pod_object, writable_with_table};

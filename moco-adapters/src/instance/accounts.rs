@@ -8,7 +8,8 @@ use std::time::Duration;
 use moco_cluster::ports::Credentials;
 
 use super::InstanceError;
-use crate::mysql::{self, ConnectOptions, InitOptions, MocoPasswords, ServerInfo};
+use crate::mysql::{self, ConnectOptions, InitOptions, ServerInfo};
+use moco_core::moco_accounts::MocoPasswords;
 
 /// Where the fresh server listens.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -29,8 +29,8 @@ use tokio::process::{Child, ChildStdout, Command};
 
 use super::InstanceError;
 use crate::failure::{CommandFailed, file_tail};
-use crate::mysql::option_file::{quote_value, tls_client_options};
 use crate::mysql::{self, MysqlInstance};
+use moco_core::option_file::{quote_value, tls_client_options};
 
 /// The donor side of a MariaDB copy.
 #[derive(Clone, Debug)]

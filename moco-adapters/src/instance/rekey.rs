@@ -27,7 +27,9 @@ use mysql_async::prelude::Queryable as _;
 
 use super::InstanceError;
 use crate::mysql::password::identified_by;
-use crate::mysql::{Account, DEFAULT_ACCOUNT_HOST, Dialect, MocoPasswords, redact, sql};
+use crate::mysql::{DEFAULT_ACCOUNT_HOST, redact, sql};
+use moco_core::dialect::Dialect;
+use moco_core::moco_accounts::{Account, MocoPasswords};
 
 /// The accounts of the copy that win over MOCO's at login: a MOCO account name on another
 /// host than [`DEFAULT_ACCOUNT_HOST`], and anonymous accounts (roles aside: they log in to

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use moco_cluster::ports::{MocoUser, MysqlPort};
+use moco_cluster::ports::MysqlPort;
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
+use moco_core::moco_accounts::Account;
 
 use super::error::LocalError;
 use super::layout::Layout;
@@ -80,7 +81,7 @@ async fn mysql(job: CloneJob<'_>) -> Result<(), LocalError> {
         &recipient,
         "127.0.0.1",
         job.manifest.instance_port(job.donor_index),
-        &job.secret.credentials(MocoUser::CloneDonor),
+        &job.secret.credentials(Account::CloneDonor),
         super::tls::ca_file(job.layout, job.manifest).as_deref(),
     )
     .await;
@@ -153,7 +154,7 @@ async fn mariadb(job: CloneJob<'_>) -> Result<(), LocalError> {
         datadir: job.layout.datadir(job.donor_index),
         host: "127.0.0.1".to_owned(),
         port: job.manifest.instance_port(job.donor_index),
-        credentials: job.secret.credentials(MocoUser::CloneDonor),
+        credentials: job.secret.credentials(Account::CloneDonor),
         ssl_ca: super::tls::ca_file(job.layout, job.manifest),
         scratch_dir: scratch.clone(),
         log: log_path.clone(),

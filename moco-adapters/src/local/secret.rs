@@ -3,18 +3,19 @@
 //!
 //! Every instance has the same accounts with the same passwords, as in MOCO's Secret.
 
+use moco_core::moco_accounts::Account;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use moco_cluster::ports::{Credentials, MocoUser};
+use moco_cluster::ports::Credentials;
 use serde::{Deserialize, Serialize};
 
 use super::error::LocalError;
 use super::files;
 use super::layout::Layout;
 use super::manifest::{Manifest, random_hex};
-use crate::mysql::option_file::tls_client_options;
+use moco_core::option_file::tls_client_options;
 
 /// MOCO's accounts (moco-reference §c.1), in the order MOCO lists them.
 pub const MOCO_USERS: [&str; 8] = [
@@ -130,9 +131,9 @@ impl Secret {
             .ok_or_else(|| LocalError::other("secret.json", format!("no password for {user}")))
     }
 
-    /// Credentials of a manager account.
-    pub fn credentials(&self, user: MocoUser) -> Credentials {
-        let name = user.name();
+    /// Credentials of one of MOCO's accounts.
+    pub fn credentials(&self, account: Account) -> Credentials {
+        let name = account.name();
         Credentials {
             user: name.to_owned(),
             password: self.passwords.get(name).cloned().unwrap_or_default(),

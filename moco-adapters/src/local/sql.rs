@@ -5,14 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use moco_cluster::ports::{MocoUser, MysqlPort};
+use moco_cluster::ports::MysqlPort;
 
 use super::error::LocalError;
 use super::layout::Layout;
 use super::manifest::Manifest;
 use super::secret::Secret;
 use crate::instance::accounts::{FreshServer, create_accounts};
-use crate::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
+use crate::mysql::{ConnectOptions, MysqlInstance};
+use moco_core::moco_accounts::{Account, MocoPasswords};
 
 /// Limit for establishing a connection to a local server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -42,7 +43,7 @@ pub fn admin_options(
     let mut opts = ConnectOptions::new(
         "127.0.0.1",
         manifest.instance_port(index),
-        &secret.credentials(MocoUser::Admin),
+        &secret.credentials(Account::Admin),
     )
     .with_name(name(manifest, index))
     .with_timeouts(CONNECT_TIMEOUT, CALL_TIMEOUT);

@@ -13,13 +13,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::MysqlInstance;
 use super::password::{identified_by, native_password_hash};
-use super::sql::{Dialect, account, quote};
+use super::sql::{account, quote};
 use moco_cluster::ports::PortError;
 use moco_core::accounts::model::{RoutineKind, UndeclaredGrant, privilege_list};
 use moco_core::accounts::{
     AccountChange, AccountSpec, DatabaseChange, DatabaseSpec, GrantLevel, GrantTarget, Grants,
     ObservedAccount, ObservedDatabase, Privilege, quote_identifier,
 };
+use moco_core::dialect::Dialect;
 
 /// `'user'@'host'` as `information_schema` writes a grantee.
 fn grantee(user: &str, host: &str) -> String {

@@ -11,7 +11,8 @@ use moco_cluster::ports::PortError;
 use moco_core::gtid::{GtidSet, SourceId};
 
 use super::MysqlInstance;
-use super::sql::{self, Dialect};
+use super::sql;
+use moco_core::dialect::Dialect;
 
 /// A backup info file that does not hold a GTID position.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -4,11 +4,12 @@ use moco_cluster::ports::{Credentials, PortError};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
-use super::sql::{self, Dialect};
-use super::users::{
-    Account, DEFAULT_ACCOUNT_HOST, MocoPasswords, account_statements, required_plugins,
-};
+use super::sql;
+
+use super::users::{DEFAULT_ACCOUNT_HOST, account_statements, required_plugins};
 use super::{ConnectOptions, MysqlInstance, ServerInfo};
+use moco_core::dialect::Dialect;
+use moco_core::moco_accounts::{Account, MocoPasswords};
 
 /// Choices of [`initialize`].
 #[derive(Clone, Debug, PartialEq, Eq)]

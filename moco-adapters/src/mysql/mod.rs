@@ -15,7 +15,7 @@
 //!   [`MysqlInstance::read_only_bypass_accounts`], [`MysqlInstance::disconnect`].
 //! * [`initialize`]`(&bootstrap, &MocoPasswords, &InitOptions)`: MOCO's eight accounts,
 //!   binlog/GTID reset, read-only; [`ensure_users`] for copies of another instance;
-//!   [`admin_options`]; [`MocoPasswords::generate`]; [`Account`]; [`redact`] (statements
+//!   [`admin_options`]; [`generate_passwords`]; [`redact`] (statements
 //!   for logs).
 //!
 //! MariaDB's `read_only` stands for `super_read_only` only while no session holds
@@ -29,7 +29,6 @@
 pub mod accounts;
 mod clone;
 mod init;
-pub mod option_file;
 pub mod password;
 pub mod rotation;
 pub mod sql;
@@ -42,10 +41,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use moco_core::dialect::Dialect;
 use moco_core::facts::{
     CloneState, MysqldStatus, ReplicaHost, ReplicaStatus, SemiSyncFacts, ThreadState,
 };
 use moco_core::gtid::GtidSet;
+use moco_core::moco_accounts::Account;
 use moco_core::operation::ReplicationSource;
 use mysql_async::prelude::{FromValue, Queryable};
 use mysql_async::{Conn, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row};
@@ -57,10 +58,7 @@ pub use clone::{
     seed_mariadb_clone,
 };
 pub use init::{InitOptions, admin_options, ensure_users, initialize};
-pub use sql::Dialect;
-pub use users::{
-    Account, DEFAULT_ACCOUNT_HOST, MocoPasswords, READ_ONLY_ADMIN_ROLE, random_password,
-};
+pub use users::{DEFAULT_ACCOUNT_HOST, READ_ONLY_ADMIN_ROLE, generate_passwords, random_password};
 
 /// How often [`MysqlInstance::wait_for_gtid`] re-reads a MariaDB primary's binlog state.
 const GTID_POLL: Duration = Duration::from_millis(20);

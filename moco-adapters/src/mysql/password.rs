@@ -11,7 +11,9 @@
 
 use sha1::{Digest, Sha1};
 
-use super::sql::{Dialect, quote};
+use super::sql::quote;
+
+use moco_core::dialect::Dialect;
 
 /// `mysql_native_password`'s stored hash of `password`: `*` and the upper-case hex of
 /// SHA1(SHA1(password)).

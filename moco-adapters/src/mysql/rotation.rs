@@ -19,8 +19,9 @@ use moco_cluster::ports::{PasswordPair, PortError};
 use mysql_async::OptsBuilder;
 
 use super::password::{identified_by, native_method};
-use super::sql::{Dialect, account, quote};
+use super::sql::{account, quote};
 use super::{DEFAULT_ACCOUNT_HOST, MysqlInstance};
+use moco_core::dialect::Dialect;
 
 /// MySQL's `ER_ACCESS_DENIED_ERROR`: a login refused (wrong password or no such account).
 const ER_ACCESS_DENIED: u16 = 1045;

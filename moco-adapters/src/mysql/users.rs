@@ -21,202 +21,21 @@
 //! the admin creates application users) and its data privileges are granted on every database
 //! but `mysql` ([`MARIADB_WRITABLE_DATA_PRIVILEGES`]).
 
-use moco_cluster::ports::MocoUser;
-use serde::{Deserialize, Serialize};
+use moco_core::dialect::Dialect;
+use moco_core::moco_accounts::{Account, MocoPasswords};
 
 use super::password::identified_by;
-use super::sql::{Dialect, account, quote};
+use super::sql::{account, quote};
 
 pub use super::sql::READ_ONLY_ADMIN_ROLE;
 
 /// The host part of MOCO's accounts: any host, which covers loopback TCP in local mode.
 pub const DEFAULT_ACCOUNT_HOST: &str = "%";
 
-/// One of MOCO's eight accounts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Account {
-    /// `moco-admin`: the manager's connections.
-    Admin,
-    /// `moco-agent`: probes, log rotation, clone.
-    Agent,
-    /// `moco-repl`: replication.
-    Repl,
-    /// `moco-clone-donor`: clone donor.
-    CloneDonor,
-    /// `moco-exporter`: metrics.
-    Exporter,
-    /// `moco-backup`: backups.
-    Backup,
-    /// `moco-readonly`: end users, read access.
-    ReadOnly,
-    /// `moco-writable`: end users, write access (never through read-only).
-    Writable,
-}
-
-/// The account of each user the manager asks its platform for.
-impl From<MocoUser> for Account {
-    fn from(user: MocoUser) -> Account {
-        match user {
-            MocoUser::Admin => Account::Admin,
-            MocoUser::Repl => Account::Repl,
-            MocoUser::CloneDonor => Account::CloneDonor,
-        }
-    }
-}
-
-impl Account {
-    /// All eight, in MOCO's order.
-    pub const ALL: [Account; 8] = [
-        Account::Admin,
-        Account::Agent,
-        Account::Repl,
-        Account::CloneDonor,
-        Account::Exporter,
-        Account::Backup,
-        Account::ReadOnly,
-        Account::Writable,
-    ];
-
-    /// The user name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Account::Admin => "moco-admin",
-            Account::Agent => "moco-agent",
-            Account::Repl => "moco-repl",
-            Account::CloneDonor => "moco-clone-donor",
-            Account::Exporter => "moco-exporter",
-            Account::Backup => "moco-backup",
-            Account::ReadOnly => "moco-readonly",
-            Account::Writable => "moco-writable",
-        }
-    }
-
-    /// The key of this account's password in MOCO's password Secrets (`ADMIN_PASSWORD`, …),
-    /// which the agent also reads from its environment.
-    pub fn secret_key(self) -> &'static str {
-        match self {
-            Account::Admin => "ADMIN_PASSWORD",
-            Account::Agent => "AGENT_PASSWORD",
-            Account::Repl => "REPLICATION_PASSWORD",
-            Account::CloneDonor => "CLONE_DONOR_PASSWORD",
-            Account::Exporter => "EXPORTER_PASSWORD",
-            Account::Backup => "BACKUP_PASSWORD",
-            Account::ReadOnly => "READONLY_PASSWORD",
-            Account::Writable => "WRITABLE_PASSWORD",
-        }
-    }
-
-    /// MOCO's "system users": never killed by `KillConnections`.
-    pub fn is_system(self) -> bool {
-        !matches!(self, Account::ReadOnly | Account::Writable)
-    }
-
-    /// The names of the system users.
-    pub fn system_user_names() -> Vec<&'static str> {
-        Account::ALL
-            .iter()
-            .filter(|a| a.is_system())
-            .map(|a| a.name())
-            .collect()
-    }
-}
-
-/// Passwords of the eight accounts: 16 random bytes from the OS, hex-encoded (32 chars).
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MocoPasswords {
-    /// `moco-admin`.
-    pub admin: String,
-    /// `moco-agent`.
-    pub agent: String,
-    /// `moco-repl`.
-    pub repl: String,
-    /// `moco-clone-donor`.
-    pub clone_donor: String,
-    /// `moco-exporter`.
-    pub exporter: String,
-    /// `moco-backup`.
-    pub backup: String,
-    /// `moco-readonly`.
-    pub readonly: String,
-    /// `moco-writable`.
-    pub writable: String,
-}
-
-impl std::fmt::Debug for MocoPasswords {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MocoPasswords(<redacted>)")
-    }
-}
-
-impl MocoPasswords {
-    /// The password of each account from `password`, in [`Account::ALL`]'s order; the first
-    /// error stops it.
-    pub fn try_from_fn<E>(
-        mut password: impl FnMut(Account) -> Result<String, E>,
-    ) -> Result<Self, E> {
-        Ok(MocoPasswords {
-            admin: password(Account::Admin)?,
-            agent: password(Account::Agent)?,
-            repl: password(Account::Repl)?,
-            clone_donor: password(Account::CloneDonor)?,
-            exporter: password(Account::Exporter)?,
-            backup: password(Account::Backup)?,
-            readonly: password(Account::ReadOnly)?,
-            writable: password(Account::Writable)?,
-        })
-    }
-
-    /// Fresh passwords from the OS CSPRNG.
-    pub fn generate() -> Result<Self, getrandom::Error> {
-        Self::try_from_fn(|_| random_password())
-    }
-
-    /// A short digest of the set (SHA-256 of the passwords in [`Account::ALL`] order, each
-    /// followed by a NUL, hex, 16 characters): what an agent reports of the passwords it
-    /// holds without revealing them (each is 128 random bits).
-    pub fn fingerprint(&self) -> String {
-        use sha2::Digest as _;
-        let mut h = sha2::Sha256::new();
-        for a in Account::ALL {
-            h.update(self.get(a).as_bytes());
-            h.update([0u8]);
-        }
-        h.finalize()
-            .iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    }
-
-    /// The passwords from the data of a password Secret, keyed by [`Account::secret_key`].
-    /// `Err` names the first key that is missing or not UTF-8.
-    pub fn from_secret_data<V: AsRef<[u8]>>(
-        data: &std::collections::BTreeMap<String, V>,
-    ) -> Result<Self, &'static str> {
-        Self::try_from_fn(|account| {
-            let key = account.secret_key();
-            data.get(key)
-                .and_then(|v| std::str::from_utf8(v.as_ref()).ok())
-                .filter(|v| !v.is_empty())
-                .map(str::to_owned)
-                .ok_or(key)
-        })
-    }
-
-    /// The password of `account`.
-    pub fn get(&self, account: Account) -> &str {
-        match account {
-            Account::Admin => &self.admin,
-            Account::Agent => &self.agent,
-            Account::Repl => &self.repl,
-            Account::CloneDonor => &self.clone_donor,
-            Account::Exporter => &self.exporter,
-            Account::Backup => &self.backup,
-            Account::ReadOnly => &self.readonly,
-            Account::Writable => &self.writable,
-        }
-    }
+/// Fresh passwords for the eight accounts from the OS CSPRNG (the engine's crate, which holds
+/// [`MocoPasswords`], never touches a random number generator).
+pub fn generate_passwords() -> Result<MocoPasswords, getrandom::Error> {
+    MocoPasswords::try_from_fn(|_| random_password())
 }
 
 /// 16 bytes from the OS CSPRNG as 32 lower-case hex characters.
@@ -460,7 +279,7 @@ mod tests {
 
     #[test]
     fn passwords_are_32_hex_chars_and_distinct() {
-        let p = MocoPasswords::generate().unwrap();
+        let p = generate_passwords().unwrap();
         let all: Vec<&str> = Account::ALL.iter().map(|a| p.get(*a)).collect();
         for pw in &all {
             assert_eq!(pw.len(), 32);
@@ -474,48 +293,6 @@ mod tests {
         unique.dedup();
         assert_eq!(unique.len(), 8);
         assert_eq!(format!("{p:?}"), "MocoPasswords(<redacted>)");
-    }
-
-    #[test]
-    fn passwords_round_trip_through_secret_data_and_name_a_missing_key() {
-        let p = MocoPasswords::generate().unwrap();
-        let mut data: std::collections::BTreeMap<String, Vec<u8>> = Account::ALL
-            .iter()
-            .map(|a| (a.secret_key().to_owned(), p.get(*a).as_bytes().to_vec()))
-            .collect();
-        assert_eq!(MocoPasswords::from_secret_data(&data), Ok(p.clone()));
-        data.remove("CLONE_DONOR_PASSWORD");
-        assert_eq!(
-            MocoPasswords::from_secret_data(&data),
-            Err("CLONE_DONOR_PASSWORD")
-        );
-        data.insert("CLONE_DONOR_PASSWORD".into(), vec![0xff]);
-        assert_eq!(
-            MocoPasswords::from_secret_data(&data),
-            Err("CLONE_DONOR_PASSWORD")
-        );
-    }
-
-    #[test]
-    fn the_managers_users_are_moco_accounts_of_the_same_name() {
-        for user in [MocoUser::Admin, MocoUser::Repl, MocoUser::CloneDonor] {
-            assert_eq!(Account::from(user).name(), user.name());
-        }
-    }
-
-    #[test]
-    fn names_and_system_users() {
-        assert_eq!(
-            Account::system_user_names(),
-            vec![
-                "moco-admin",
-                "moco-agent",
-                "moco-repl",
-                "moco-clone-donor",
-                "moco-exporter",
-                "moco-backup"
-            ]
-        );
     }
 
     #[test]

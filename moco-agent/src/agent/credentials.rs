@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use moco_adapters::mysql::MocoPasswords;
+use moco_core::moco_accounts::MocoPasswords;
 use moco_http::tls::PeerIdentity;
 
 use super::clone::refuse;

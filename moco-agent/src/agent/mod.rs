@@ -24,8 +24,8 @@ use axum::Router;
 use axum_server::Handle;
 use axum_server::accept::DefaultAcceptor;
 use axum_server::tls_rustls::RustlsConfig;
-use moco_adapters::mysql::Account;
 use moco_adapters::mysqld::find_program;
+use moco_core::moco_accounts::Account;
 use moco_http::limits::{PROBE_LIMITS, ServerLimits, limit_requests, limited_server};
 use moco_http::listen::bind;
 use moco_http::tls::{

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use moco_adapters::instance::accounts::{FreshServer, create_accounts};
 use moco_adapters::instance::clone as procedures;
-use moco_adapters::mysql::Account;
 use moco_cluster::ports::MysqlPort as _;
+use moco_core::moco_accounts::Account;
 
 use super::clone::{Seed, now, record_result, wait_for_login};
 use super::state::{AgentState, credentials, on_socket};

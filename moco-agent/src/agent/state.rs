@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
+use moco_adapters::mysql::{ConnectOptions, MysqlInstance};
+
 use moco_cluster::ports::Credentials;
+use moco_core::moco_accounts::{Account, MocoPasswords};
 
 use super::metrics::AgentMetrics;
 use super::readiness::ReadinessLimits;

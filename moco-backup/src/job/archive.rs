@@ -20,7 +20,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance};
+use moco_adapters::mysql::{ConnectOptions, MysqlInstance};
+
 use moco_api::addresses::{AddressResolver, PodNetwork};
 use moco_api::annotations::flavor_of;
 use moco_api::cluster::ClusterId;
@@ -28,6 +29,7 @@ use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::ports::Credentials;
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
+use moco_core::moco_accounts::Account;
 use tokio::sync::watch;
 
 use super::JobError;

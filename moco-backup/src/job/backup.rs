@@ -21,7 +21,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::Account;
 use moco_agent::api::CopyPurpose;
 use moco_agent::client::AgentClient;
 use moco_api::addresses::{AddressResolver, PodNetwork};
@@ -30,6 +29,7 @@ use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::{BackupStatus, MySQLCluster};
 use moco_cluster::ports::Credentials;
 use moco_core::facts::Flavor;
+use moco_core::moco_accounts::Account;
 use moco_core::validate::duration::format_go_duration;
 
 use super::JobError;

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt as _;
-use moco_adapters::mysql::{Account, ConnectOptions, MysqlInstance, clone_binlog_state, sql};
+use moco_adapters::mysql::{ConnectOptions, MysqlInstance, clone_binlog_state, sql};
 use moco_agent::api::{ClonePhase, RESTORE_DONOR, RestoreReceived};
 use moco_agent::client::AgentClient;
 use moco_api::addresses::{AddressResolver, PodNetwork};
@@ -44,6 +44,7 @@ use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::ports::Credentials;
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
+use moco_core::moco_accounts::Account;
 use moco_core::time::Timestamp;
 use mysql_async::prelude::Queryable as _;
 use tokio::io::{AsyncReadExt as _, BufReader};
@@ -311,7 +312,7 @@ impl RestoreJob {
             .conn()
             .await
             .map_err(|e| self.cluster.refuse(format!("instance 0: {e}")))?;
-        for statement in sql::set_super_read_only(moco_adapters::mysql::Dialect::Mariadb) {
+        for statement in sql::set_super_read_only(moco_core::dialect::Dialect::Mariadb) {
             c.query_drop(&statement)
                 .await
                 .map_err(|e| self.cluster.refuse(format!("instance 0: {statement}: {e}")))?;

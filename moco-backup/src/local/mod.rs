@@ -17,9 +17,10 @@ use moco_adapters::local::tls;
 use moco_adapters::local::{Layout, Manifest};
 use moco_adapters::mysql::MysqlInstance;
 use moco_adapters::mysqld::{ServerBinary, tool_beside};
-use moco_cluster::ports::{MocoUser, MysqlPort as _};
+use moco_cluster::ports::MysqlPort as _;
 use moco_core::facts::Flavor;
 use moco_core::gtid::GtidSet;
+use moco_core::moco_accounts::Account;
 use moco_core::time::Timestamp;
 
 use crate::bucket::{Bucket, BucketError};
@@ -137,7 +138,7 @@ pub async fn backup(
         datadir: layout.datadir(index),
         host: "127.0.0.1".to_owned(),
         port,
-        credentials: secret.credentials(MocoUser::CloneDonor),
+        credentials: secret.credentials(Account::CloneDonor),
         ssl_ca: tls::ca_file(&layout, &manifest),
         scratch_dir: instance_dir.join("backup-scratch"),
         log: instance_dir.join("backup.log"),
@@ -238,8 +239,8 @@ pub async fn restore_into(
 ) -> Result<physical::Restored, LocalBackupError> {
     use moco_adapters::instance::clone::{RestoreTarget, seed};
     use moco_adapters::instance::rekey::rekey_init_file;
-    use moco_adapters::mysql::{Account, MocoPasswords};
     use moco_adapters::mysqld::LocalMysqld;
+    use moco_core::moco_accounts::MocoPasswords;
     use std::time::Duration;
 
     let dir = layout.root().display().to_string();
@@ -476,7 +477,7 @@ pub async fn restore_to(
             .map_err(|e| fail(e.to_string()))
     };
     let secret = Secret::load(layout).map_err(|e| fail(e.to_string()))?;
-    let credentials = secret.credentials(MocoUser::Admin);
+    let credentials = secret.credentials(Account::Admin);
     let target = ReplayTarget {
         binlog_tool: tool(["mariadb-binlog", "mysqlbinlog"])?,
         client: tool(["mariadb", "mysql"])?,

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures::future;
 use moco_core::facts::{ClusterFacts, FACTS_SCHEMA_VERSION, InstanceFacts, MysqldStatus};
+use moco_core::moco_accounts::Account;
 use moco_core::operation::{Event, Operation, ReplicationSource, Step};
 use moco_core::pacing::Pacing;
 use moco_core::state::ClusterState;
@@ -27,8 +28,7 @@ pub use rotation::ROTATION_REASON;
 use crate::health::{HealthConfig, InstanceWatch, Liveness};
 pub use crate::ports::RoundTiming;
 use crate::ports::{
-    Clock, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
-    SystemClock,
+    Clock, ErrorCategory, InstanceSlot, MysqlPort, Observation, Platform, PortError, SystemClock,
 };
 
 /// Timing knobs of the loop. Every wait of a round has a limit taken from here or from the
@@ -797,7 +797,7 @@ impl Manager {
                 semi_sync,
             } => {
                 let credentials = match source {
-                    ReplicationSource::Instance { .. } => p.credentials(MocoUser::Repl).await?,
+                    ReplicationSource::Instance { .. } => p.credentials(Account::Repl).await?,
                     ReplicationSource::External { .. } => p.external_credentials().await?,
                 };
                 self.port(view, *index)
@@ -903,7 +903,7 @@ fn refusal_message(index: u32, err: &PortError) -> String {
          locked, given another password or stripped of privileges outside the operator; \
          until it is restored with the password in the cluster's password Secret, the \
          operator cannot manage this instance (no switchover or failover through it)",
-        MocoUser::Admin.name()
+        Account::Admin.name()
     )
 }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use moco_core::Decision;
 use moco_core::facts::ClusterFacts;
+use moco_core::moco_accounts::Account;
 use moco_core::operation::{Event, ReplicationSource};
 use moco_core::rotation::{
     Accepts, InstanceView, RotationPhase, RotationStep, RotationView, decide_rotation,
@@ -14,7 +15,7 @@ use moco_core::rotation::{
 use moco_core::state::ClusterState;
 
 use super::Manager;
-use crate::ports::{MocoUser, Observation, PasswordPair, PortError, RotationRecord};
+use crate::ports::{Observation, PasswordPair, PortError, RotationRecord};
 
 /// The reason of the rotation's events.
 pub const ROTATION_REASON: &str = "PasswordRotation";
@@ -223,7 +224,7 @@ impl Manager {
                     .find(|i| i.index == *index)
                     .and_then(|i| i.mysqld.as_ref())
                     .is_some_and(|m| m.semi_sync.replica_enabled);
-                let credentials = self.platform.credentials(MocoUser::Repl).await?;
+                let credentials = self.platform.credentials(Account::Repl).await?;
                 let port = self.port(view, *index).await?;
                 // Apply what the channel received before a new one discards it.
                 port.stop_replica_io().await?;

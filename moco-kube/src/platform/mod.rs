@@ -23,7 +23,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use moco_adapters::mysql::tls::MysqlTls;
-use moco_adapters::mysql::{Account, ConnectOptions, MocoPasswords, MysqlInstance};
+use moco_adapters::mysql::{ConnectOptions, MysqlInstance};
 use moco_api::addresses::AddressResolver;
 use moco_api::annotations::{
     ROTATE_PASSWORDS_ANNOTATION, SWITCHOVER_REFUSED_ANNOTATION, SWITCHOVER_TO_ANNOTATION,
@@ -35,12 +35,13 @@ use moco_api::labels::{
 };
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::ports::{
-    Credentials, ErrorCategory, InstanceSlot, MocoUser, MysqlPort, Observation, Platform,
-    PortError, RotationRecord, RoundTiming,
+    Credentials, ErrorCategory, InstanceSlot, MysqlPort, Observation, Platform, PortError,
+    RotationRecord, RoundTiming,
 };
 use moco_core::Decision;
 use moco_core::facts::ClusterFacts;
 use moco_core::facts::{ExternalSource, Flavor, PodFacts, Role, SpecFacts};
+use moco_core::moco_accounts::{Account, MocoPasswords};
 use moco_core::operation::{EventType, ReplicationSource};
 use moco_core::status::{ClusteringStatus, ConditionStatus};
 use serde_json::json;
@@ -49,7 +50,7 @@ use crate::api::{label_selector, retry};
 use crate::metrics::{ClusterLabels, ClusterMetrics};
 use crate::pods::PodCache;
 use crate::rounds::LastRounds;
-use crate::status::{cluster_status, merge_clustering_status};
+use moco_api::status::{cluster_status, merge_clustering_status};
 
 mod rotation;
 
@@ -754,9 +755,8 @@ impl Platform for KubePlatform {
         ))
     }
 
-    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
+    async fn credentials(&self, account: Account) -> Result<Credentials, PortError> {
         let passwords = self.passwords().await?;
-        let account = Account::from(user);
         Ok(Credentials {
             user: account.name().to_owned(),
             password: passwords.get(account).to_owned(),
@@ -915,8 +915,8 @@ impl Platform for KubePlatform {
         };
         let credentials = match donor {
             ReplicationSource::Instance { .. } => CloneCredentials {
-                donor: self.credentials(MocoUser::CloneDonor).await?,
-                init: self.credentials(MocoUser::Admin).await?,
+                donor: self.credentials(Account::CloneDonor).await?,
+                init: self.credentials(Account::Admin).await?,
             },
             ReplicationSource::External { .. } => {
                 let cluster = self.cluster().await?;

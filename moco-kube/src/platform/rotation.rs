@@ -16,10 +16,10 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use moco_adapters::mysql::{Account, MocoPasswords};
 use moco_api::labels::{ARCHIVE_COMPONENT, LABEL_COMPONENT};
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_cluster::ports::{PortError, RotationRecord};
+use moco_core::moco_accounts::{Account, MocoPasswords};
 
 use super::{KubePlatform, failed, unreachable};
 use crate::api::{label_selector, retry};

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use clap::Parser as _;
-use moco_adapters::mysql::Account;
+use moco_core::moco_accounts::Account;
 use moco_kubectl::{Cli, Context, Error};
 use moco_testkit::apiserver::{FakeApiServer, RecordedRequest};
 use serde_json::{Value, json};

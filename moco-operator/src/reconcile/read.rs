@@ -10,11 +10,11 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 use kube::api::{Api, ListParams};
-use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::cluster::ClusterId;
 use moco_api::labels::ANNOTATION_SECRET_VERSION;
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_core::moco_accounts::MocoPasswords;
 use moco_kube::api::{label_selector, retry};
 
 use super::apply::FIELD_MANAGER;
@@ -53,10 +53,11 @@ pub(super) async fn passwords(ctx: &Context, id: &ClusterId) -> Result<Passwords
     match existing {
         Some(secret) => stored_passwords(&secret, system, &name).map(Passwords::Stored),
         None => {
-            let passwords = MocoPasswords::generate().map_err(|e| ReconcileError::Input {
-                step: Step::Secrets,
-                message: format!("cannot draw random passwords from the OS: {e}"),
-            })?;
+            let passwords =
+                moco_adapters::mysql::generate_passwords().map_err(|e| ReconcileError::Input {
+                    step: Step::Secrets,
+                    message: format!("cannot draw random passwords from the OS: {e}"),
+                })?;
             Ok(Passwords::Drawn(passwords))
         }
     }

@@ -8,7 +8,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Resource as _;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use moco_adapters::mysql::MocoPasswords;
 use moco_api::annotations::{ROTATE_PASSWORDS_ANNOTATION, annotation};
 use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::MySQLCluster;
@@ -62,7 +61,7 @@ pub(super) async fn begin_requested(
         return Ok(false);
     }
     let current = read::stored_passwords(&secret, system, &name)?;
-    let new = MocoPasswords::generate().map_err(|e| ReconcileError::Input {
+    let new = moco_adapters::mysql::generate_passwords().map_err(|e| ReconcileError::Input {
         step: Step::Secrets,
         message: format!("cannot draw random passwords from the OS: {e}"),
     })?;

@@ -16,7 +16,6 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
-use moco_adapters::mysql::Account;
 use moco_api::annotations::{ARCHIVE_ANNOTATION, MAX_RATE_ANNOTATION, archive_interval};
 use moco_api::backuppolicy::{BackupPolicy, BucketConfig, ConcurrencyPolicy, JobConfig};
 use moco_api::cluster::{ClusterId, TLS_CA_FILE, TLS_MOUNT_PATH};
@@ -25,6 +24,7 @@ use moco_api::labels::{
 };
 use moco_api::mysqlcluster::{MySQLCluster, RestoreSpec};
 use moco_core::facts::Flavor;
+use moco_core::moco_accounts::Account;
 use moco_core::resources::ByteRate;
 use moco_core::validate::DATA_CLAIM_NAME;
 

@@ -32,10 +32,10 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::cluster::ObjectError;
 use moco_api::mysqlcluster::MySQLCluster;
+use moco_core::moco_accounts::MocoPasswords;
 use moco_core::resources::{MycnfError, PdbDecision, PdbInput, decide_pdb};
 use serde_json::Value;
 
@@ -312,7 +312,7 @@ pub fn build(
     let leaving_may_go = cluster
         .status
         .as_ref()
-        .is_some_and(|s| moco_kube::status::cluster_status(s).leaving_may_go(replicas));
+        .is_some_and(|s| moco_api::status::cluster_status(s).leaving_may_go(replicas));
     let held = moco_core::resources::statefulset_replicas(
         replicas,
         inputs.deployed_replicas,

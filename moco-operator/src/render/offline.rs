@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
-use moco_adapters::mysql::MocoPasswords;
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_api::offline::{Document, Finding, OfflineError, OfflineValidator};
+use moco_core::moco_accounts::MocoPasswords;
 use moco_core::validate::{MutationInput, mutate_cluster_create};
 use serde_json::Value;
 

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use moco_adapters::mysql::option_file::quote_value;
-use moco_adapters::mysql::{Account, MocoPasswords};
 use moco_api::cluster::{ClusterId, mycnf_key};
 use moco_api::labels::ANNOTATION_SECRET_VERSION;
+use moco_core::moco_accounts::{Account, MocoPasswords};
+use moco_core::option_file::quote_value;
 
 /// The format version of password Secrets; a Secret without it is not trusted.
 pub const SECRET_VERSION: &str = "1";

@@ -21,10 +21,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use moco_cluster::ports::{
-    Credentials, InstanceSlot, MocoUser, MysqlPort, Observation, Platform, PortError,
-    RotationRecord, RoundTiming,
+    Credentials, InstanceSlot, MysqlPort, Observation, Platform, PortError, RotationRecord,
+    RoundTiming,
 };
 use moco_core::facts::{ClusterFacts, Flavor, PodFacts, Role};
+use moco_core::moco_accounts::Account;
 use moco_core::operation::{Event, EventType, ReplicationSource};
 use moco_core::status::{ClusterStatus, ClusteringStatus};
 use moco_core::time::Timestamp;
@@ -804,8 +805,8 @@ impl Platform for LocalPlatform {
         })
     }
 
-    async fn credentials(&self, user: MocoUser) -> Result<Credentials, PortError> {
-        Ok(lock(&self.secret).credentials(user))
+    async fn credentials(&self, account: Account) -> Result<Credentials, PortError> {
+        Ok(lock(&self.secret).credentials(account))
     }
 
     async fn external_credentials(&self) -> Result<Credentials, PortError> {

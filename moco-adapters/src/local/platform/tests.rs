@@ -5,6 +5,7 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
+use moco_core::moco_accounts::Account;
 use moco_core::status::{Condition, ConditionStatus};
 
 use super::*;
@@ -169,7 +170,7 @@ async fn events_credentials_and_refusals() {
         (record.reason.as_str(), record.message.as_str()),
         ("Something", "went wrong")
     );
-    let repl = platform.credentials(MocoUser::Repl).await.unwrap();
+    let repl = platform.credentials(Account::Repl).await.unwrap();
     assert_eq!(repl.user, "moco-repl");
     assert_eq!(repl.password.len(), 32);
     assert!(platform.external_credentials().await.is_err());

@@ -29,11 +29,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moco_adapters::mysql::{ConnectOptions, Dialect, MysqlInstance};
+use moco_adapters::mysql::{ConnectOptions, MysqlInstance};
+
 use moco_api::addresses::AddressResolver;
 use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::BackupStatus;
 use moco_cluster::ports::{Clock, Credentials};
+use moco_core::dialect::Dialect;
 use moco_core::facts::Role;
 use moco_core::gtid::GtidSet;
 use moco_core::resources::ByteRate;

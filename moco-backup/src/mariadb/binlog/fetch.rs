@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use moco_adapters::instance::clone::{log_handle, write_private};
-use moco_adapters::mysql::option_file::{quote_value, tls_client_options};
 use moco_cluster::ports::Credentials;
+use moco_core::option_file::{quote_value, tls_client_options};
 use tokio::process::Command;
 
 /// How a round gets at the closed binlog files.

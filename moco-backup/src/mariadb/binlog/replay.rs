@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use moco_adapters::instance::clone::{log_handle, write_private};
-use moco_adapters::mysql::option_file::{quote_value, tls_client_options};
-use moco_adapters::mysql::{Account, DEFAULT_ACCOUNT_HOST, MysqlInstance, sql};
+use moco_adapters::mysql::{DEFAULT_ACCOUNT_HOST, MysqlInstance, sql};
 use moco_cluster::ports::{Credentials, MysqlPort as _};
+use moco_core::moco_accounts::Account;
+use moco_core::option_file::{quote_value, tls_client_options};
 use mysql_async::prelude::Queryable as _;
 use tokio::io::BufReader;
 use tokio::process::Command;
@@ -474,7 +475,8 @@ async fn read_only(admin: &MysqlInstance) -> Result<bool, String> {
 /// Runs `statements` with the read-only-admin role enabled (MariaDB 10.11 wants
 /// `READ_ONLY ADMIN` to set `gtid_slave_pos` on a read-only server).
 async fn privileged(admin: &MysqlInstance, statements: &[String]) -> Result<(), String> {
-    use moco_adapters::mysql::sql::{Dialect, privileged};
+    use moco_adapters::mysql::sql::privileged;
+    use moco_core::dialect::Dialect;
     let mut c = admin.conn().await.map_err(|e| e.to_string())?;
     for statement in privileged(Dialect::Mariadb, statements.to_vec()) {
         c.query_drop(&statement)

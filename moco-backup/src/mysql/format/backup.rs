@@ -4,7 +4,9 @@
 
 use std::num::{NonZeroU32, NonZeroU64};
 
-use moco_adapters::mysql::{Account, Dialect};
+use moco_core::moco_accounts::Account;
+
+use moco_core::dialect::Dialect;
 use moco_core::resources::ByteRate;
 
 use super::command_line::{

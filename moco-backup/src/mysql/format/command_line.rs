@@ -5,8 +5,8 @@
 
 use std::fmt;
 
-use moco_adapters::mysql::Account;
-use moco_adapters::mysql::option_file::quote_value;
+use moco_core::moco_accounts::Account;
+use moco_core::option_file::quote_value;
 
 /// MySQL's classic protocol port, where MOCO's Jobs connect (`constants.MySQLPort`).
 pub const MYSQL_PORT: u16 = 3306;

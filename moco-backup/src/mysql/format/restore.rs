@@ -5,7 +5,7 @@
 
 use std::num::NonZeroU32;
 
-use moco_adapters::mysql::Account;
+use moco_core::moco_accounts::Account;
 use moco_core::time::Timestamp;
 
 use super::command_line::{

@@ -2,8 +2,8 @@
 //! fields written back into it: the conversions both the clustering loop and the renderer
 //! (which holds a shrink's leaving Pods, `render::render_cluster`) need.
 
+use crate::mysqlcluster::MySQLClusterStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as KubeCondition, Time};
-use moco_api::mysqlcluster::MySQLClusterStatus;
 use moco_core::status::{
     CLUSTERING_CONDITIONS, ClusterStatus, ClusteringStatus, Condition, ConditionStatus,
 };
@@ -132,7 +132,7 @@ mod tests {
                     observed_generation: None,
                 },
             ],
-            reconcile_info: moco_api::mysqlcluster::ReconcileInfo {
+            reconcile_info: crate::mysqlcluster::ReconcileInfo {
                 generation: 3,
                 reconcile_version: 1,
             },
