@@ -16,4 +16,4 @@ if [ $# -eq 0 ]; then
     set -- up --dir .moco-local --replicas 3
   fi
 fi
-exec cargo run --quiet --release -p moco-bin --bin moco -- local "$@"
+exec cargo run --quiet --profile local -p moco-bin --bin moco -- local "$@"

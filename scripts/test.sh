@@ -47,9 +47,10 @@ export MOCO_BIN="$target_dir/debug/moco"
 # (cargo-nextest builds them the same way, so its run below finds them built.)
 cargo test --workspace --no-run
 # The README's first command (`scripts/local.sh`, run by readme_first_command) builds `moco`
-# in release mode: built here, not in the middle of the run beside timing-sensitive tests.
-step "release build of moco (the README's first command)"
-cargo build --release -p moco-bin --bin moco
+# with the `local` profile (Cargo.toml): built here, not in the middle of the run beside
+# timing-sensitive tests.
+step "build of moco as the README's first command builds it (profile local)"
+cargo build --profile local -p moco-bin --bin moco
 step "control plane (scripts/kube.sh up: kube-apiserver, kube-controller-manager, etcd, Pod runner)"
 kube_dir="$target_dir/kube-test"
 scripts/kube.sh down --dir "$kube_dir" >/dev/null 2>&1 || true # a killed run's leftovers

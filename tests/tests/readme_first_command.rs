@@ -5,7 +5,8 @@
 //!
 //! It runs in the checkout's root, where the script keeps its cluster (`.moco-local`); a
 //! developer's own cluster there is never touched: the test refuses to start beside it. The
-//! script builds `moco` in release mode (minutes on a cold machine).
+//! script builds `moco` with the `local` profile (minutes on a cold machine; the test command
+//! builds it before the tests run).
 
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -76,7 +77,7 @@ fn the_readmes_first_command_runs_a_cluster_that_ctrl_c_stops() {
             let _ = tx.send(String::from_utf8_lossy(&buf[..n]).into_owned());
         }
     });
-    // A cold release build takes minutes on two cores; bring-up takes seconds.
+    // A cold build takes minutes on two cores; bring-up takes seconds.
     let deadline = Instant::now() + Duration::from_secs(45 * 60);
     let mut seen = String::new();
     while !seen.contains("Healthy") {
@@ -124,7 +125,7 @@ fn the_readmes_first_command_runs_a_cluster_that_ctrl_c_stops() {
     // Remove the cluster the command made, whatever the assertions below say.
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    let moco = target.join("release/moco");
+    let moco = target.join("local/moco");
     let wiped = Command::new(&moco)
         .args([
             "local",
