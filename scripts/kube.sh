@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane for moco-rs's tests, with Pods run as local processes:
 # etcd, kube-apiserver and kube-controller-manager (built from Go modules by
-# scripts/kube/build.sh), and `pod-runner` (moco-pod-runner/) standing in for the kubelets,
+# scripts/kube/build.sh), and `pod-runner` (testing/moco-pod-runner/) standing in for the kubelets,
 # the container runtime, the scheduler and a volume provisioner.
 #
 #   scripts/kube.sh up --dir DIR [--nodes N]   # returns once every Node is Ready

@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod controller_args;
-mod fake_apiserver;
 mod limits;
 mod operator;
 mod partition;

@@ -396,7 +396,7 @@ async fn switchover_by_kubectl_moco_and_by_deleting_the_primary_pod_loses_no_ack
     );
 }
 
-/// A fault of the Pod runner's (`moco-pod-runner/src/pod/worker.rs`), put on the primary's
+/// A fault of the Pod runner's (`testing/moco-pod-runner/src/pod/worker.rs`), put on the primary's
 /// Pod as an annotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {

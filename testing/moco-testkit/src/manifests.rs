@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use super::check;
 
-/// The repository root (this crate's parent directory).
+/// The repository root (`testing/`'s parent directory).
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// The `moco-controller` container of the one `moco-controller` Deployment among `docs`.

@@ -67,7 +67,7 @@ pub enum ImageError {
         "image {image:?} has no local stand-in (the Pod runner maps debian, ubuntu, mariadb, \
          moco-rs's and MOCO's agent and backup images, mysqld_exporter, fluent-bit and \
          cert-manager's controller, cainjector and webhook; see \
-         moco-pod-runner/src/images.rs)"
+         testing/moco-pod-runner/src/images.rs)"
     )]
     Unmapped {
         /// The image reference as the Pod gave it.

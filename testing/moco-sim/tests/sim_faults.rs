@@ -26,7 +26,7 @@
 //! * (f) at every operation the manager applies: an instance that is errant in the
 //!   simulator's truth (it holds a transaction outside the primaries' history) and that a
 //!   round could see as such is never promoted, labelled, used as a replication source or
-//!   as a clone donor (see `moco-sim/src/truth.rs` and docs/simulation.md for the rule).
+//!   as a clone donor (see `testing/moco-sim/src/truth.rs` and docs/simulation.md for the rule).
 //!
 //! Hung instances make rounds take virtual time (a probe waits up to the 2 s detection window,
 //! an operation on a frozen instance up to the manager's operation limit); the runtime's time

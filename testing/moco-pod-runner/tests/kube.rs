@@ -14,10 +14,7 @@ use std::time::{Duration, Instant};
 const EXE: &str = env!("CARGO_BIN_EXE_pod-runner");
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn kube_sh(args: &[&str], dir: &Path) -> Output {
