@@ -6,6 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/install.sh
 ensure_mariadb
-cargo build --quiet --release -p moco-bin -p moco-tests --bins
+cargo build --quiet --release -p moco-bin -p moco-bench --bins
 target="${CARGO_TARGET_DIR:-target}/release"
 MOCO_BIN="$target/moco" exec "$target/local_bench"
