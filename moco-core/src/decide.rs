@@ -567,6 +567,18 @@ mod tests {
         }
     }
 
+    /// The largest cluster the engine plans for is a cluster it plans for (mutation testing:
+    /// `>` → `>=` on the bound survived every test).
+    #[test]
+    fn the_largest_replica_count_is_accepted() {
+        let mut f = healthy();
+        f.spec.replicas = MAX_REPLICAS;
+        f.spec.offline = true;
+        f.instances.clear();
+        let checked = check_facts(&f);
+        assert!(checked.is_ok(), "{checked:?}");
+    }
+
     #[test]
     fn facts_of_another_layout_are_rejected() {
         let mut f = healthy();
