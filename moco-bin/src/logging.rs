@@ -10,11 +10,11 @@ use tracing_subscriber::fmt::writer::BoxMakeWriter;
 
 /// The environment variable holding a tracing filter (e.g. `moco=debug,kube=info`) that
 /// overrides the default level.
-pub const FILTER_ENV: &str = "MOCO_LOG";
+pub(crate) const FILTER_ENV: &str = "MOCO_LOG";
 
 /// Where log lines go.
 #[derive(Debug)]
-pub enum LogOutput {
+pub(crate) enum LogOutput {
     /// Standard error.
     Stderr,
     /// An open file (appended to).
@@ -23,7 +23,7 @@ pub enum LogOutput {
 
 /// Installs the process-wide subscriber: `format` lines to `output`, at `default_level` unless
 /// `MOCO_LOG` holds a filter. A subscriber installed before is kept.
-pub fn init(output: LogOutput, format: LogEncoder, default_level: tracing::Level) {
+pub(crate) fn init(output: LogOutput, format: LogEncoder, default_level: tracing::Level) {
     let filter = EnvFilter::try_from_env(FILTER_ENV)
         .unwrap_or_else(|_| EnvFilter::new(default_level.as_str().to_ascii_lowercase()));
     let writer = match output {

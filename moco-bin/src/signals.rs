@@ -4,7 +4,7 @@
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Completes on SIGINT or SIGTERM (on SIGINT only if SIGTERM cannot be listened for).
-pub async fn shutdown() {
+pub(crate) async fn shutdown() {
     let name = match signal(SignalKind::terminate()) {
         Ok(mut term) => {
             tokio::select! {
@@ -24,7 +24,7 @@ pub async fn shutdown() {
 /// Makes SIGHUP harmless for the rest of the process: a detached manager outlives the terminal
 /// that started it. Once tokio has a handler for a signal it keeps it installed, so the default
 /// action (terminate) never applies again. Must be called inside the runtime.
-pub fn ignore_hangup() {
+pub(crate) fn ignore_hangup() {
     if let Err(e) = signal(SignalKind::hangup()) {
         tracing::warn!(error = %e, "cannot ignore SIGHUP");
     }

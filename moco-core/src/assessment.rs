@@ -54,7 +54,7 @@ pub(crate) struct View<'a> {
 }
 
 impl<'a> View<'a> {
-    pub fn instance(&self, index: u32) -> Option<&'a InstanceFacts> {
+    pub(crate) fn instance(&self, index: u32) -> Option<&'a InstanceFacts> {
         let pos = self
             .ordered
             .binary_search_by_key(&index, |i| i.index)
@@ -63,54 +63,54 @@ impl<'a> View<'a> {
     }
 
     /// Every instance, lowest ordinal first.
-    pub fn instances(&self) -> impl Iterator<Item = &'a InstanceFacts> + '_ {
+    pub(crate) fn instances(&self) -> impl Iterator<Item = &'a InstanceFacts> + '_ {
         self.ordered.iter().copied()
     }
 
     /// mysqld status, or `None` when unreachable or hung.
-    pub fn mysqld(&self, index: u32) -> Option<&'a MysqldStatus> {
+    pub(crate) fn mysqld(&self, index: u32) -> Option<&'a MysqldStatus> {
         if self.assessment.hung.binary_search(&index).is_ok() {
             return None;
         }
         self.instance(index).and_then(|i| i.mysqld.as_ref())
     }
 
-    pub fn primary(&self) -> Option<&'a InstanceFacts> {
+    pub(crate) fn primary(&self) -> Option<&'a InstanceFacts> {
         self.instance(self.assessment.primary)
     }
 
-    pub fn primary_status(&self) -> Option<&'a MysqldStatus> {
+    pub(crate) fn primary_status(&self) -> Option<&'a MysqldStatus> {
         self.mysqld(self.assessment.primary)
     }
 
     /// Every instance but the primary, lowest ordinal first.
-    pub fn non_primaries(&self) -> impl Iterator<Item = &'a InstanceFacts> + '_ {
+    pub(crate) fn non_primaries(&self) -> impl Iterator<Item = &'a InstanceFacts> + '_ {
         let p = self.assessment.primary;
         self.instances().filter(move |i| i.index != p)
     }
 
-    pub fn replicas(&self) -> u32 {
+    pub(crate) fn replicas(&self) -> u32 {
         self.facts.spec.replicas
     }
 
     /// True when `index` is past `spec.replicas`: an instance a shrinking cluster removes once
     /// it no longer counts for any acknowledged commit.
-    pub fn is_leaving(&self, index: u32) -> bool {
+    pub(crate) fn is_leaving(&self, index: u32) -> bool {
         index >= self.replicas()
     }
 
     /// The listed instances that are leaving, lowest ordinal first.
-    pub fn leaving(&self) -> impl Iterator<Item = &'a InstanceFacts> + '_ {
+    pub(crate) fn leaving(&self) -> impl Iterator<Item = &'a InstanceFacts> + '_ {
         let n = self.replicas();
         self.instances().filter(move |i| i.index >= n)
     }
 
-    pub fn flavor(&self) -> Flavor {
+    pub(crate) fn flavor(&self) -> Flavor {
         self.facts.spec.flavor
     }
 
     /// True when `status` replicates from the current primary's address.
-    pub fn replicates_from_primary(&self, status: &MysqldStatus) -> bool {
+    pub(crate) fn replicates_from_primary(&self, status: &MysqldStatus) -> bool {
         match (self.primary(), &status.replica_status) {
             (Some(p), Some(r)) => r.source_host == p.host && r.source_port == p.port,
             _ => false,
@@ -120,13 +120,13 @@ impl<'a> View<'a> {
     /// MOCO's "ok replica": reachable, Pod ready, read-only, replicating from the primary,
     /// not errant — plus both replication threads running, which MOCO gets from the
     /// agent's readiness probe and the core checks directly.
-    pub fn is_ok_replica(&self, inst: &InstanceFacts) -> bool {
+    pub(crate) fn is_ok_replica(&self, inst: &InstanceFacts) -> bool {
         self.replica_flaw(inst).is_none()
     }
 
     /// Why `inst` is not an ok replica (the first rule it breaks, in the words a refused
     /// switchover request reports), or `None` when it is one.
-    pub fn replica_flaw(&self, inst: &InstanceFacts) -> Option<&'static str> {
+    pub(crate) fn replica_flaw(&self, inst: &InstanceFacts) -> Option<&'static str> {
         if !inst.pod.exists {
             return Some("its Pod does not exist");
         }
@@ -156,7 +156,7 @@ impl<'a> View<'a> {
     }
 
     /// Replicas connected to the primary whose server_id belongs to this cluster.
-    pub fn in_cluster_replica_hosts(&self) -> u32 {
+    pub(crate) fn in_cluster_replica_hosts(&self) -> u32 {
         let base = u64::from(self.facts.spec.server_id_base);
         let end = base + u64::from(self.replicas());
         let ids: BTreeSet<u32> = self

@@ -31,7 +31,7 @@ use crate::facts::{Flavor, MysqldStatus};
 
 /// The acknowledgement rules of one round.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Quorum {
+pub(crate) struct Quorum {
     /// Instances `0..members` acknowledge (or may have: leaving ones); the others are
     /// learners.
     pub members: u32,
@@ -51,7 +51,7 @@ pub struct Quorum {
 
 impl Quorum {
     /// True when `index` acknowledges commits (and counts towards a failover).
-    pub fn is_member(&self, index: u32) -> bool {
+    pub(crate) fn is_member(&self, index: u32) -> bool {
         index < self.members
     }
 
@@ -59,7 +59,7 @@ impl Quorum {
     /// started. A learner never ran its IO thread with the semi-sync flag on (the engine
     /// starts it, flag off, and `skip_replica_start` keeps a restart from doing otherwise),
     /// so its relay log holds nothing that only it has.
-    pub fn may_have_acknowledged(&self, index: u32) -> bool {
+    pub(crate) fn may_have_acknowledged(&self, index: u32) -> bool {
         index < self.previous_members
     }
 
@@ -67,7 +67,7 @@ impl Quorum {
     /// acknowledged commit: each one is on `min_acks` of the `members − 1` non-primary
     /// members, so any `members − min_acks` of them include one. With `min_acks` 0 (commits
     /// acknowledged by nobody but the primary) no number is enough.
-    pub fn failover_quorum(&self, primary: u32) -> Option<u32> {
+    pub(crate) fn failover_quorum(&self, primary: u32) -> Option<u32> {
         let others = if self.is_member(primary) {
             self.members.saturating_sub(1)
         } else {
@@ -78,7 +78,7 @@ impl Quorum {
 }
 
 /// The ACKs a commit needs: MOCO sets `floor(replicas/2)`; MariaDB can only wait for one.
-pub fn required_acks(replicas: u32, flavor: Flavor) -> u32 {
+pub(crate) fn required_acks(replicas: u32, flavor: Flavor) -> u32 {
     let want = replicas / 2;
     match flavor {
         Flavor::Mysql => want,
@@ -92,7 +92,7 @@ pub fn required_acks(replicas: u32, flavor: Flavor) -> u32 {
 /// non-primaries. MOCO's `> floor(replicas/2)` is the same number for MySQL; MariaDB (one
 /// ACK) needs every replica of a 5-instance cluster. [`Quorum::failover_quorum`] is the same
 /// rule for a round whose members or recorded count differ.
-pub fn full_size_failover_quorum(replicas: u32, flavor: Flavor) -> u32 {
+pub(crate) fn full_size_failover_quorum(replicas: u32, flavor: Flavor) -> u32 {
     replicas.saturating_sub(required_acks(replicas, flavor))
 }
 

@@ -105,11 +105,16 @@ mod state_or_unknown {
 
     const UNKNOWN: &str = "Unknown";
 
-    pub fn serialize<S: Serializer>(v: &Option<ClusterState>, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(
+        v: &Option<ClusterState>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         s.serialize_str(v.map_or(UNKNOWN, ClusterState::as_str))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ClusterState>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<ClusterState>, D::Error> {
         let text = String::deserialize(d)?;
         if text == UNKNOWN {
             return Ok(None);

@@ -46,7 +46,7 @@ pub fn random_password() -> Result<String, getrandom::Error> {
 }
 
 /// Global privileges of `account` (before any revoke).
-pub fn privileges(d: Dialect, account: Account) -> &'static [&'static str] {
+pub(super) fn privileges(d: Dialect, account: Account) -> &'static [&'static str] {
     let mariadb = d == Dialect::Mariadb;
     match account {
         Account::Admin => &["ALL PRIVILEGES"],
@@ -174,7 +174,7 @@ const WRITABLE_MYSQL_SCHEMA_REVOKES: &str = "ALTER, ALTER ROUTINE, CREATE, CREAT
 /// with GRANT OPTION. The server uses the *first* matching database-level row, and an exact
 /// name sorts before a pattern, so the account's `SELECT`-only row on `mysql` shadows this one
 /// there (measured on 10.11: every write, DDL and account statement on `mysql` is refused).
-pub const MARIADB_WRITABLE_DATA_PRIVILEGES: &[&str] = &[
+pub(super) const MARIADB_WRITABLE_DATA_PRIVILEGES: &[&str] = &[
     "ALTER",
     "ALTER ROUTINE",
     "CREATE",
@@ -206,7 +206,12 @@ const SYSTEM_USER: &str = "SYSTEM_USER";
 /// gets this cluster's passwords), then, for every account but the admin (whose session may
 /// be the one running these), `REVOKE ALL` before the grants, so that an account ends with
 /// exactly the privileges below whatever an older version granted it.
-pub fn account_statements(d: Dialect, acct: Account, password: &str, host: &str) -> Vec<String> {
+pub(super) fn account_statements(
+    d: Dialect,
+    acct: Account,
+    password: &str,
+    host: &str,
+) -> Vec<String> {
     let who = account(acct.name(), host);
     let pw = identified_by(d, password);
     let mysql = d != Dialect::Mariadb;
@@ -262,7 +267,7 @@ pub fn account_statements(d: Dialect, acct: Account, password: &str, host: &str)
 }
 
 /// MySQL plugins MOCO installs (name, library); MariaDB has semi-sync built in and no clone.
-pub fn required_plugins(d: Dialect) -> &'static [(&'static str, &'static str)] {
+pub(super) fn required_plugins(d: Dialect) -> &'static [(&'static str, &'static str)] {
     match d {
         Dialect::Mariadb => &[],
         Dialect::Mysql80 | Dialect::Mysql84 => &[

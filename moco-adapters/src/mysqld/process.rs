@@ -24,7 +24,7 @@ pub fn process_alive(pid: u32) -> bool {
 
 /// The arguments of `pid`, as it was started (empty when unreadable). Split on the NULs of
 /// `/proc/<pid>/cmdline`, so an argument with a space stays one argument.
-pub fn process_args(pid: u32) -> Vec<String> {
+pub(super) fn process_args(pid: u32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|raw| {
             raw.split(|b| *b == 0)
@@ -46,7 +46,7 @@ pub fn is_server_process(pid: u32, defaults_file: &Path) -> bool {
 }
 
 /// Sends `signal` to `pid`; a process that is already gone is not an error.
-pub fn send_signal(pid: u32, signal: Signal, name: &'static str) -> Result<(), MysqldError> {
+pub(super) fn send_signal(pid: u32, signal: Signal, name: &'static str) -> Result<(), MysqldError> {
     let raw = i32::try_from(pid).ok().and_then(Pid::from_raw);
     let Some(target) = raw else {
         return Err(MysqldError::Signal {

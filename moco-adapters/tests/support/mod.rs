@@ -8,16 +8,16 @@ use std::time::{Duration, Instant};
 use moco_adapters::mysqld::{LocalMysqld, MYSQLD_ENV, ServerBinary, ServerKind, free_ports};
 
 /// Generous limits: 2 shared cores, other builds may be running.
-pub const INIT_TIMEOUT: Duration = Duration::from_secs(180);
-pub const READY_TIMEOUT: Duration = Duration::from_secs(120);
-pub const STOP_GRACE: Duration = Duration::from_secs(60);
+pub(crate) const INIT_TIMEOUT: Duration = Duration::from_secs(180);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(60);
 
 /// Set to `1` to skip the real-server tests on a machine without a server.
-pub const SKIP_ENV: &str = "MOCO_SKIP_REAL_SERVER";
+pub(crate) const SKIP_ENV: &str = "MOCO_SKIP_REAL_SERVER";
 
 /// The server to test against; `None` (skip) only when [`SKIP_ENV`] is `1`, a failure
 /// otherwise.
-pub fn server_binary(test: &str) -> Option<ServerBinary> {
+pub(crate) fn server_binary(test: &str) -> Option<ServerBinary> {
     match ServerBinary::find(None) {
         Ok(b) => {
             eprintln!(
@@ -49,7 +49,7 @@ pub fn server_binary(test: &str) -> Option<ServerBinary> {
 }
 
 /// A minimal my.cnf for one test instance (the real generator lives in moco-core).
-pub fn mycnf(kind: ServerKind, dir: &Path, port: u16, server_id: u32) -> String {
+pub(crate) fn mycnf(kind: ServerKind, dir: &Path, port: u16, server_id: u32) -> String {
     let d = dir.display();
     let common = format!(
         "datadir={d}/data
@@ -96,7 +96,7 @@ performance_schema=ON
 }
 
 /// Instances in one temporary directory, killed when dropped.
-pub struct Fleet {
+pub(crate) struct Fleet {
     pub tmp: tempfile::TempDir,
     pub binary: ServerBinary,
     pub nodes: Vec<LocalMysqld>,
@@ -104,7 +104,7 @@ pub struct Fleet {
 
 impl Fleet {
     /// Creates, initialises and starts `n` instances (server ids 1..=n) in parallel.
-    pub async fn start(binary: ServerBinary, n: usize) -> Fleet {
+    pub(crate) async fn start(binary: ServerBinary, n: usize) -> Fleet {
         let tmp = tempfile::Builder::new()
             .prefix("moco-mysql-test-")
             .tempdir()
@@ -136,12 +136,12 @@ impl Fleet {
         fleet
     }
 
-    pub fn dir(&self) -> PathBuf {
+    pub(crate) fn dir(&self) -> PathBuf {
         self.tmp.path().to_owned()
     }
 
     /// Stops every instance cleanly.
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         for m in &self.nodes {
             m.stop(STOP_GRACE).await.unwrap();
         }
@@ -162,7 +162,9 @@ impl Drop for Fleet {
 }
 
 /// Runs futures concurrently on the current task.
-pub async fn futures_join<F: std::future::Future<Output = ()>>(futs: impl Iterator<Item = F>) {
+pub(crate) async fn futures_join<F: std::future::Future<Output = ()>>(
+    futs: impl Iterator<Item = F>,
+) {
     let handles: Vec<_> = futs.collect();
     let mut pinned: Vec<std::pin::Pin<Box<F>>> = handles.into_iter().map(Box::pin).collect();
     std::future::poll_fn(|cx| {
@@ -177,7 +179,7 @@ pub async fn futures_join<F: std::future::Future<Output = ()>>(futs: impl Iterat
 }
 
 /// Polls `check` until it returns `Some`, failing with `what` after `limit`.
-pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -196,7 +198,10 @@ where
 }
 
 /// Root without a password on the instance's socket: the bootstrap login of a fresh datadir.
-pub fn bootstrap_options(m: &LocalMysqld, name: &str) -> moco_adapters::mysql::ConnectOptions {
+pub(crate) fn bootstrap_options(
+    m: &LocalMysqld,
+    name: &str,
+) -> moco_adapters::mysql::ConnectOptions {
     let root = moco_cluster::ports::Credentials {
         user: "root".into(),
         password: String::new(),
@@ -213,7 +218,7 @@ pub fn bootstrap_options(m: &LocalMysqld, name: &str) -> moco_adapters::mysql::C
 }
 
 /// `user` over TCP, the way the manager and applications connect.
-pub fn tcp_options(
+pub(crate) fn tcp_options(
     m: &LocalMysqld,
     name: &str,
     user: &str,
@@ -229,12 +234,12 @@ pub fn tcp_options(
 }
 
 /// A plain client connection (not pooled) over TCP.
-pub async fn client(m: &LocalMysqld, user: &str, password: &str) -> mysql_async::Conn {
+pub(crate) async fn client(m: &LocalMysqld, user: &str, password: &str) -> mysql_async::Conn {
     try_client(m, user, password).await.unwrap()
 }
 
 /// Like [`client`], returning the error.
-pub async fn try_client(
+pub(crate) async fn try_client(
     m: &LocalMysqld,
     user: &str,
     password: &str,
@@ -251,7 +256,7 @@ pub async fn try_client(
 }
 
 /// The server error code of a failed statement, if it was a server error.
-pub fn server_code(e: &mysql_async::Error) -> Option<u16> {
+pub(crate) fn server_code(e: &mysql_async::Error) -> Option<u16> {
     match e {
         mysql_async::Error::Server(s) => Some(s.code),
         _ => None,

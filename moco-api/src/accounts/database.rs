@@ -1,5 +1,8 @@
 //! The `MySQLDatabase` custom resource: one database of a MySQLCluster with its default
 //! character set and collation.
+// kube's derives (`CustomResource`, `KubeSchema`) expand to code in which the lint reports the
+// spec's `pub` as unreachable, though the type is exported: a false positive, allowed here only.
+#![allow(unreachable_pub)]
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};

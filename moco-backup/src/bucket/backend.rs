@@ -11,7 +11,7 @@ use serde::de::IntoDeserializer as _;
 use super::error::{BucketError, invalid};
 
 /// The Jobs' flag for `bucketConfig.backendType`.
-pub const BACKEND_TYPE_FLAG: &str = "--backend-type";
+pub(super) const BACKEND_TYPE_FLAG: &str = "--backend-type";
 
 /// The object storage API (`bucketConfig.backendType`, plus a local directory).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -41,7 +41,7 @@ pub struct BucketSpec {
 /// Expands `$(VAR)` as Kubernetes expands container arguments (`$$` is a literal `$`). A
 /// variable that is not set is an error naming it: Kubernetes leaves such a reference as it
 /// is, and a bucket called `$(BUCKET)` is never what was meant.
-pub fn expand_variables(
+pub(super) fn expand_variables(
     field: &'static str,
     text: &str,
     lookup: impl Fn(&str) -> Option<String>,
@@ -294,7 +294,7 @@ impl BucketSpec {
 }
 
 /// The connection string's key under which Azure's SDKs (and MOCO, first of all) look.
-pub const AZURE_CONNECTION_STRING: &str = "AZURE_STORAGE_CONNECTION_STRING";
+pub(super) const AZURE_CONNECTION_STRING: &str = "AZURE_STORAGE_CONNECTION_STRING";
 
 /// `env` with `AZURE_STORAGE_CONNECTION_STRING`, when set, spelt out as the account, key and
 /// endpoint variables (it wins over them, as in MOCO). An error names the part that is wrong

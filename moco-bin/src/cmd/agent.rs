@@ -12,7 +12,7 @@ use crate::signals;
 
 /// Errors of the in-pod subcommands.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// From the program.
     #[error(transparent)]
     Agent(#[from] AgentError),
@@ -22,7 +22,7 @@ pub enum Error {
 }
 
 /// Runs `moco init` once.
-pub fn run_init(args: &InitArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run_init(args: &InitArgs) -> Result<ExitCode, Error> {
     logging::init(LogOutput::Stderr, LogEncoder::Json, tracing::Level::INFO);
     let runtime = crate::async_runtime().map_err(Error::Runtime)?;
     let report = runtime.block_on(moco_agent::init::run(args))?;
@@ -39,7 +39,7 @@ pub fn run_init(args: &InitArgs) -> Result<ExitCode, Error> {
 }
 
 /// Runs `moco agent` until SIGTERM or SIGINT.
-pub fn run_agent(args: &AgentArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run_agent(args: &AgentArgs) -> Result<ExitCode, Error> {
     logging::init(LogOutput::Stderr, LogEncoder::Json, tracing::Level::INFO);
     moco_http::tls::install_crypto_provider();
     let runtime = crate::async_runtime().map_err(Error::Runtime)?;

@@ -15,7 +15,7 @@ use crate::logging::{self, LogOutput};
 
 /// Errors of the Job programs.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// From the program.
     #[error(transparent)]
     Job(#[from] JobError),
@@ -25,7 +25,7 @@ pub enum Error {
 }
 
 /// Runs one backup.
-pub fn run_backup(args: &BackupArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run_backup(args: &BackupArgs) -> Result<ExitCode, Error> {
     logging::init(LogOutput::Stderr, LogEncoder::Json, tracing::Level::INFO);
     moco_http::tls::install_crypto_provider();
     let env = std::env::vars().collect();
@@ -38,7 +38,7 @@ pub fn run_backup(args: &BackupArgs) -> Result<ExitCode, Error> {
 }
 
 /// Runs one restore.
-pub fn run_restore(args: &RestoreArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run_restore(args: &RestoreArgs) -> Result<ExitCode, Error> {
     logging::init(LogOutput::Stderr, LogEncoder::Json, tracing::Level::INFO);
     moco_http::tls::install_crypto_provider();
     let env = std::env::vars().collect();
@@ -51,7 +51,7 @@ pub fn run_restore(args: &RestoreArgs) -> Result<ExitCode, Error> {
 }
 
 /// Archives until SIGTERM or SIGINT.
-pub fn run_archive(args: &ArchiveArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run_archive(args: &ArchiveArgs) -> Result<ExitCode, Error> {
     logging::init(LogOutput::Stderr, LogEncoder::Json, tracing::Level::INFO);
     moco_http::tls::install_crypto_provider();
     let env = std::env::vars().collect();

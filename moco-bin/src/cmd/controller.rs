@@ -12,7 +12,7 @@ use crate::signals;
 
 /// Errors of `moco controller`.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// From the process itself.
     #[error(transparent)]
     Controller(#[from] ControllerError),
@@ -22,7 +22,7 @@ pub enum Error {
 }
 
 /// Runs `moco controller` until SIGTERM or SIGINT.
-pub fn run(args: &ControllerArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run(args: &ControllerArgs) -> Result<ExitCode, Error> {
     logging::init(LogOutput::Stderr, args.log_encoder(), args.log_level());
     moco_operator::announce(args);
     let namespace = pod_namespace(std::env::var_os("POD_NAMESPACE"))?;

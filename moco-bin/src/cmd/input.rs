@@ -5,11 +5,11 @@
 use std::io::Read;
 
 /// The most any command reads from one input: facts or manifests far beyond any real cluster.
-pub const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The text of `path` (`-` = standard input), refused with `InvalidData` when it is larger
 /// than [`MAX_INPUT_BYTES`] or not UTF-8.
-pub fn read_text(path: &str) -> std::io::Result<String> {
+pub(crate) fn read_text(path: &str) -> std::io::Result<String> {
     let reader: Box<dyn Read> = if path == "-" {
         Box::new(std::io::stdin())
     } else {

@@ -1,11 +1,11 @@
 //! One module per subcommand.
 
-pub mod agent;
-pub mod backup_job;
-pub mod controller;
-pub mod crd;
-pub mod input;
-pub mod local;
-pub mod plan;
-pub mod render;
-pub mod validate;
+pub(crate) mod agent;
+pub(crate) mod backup_job;
+pub(crate) mod controller;
+pub(crate) mod crd;
+pub(crate) mod input;
+pub(crate) mod local;
+pub(crate) mod plan;
+pub(crate) mod render;
+pub(crate) mod validate;

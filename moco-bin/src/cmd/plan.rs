@@ -7,7 +7,7 @@ use moco_core::{Decision, FactsError, decide};
 
 /// Arguments of `moco plan`.
 #[derive(Debug, clap::Args)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// Facts file (JSON), or `-` for standard input.
     #[arg(long)]
     pub facts: String,
@@ -18,7 +18,7 @@ pub struct PlanArgs {
 
 /// Which schema `moco schema` prints.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum SchemaKind {
+pub(crate) enum SchemaKind {
     /// The input of `moco plan`.
     Facts,
     /// The output of `moco plan`.
@@ -27,7 +27,7 @@ pub enum SchemaKind {
 
 /// Arguments of `moco schema`.
 #[derive(Debug, clap::Args)]
-pub struct SchemaArgs {
+pub(crate) struct SchemaArgs {
     /// Which schema to print.
     #[arg(value_enum)]
     pub which: SchemaKind,
@@ -35,7 +35,7 @@ pub struct SchemaArgs {
 
 /// Errors of the plan commands.
 #[derive(Debug, thiserror::Error)]
-pub enum PlanError {
+pub(crate) enum PlanError {
     /// The facts file could not be read.
     #[error("cannot read facts from {path}: {source}")]
     Read {
@@ -75,7 +75,7 @@ fn read_input(path: &str) -> Result<String, PlanError> {
 }
 
 /// Parses facts, reporting the JSON path of the first error.
-pub fn parse_facts(path: &str, text: &str) -> Result<ClusterFacts, PlanError> {
+pub(crate) fn parse_facts(path: &str, text: &str) -> Result<ClusterFacts, PlanError> {
     let de = &mut serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|err| {
         let location = err.path().to_string();
@@ -92,7 +92,7 @@ pub fn parse_facts(path: &str, text: &str) -> Result<ClusterFacts, PlanError> {
 }
 
 /// Decides on the facts in `path`.
-pub fn plan_file(path: &str) -> Result<Decision, PlanError> {
+pub(crate) fn plan_file(path: &str) -> Result<Decision, PlanError> {
     let text = read_input(path)?;
     let facts = parse_facts(path, &text)?;
     decide(&facts).map_err(|source| PlanError::Facts {
@@ -102,7 +102,7 @@ pub fn plan_file(path: &str) -> Result<Decision, PlanError> {
 }
 
 /// Runs `moco plan`.
-pub fn run_plan(args: &PlanArgs) -> Result<ExitCode, PlanError> {
+pub(crate) fn run_plan(args: &PlanArgs) -> Result<ExitCode, PlanError> {
     let decision = plan_file(&args.facts)?;
     let out = if args.compact {
         serde_json::to_string(&decision)?
@@ -114,7 +114,7 @@ pub fn run_plan(args: &PlanArgs) -> Result<ExitCode, PlanError> {
 }
 
 /// Runs `moco schema`.
-pub fn run_schema(args: &SchemaArgs) -> Result<ExitCode, PlanError> {
+pub(crate) fn run_schema(args: &SchemaArgs) -> Result<ExitCode, PlanError> {
     let schema = match args.which {
         SchemaKind::Facts => schemars::schema_for!(ClusterFacts),
         SchemaKind::Decision => schemars::schema_for!(Decision),

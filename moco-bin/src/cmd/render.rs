@@ -9,12 +9,12 @@ use moco_operator::render::{Images, RenderSettings};
 use super::validate::{Error as ReadError, read_all};
 
 /// Header of the output.
-pub const HEADER: &str = "# Rendered by `moco render`: the objects the operator would create. \
+pub(crate) const HEADER: &str = "# Rendered by `moco render`: the objects the operator would create. \
 Secrets hold placeholders and owner references a placeholder uid.\n";
 
 /// Arguments of `moco render`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Manifest files (multi-document YAML); `-` reads standard input. The ConfigMaps and
     /// BackupPolicies the clusters name must be among them.
     #[arg(required = true, value_name = "FILE")]
@@ -44,7 +44,7 @@ pub struct Args {
 
 /// Errors of `moco render`.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// Reading the manifests failed.
     #[error(transparent)]
     Read(#[from] ReadError),
@@ -58,7 +58,7 @@ pub enum Error {
 
 /// Runs `moco render`: the objects on standard output; exit status 1 when a cluster is
 /// invalid (the violations on standard output, as `moco validate` prints them).
-pub fn run(args: &Args) -> Result<ExitCode, Error> {
+pub(crate) fn run(args: &Args) -> Result<ExitCode, Error> {
     let mut stdin_used = false;
     let documents = read_all(&args.files, &mut stdin_used)?;
     let settings = RenderSettings {

@@ -8,7 +8,7 @@ use moco_api::offline::{Document, OfflineError, OfflineValidator, parse_document
 
 /// Arguments of `moco validate`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Manifest files (multi-document YAML); `-` reads standard input.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<String>,
@@ -21,7 +21,7 @@ pub struct Args {
 
 /// Errors of `moco validate`.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// A file could not be read.
     #[error("cannot read {file}: {source}")]
     Read {
@@ -39,7 +39,7 @@ pub enum Error {
 }
 
 /// Reads and splits every file (`-` = standard input, once).
-pub fn read_all(files: &[String], stdin_used: &mut bool) -> Result<Vec<Document>, Error> {
+pub(crate) fn read_all(files: &[String], stdin_used: &mut bool) -> Result<Vec<Document>, Error> {
     let mut docs = Vec::new();
     for file in files {
         if file == "-" {
@@ -59,7 +59,7 @@ pub fn read_all(files: &[String], stdin_used: &mut bool) -> Result<Vec<Document>
 
 /// Runs `moco validate`: one line per violation on standard output, exit status 1 when there is
 /// any, 0 otherwise.
-pub fn run(args: &Args) -> Result<ExitCode, Error> {
+pub(crate) fn run(args: &Args) -> Result<ExitCode, Error> {
     let mut stdin_used = false;
     let new = read_all(&args.files, &mut stdin_used)?;
     let old = read_all(&args.old, &mut stdin_used)?;

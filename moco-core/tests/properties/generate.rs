@@ -23,13 +23,13 @@ const ER_ACCESS_DENIED: u32 = 1045;
 const ER_CONNECT: u32 = 2003;
 
 /// Draws choices from proptest's bytes; past the end every draw is 0.
-pub struct Dice<'a> {
+pub(super) struct Dice<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Dice<'a> {
-    pub fn new(bytes: &'a [u8]) -> Self {
+    pub(super) fn new(bytes: &'a [u8]) -> Self {
         Dice { bytes, pos: 0 }
     }
 
@@ -40,7 +40,7 @@ impl<'a> Dice<'a> {
     }
 
     /// Uniform in `0..n` (0 when `n <= 1`).
-    pub fn below(&mut self, n: u32) -> u32 {
+    pub(super) fn below(&mut self, n: u32) -> u32 {
         if n <= 1 {
             return 0;
         }
@@ -49,21 +49,21 @@ impl<'a> Dice<'a> {
     }
 
     /// Uniform in `lo..=hi`.
-    pub fn within(&mut self, lo: u64, hi: u64) -> u64 {
+    pub(super) fn within(&mut self, lo: u64, hi: u64) -> u64 {
         lo + u64::from(self.below(u32::try_from(hi - lo + 1).unwrap_or(u32::MAX)))
     }
 
     /// True with `percent`% probability; a zero byte is always false.
-    pub fn chance(&mut self, percent: u32) -> bool {
+    pub(super) fn chance(&mut self, percent: u32) -> bool {
         self.byte() * 100 >= (100 - percent.min(100)) * 256
     }
 
-    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+    pub(super) fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
         xs[self.below(xs.len() as u32) as usize]
     }
 
     /// A choice by weight; zero bytes pick the first.
-    pub fn weighted<T: Copy>(&mut self, xs: &[(u32, T)]) -> T {
+    pub(super) fn weighted<T: Copy>(&mut self, xs: &[(u32, T)]) -> T {
         let total: u32 = xs.iter().map(|(w, _)| w).sum();
         let mut r = self.below(total);
         for &(w, x) in xs {
@@ -77,7 +77,7 @@ impl<'a> Dice<'a> {
 }
 
 /// Cases of the given kinds (by weight) and sizes.
-pub fn cases(
+pub(super) fn cases(
     kinds: &'static [(u32, Kind)],
     sizes: Option<&'static [u32]>,
 ) -> impl Strategy<Value = Case> {
@@ -86,7 +86,7 @@ pub fn cases(
 }
 
 /// Every kind, about evenly.
-pub const ALL: &[(u32, Kind)] = &[
+pub(super) const ALL: &[(u32, Kind)] = &[
     (10, Kind::Healthy),
     (14, Kind::Degraded),
     (12, Kind::Incomplete),
@@ -102,10 +102,10 @@ pub const ALL: &[(u32, Kind)] = &[
 
 /// Every kind that keeps the size it is given: all but growth and shrinking, which add or
 /// remove two instances (and stay last in [`ALL`]).
-pub const SIZED: &[(u32, Kind)] = ALL.split_at(ALL.len() - 2).0;
+pub(super) const SIZED: &[(u32, Kind)] = ALL.split_at(ALL.len() - 2).0;
 
 /// Builds one case.
-pub fn build(kinds: &[(u32, Kind)], sizes: Option<&[u32]>, bytes: &[u8]) -> Ledger {
+pub(super) fn build(kinds: &[(u32, Kind)], sizes: Option<&[u32]>, bytes: &[u8]) -> Ledger {
     let mut d = Dice::new(bytes);
     let kind = d.weighted(kinds);
     let flavor = if d.chance(50) {
@@ -1344,7 +1344,7 @@ fn finish(d: &mut Dice<'_>, l: &mut Ledger) {
 }
 
 /// Fisher–Yates with the dice.
-pub fn shuffle(d: &mut Dice<'_>, xs: &mut [u32]) {
+pub(super) fn shuffle(d: &mut Dice<'_>, xs: &mut [u32]) {
     for k in (1..xs.len()).rev() {
         let j = d.below(k as u32 + 1) as usize;
         xs.swap(k, j);

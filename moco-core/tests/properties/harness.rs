@@ -14,22 +14,22 @@ use proptest::test_runner::{
 };
 
 /// The seed every property uses unless `PROPTEST_RNG_SEED` is set.
-pub const DEFAULT_SEED: u64 = 0x6d6f_636f_7273; // "mocors"
+pub(super) const DEFAULT_SEED: u64 = 0x6d6f_636f_7273; // "mocors"
 
 /// Failing cases are stored here (relative to the package, where cargo runs tests).
 const REGRESSIONS: &str = "tests/properties.proptest-regressions";
 
 /// Named counters of what a property saw.
 #[derive(Debug, Default)]
-pub struct Counts(RefCell<BTreeMap<&'static str, u64>>);
+pub(super) struct Counts(RefCell<BTreeMap<&'static str, u64>>);
 
 impl Counts {
-    pub fn hit(&self, name: &'static str) {
+    pub(super) fn hit(&self, name: &'static str) {
         *self.0.borrow_mut().entry(name).or_insert(0) += 1;
     }
 
     /// Counts `name` when `cond` holds.
-    pub fn hit_if(&self, cond: bool, name: &'static str) {
+    pub(super) fn hit_if(&self, cond: bool, name: &'static str) {
         if cond {
             self.hit(name);
         } else {
@@ -37,14 +37,14 @@ impl Counts {
         }
     }
 
-    pub fn get(&self, name: &str) -> u64 {
+    pub(super) fn get(&self, name: &str) -> u64 {
         self.0.borrow().get(name).copied().unwrap_or(0)
     }
 }
 
 /// What a run saw.
 #[derive(Debug)]
-pub struct Report {
+pub(super) struct Report {
     name: &'static str,
     seed: u64,
     cases: u32,
@@ -58,7 +58,7 @@ fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
 
 /// Runs `test` on `default_cases` cases of `strategy` (or `PROPTEST_CASES`) with the fixed
 /// seed (or `PROPTEST_RNG_SEED`); panics with the seed and the minimal failing case.
-pub fn check<S>(
+pub(super) fn check<S>(
     name: &'static str,
     default_cases: u32,
     strategy: S,
@@ -104,7 +104,7 @@ where
 impl Report {
     /// Prints every counter and fails when one named here stays below its minimum (scaled
     /// to the number of cases actually run).
-    pub fn require(&self, minima: &[(&'static str, u64)]) {
+    pub(super) fn require(&self, minima: &[(&'static str, u64)]) {
         let counts = self.counts.0.borrow();
         eprintln!(
             "{} ({} cases, seed {}): {:?}",

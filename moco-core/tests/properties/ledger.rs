@@ -19,13 +19,13 @@ use moco_core::status::ClusterStatus;
 use moco_core::time::Timestamp;
 
 /// The MySQL port every instance listens on; a channel to another port points elsewhere.
-pub const PORT: u16 = 3306;
+pub(super) const PORT: u16 = 3306;
 /// The external source of an intermediate primary.
-pub const EXTERNAL_HOST: &str = "source.example.invalid";
+pub(super) const EXTERNAL_HOST: &str = "source.example.invalid";
 
 /// Who wrote a transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Origin {
+pub(super) enum Origin {
     /// Instance `index` under its original identity. `stream` 1 is a second GTID stream of the
     /// same server: a tagged GTID on MySQL, another replication domain on MariaDB. Either way
     /// the server is the same, so the errant rule must treat both streams as the server's own.
@@ -42,12 +42,12 @@ pub enum Origin {
 
 impl Origin {
     /// The origin of instance `index`'s ordinary writes.
-    pub fn server(index: u32) -> Origin {
+    pub(super) fn server(index: u32) -> Origin {
         Origin::Server { index, stream: 0 }
     }
 
     /// True when both name the same server (streams ignored).
-    pub fn same_server(self, other: Origin) -> bool {
+    pub(super) fn same_server(self, other: Origin) -> bool {
         match (self, other) {
             (Origin::Server { index: a, .. }, Origin::Server { index: b, .. }) => a == b,
             (Origin::Outsider(a), Origin::Outsider(b)) => a == b,
@@ -58,7 +58,7 @@ impl Origin {
 
 /// A set of transactions: for each origin, the prefix `1..=count`.
 #[derive(Clone, Default, PartialEq, Eq)]
-pub struct Txns(pub BTreeMap<Origin, u64>);
+pub(super) struct Txns(pub BTreeMap<Origin, u64>);
 
 impl fmt::Debug for Txns {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -68,12 +68,12 @@ impl fmt::Debug for Txns {
 
 impl Txns {
     /// How many transactions of `o` the set holds.
-    pub fn get(&self, o: Origin) -> u64 {
+    pub(super) fn get(&self, o: Origin) -> u64 {
         self.0.get(&o).copied().unwrap_or(0)
     }
 
     /// Sets the count of `o` (0 removes it).
-    pub fn set(&mut self, o: Origin, count: u64) {
+    pub(super) fn set(&mut self, o: Origin, count: u64) {
         if count == 0 {
             self.0.remove(&o);
         } else {
@@ -82,17 +82,17 @@ impl Txns {
     }
 
     /// Adds `k` transactions of `o`.
-    pub fn add(&mut self, o: Origin, k: u64) {
+    pub(super) fn add(&mut self, o: Origin, k: u64) {
         let now = self.get(o);
         self.set(o, now + k);
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Every transaction of both.
-    pub fn union(&self, other: &Txns) -> Txns {
+    pub(super) fn union(&self, other: &Txns) -> Txns {
         let mut out = self.clone();
         for (&o, &c) in &other.0 {
             if c > out.get(o) {
@@ -103,26 +103,26 @@ impl Txns {
     }
 
     /// True when every transaction of `other` is in `self`.
-    pub fn contains(&self, other: &Txns) -> bool {
+    pub(super) fn contains(&self, other: &Txns) -> bool {
         other.0.iter().all(|(&o, &c)| c <= self.get(o))
     }
 
     /// The origins of which `self` holds transactions that `other` lacks.
-    pub fn beyond<'a>(&'a self, other: &'a Txns) -> impl Iterator<Item = Origin> + 'a {
+    pub(super) fn beyond<'a>(&'a self, other: &'a Txns) -> impl Iterator<Item = Origin> + 'a {
         self.0
             .iter()
             .filter(move |&(&o, &c)| c > other.get(o))
             .map(|(&o, _)| o)
     }
 
-    pub fn total(&self) -> u64 {
+    pub(super) fn total(&self) -> u64 {
         self.0.values().sum()
     }
 }
 
 /// Where a replication channel points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(super) enum Source {
     /// Instance `index` of the cluster.
     Instance(u32),
     /// A host that is no instance of the cluster.
@@ -133,7 +133,7 @@ pub enum Source {
 
 /// A replication channel (`SHOW REPLICA STATUS`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Channel {
+pub(super) struct Channel {
     pub source: Source,
     pub port: u16,
     pub io: ThreadState,
@@ -147,7 +147,7 @@ pub struct Channel {
 
 /// One instance as the generator left it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Inst {
+pub(super) struct Inst {
     pub pod: PodFacts,
     /// mysqld answers (its facts are rendered); false renders `mysqld: null`.
     pub reachable: bool,
@@ -166,26 +166,26 @@ pub struct Inst {
 
 impl Inst {
     /// Makes the instance writable (read_only and super_read_only off).
-    pub fn open(&mut self) {
+    pub(super) fn open(&mut self) {
         self.read_only = false;
         self.super_read_only = false;
     }
 
     /// Fences the instance (read_only and super_read_only on).
-    pub fn fence(&mut self) {
+    pub(super) fn fence(&mut self) {
         self.read_only = true;
         self.super_read_only = true;
     }
 
     /// What the instance holds or will hold once it applied its relay log.
-    pub fn received(&self) -> Txns {
+    pub(super) fn received(&self) -> Txns {
         match &self.channel {
             Some(c) => c.retrieved.union(&self.executed),
             None => self.executed.clone(),
         }
     }
 
-    pub fn io_running(&self) -> bool {
+    pub(super) fn io_running(&self) -> bool {
         self.channel
             .as_ref()
             .is_some_and(|c| c.io != ThreadState::No)
@@ -194,7 +194,7 @@ impl Inst {
 
 /// The family of situations a case was generated from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
+pub(super) enum Kind {
     Healthy,
     Degraded,
     Incomplete,
@@ -213,7 +213,7 @@ pub enum Kind {
 
 /// Everything the generator decided.
 #[derive(Clone, PartialEq)]
-pub struct Ledger {
+pub(super) struct Ledger {
     pub kind: Kind,
     pub flavor: Flavor,
     /// The instances listed (ordinals `0..n`).
@@ -243,12 +243,12 @@ pub struct Ledger {
     pub min_acks: Option<u32>,
 }
 
-pub fn host(index: u32) -> String {
+pub(super) fn host(index: u32) -> String {
     format!("moco-c-{index}.moco-c.ns.svc")
 }
 
 /// The `@@server_uuid` text of a MySQL server (streams ignored).
-pub fn uuid_text(o: Origin) -> String {
+pub(super) fn uuid_text(o: Origin) -> String {
     match o {
         Origin::Server { index, .. } => {
             format!(
@@ -263,7 +263,7 @@ pub fn uuid_text(o: Origin) -> String {
 
 impl Ledger {
     /// The GTID source naming `o`'s transactions.
-    pub fn source(&self, o: Origin) -> SourceId {
+    pub(super) fn source(&self, o: Origin) -> SourceId {
         match self.flavor {
             Flavor::Mysql => {
                 let uuid = parse_server_uuid(&uuid_text(o)).expect("generated UUIDs parse");
@@ -287,7 +287,7 @@ impl Ledger {
     }
 
     /// The GTID set of `t`.
-    pub fn gtid(&self, t: &Txns) -> GtidSet {
+    pub(super) fn gtid(&self, t: &Txns) -> GtidSet {
         let mut set = GtidSet::new();
         for (&o, &c) in &t.0 {
             set.insert_interval(self.source(o), 1, c);
@@ -295,26 +295,26 @@ impl Ledger {
         set
     }
 
-    pub fn inst(&self, index: u32) -> &Inst {
+    pub(super) fn inst(&self, index: u32) -> &Inst {
         &self.insts[index as usize]
     }
 
-    pub fn inst_mut(&mut self, index: u32) -> &mut Inst {
+    pub(super) fn inst_mut(&mut self, index: u32) -> &mut Inst {
         &mut self.insts[index as usize]
     }
 
     /// Ordinals other than the primary.
-    pub fn others(&self) -> Vec<u32> {
+    pub(super) fn others(&self) -> Vec<u32> {
         (0..self.n).filter(|&i| i != self.primary).collect()
     }
 
     /// The facts, instances in `self.order`.
-    pub fn facts(&self) -> ClusterFacts {
+    pub(super) fn facts(&self) -> ClusterFacts {
         self.facts_in(&self.order)
     }
 
     /// The facts, instances in the given order of ordinals.
-    pub fn facts_in(&self, order: &[u32]) -> ClusterFacts {
+    pub(super) fn facts_in(&self, order: &[u32]) -> ClusterFacts {
         ClusterFacts {
             schema_version: FACTS_SCHEMA_VERSION,
             spec: SpecFacts {
@@ -452,13 +452,13 @@ impl fmt::Debug for Ledger {
 
 /// A generated case: the ledger and the facts rendered from it.
 #[derive(Clone)]
-pub struct Case {
+pub(super) struct Case {
     pub ledger: Ledger,
     pub facts: ClusterFacts,
 }
 
 impl Case {
-    pub fn new(ledger: Ledger) -> Case {
+    pub(super) fn new(ledger: Ledger) -> Case {
         let facts = ledger.facts();
         Case { ledger, facts }
     }

@@ -9,13 +9,13 @@ use super::ledger::{Inst, Ledger, Origin, PORT, Source, Txns};
 
 /// A non-primary with semi-sync sessions waiting for acknowledgements: a hung former primary.
 /// It counts as unreachable everywhere but in the errant check.
-pub fn hung(l: &Ledger, i: u32) -> bool {
+pub(super) fn hung(l: &Ledger, i: u32) -> bool {
     let inst = l.inst(i);
     i != l.primary && inst.reachable && inst.semi.wait_sessions > 0
 }
 
 /// Reachable and not hung: what the engine may ask and use.
-pub fn usable_mysqld(l: &Ledger, i: u32) -> Option<&Inst> {
+pub(super) fn usable_mysqld(l: &Ledger, i: u32) -> Option<&Inst> {
     let inst = l.inst(i);
     (inst.reachable && !hung(l, i)).then_some(inst)
 }
@@ -34,7 +34,7 @@ fn primary_can_judge(l: &Ledger) -> bool {
 
 /// The errant instances: against the primary's executed set when it can be asked (an
 /// unreachable instance keeps its remembered verdict), otherwise the remembered list.
-pub fn errant(l: &Ledger) -> Vec<u32> {
+pub(super) fn errant(l: &Ledger) -> Vec<u32> {
     let p = l.inst(l.primary);
     if primary_can_judge(l) {
         l.others()
@@ -61,7 +61,7 @@ pub fn errant(l: &Ledger) -> Vec<u32> {
     }
 }
 
-pub fn hung_list(l: &Ledger) -> Vec<u32> {
+pub(super) fn hung_list(l: &Ledger) -> Vec<u32> {
     (0..l.n).filter(|&i| hung(l, i)).collect()
 }
 
@@ -74,7 +74,7 @@ fn from_primary(l: &Ledger, inst: &Inst) -> bool {
 
 /// MOCO's ok replica (a switchover candidate): reachable, not hung, Pod ready, fenced,
 /// replicating from the primary with both threads running, not errant.
-pub fn ok_replica(l: &Ledger, errant: &[u32], i: u32) -> bool {
+pub(super) fn ok_replica(l: &Ledger, errant: &[u32], i: u32) -> bool {
     let Some(inst) = usable_mysqld(l, i) else {
         return false;
     };
@@ -90,14 +90,14 @@ pub fn ok_replica(l: &Ledger, errant: &[u32], i: u32) -> bool {
             .is_some_and(|c| c.io == ThreadState::Yes && c.sql == ThreadState::Yes)
 }
 
-pub fn candidates(l: &Ledger) -> Vec<u32> {
+pub(super) fn candidates(l: &Ledger) -> Vec<u32> {
     let errant = errant(l);
     (0..l.n).filter(|&i| ok_replica(l, &errant, i)).collect()
 }
 
 /// The primary answers with an empty executed set while a reachable replica has data that is
 /// not the primary's own (MySQL: the primary's UUID; MariaDB: any), and no commit waits.
-pub fn lost_data(l: &Ledger) -> bool {
+pub(super) fn lost_data(l: &Ledger) -> bool {
     let p = l.inst(l.primary);
     p.reachable
         && p.executed.is_empty()
@@ -111,7 +111,7 @@ pub fn lost_data(l: &Ledger) -> bool {
 }
 
 /// A replica lags more than `maxDelaySecondsForPodDeletion` (hung ones included: they answer).
-pub fn prevent_deletion(l: &Ledger) -> bool {
+pub(super) fn prevent_deletion(l: &Ledger) -> bool {
     l.max_delay > 0
         && l.others().into_iter().any(|i| {
             let inst = l.inst(i);
@@ -125,7 +125,7 @@ pub fn prevent_deletion(l: &Ledger) -> bool {
 }
 
 /// MOCO's `floor(k/2)` ACKs for `k` instances; MariaDB waits for at most one.
-pub fn acks_for(l: &Ledger, k: u32) -> u32 {
+pub(super) fn acks_for(l: &Ledger, k: u32) -> u32 {
     match l.flavor {
         Flavor::Mysql => k / 2,
         Flavor::Mariadb => (k / 2).min(1),
@@ -138,12 +138,12 @@ fn required_acks(l: &Ledger) -> u32 {
 
 /// Replicas needed before an empty primary opens (every instance of `spec.replicas` counts
 /// here; any instance listed may answer).
-pub fn quorum(l: &Ledger) -> u32 {
+pub(super) fn quorum(l: &Ledger) -> u32 {
     l.spec - required_acks(l)
 }
 
 /// An instance past `spec.replicas`: the cluster shrinks and it leaves.
-pub fn leaving(l: &Ledger, i: u32) -> bool {
+pub(super) fn leaving(l: &Ledger, i: u32) -> bool {
     i >= l.spec
 }
 
@@ -152,7 +152,7 @@ pub fn leaving(l: &Ledger, i: u32) -> bool {
 /// running (stopped, or no channel); and at least the new size's count of remaining replicas
 /// (not errant, answering) hold everything the primary executed, applied or in their relay
 /// logs.
-pub fn released(l: &Ledger) -> bool {
+pub(super) fn released(l: &Ledger) -> bool {
     if leaving(l, l.primary) {
         return false;
     }
@@ -177,7 +177,7 @@ pub fn released(l: &Ledger) -> bool {
 /// A learner (ordinal at or past the recorded members) that may join: it answers, is not
 /// errant, replicates from the primary with its IO thread running and has everything the
 /// primary executed (applied or in its relay log).
-pub fn joins(l: &Ledger, errant: &[u32], i: u32) -> bool {
+pub(super) fn joins(l: &Ledger, errant: &[u32], i: u32) -> bool {
     let Some(inst) = usable_mysqld(l, i) else {
         return false;
     };
@@ -196,7 +196,7 @@ pub fn joins(l: &Ledger, errant: &[u32], i: u32) -> bool {
 /// promoted by a failover, has joined), or the new size once the
 /// leaving instances are [`released`]. Nothing changes while the primary cannot be asked. An
 /// intermediate cluster's members are its size.
-pub fn members(l: &Ledger) -> u32 {
+pub(super) fn members(l: &Ledger) -> u32 {
     if l.external {
         return l.spec;
     }
@@ -216,7 +216,7 @@ pub fn members(l: &Ledger) -> u32 {
 
 /// The wait count the primary should run with: the members' count, and no more than the new
 /// size's while instances leave.
-pub fn wait_count(l: &Ledger) -> u32 {
+pub(super) fn wait_count(l: &Ledger) -> u32 {
     if l.external {
         0
     } else {
@@ -225,7 +225,7 @@ pub fn wait_count(l: &Ledger) -> u32 {
 }
 
 /// What the primary runs with (0: semi-sync off; MariaDB reports no count and waits for one).
-pub fn running_count(inst: &Inst) -> u32 {
+pub(super) fn running_count(inst: &Inst) -> u32 {
     match (inst.semi.source_enabled, inst.semi.wait_for_replica_count) {
         (false, _) => 0,
         (true, Some(k)) => k,
@@ -238,7 +238,7 @@ pub fn running_count(inst: &Inst) -> u32 {
 /// take the writable primary's running count if lower, drop to the new wait count if that is
 /// lower, else rise to what the members holding all of the primary's executed set prove, but
 /// never above the new wait count.
-pub fn min_acks(l: &Ledger) -> u32 {
+pub(super) fn min_acks(l: &Ledger) -> u32 {
     let recorded_members = l.members.unwrap_or(l.n);
     let mut floor = l.min_acks.unwrap_or(acks_for(l, recorded_members));
     if l.external {
@@ -283,7 +283,7 @@ pub fn min_acks(l: &Ledger) -> u32 {
 /// `status.semiSyncMembers` and `status.semiSyncMinAcks` as the round records them: the
 /// members always, the floor only while it is below what the members need. An intermediate
 /// cluster keeps whatever was recorded.
-pub fn recorded(l: &Ledger) -> (Option<u32>, Option<u32>) {
+pub(super) fn recorded(l: &Ledger) -> (Option<u32>, Option<u32>) {
     if l.external {
         return (
             (l.members.is_some() || l.n > l.spec).then_some(l.spec),
@@ -313,7 +313,7 @@ fn settled(l: &Ledger) -> bool {
 
 /// Members other than the primary a failover needs: each acknowledged commit is on
 /// `min_acks` of them. `None` when commits may have been acknowledged by nobody.
-pub fn failover_quorum(l: &Ledger) -> Option<u32> {
+pub(super) fn failover_quorum(l: &Ledger) -> Option<u32> {
     let m = members(l);
     let floor = min_acks(l);
     let others = if l.primary < m { m - 1 } else { m };
@@ -338,7 +338,7 @@ fn seen_replicas(l: &Ledger) -> u32 {
 }
 
 /// Replicas a failover could use: not errant, reachable, not hung, replicating, with data.
-pub fn usable_for_failover(l: &Ledger, errant: &[u32]) -> u32 {
+pub(super) fn usable_for_failover(l: &Ledger, errant: &[u32]) -> u32 {
     let m = members(l);
     l.others()
         .into_iter()
@@ -349,7 +349,7 @@ pub fn usable_for_failover(l: &Ledger, errant: &[u32]) -> u32 {
 }
 
 /// The state, by the table of `docs/clustering.md` (first match wins).
-pub fn state(l: &Ledger) -> ClusterState {
+pub(super) fn state(l: &Ledger) -> ClusterState {
     if l.offline {
         return ClusterState::Offline;
     }
@@ -418,7 +418,7 @@ pub fn state(l: &Ledger) -> ClusterState {
 /// the primary must be a candidate (a request names its target, so another one is never
 /// chosen instead); without one, a deleting or demoted primary goes to the lowest-ordinal
 /// candidate.
-pub fn switch_target(l: &Ledger) -> Option<u32> {
+pub(super) fn switch_target(l: &Ledger) -> Option<u32> {
     let p = l.inst(l.primary);
     let requested = l.switchover_to.filter(|&t| t != l.primary);
     if !(p.pod.deleting || p.pod.demote || requested.is_some() || leaving(l, l.primary)) {
@@ -433,7 +433,7 @@ pub fn switch_target(l: &Ledger) -> Option<u32> {
 
 /// A requested target further behind the primary than MOCO gives a primary to turn
 /// read-only (10 s) is refused.
-pub fn lags_as_target(l: &Ledger, t: u32) -> bool {
+pub(super) fn lags_as_target(l: &Ledger, t: u32) -> bool {
     l.inst(t)
         .channel
         .as_ref()
@@ -443,7 +443,7 @@ pub fn lags_as_target(l: &Ledger, t: u32) -> bool {
 
 /// The plan the engine must make, as far as this file models it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Expect {
+pub(super) enum Expect {
     /// Offline, Lost or Healthy without a switchover: at most label and annotation repairs.
     Quiet,
     /// Pods missing, restoring or cloning: nothing clustering-related.
@@ -465,7 +465,7 @@ pub enum Expect {
     Configure,
 }
 
-pub fn expect(l: &Ledger) -> Expect {
+pub(super) fn expect(l: &Ledger) -> Expect {
     let s = state(l);
     if s == ClusterState::Offline {
         return Expect::Quiet;
@@ -488,7 +488,7 @@ pub fn expect(l: &Ledger) -> Expect {
 
 /// Replicas whose IO thread the first failover round stops: every reachable, non-hung
 /// non-primary whose IO thread runs or connects (errant ones too).
-pub fn running_io(l: &Ledger) -> Vec<u32> {
+pub(super) fn running_io(l: &Ledger) -> Vec<u32> {
     l.others()
         .into_iter()
         .filter(|&i| usable_mysqld(l, i).is_some_and(Inst::io_running))
@@ -496,7 +496,7 @@ pub fn running_io(l: &Ledger) -> Vec<u32> {
 }
 
 /// Failover replicas: not errant, reachable, not hung, with a replication channel.
-pub fn eligible(l: &Ledger) -> Vec<u32> {
+pub(super) fn eligible(l: &Ledger) -> Vec<u32> {
     let errant = errant(l);
     l.others()
         .into_iter()
@@ -507,7 +507,7 @@ pub fn eligible(l: &Ledger) -> Vec<u32> {
 
 /// The most advanced eligible replica: its received set holds every other eligible
 /// replica's; among equal sets the one that executed most, then the lowest ordinal.
-pub fn most_advanced(l: &Ledger) -> Option<u32> {
+pub(super) fn most_advanced(l: &Ledger) -> Option<u32> {
     let eligible = eligible(l);
     let holds_all = |i: u32| {
         let mine = l.inst(i).received();
@@ -555,7 +555,7 @@ fn failover(l: &Ledger) -> Expect {
 /// The errant list to persist with a promotion of `target` holding `set`: instances that can
 /// be asked are judged against `set` (ignoring the target's own transactions); the others keep
 /// the verdict they had.
-pub fn errant_against(l: &Ledger, target: u32, set: &Txns) -> Vec<u32> {
+pub(super) fn errant_against(l: &Ledger, target: u32, set: &Txns) -> Vec<u32> {
     let before = errant(l);
     let identity = l.inst(target).identity;
     (0..l.n)
@@ -569,7 +569,7 @@ pub fn errant_against(l: &Ledger, target: u32, set: &Txns) -> Vec<u32> {
 
 /// The clone donor for `target`: the ok replica with data and the least lag (unknown lag
 /// counts as the most), lowest ordinal on ties; the primary when there is none.
-pub fn donor(l: &Ledger, target: u32) -> u32 {
+pub(super) fn donor(l: &Ledger, target: u32) -> u32 {
     let errant = errant(l);
     l.others()
         .into_iter()
@@ -585,7 +585,7 @@ pub fn donor(l: &Ledger, target: u32) -> u32 {
 /// The replicas a configure round must clone: errant ones when re-cloning is on, and empty
 /// ones whose replication cannot start from the primary's binlogs (no channel, unless MariaDB
 /// can replay every binlog; or a channel that failed with error 1236).
-pub fn clones(l: &Ledger) -> Vec<u32> {
+pub(super) fn clones(l: &Ledger) -> Vec<u32> {
     let p = l.inst(l.primary);
     if !p.reachable || p.executed.is_empty() {
         return Vec::new();
@@ -612,7 +612,7 @@ pub fn clones(l: &Ledger) -> Vec<u32> {
 }
 
 /// The primary must be opened by this plan.
-pub fn opens_primary(l: &Ledger) -> bool {
+pub(super) fn opens_primary(l: &Ledger) -> bool {
     let p = l.inst(l.primary);
     expect(l) == Expect::Configure
         && p.reachable
@@ -623,13 +623,13 @@ pub fn opens_primary(l: &Ledger) -> bool {
 
 /// An empty primary waits until `quorum` replicas answer (none of them has data, or the state
 /// would be Failed): only then can no acknowledged commit exist elsewhere.
-pub fn empty_primary_held(l: &Ledger) -> bool {
+pub(super) fn empty_primary_held(l: &Ledger) -> bool {
     let p = l.inst(l.primary);
     p.executed.is_empty() && l.spec > 1 && answering(l) < quorum(l)
 }
 
 /// Replicas whose mysqld answers.
-pub fn answering(l: &Ledger) -> u32 {
+pub(super) fn answering(l: &Ledger) -> u32 {
     l.others()
         .into_iter()
         .filter(|&i| usable_mysqld(l, i).is_some())

@@ -12,17 +12,17 @@ use moco_testkit::apiserver::{FakeApiServer, RecordedRequest};
 use serde_json::{Value, json};
 
 /// Namespace of the test clusters.
-pub const NS: &str = "shop";
+pub(crate) const NS: &str = "shop";
 /// Name of the test cluster.
-pub const NAME: &str = "db";
+pub(crate) const NAME: &str = "db";
 
 /// The password of `account` in the test Secret.
-pub fn password(account: Account) -> String {
+pub(crate) fn password(account: Account) -> String {
     format!("{}-secret-0123", account.name())
 }
 
 /// A MySQLCluster `NAME` in `NS` with `replicas` instances and `status`.
-pub fn cluster(replicas: u32, status: Value) -> Value {
+pub(crate) fn cluster(replicas: u32, status: Value) -> Value {
     json!({
         "apiVersion": "moco.cybozu.com/v1beta2",
         "kind": "MySQLCluster",
@@ -40,7 +40,7 @@ pub fn cluster(replicas: u32, status: Value) -> Value {
 }
 
 /// Pod `index` of the test cluster: `role` label, `Ready` condition, `phase`.
-pub fn pod(index: u32, role: Option<&str>, ready: bool, phase: &str) -> Value {
+pub(crate) fn pod(index: u32, role: Option<&str>, ready: bool, phase: &str) -> Value {
     let mut labels = json!({
         "app.kubernetes.io/name": "mysql",
         "app.kubernetes.io/instance": NAME,
@@ -60,7 +60,7 @@ pub fn pod(index: u32, role: Option<&str>, ready: bool, phase: &str) -> Value {
 }
 
 /// The Secret `moco-NAME` with the passwords of `accounts`.
-pub fn secret(accounts: &[Account]) -> Value {
+pub(crate) fn secret(accounts: &[Account]) -> Value {
     let data: BTreeMap<String, k8s_openapi::ByteString> = accounts
         .iter()
         .map(|a| {
@@ -80,7 +80,7 @@ pub fn secret(accounts: &[Account]) -> Value {
 }
 
 /// A fake holding `cluster` and `pods`, and the Secret with every password.
-pub fn fake_with(cluster: Value, pods: Vec<Value>) -> FakeApiServer {
+pub(crate) fn fake_with(cluster: Value, pods: Vec<Value>) -> FakeApiServer {
     let fake = FakeApiServer::new();
     fake.insert(cluster);
     for p in pods {
@@ -91,7 +91,7 @@ pub fn fake_with(cluster: Value, pods: Vec<Value>) -> FakeApiServer {
 }
 
 /// The uid the fake gave the test cluster.
-pub fn uid(fake: &FakeApiServer) -> String {
+pub(crate) fn uid(fake: &FakeApiServer) -> String {
     let stored = fake
         .get_json("moco.cybozu.com/v1beta2/mysqlclusters", NS, NAME)
         .unwrap();
@@ -99,7 +99,7 @@ pub fn uid(fake: &FakeApiServer) -> String {
 }
 
 /// Status of a running three-instance cluster whose primary is `primary`.
-pub fn running_status(primary: u32) -> Value {
+pub(crate) fn running_status(primary: u32) -> Value {
     json!({"currentPrimaryIndex": primary, "syncedReplicas": 3,
            "conditions": [
                {"type": "Healthy", "status": "True", "reason": "Healthy", "message": "the current state is Healthy",
@@ -108,7 +108,7 @@ pub fn running_status(primary: u32) -> Value {
 
 /// Output of a command run.
 #[derive(Debug)]
-pub struct Run {
+pub(crate) struct Run {
     /// The result (exit status or error).
     pub result: Result<u8, Error>,
     /// Standard output.
@@ -119,7 +119,7 @@ pub struct Run {
 
 impl Run {
     /// The error's message (panics on success).
-    pub fn error(&self) -> String {
+    pub(crate) fn error(&self) -> String {
         match &self.result {
             Ok(code) => panic!("expected an error, got status {code}; out: {}", self.out),
             Err(e) => e.to_string(),
@@ -127,7 +127,7 @@ impl Run {
     }
 
     /// Standard output of a successful run (panics on an error).
-    pub fn ok(&self) -> &str {
+    pub(crate) fn ok(&self) -> &str {
         match &self.result {
             Ok(0) => &self.out,
             other => panic!("expected success, got {other:?}; err: {}", self.err),
@@ -137,7 +137,7 @@ impl Run {
 
 /// Parses `args` (after `kubectl-moco`) and runs the command against `fake` in `NS` (unless
 /// `-n` says otherwise), passing the connection flags on as the binary does.
-pub async fn run_in(fake: &FakeApiServer, ctx: Context, args: &[&str]) -> Run {
+pub(crate) async fn run_in(fake: &FakeApiServer, ctx: Context, args: &[&str]) -> Run {
     let cli = Cli::try_parse_from(std::iter::once("kubectl-moco").chain(args.iter().copied()))
         .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     let _ = fake;
@@ -157,12 +157,12 @@ pub async fn run_in(fake: &FakeApiServer, ctx: Context, args: &[&str]) -> Run {
 }
 
 /// Runs `args` against `fake` in `NS`.
-pub async fn run(fake: &FakeApiServer, args: &[&str]) -> Run {
+pub(crate) async fn run(fake: &FakeApiServer, args: &[&str]) -> Run {
     run_in(fake, Context::new(fake.client(), NS), args).await
 }
 
 /// The requests that are not reads.
-pub fn writes(fake: &FakeApiServer) -> Vec<RecordedRequest> {
+pub(crate) fn writes(fake: &FakeApiServer) -> Vec<RecordedRequest> {
     fake.requests()
         .into_iter()
         .filter(|r| r.method != "GET")

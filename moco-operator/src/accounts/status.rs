@@ -9,7 +9,7 @@ use super::{AccountsError, api_error};
 
 /// Records in `object`'s status that it holds what it names (`ownership`), before the server
 /// is changed (`moco_core::accounts::claim`).
-pub async fn record_ownership<K>(
+pub(super) async fn record_ownership<K>(
     client: &kube::Client,
     object: &K,
     ownership: Ownership,
@@ -36,7 +36,7 @@ where
 
 /// The `Invalid` message of an object that breaks the admission rules, or `None` when it
 /// breaks none.
-pub fn invalid_message(errors: &[FieldError]) -> Option<String> {
+pub(super) fn invalid_message(errors: &[FieldError]) -> Option<String> {
     (!errors.is_empty()).then(|| {
         format!(
             "not applied: the object breaks the admission rules (admitted while the webhook \
@@ -71,7 +71,7 @@ pub fn ready_condition(
 }
 
 /// Whether `conditions` say the object was Ready.
-pub fn was_ready(conditions: &[Condition]) -> bool {
+pub(super) fn was_ready(conditions: &[Condition]) -> bool {
     conditions
         .iter()
         .any(|c| c.type_ == CONDITION_READY && c.status == "True")

@@ -34,7 +34,7 @@ pub(super) enum Passwords {
 
 impl Passwords {
     /// The passwords to render with.
-    pub fn get(&self) -> &MocoPasswords {
+    pub(super) fn get(&self) -> &MocoPasswords {
         match self {
             Passwords::Stored(p) | Passwords::Drawn(p) => p,
         }

@@ -101,7 +101,7 @@ fn deployed_volumes(sts: &StatefulSet) -> DeployedVolumes {
 
 /// The ordinal of PVC `name` made from a template of StatefulSet `sts`, and the template:
 /// `<template>-<sts>-<ordinal>`.
-pub fn parse_claim_name<'a>(name: &'a str, sts: &str) -> Option<(&'a str, u32)> {
+pub(super) fn parse_claim_name<'a>(name: &'a str, sts: &str) -> Option<(&'a str, u32)> {
     let (rest, ordinal) = name.rsplit_once('-')?;
     let ordinal = ordinal.parse().ok()?;
     let template = rest.strip_suffix(sts)?.strip_suffix('-')?;

@@ -160,16 +160,16 @@ fn probe_with_handler(probe: Option<Probe>, path: &str) -> Probe {
 
 /// Names of the emptyDir and configuration volumes every Pod gets.
 mod volume {
-    pub const TMP: &str = "tmp";
-    pub const RUN: &str = "run";
-    pub const VAR_LOG: &str = "var-log";
-    pub const CONF_D: &str = "mysql-conf-d";
-    pub const SHARED: &str = "shared";
-    pub const CONF: &str = "mysql-conf";
-    pub const MYCNF_SECRET: &str = "my-cnf-secret";
-    pub const GRPC_CERT: &str = "grpc-cert";
-    pub const MYSQL_TLS: &str = "mysql-tls";
-    pub const SLOW_LOG_CONFIG: &str = "slow-fluent-bit-config";
+    pub(super) const TMP: &str = "tmp";
+    pub(super) const RUN: &str = "run";
+    pub(super) const VAR_LOG: &str = "var-log";
+    pub(super) const CONF_D: &str = "mysql-conf-d";
+    pub(super) const SHARED: &str = "shared";
+    pub(super) const CONF: &str = "mysql-conf";
+    pub(super) const MYCNF_SECRET: &str = "my-cnf-secret";
+    pub(super) const GRPC_CERT: &str = "grpc-cert";
+    pub(super) const MYSQL_TLS: &str = "mysql-tls";
+    pub(super) const SLOW_LOG_CONFIG: &str = "slow-fluent-bit-config";
 }
 
 /// Mode 0644 for mounted ConfigMaps and Secrets: mysqld runs as a user other than the

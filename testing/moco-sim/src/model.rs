@@ -191,7 +191,7 @@ pub(crate) struct Repl {
 
 impl Repl {
     /// The SQL thread stops on an error that starting it again does not cure.
-    pub fn fail_sql(&mut self) {
+    pub(crate) fn fail_sql(&mut self) {
         self.sql_running = false;
         self.sql_error = Some((
             ER_DUP_ENTRY,
@@ -281,7 +281,7 @@ impl Inst {
 
     /// What `@@gtid_executed` shows on MySQL: durable data without the commits still waiting
     /// for ACKs (AFTER_SYNC adds them to `gtid_executed` only after the wait).
-    pub fn committed(&self) -> BTreeSet<SimGtid> {
+    pub(crate) fn committed(&self) -> BTreeSet<SimGtid> {
         let mut out = self.data.clone();
         for (g, _) in &self.pending {
             out.remove(g);
@@ -290,7 +290,7 @@ impl Inst {
     }
 
     /// Data plus relay log: what this instance holds or will hold.
-    pub fn received(&self) -> BTreeSet<SimGtid> {
+    pub(crate) fn received(&self) -> BTreeSet<SimGtid> {
         let mut out = self.data.clone();
         if let Some(r) = &self.repl {
             out.extend(r.retrieved.iter().copied());
@@ -392,7 +392,7 @@ pub(crate) fn uuid_text(ident: u32) -> String {
 }
 
 impl State {
-    pub fn new(replicas: u32, flavor: Flavor, server_id_base: u32, max_delay: u64) -> Self {
+    pub(crate) fn new(replicas: u32, flavor: Flavor, server_id_base: u32, max_delay: u64) -> Self {
         State {
             flavor,
             server_id_base,
@@ -420,25 +420,25 @@ impl State {
         }
     }
 
-    pub fn replicas(&self) -> u32 {
+    pub(crate) fn replicas(&self) -> u32 {
         u32::try_from(self.insts.len()).unwrap_or(u32::MAX)
     }
 
     /// `spec.replicas`: the instances unless some are leaving.
-    pub fn spec_replicas(&self) -> u32 {
+    pub(crate) fn spec_replicas(&self) -> u32 {
         self.spec_replicas.unwrap_or_else(|| self.replicas())
     }
 
     /// `spec.replicas` is lowered to `n`: the instances past it keep running until the
     /// engine records that they no longer count ([`State::remove_leaving`]).
-    pub fn shrink(&mut self, n: u32) {
+    pub(crate) fn shrink(&mut self, n: u32) {
         self.spec_replicas = Some(n.clamp(1, self.replicas()));
     }
 
     /// The platform's part of a shrink: once the status lets it
     /// (`ClusterStatus::leaving_may_go`), the instances past `spec.replicas` are removed with
     /// their data, as a StatefulSet scaled down removes its highest Pods. True when it did.
-    pub fn remove_leaving(&mut self) -> bool {
+    pub(crate) fn remove_leaving(&mut self) -> bool {
         let n = self.spec_replicas();
         if self.replicas() <= n || !self.status.leaving_may_go(n) {
             return false;
@@ -450,7 +450,7 @@ impl State {
 
     /// `spec.replicas` is raised to `n`: new, empty instances start (as a StatefulSet adds
     /// Pods with new volumes).
-    pub fn grow(&mut self, n: u32) {
+    pub(crate) fn grow(&mut self, n: u32) {
         self.spec_replicas = None;
         while self.replicas() < n {
             let index = self.replicas();
@@ -467,17 +467,17 @@ impl State {
         }
     }
 
-    pub fn inst(&self, i: u32) -> Option<&Inst> {
+    pub(crate) fn inst(&self, i: u32) -> Option<&Inst> {
         self.insts.get(i as usize)
     }
 
-    pub fn inst_mut(&mut self, i: u32) -> Option<&mut Inst> {
+    pub(crate) fn inst_mut(&mut self, i: u32) -> Option<&mut Inst> {
         self.insts.get_mut(i as usize)
     }
 
     /// Converts exact transactions to what the server reports: every GTID on MySQL,
     /// `gtid_binlog_state` (the last number per server id) on MariaDB.
-    pub fn report<'a>(&self, set: impl IntoIterator<Item = &'a SimGtid>) -> GtidSet {
+    pub(crate) fn report<'a>(&self, set: impl IntoIterator<Item = &'a SimGtid>) -> GtidSet {
         let mut by_origin: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         for g in set {
             by_origin.entry(g.origin).or_default().push(g.seq);
@@ -522,21 +522,21 @@ impl State {
         out
     }
 
-    pub fn link_ok(&self, a: u32, b: u32) -> bool {
+    pub(crate) fn link_ok(&self, a: u32, b: u32) -> bool {
         !self.links_cut.contains(&(a.min(b), a.max(b)))
     }
 
-    pub fn up(&self, i: u32) -> bool {
+    pub(crate) fn up(&self, i: u32) -> bool {
         self.inst(i).is_some_and(|x| x.up)
     }
 
     /// mysqld of instance `i` runs but is frozen.
-    pub fn frozen(&self, i: u32) -> bool {
+    pub(crate) fn frozen(&self, i: u32) -> bool {
         self.inst(i).is_some_and(|x| x.up && x.frozen)
     }
 
     /// The manager can open a connection to instance `i`.
-    pub fn manager_reaches(&self, i: u32) -> bool {
+    pub(crate) fn manager_reaches(&self, i: u32) -> bool {
         self.up(i) && !self.mgr_cut.contains(&i)
     }
 
@@ -551,7 +551,7 @@ impl State {
     /// Semi-sync replicas connected to `p` right now (`Rpl_semi_sync_master_clients`: a
     /// frozen replica's connection stays open); with `live`, only those that could send an
     /// ACK now (not frozen).
-    pub fn semi_clients(&self, p: u32, live: bool) -> usize {
+    pub(crate) fn semi_clients(&self, p: u32, live: bool) -> usize {
         self.insts
             .iter()
             .filter(|r| r.index != p && r.up && r.semi_slave && !(live && r.frozen))
@@ -565,7 +565,7 @@ impl State {
 
     /// Instances that accept writes and would acknowledge them now. A frozen instance
     /// acknowledges nothing while frozen; thawing it re-runs the split-brain check.
-    pub fn writable_ackers(&self) -> Vec<u32> {
+    pub(crate) fn writable_ackers(&self) -> Vec<u32> {
         self.insts
             .iter()
             .filter(|p| p.up && !p.read_only && !p.frozen)
@@ -579,7 +579,7 @@ impl State {
     }
 
     /// Records a violation when two writable instances could acknowledge writes.
-    pub fn check_split_brain(&mut self, context: &str) {
+    pub(crate) fn check_split_brain(&mut self, context: &str) {
         let ackers = self.writable_ackers();
         if ackers.len() > 1 {
             let msg = format!(
@@ -591,7 +591,7 @@ impl State {
     }
 
     /// Re-evaluates every replication connection (IO threads reconnect on their own).
-    pub fn refresh(&mut self) {
+    pub(crate) fn refresh(&mut self) {
         let n = self.replicas();
         for i in 0..n {
             let Some(repl) = self.inst(i).and_then(|x| x.repl.as_ref()) else {
@@ -758,7 +758,7 @@ impl State {
     /// Acknowledges pending commits that enough semi-sync replicas received; releases them
     /// all when semi-sync is off on their server. A frozen server answers no client: its
     /// commits wait until it resumes. (ACKs a frozen replica sent before it froze count.)
-    pub fn settle_acks(&mut self) {
+    pub(crate) fn settle_acks(&mut self) {
         let n = self.replicas();
         let mut acked: Vec<(u32, SimGtid)> = Vec::new();
         for p in 0..n {
@@ -807,7 +807,7 @@ impl State {
     }
 
     /// One step of replication: reconnect, fetch, acknowledge, apply.
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         self.ticks += 1;
         self.refresh();
         let n = self.replicas();
@@ -822,7 +822,7 @@ impl State {
     }
 
     /// A client write.
-    pub fn client_write(&mut self, target: WriteTarget) -> WriteOutcome {
+    pub(crate) fn client_write(&mut self, target: WriteTarget) -> WriteOutcome {
         let index = match target {
             WriteTarget::Instance(i) => Some(i),
             WriteTarget::Primary => self
@@ -863,7 +863,7 @@ impl State {
     /// The server process dies. Waiting sessions get an error. Without `keep_tail`, the
     /// pending commits no other server received are lost (their binlog write never reached
     /// the disk); with it, crash recovery commits them.
-    pub fn crash(&mut self, i: u32, keep_tail: bool) {
+    pub(crate) fn crash(&mut self, i: u32, keep_tail: bool) {
         let Some(x) = self.inst(i) else { return };
         if !x.up {
             return;
@@ -905,7 +905,7 @@ impl State {
 
     /// mysqld starts again: read-only, replication threads stopped (`skip_replica_start`),
     /// semi-sync primary side off, relay log kept (`relay_log_recovery=OFF`).
-    pub fn restart(&mut self, i: u32) {
+    pub(crate) fn restart(&mut self, i: u32) {
         let flavor = self.flavor;
         let Some(x) = self.inst_mut(i) else { return };
         if x.up {
@@ -932,7 +932,7 @@ impl State {
     /// MySQL gets a new `server_uuid`, MariaDB keeps its `server_id` with an empty GTID state.
     /// mysqld runs again at once, read-only, in a Pod without labels. Records which
     /// acknowledged writes no instance holds any more.
-    pub fn wipe(&mut self, i: u32) {
+    pub(crate) fn wipe(&mut self, i: u32) {
         if self.inst(i).is_none() {
             return;
         }
@@ -983,7 +983,7 @@ impl State {
     }
 
     /// Cuts instance `i` from the manager and every other instance.
-    pub fn isolate(&mut self, i: u32) {
+    pub(crate) fn isolate(&mut self, i: u32) {
         let n = self.replicas();
         if i >= n {
             return;
@@ -997,7 +997,7 @@ impl State {
     }
 
     /// Applies a fault injected between two manager operations.
-    pub fn inject(&mut self, fault: OpFault) {
+    pub(crate) fn inject(&mut self, fault: OpFault) {
         match fault {
             OpFault::Crash {
                 instance,
@@ -1021,7 +1021,7 @@ impl State {
 
     /// mysqld of instance `i` stops answering, keeping its whole state (a running, unfrozen
     /// instance only).
-    pub fn freeze(&mut self, i: u32) {
+    pub(crate) fn freeze(&mut self, i: u32) {
         if !self.up(i) || self.frozen(i) {
             return;
         }
@@ -1043,7 +1043,7 @@ impl State {
     }
 
     /// A frozen mysqld resumes exactly where it was.
-    pub fn thaw(&mut self, i: u32) {
+    pub(crate) fn thaw(&mut self, i: u32) {
         if !self.frozen(i) {
             return;
         }
@@ -1082,7 +1082,7 @@ impl State {
     }
 
     /// `KILL CONNECTION` for every client: waiting commits stay committed, unacknowledged.
-    pub fn kill_connections(&mut self, i: u32) {
+    pub(crate) fn kill_connections(&mut self, i: u32) {
         let ids: Vec<u64> = match self.inst_mut(i) {
             Some(x) => x.pending.drain(..).map(|(_, id)| id).collect(),
             None => Vec::new(),
@@ -1093,7 +1093,7 @@ impl State {
     }
 
     /// `SHOW`-style status of instance `i`.
-    pub fn mysqld_status(&self, i: u32) -> Option<MysqldStatus> {
+    pub(crate) fn mysqld_status(&self, i: u32) -> Option<MysqldStatus> {
         let x = self.inst(i)?;
         let executed = match self.flavor {
             Flavor::Mysql => self.report(&x.committed()),
@@ -1179,7 +1179,7 @@ impl State {
     }
 
     /// The executed set as the server reports it.
-    pub fn reported_executed(&self, i: u32) -> GtidSet {
+    pub(crate) fn reported_executed(&self, i: u32) -> GtidSet {
         match (self.flavor, self.inst(i)) {
             (Flavor::Mysql, Some(x)) => self.report(&x.committed()),
             (Flavor::Mariadb, Some(x)) => self.report(&x.data),
@@ -1192,7 +1192,7 @@ impl State {
     /// a replication channel, `MASTER_GTID_WAIT` on the highest sequence number, which compares
     /// with `gtid_slave_pos` (what the SQL thread applied: local commits do not count), and
     /// without one, polling the binlog state.
-    pub fn has_executed(&self, i: u32, goal: &GtidSet) -> bool {
+    pub(crate) fn has_executed(&self, i: u32, goal: &GtidSet) -> bool {
         match self.flavor {
             Flavor::Mysql => goal.is_subset(&self.reported_executed(i)),
             Flavor::Mariadb => {
@@ -1213,7 +1213,7 @@ impl State {
     /// `STOP REPLICA; CHANGE REPLICATION SOURCE …; START REPLICA` with the semi-sync flags.
     /// The relay log is purged by the CHANGE (unapplied transactions are dropped) and the
     /// primary side of semi-sync is turned off, which releases waiting commits.
-    pub fn configure_replication(&mut self, i: u32, source: u32, semi_sync: bool) {
+    pub(crate) fn configure_replication(&mut self, i: u32, source: u32, semi_sync: bool) {
         let flavor = self.flavor;
         self.record_relay_purge(i);
         if let Some(x) = self.inst_mut(i) {
@@ -1243,7 +1243,7 @@ impl State {
     /// thread asks for what the replica neither executed nor retrieved. MariaDB with
     /// `MASTER_USE_GTID` starts a stopped IO thread from the applied position
     /// (`gtid_slave_pos`) and discards the relay log (see orchestrator #1260 and #1363).
-    pub fn start_replica(&mut self, i: u32, sql_thread_only: bool) {
+    pub(crate) fn start_replica(&mut self, i: u32, sql_thread_only: bool) {
         let flavor = self.flavor;
         let io_starts = !sql_thread_only
             && self
@@ -1280,7 +1280,7 @@ impl State {
 
     /// `STOP REPLICA; RESET REPLICA ALL; SET GLOBAL read_only=0`: the relay log (with any
     /// unapplied transaction) and the channel are gone (`SHOW REPLICA STATUS` is empty).
-    pub fn set_writable(&mut self, i: u32) {
+    pub(crate) fn set_writable(&mut self, i: u32) {
         self.record_relay_purge(i);
         if let Some(x) = self.inst_mut(i) {
             x.repl = None;
@@ -1292,7 +1292,7 @@ impl State {
     }
 
     /// Clone: the recipient gets the donor's committed data (as `gtid_purged`, no binlog).
-    pub fn clone_from(&mut self, i: u32, donor: u32) {
+    pub(crate) fn clone_from(&mut self, i: u32, donor: u32) {
         let flavor = self.flavor;
         let Some(copy) = self.inst(donor).map(Inst::committed) else {
             return;
@@ -1354,7 +1354,7 @@ impl State {
 
     /// `instance i` holds a transaction the primary `p` never had, from another server
     /// (the engine's errant rule on exact data).
-    pub fn errant_against(&self, i: u32, p: u32) -> Option<SimGtid> {
+    pub(crate) fn errant_against(&self, i: u32, p: u32) -> Option<SimGtid> {
         let (x, prim) = (self.inst(i)?, self.inst(p)?);
         x.data
             .iter()
@@ -1364,7 +1364,7 @@ impl State {
 
     /// Judges a change of the primary against the true data: the acknowledged transactions
     /// the new primary lacks, and every problem found.
-    pub fn judge_promotion(&self, from: u32, to: u32) -> (Vec<SimGtid>, Vec<String>) {
+    pub(crate) fn judge_promotion(&self, from: u32, to: u32) -> (Vec<SimGtid>, Vec<String>) {
         let mut problems = Vec::new();
         let mut missing = Vec::new();
         let Some(target) = self.inst(to) else {
@@ -1414,7 +1414,7 @@ impl State {
     }
 
     /// A one-line-per-instance dump for failure messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut out = format!(
             "tick {} primaryIndex={} cut(manager)={:?} cut(links)={:?}\n",
             self.ticks, self.status.current_primary_index, self.mgr_cut, self.links_cut

@@ -59,14 +59,14 @@ impl State {
     }
 
     /// Instance `i`'s transactions outside the lineage.
-    pub fn out_of_lineage(&self, i: u32) -> BTreeSet<SimGtid> {
+    pub(crate) fn out_of_lineage(&self, i: u32) -> BTreeSet<SimGtid> {
         self.inst(i)
             .map(|x| x.data.difference(&self.truth.lineage).copied().collect())
             .unwrap_or_default()
     }
 
     /// Instance `i`'s transactions outside the lineage that a round could see.
-    pub fn known_errant(&self, i: u32) -> BTreeSet<SimGtid> {
+    pub(crate) fn known_errant(&self, i: u32) -> BTreeSet<SimGtid> {
         let Some(known) = self.truth.known.get(&i) else {
             return BTreeSet::new();
         };
@@ -327,7 +327,7 @@ impl State {
 
     /// A transaction written straight on instance `i` (not through the primary), which keeps
     /// its replication channel as it is. `None` when mysqld is down or frozen.
-    pub fn errant_write(&mut self, i: u32) -> Option<SimGtid> {
+    pub(crate) fn errant_write(&mut self, i: u32) -> Option<SimGtid> {
         let flavor = self.flavor;
         let tick = self.ticks;
         let x = self.inst_mut(i)?;

@@ -13,7 +13,7 @@ use moco_local::{
 /// `moco local backup`.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
-pub struct BackupArgs {
+pub(super) struct BackupArgs {
     #[command(subcommand)]
     command: Option<BackupCommand>,
     #[command(flatten)]
@@ -100,7 +100,7 @@ struct PruneArgs {
 
 /// `moco local restore`.
 #[derive(Debug, Args)]
-pub struct RestoreArgs {
+pub(super) struct RestoreArgs {
     /// The new cluster's directory (must not exist, or be empty).
     #[arg(long, value_name = "NEWDIR")]
     dir: PathBuf,

@@ -13,7 +13,7 @@ use crate::signals;
 
 /// The `moco` binary as `moco local`'s host.
 #[derive(Debug)]
-pub struct Binary;
+pub(super) struct Binary;
 
 impl Host for Binary {
     /// The manager's log lines go to `DIR/manager.log`, at info unless `MOCO_LOG` says

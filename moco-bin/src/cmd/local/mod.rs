@@ -20,7 +20,7 @@ mod host;
 
 /// Arguments of `moco local`.
 #[derive(Debug, Args)]
-pub struct LocalArgs {
+pub(crate) struct LocalArgs {
     #[command(subcommand)]
     command: LocalCommand,
 }
@@ -272,7 +272,7 @@ struct DownArgs {
 
 /// Errors of `moco local`.
 #[derive(Debug, thiserror::Error)]
-pub enum LocalCmdError {
+pub(crate) enum LocalCmdError {
     /// From the command.
     #[error("{0}")]
     Local(#[from] moco_local::Error),
@@ -292,7 +292,7 @@ fn parse_duration(text: &str) -> Result<Duration, DurationError> {
 }
 
 /// Runs `moco local`.
-pub fn run(args: LocalArgs) -> Result<ExitCode, LocalCmdError> {
+pub(crate) fn run(args: LocalArgs) -> Result<ExitCode, LocalCmdError> {
     // Before any thread or file exists: nothing of the cluster is readable by others.
     moco_local::private_umask();
     let runtime = crate::async_runtime().map_err(LocalCmdError::Runtime)?;

@@ -420,9 +420,9 @@ mod real {
     use moco_tests::control_plane::ControlPlane;
 
     /// The scheduler name the bench's Pods carry: nothing but this process binds them.
-    pub const SCHEDULER: &str = "moco-bench";
+    pub(crate) const SCHEDULER: &str = "moco-bench";
     /// The Node the bench's Pods are bound to; no kubelet runs it.
-    pub const NODE: &str = "moco-bench-node";
+    pub(crate) const NODE: &str = "moco-bench-node";
     /// The Node's address (never dialled: the operator reaches the simulated servers).
     const NODE_IP: &str = "10.255.255.254";
     /// The kubelet's Lease renewal period and duration.
@@ -430,7 +430,7 @@ mod real {
     const LEASE_SECONDS: i32 = 40;
 
     /// A client with DIR's admin kubeconfig.
-    pub async fn admin_client(dir: &Path) -> kube::Client {
+    pub(crate) async fn admin_client(dir: &Path) -> kube::Client {
         let path = dir.join("kubeconfig");
         let kubeconfig = Kubeconfig::read_from(&path)
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
@@ -469,7 +469,7 @@ mod real {
 
     /// Registers [`NODE`] Ready and renews its Lease every [`LEASE_RENEW`], as a kubelet does,
     /// so that the node lifecycle controller never marks it (and its Pods) not ready.
-    pub async fn run_node(client: kube::Client) {
+    pub(crate) async fn run_node(client: kube::Client) {
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
         create_or_keep(
             &nodes,
@@ -517,7 +517,7 @@ mod real {
     /// The scheduler's and the kubelet's part for the Pods of [`NS`]: a watch (LIST, then
     /// WATCH from its resourceVersion, again after each timeout) whose every event goes to
     /// [`Kubelet::handle`].
-    pub async fn run_pods(client: kube::Client) {
+    pub(crate) async fn run_pods(client: kube::Client) {
         let kubelet = Kubelet {
             api: Api::namespaced(client.clone(), NS),
             next_ip: AtomicU32::new(0),
@@ -692,7 +692,7 @@ mod real {
     /// `LIST`, `WATCH`, `POST`, `PUT`, `PATCH`, `APPLY` (a server-side apply; the client side
     /// cannot tell it from `PATCH`) or `DELETE`; the resource `plural[.group][/subresource]`,
     /// with the response code after it when it is not a success (server side only).
-    pub type Requests = BTreeMap<(String, String), f64>;
+    pub(crate) type Requests = BTreeMap<(String, String), f64>;
 
     fn resource_key(group: &str, resource: &str, subresource: &str) -> String {
         let mut key = resource.to_owned();
@@ -708,7 +708,7 @@ mod real {
     /// The verb and resource of a request to `url` with `method`, by the API's URL layout
     /// (`/api/v1/...`, `/apis/GROUP/VERSION/...`, `namespaces/NS/` before namespaced ones);
     /// `None` for other paths.
-    pub fn classify(method: &str, url: &str) -> Option<(String, String)> {
+    pub(crate) fn classify(method: &str, url: &str) -> Option<(String, String)> {
         let rest = url.split_once("://").map_or(url, |(_, r)| r);
         let path_and_query = rest.find('/').map_or("", |i| &rest[i..]);
         let (path, query) = path_and_query
@@ -762,7 +762,7 @@ mod real {
     /// A counter by its `verb_label` and resource, summed over the other labels (resource
     /// requests only): `apiserver_request_total` by verb (the code shown when not a
     /// success), `etcd_requests_total` (what kube-apiserver asks of etcd) by operation.
-    pub fn totals(metrics: &str, metric: &str, verb_label: &str) -> Requests {
+    pub(crate) fn totals(metrics: &str, metric: &str, verb_label: &str) -> Requests {
         let mut out = Requests::new();
         for (labels, value) in series(metrics, metric) {
             let label = |k: &str| labels.get(k).copied().unwrap_or("");
@@ -779,7 +779,7 @@ mod real {
     }
 
     /// The WATCH requests open (`apiserver_longrunning_requests`), by resource.
-    pub fn open_watches(metrics: &str) -> BTreeMap<String, f64> {
+    pub(crate) fn open_watches(metrics: &str) -> BTreeMap<String, f64> {
         let mut out = BTreeMap::new();
         for (labels, value) in series(metrics, "apiserver_longrunning_requests") {
             if labels.get("verb") != Some(&"WATCH") {
@@ -793,7 +793,7 @@ mod real {
     }
 
     /// `after - before`, keys of either.
-    pub fn difference(after: &Requests, before: &Requests) -> Requests {
+    pub(crate) fn difference(after: &Requests, before: &Requests) -> Requests {
         let mut out = after.clone();
         for (k, v) in before {
             *out.entry(k.clone()).or_default() -= v;
@@ -804,10 +804,10 @@ mod real {
     /// The requests the operator's client sent, counted from kube-client's `HTTP` trace span
     /// (one `requesting` event per request sent, retries included), by [`classify`].
     #[derive(Clone, Default)]
-    pub struct ClientRequests(Arc<Mutex<Requests>>);
+    pub(crate) struct ClientRequests(Arc<Mutex<Requests>>);
 
     impl ClientRequests {
-        pub fn snapshot(&self) -> Requests {
+        pub(crate) fn snapshot(&self) -> Requests {
             self.0
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -816,7 +816,7 @@ mod real {
     }
 
     /// The tracing writer: counts each `requesting` line, echoes every line with `echo`.
-    pub struct CountingWriter {
+    pub(crate) struct CountingWriter {
         pub counts: ClientRequests,
         pub echo: bool,
     }
@@ -856,7 +856,7 @@ mod real {
     /// The child: the operator over `n` simulated clusters against DIR's API server, counting
     /// its requests. It prints `started`, then answers each `counts` line on standard input
     /// with `COUNT VERB RESOURCE N` lines and `END`, and stops when standard input closes.
-    pub async fn operator(dir: &Path, n: u32, counts: ClientRequests) {
+    pub(crate) async fn operator(dir: &Path, n: u32, counts: ClientRequests) {
         let client = admin_client(dir).await;
         let operator = BenchOperator::start(&client, n, true);
         println!("started");
@@ -1121,7 +1121,7 @@ mod real {
         keys
     }
 
-    pub async fn run(dir: PathBuf, n: u32, ticks: f64) {
+    pub(crate) async fn run(dir: PathBuf, n: u32, ticks: f64) {
         let steady = env_secs("BENCH_STEADY_SECS", 60);
         let client = admin_client(&dir).await;
         let version = client

@@ -9,14 +9,14 @@ use proptest::prelude::*;
 
 use super::manager_config;
 
-pub struct Run {
+pub(crate) struct Run {
     pub sim: SimCluster,
     pub manager: Manager,
     pub log: Vec<String>,
 }
 
 impl Run {
-    pub fn new(n: u32, flavor: Flavor) -> Self {
+    pub(crate) fn new(n: u32, flavor: Flavor) -> Self {
         let sim = SimCluster::new(SimConfig::new(n, flavor));
         let manager = sim.manager(manager_config());
         Run {
@@ -27,7 +27,7 @@ impl Run {
     }
 
     /// A Healthy cluster of `n` with one write replicated: where every size change starts.
-    pub async fn booted(n: u32, flavor: Flavor) -> Self {
+    pub(crate) async fn booted(n: u32, flavor: Flavor) -> Self {
         let mut r = Run::new(n, flavor);
         r.settle("boot").await;
         r.sim.client_write(WriteTarget::Primary);
@@ -37,7 +37,7 @@ impl Run {
 
     /// Plays `events` (faults hit ordinals below `stable` where they must, see [`Ev`]),
     /// checking safety after each, then heals everything and waits for Healthy.
-    pub async fn survive(&mut self, stable: u32, events: &[Ev]) {
+    pub(crate) async fn survive(&mut self, stable: u32, events: &[Ev]) {
         for ev in events {
             apply(self, stable, *ev).await;
             self.check_safety("during the schedule");
@@ -48,7 +48,7 @@ impl Run {
         self.check_safety("after the heal");
     }
 
-    pub async fn round(&mut self) -> Option<ClusterState> {
+    pub(crate) async fn round(&mut self) -> Option<ClusterState> {
         let r = self.manager.run_once().await;
         let state = self.sim.last_round().map(|(_, d)| d.state);
         self.log.push(format!(
@@ -68,7 +68,7 @@ impl Run {
     /// member and none leaving.
     /// An instance the engine excludes as errant (an old primary's unacknowledged tail) is
     /// re-initialised by an operator after a while, as MOCO documents.
-    pub async fn settle(&mut self, what: &str) {
+    pub(crate) async fn settle(&mut self, what: &str) {
         for k in 0..60 {
             self.sim.tick_n(2);
             let state = self.round().await;
@@ -132,12 +132,12 @@ impl Run {
             .collect()
     }
 
-    pub fn primary(&self) -> u32 {
+    pub(crate) fn primary(&self) -> u32 {
         self.sim.status().current_primary_index
     }
 
     /// The primary's wait count as the last round saw it (0: semi-sync off).
-    pub fn running_count(&self) -> u32 {
+    pub(crate) fn running_count(&self) -> u32 {
         let (facts, _) = self.sim.last_round().unwrap();
         let p = facts
             .instances
@@ -154,7 +154,7 @@ impl Run {
 
     /// Every acknowledged write is on the primary, and no instant had two writable
     /// acknowledgers.
-    pub fn check_safety(&self, what: &str) {
+    pub(crate) fn check_safety(&self, what: &str) {
         let violations = self.sim.violations();
         assert!(
             violations.is_empty(),
@@ -179,7 +179,7 @@ impl Run {
 
 /// Something that happens while a cluster changes size.
 #[derive(Clone, Copy, Debug)]
-pub enum Ev {
+pub(crate) enum Ev {
     Writes(u8),
     Tick(u8),
     Rounds(u8),
@@ -201,7 +201,7 @@ pub enum Ev {
     HealNetwork,
 }
 
-pub fn event() -> impl Strategy<Value = Ev> {
+pub(crate) fn event() -> impl Strategy<Value = Ev> {
     prop_oneof![
         6 => (1u8..=3).prop_map(Ev::Writes),
         4 => (1u8..=3).prop_map(Ev::Tick),
@@ -258,7 +258,7 @@ async fn apply(r: &mut Run, stable: u32, ev: Ev) {
     }
 }
 
-pub fn cases() -> u32 {
+pub(crate) fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -3,15 +3,15 @@
 //! the growth and shrink tests do with it (`resize`).
 #![allow(dead_code)]
 
-pub mod drive;
-pub mod resize;
+pub(crate) mod drive;
+pub(crate) mod resize;
 
 use std::time::Duration;
 
 use moco_cluster::manager::ManagerConfig;
 use moco_core::facts::Flavor;
 
-pub fn manager_config() -> ManagerConfig {
+pub(crate) fn manager_config() -> ManagerConfig {
     ManagerConfig {
         check_interval: Duration::from_secs(1),
         probe_timeout: Duration::from_secs(1),
@@ -25,7 +25,7 @@ pub fn manager_config() -> ManagerConfig {
 }
 
 /// A single-threaded runtime with tokio's clock paused: the simulator's virtual time.
-pub fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -34,7 +34,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Writes a commit waits for: MOCO's `floor(n/2)`, MariaDB at most one.
-pub fn acks_needed(n: u32, flavor: Flavor) -> u32 {
+pub(crate) fn acks_needed(n: u32, flavor: Flavor) -> u32 {
     match flavor {
         Flavor::Mysql => n / 2,
         Flavor::Mariadb => (n / 2).min(1),

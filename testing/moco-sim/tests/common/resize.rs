@@ -13,13 +13,13 @@ use super::drive::{Ev, Run, cases};
 
 /// A change of `spec.replicas`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Resize {
+pub(crate) enum Resize {
     Grow,
     Shrink,
 }
 
 impl Resize {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Resize::Grow => "grow",
             Resize::Shrink => "shrink",
@@ -27,7 +27,7 @@ impl Resize {
     }
 
     /// Sets `spec.replicas` of `r` to `new`.
-    pub fn apply(self, r: &Run, new: u32) {
+    pub(crate) fn apply(self, r: &Run, new: u32) {
         match self {
             Resize::Grow => r.sim.grow(new),
             Resize::Shrink => r.sim.shrink(new),
@@ -37,7 +37,7 @@ impl Resize {
 
 /// The cluster as a round found it.
 #[derive(Clone, Copy, Debug)]
-pub struct Before {
+pub(crate) struct Before {
     /// `semiSyncMembers` of the status.
     pub members: Option<u32>,
     /// The instances running, leaving ones included.
@@ -45,7 +45,7 @@ pub struct Before {
 }
 
 /// The fault properties' configuration: a fixed seed, `PROPTEST_CASES` cases.
-pub fn property_config() -> ProptestConfig {
+pub(crate) fn property_config() -> ProptestConfig {
     ProptestConfig {
         cases: cases(),
         failure_persistence: None,
@@ -55,13 +55,19 @@ pub fn property_config() -> ProptestConfig {
 }
 
 /// Either flavor.
-pub fn flavor() -> impl Strategy<Value = Flavor> {
+pub(crate) fn flavor() -> impl Strategy<Value = Flavor> {
     prop_oneof![Just(Flavor::Mysql), Just(Flavor::Mariadb)]
 }
 
 /// A Healthy cluster of `old` (one write replicated) resized to `new` plays `events` (see
 /// [`Run::survive`]), heals and must end with MOCO's wait count for `new`.
-pub async fn survive_resize(flavor: Flavor, old: u32, new: u32, resize: Resize, events: &[Ev]) {
+pub(crate) async fn survive_resize(
+    flavor: Flavor,
+    old: u32,
+    new: u32,
+    resize: Resize,
+    events: &[Ev],
+) {
     let mut r = Run::booted(old, flavor).await;
     resize.apply(&r, new);
     r.log
@@ -76,7 +82,7 @@ pub async fn survive_resize(flavor: Flavor, old: u32, new: u32, resize: Resize, 
 /// steps, until the resize finished (at most 40 rounds); `each_round` sees every round, with
 /// the cluster the round started from, and the rounds so far. Then MOCO's wait count for
 /// `new`, no `semiSyncMinAcks`, and safety. Returns the cluster and the rounds it took.
-pub async fn resize_under_writes(
+pub(crate) async fn resize_under_writes(
     flavor: Flavor,
     old: u32,
     new: u32,
@@ -133,7 +139,7 @@ pub async fn resize_under_writes(
 
 impl Run {
     /// The primary waits for MOCO's count of ACKs for `n` instances.
-    pub fn check_wait_count(&self, n: u32) {
+    pub(crate) fn check_wait_count(&self, n: u32) {
         assert_eq!(
             self.running_count(),
             acks_needed(n, self.sim.flavor()),
@@ -144,14 +150,14 @@ impl Run {
 
     /// True once a resize to `new` finished: Healthy, the members and the instances at the
     /// new size.
-    pub fn resized(&self, state: Option<ClusterState>, new: u32) -> bool {
+    pub(crate) fn resized(&self, state: Option<ClusterState>, new: u32) -> bool {
         state == Some(ClusterState::Healthy)
             && self.sim.status().semi_sync_members == Some(new)
             && self.sim.instance_count() == new
     }
 
     /// Rounds, a tick before each, until one whose decision is `reached` (at most `max`).
-    pub async fn rounds_until(&mut self, max: u32, reached: impl Fn(&Decision) -> bool) {
+    pub(crate) async fn rounds_until(&mut self, max: u32, reached: impl Fn(&Decision) -> bool) {
         for _ in 0..max {
             self.sim.tick();
             self.round().await;
@@ -164,7 +170,7 @@ impl Run {
 
     /// The old replicas 1 and 2 lose primary 0, which commits a write: only the other
     /// instances (`others`, for the message) can receive it, and it must stay unacknowledged.
-    pub fn write_the_old_replicas_miss(&mut self, others: &str) {
+    pub(crate) fn write_the_old_replicas_miss(&mut self, others: &str) {
         self.sim.cut_link(0, 1);
         self.sim.cut_link(0, 2);
         let outcome = self.sim.client_write(WriteTarget::Primary);
@@ -183,7 +189,12 @@ impl Run {
     /// `crashed` crash (without their tails) and the network heals: `rounds` rounds, safe
     /// after the last (after each when `check_each`); then every fault heals and the cluster
     /// must reach Healthy, safely.
-    pub async fn fail_over_and_heal(&mut self, crashed: &[u32], rounds: u32, check_each: bool) {
+    pub(crate) async fn fail_over_and_heal(
+        &mut self,
+        crashed: &[u32],
+        rounds: u32,
+        check_each: bool,
+    ) {
         self.log
             .push(format!("{crashed:?} crash, the network heals"));
         for &i in crashed {

@@ -21,7 +21,7 @@ const SERVER_METADATA: &[&str] = &[
 /// The fields of apply body `body` that a manager comes to own: without nulls, `apiVersion`,
 /// `kind` and server-set metadata; for a `status` apply only `status`, for a main-resource
 /// apply of a kind with a status subresource everything but `status`.
-pub fn owned_fields(body: &Value, status_subresource: bool, has_status: bool) -> Value {
+pub(super) fn owned_fields(body: &Value, status_subresource: bool, has_status: bool) -> Value {
     let mut owned = strip_nulls(body);
     let Value::Object(map) = &mut owned else {
         return Value::Object(Map::new());
@@ -65,7 +65,7 @@ fn strip_nulls(value: &Value) -> Value {
 
 /// Applies `owned` (from [`owned_fields`]) to `object`, first removing `previous` (what the
 /// same manager applied last time).
-pub fn apply(object: &mut Value, previous: Option<&Value>, owned: &Value) {
+pub(super) fn apply(object: &mut Value, previous: Option<&Value>, owned: &Value) {
     if let Some(previous) = previous {
         remove_owned(object, previous);
     }

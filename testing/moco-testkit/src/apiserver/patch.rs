@@ -5,7 +5,7 @@ use serde_json::Value;
 
 /// Applies merge patch `patch` to `target` (RFC 7386): objects merge recursively, `null`
 /// removes a key, anything else (lists included) replaces.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
+pub(super) fn merge_patch(target: &mut Value, patch: &Value) {
     let Value::Object(patch) = patch else {
         *target = patch.clone();
         return;
@@ -26,7 +26,7 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 
 /// Applies JSON patch `ops` to `doc` (RFC 6902: add, remove, replace, move, copy, test). On
 /// error `doc` may be partly patched; callers patch a copy.
-pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
+pub(super) fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
     let ops = ops
         .as_array()
         .ok_or("a JSON patch must be a list of operations")?;

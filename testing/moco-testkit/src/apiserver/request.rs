@@ -21,7 +21,7 @@ pub(super) struct Request {
 }
 
 impl Request {
-    pub fn param(&self, key: &str) -> Option<&str> {
+    pub(super) fn param(&self, key: &str) -> Option<&str> {
         self.query
             .iter()
             .find(|(k, _)| k == key)
@@ -44,7 +44,7 @@ impl Request {
         }
     }
 
-    pub fn selectors(&self) -> Result<Selectors, ApiError> {
+    pub(super) fn selectors(&self) -> Result<Selectors, ApiError> {
         Ok(Selectors {
             labels: LabelSelector::parse(self.param("labelSelector").unwrap_or(""))?,
             fields: FieldSelector::parse(self.param("fieldSelector").unwrap_or(""))?,

@@ -4,7 +4,7 @@ use super::registry::{self, ResourceType};
 
 /// What a request path names.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Route {
+pub(super) struct Route {
     /// The resource.
     pub rt: &'static ResourceType,
     /// The namespace of a namespaced path; `None` for cluster-scoped kinds and for lists and
@@ -19,7 +19,7 @@ pub struct Route {
 /// The route of `path`: `/api/v1/...` or `/apis/{group}/{version}/...`, then
 /// `namespaces/{ns}/{plural}[/{name}[/{subresource}]]` or `{plural}[/{name}[/{subresource}]]`
 /// (a namespaced plural alone lists all namespaces). `None` for anything else.
-pub fn parse_path(path: &str) -> Option<Route> {
+pub(super) fn parse_path(path: &str) -> Option<Route> {
     let segments: Vec<String> = path
         .trim_matches('/')
         .split('/')
@@ -66,7 +66,7 @@ fn object_route(
 }
 
 /// The pairs of query string `query`, decoded, in order.
-pub fn parse_query(query: &str) -> Vec<(String, String)> {
+pub(super) fn parse_query(query: &str) -> Vec<(String, String)> {
     query
         .split('&')
         .filter(|p| !p.is_empty())

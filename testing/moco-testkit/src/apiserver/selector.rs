@@ -18,11 +18,11 @@ enum Requirement {
 
 /// A parsed `labelSelector`: all requirements must hold.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct LabelSelector(Vec<Requirement>);
+pub(super) struct LabelSelector(Vec<Requirement>);
 
 impl LabelSelector {
     /// Parses `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`, comma-joined.
-    pub fn parse(text: &str) -> Result<Self, ApiError> {
+    pub(super) fn parse(text: &str) -> Result<Self, ApiError> {
         let mut requirements = Vec::new();
         for part in split_top_level(text) {
             let part = part.trim();
@@ -35,7 +35,7 @@ impl LabelSelector {
     }
 
     /// Whether an object with `labels` (its `metadata.labels`, maybe null) is selected.
-    pub fn matches(&self, labels: &Value) -> bool {
+    pub(super) fn matches(&self, labels: &Value) -> bool {
         let label = |k: &str| labels.get(k).and_then(Value::as_str);
         self.0.iter().all(|r| match r {
             Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
@@ -111,11 +111,11 @@ fn parse_requirement(part: &str) -> Result<Requirement, ApiError> {
 /// every kind supports on the real server); other fields are refused with 400 as the real
 /// server refuses fields a kind does not index.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FieldSelector(Vec<(String, bool, String)>);
+pub(super) struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
     /// Parses `field=value`, `field==value`, `field!=value`, comma-joined.
-    pub fn parse(text: &str) -> Result<Self, ApiError> {
+    pub(super) fn parse(text: &str) -> Result<Self, ApiError> {
         let mut terms = Vec::new();
         for part in text.split(',') {
             let part = part.trim();
@@ -143,7 +143,7 @@ impl FieldSelector {
     }
 
     /// Whether `object` is selected.
-    pub fn matches(&self, object: &Value) -> bool {
+    pub(super) fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(field, equal, value)| {
             let key = if field == "metadata.name" {
                 "name"
@@ -162,7 +162,7 @@ impl FieldSelector {
 
 /// Both selectors of a list or watch.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Selectors {
+pub(super) struct Selectors {
     /// `labelSelector`.
     pub labels: LabelSelector,
     /// `fieldSelector`.
@@ -171,7 +171,7 @@ pub struct Selectors {
 
 impl Selectors {
     /// Whether `object` is selected by both.
-    pub fn matches(&self, object: &Value) -> bool {
+    pub(super) fn matches(&self, object: &Value) -> bool {
         let labels = object
             .get("metadata")
             .and_then(|m| m.get("labels"))

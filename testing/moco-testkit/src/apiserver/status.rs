@@ -7,7 +7,7 @@ use super::registry::ResourceType;
 
 /// A failed request: what becomes a `Status` body with HTTP status `code`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
+pub(super) struct ApiError {
     /// HTTP status code, also `code` in the body.
     pub code: u16,
     /// `reason`, e.g. `NotFound`.
@@ -20,7 +20,7 @@ pub struct ApiError {
 
 impl ApiError {
     /// An error with no details.
-    pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+    pub(super) fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
         Self {
             code,
             reason: reason.to_string(),
@@ -35,12 +35,12 @@ impl ApiError {
     }
 
     /// 400 BadRequest.
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(super) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
 
     /// 404 for a path that names no resource the fake serves.
-    pub fn unknown_path() -> Self {
+    pub(super) fn unknown_path() -> Self {
         Self::new(
             404,
             "NotFound",
@@ -50,7 +50,7 @@ impl ApiError {
     }
 
     /// 405 for a verb the resource path does not take.
-    pub fn method_not_allowed() -> Self {
+    pub(super) fn method_not_allowed() -> Self {
         Self::new(
             405,
             "MethodNotAllowed",
@@ -60,7 +60,7 @@ impl ApiError {
     }
 
     /// 404 NotFound for object `name`.
-    pub fn not_found(rt: &ResourceType, name: &str) -> Self {
+    pub(super) fn not_found(rt: &ResourceType, name: &str) -> Self {
         Self::new(
             404,
             "NotFound",
@@ -70,7 +70,7 @@ impl ApiError {
     }
 
     /// 409 AlreadyExists for object `name`.
-    pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
+    pub(super) fn already_exists(rt: &ResourceType, name: &str) -> Self {
         Self::new(
             409,
             "AlreadyExists",
@@ -80,7 +80,7 @@ impl ApiError {
     }
 
     /// 409 Conflict: a stale `resourceVersion` (or a failed precondition).
-    pub fn conflict(rt: &ResourceType, name: &str) -> Self {
+    pub(super) fn conflict(rt: &ResourceType, name: &str) -> Self {
         Self::new(
             409,
             "Conflict",
@@ -94,7 +94,7 @@ impl ApiError {
     }
 
     /// 422 Invalid for object `name`, `message` naming the field.
-    pub fn invalid(rt: &ResourceType, name: &str, message: &str) -> Self {
+    pub(super) fn invalid(rt: &ResourceType, name: &str, message: &str) -> Self {
         let mut details = Map::new();
         details.insert("name".into(), json!(name));
         if !rt.group.is_empty() {
@@ -111,7 +111,7 @@ impl ApiError {
 
     /// 410 Expired: a watch or continue token older than the history the fake keeps, worded
     /// as the watch cache words it (`reason` is `Expired`, the HTTP code is 410 Gone).
-    pub fn expired(requested: u64, oldest: u64) -> Self {
+    pub(super) fn expired(requested: u64, oldest: u64) -> Self {
         Self::new(
             410,
             "Expired",
@@ -120,7 +120,7 @@ impl ApiError {
     }
 
     /// The `Status` body.
-    pub fn to_status(&self) -> Value {
+    pub(super) fn to_status(&self) -> Value {
         let mut status = json!({
             "kind": "Status",
             "apiVersion": "v1",
@@ -149,7 +149,7 @@ fn resource_details(rt: &ResourceType, name: &str) -> Value {
 }
 
 /// The `Success` status a DELETE answers with when the object is gone at once.
-pub fn deleted_status(rt: &ResourceType, name: &str, uid: &str) -> Value {
+pub(super) fn deleted_status(rt: &ResourceType, name: &str, uid: &str) -> Value {
     let mut details = resource_details(rt, name);
     if let Some(d) = details.as_object_mut() {
         d.insert("uid".into(), json!(uid));

@@ -14,7 +14,7 @@ use super::status::ApiError;
 
 /// Where an object is stored.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectKey {
+pub(super) struct ObjectKey {
     /// Its resource.
     pub rt: &'static ResourceType,
     /// Its namespace; empty for cluster-scoped kinds.
@@ -25,7 +25,7 @@ pub struct ObjectKey {
 
 impl ObjectKey {
     /// The key of `name` in `namespace` (ignored for cluster-scoped kinds).
-    pub fn new(rt: &'static ResourceType, namespace: &str, name: &str) -> Self {
+    pub(super) fn new(rt: &'static ResourceType, namespace: &str, name: &str) -> Self {
         Self {
             rt,
             namespace: if rt.namespaced {
@@ -40,7 +40,7 @@ impl ObjectKey {
 
 /// The type of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
+pub(super) enum EventType {
     /// Created.
     Added,
     /// Changed.
@@ -51,7 +51,7 @@ pub enum EventType {
 
 /// One change, kept so that a watch from an older resourceVersion can replay it.
 #[derive(Debug, Clone)]
-pub struct HistoryEvent {
+pub(super) struct HistoryEvent {
     /// The resourceVersion the change produced.
     pub rv: u64,
     /// What happened.
@@ -67,7 +67,7 @@ pub struct HistoryEvent {
 
 /// `propagationPolicy` of a deletion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Propagation {
+pub(super) enum Propagation {
     /// Dependents are deleted after the owner.
     Background,
     /// Dependents are deleted before the owner (at once, not through a `foregroundDeletion`
@@ -79,7 +79,7 @@ pub enum Propagation {
 
 impl Propagation {
     /// Parses `Background`, `Foreground` or `Orphan`.
-    pub fn parse(text: &str) -> Result<Self, ApiError> {
+    pub(super) fn parse(text: &str) -> Result<Self, ApiError> {
         match text {
             "Background" => Ok(Self::Background),
             "Foreground" => Ok(Self::Foreground),
@@ -94,7 +94,7 @@ impl Propagation {
 
 /// What a deletion did.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Deleted {
+pub(super) enum Deleted {
     /// The object is gone; its last state.
     Removed(Value),
     /// The object has finalizers: it now has a `deletionTimestamp` and stays.
@@ -103,7 +103,7 @@ pub enum Deleted {
 
 /// Preconditions of a DELETE (`DeleteOptions.preconditions`).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Preconditions {
+pub(super) struct Preconditions {
     /// Required `metadata.uid`.
     pub uid: Option<String>,
     /// Required `metadata.resourceVersion`.
@@ -124,7 +124,7 @@ const SERVER_METADATA: &[&str] = &[
 
 /// Everything the fake holds.
 #[derive(Debug, Default)]
-pub struct State {
+pub(super) struct State {
     /// The objects, as stored (with `apiVersion` and `kind`).
     pub objects: BTreeMap<ObjectKey, Value>,
     /// Last applied configuration per object, field manager, and whether it was applied to
@@ -150,12 +150,12 @@ pub struct State {
 }
 
 /// `metadata.{field}` of `object` as a string.
-pub fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+pub(super) fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
     object.get("metadata")?.get(field)?.as_str()
 }
 
 /// `object.metadata`, created if missing. `None` if `object` is not a JSON object.
-pub fn meta_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {
+pub(super) fn meta_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {
     let map = object.as_object_mut()?;
     let meta = map
         .entry("metadata")
@@ -205,7 +205,7 @@ fn desired_part(object: &Value) -> Value {
 }
 
 /// The current time as the API server writes timestamps (RFC 3339, seconds, UTC).
-pub fn now() -> String {
+pub(super) fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
@@ -219,7 +219,7 @@ impl State {
 
     /// The objects of `rt` in `namespace` (all namespaces if `None`) selected by `selectors`,
     /// ordered by namespace and name as etcd keys are.
-    pub fn list<'a>(
+    pub(super) fn list<'a>(
         &'a self,
         rt: &'static ResourceType,
         namespace: Option<&'a str>,
@@ -281,7 +281,7 @@ impl State {
     /// namespaced kinds). The server sets `uid`, `resourceVersion`, `creationTimestamp` and
     /// `generation`, names it from `generateName` if it has no name, drops `status` for kinds
     /// with a status subresource unless `keep_status`, and gives Services a cluster IP.
-    pub fn create(
+    pub(super) fn create(
         &mut self,
         rt: &'static ResourceType,
         mut object: Value,
@@ -388,7 +388,7 @@ impl State {
     /// anything outside `metadata` and `status` changed; an update that changes nothing is not
     /// written (no new resourceVersion, no event). A terminating object whose finalizers are
     /// now empty is removed.
-    pub fn update(
+    pub(super) fn update(
         &mut self,
         key: &ObjectKey,
         mut object: Value,
@@ -463,7 +463,7 @@ impl State {
     /// Deletes the object at `key`: removed at once (with its dependents, per `propagation`)
     /// unless it has finalizers, in which case it gets a `deletionTimestamp` and stays until an
     /// update empties them.
-    pub fn delete(
+    pub(super) fn delete(
         &mut self,
         key: &ObjectKey,
         propagation: Propagation,
@@ -504,7 +504,7 @@ impl State {
     /// Removes the object at `key` now, whatever its finalizers, `object` being its last state;
     /// then collects its dependents (or orphans them); removing a Namespace deletes what is in
     /// it. Returns the last state with the resourceVersion of the deletion.
-    pub fn remove(
+    pub(super) fn remove(
         &mut self,
         key: &ObjectKey,
         mut object: Value,
