@@ -17,8 +17,9 @@ fn workspace() -> PathBuf {
 /// The first component of every path `text` names outside comments: of each `use`
 /// declaration (`use a::b;`, `pub use a::{b, c};`, `use ::a::b;`, over several lines), and of
 /// each path written out in an expression or a type (`moco_adapters::mysql::f(…)`), unless its
-/// first component is a name a `use` brought in (`fmt::Display` after `use std::fmt;`), a
-/// primitive type (`u32::MAX`) or a method's turbofish (`.parse::<u32>()`).
+/// first component is a name a `use` brought in (`fmt::Display` after `use std::fmt;`) or a
+/// module the file declares (`mod volume { … }`), a primitive type (`u32::MAX`) or a method's
+/// turbofish (`.parse::<u32>()`).
 fn roots(text: &str) -> BTreeSet<String> {
     const PRIMITIVES: &[&str] = &[
         "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
@@ -53,6 +54,13 @@ fn roots(text: &str) -> BTreeSet<String> {
                 remaining = &remaining[end..];
             }
             None => {
+                // A module declared here (`mod volume { … }`) is a name of this file's own.
+                if let Some(module) = ["pub(crate) mod ", "pub mod ", "mod "]
+                    .iter()
+                    .find_map(|p| line.strip_prefix(p))
+                {
+                    imported.insert(module.chars().take_while(|c| is_ident(*c)).collect());
+                }
                 rest.push_str(&remaining[..line_end]);
                 remaining = &remaining[line_end..];
             }
@@ -158,7 +166,7 @@ fn the_renderer_and_the_backup_formats_name_only_the_vocabulary_crates() {
 #[test]
 fn the_root_scan_finds_imports_and_full_paths() {
     let found = roots(
-        "use moco_core::x;\npub use ::serde::Y;\nuse k8s_openapi::api::{\n    apps::v1::StatefulSet,\n    core::v1::Pod,\n};\nuse std::fmt;\n// use kube::z;\nlet a = moco_adapters::mysql::f(std::mem::take(&mut b), u32::MAX, s.parse::<u8>());\nlet t: Vec<x::Y> = fmt::Display::fmt(mysql_async::Conn::new());\n",
+        "use moco_core::x;\npub use ::serde::Y;\nuse k8s_openapi::api::{\n    apps::v1::StatefulSet,\n    core::v1::Pod,\n};\nuse std::fmt;\n// use kube::z;\nlet a = moco_adapters::mysql::f(std::mem::take(&mut b), u32::MAX, s.parse::<u8>());\nlet t: Vec<x::Y> = fmt::Display::fmt(mysql_async::Conn::new());\nmod volume {\n    pub const TMP: &str = \"tmp\";\n}\nlet v = volume::TMP;\n",
     );
     let want: BTreeSet<String> = [
         "moco_core",

@@ -2,7 +2,6 @@
 //! `kube::Client`, `kube::Api` and `kube::runtime`: each test asserts what the real API server
 //! would answer, so that tests of the operator built on the fake can be trusted.
 // Helpers outside `#[test]` functions panic on failure as the tests do.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
