@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-fn workspace() -> PathBuf {
+/// The workspace's root (also `layout.rs`'s).
+pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()

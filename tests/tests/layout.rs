@@ -7,12 +7,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
+use crate::docs_claims::workspace;
 
 /// The first component of every path `text` names outside comments: of each `use`
 /// declaration (`use a::b;`, `pub use a::{b, c};`, `use ::a::b;`, over several lines), and of
