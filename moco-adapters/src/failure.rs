@@ -2,7 +2,7 @@
 //! that each error enum holds them instead of writing them again: an operation on a file,
 //! directory or program that failed ([`IoError`]), and a program that exited with a failure
 //! ([`CommandFailed`], whose output ends with [`tail`] or [`file_tail`]). A floor under
-//! [`crate::mysqld`], [`crate::instance`] and [`crate::local`].
+//! [`crate::mysqld`], [`crate::instance`] and `moco-local`'s platform.
 
 use std::path::PathBuf;
 

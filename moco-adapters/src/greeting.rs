@@ -1,8 +1,8 @@
 //! The MySQL protocol's greeting: the first packet a server sends once it accepts clients.
 //!
 //! One reader, a floor of its own under [`crate::mysqld`] (readiness on TCP),
-//! [`crate::instance`] (a restored copy's first start, on the socket) and [`crate::local`]
-//! (the local platform's readiness, on the socket), so that none of them reaches into another
+//! [`crate::instance`] (a restored copy's first start, on the socket) and `moco-local`'s
+//! platform (its readiness, on the socket), so that none of them reaches into another
 //! for it.
 
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! the user, whatever the umask (a world-writable my.cnf is ignored by the server, and under
 //! umask 000 `moco local up` failed far from the cause).
 //!
-//! A floor of its own under [`crate::mysqld`], [`crate::instance`] and [`crate::local`]: each
+//! A floor of its own under [`crate::mysqld`], [`crate::instance`] and `moco-local`'s platform: each
 //! of them writes files and starts servers, and none has to reach into another for it.
 
 use std::path::Path;

@@ -8,16 +8,17 @@
 //! * [`mariadb`]: MariaDB's physical backup, and its binlog archive and replay to a second;
 //! * [`job`]: the programs of the Kubernetes backup and restore Jobs and of the archiver, for
 //!   both families;
-//! * [`local`]: the `moco local` commands;
+//! * [`catalog`]: the physical backups a bucket holds of a cluster, and restore plans over
+//!   them;
 //! * [`guard`]: what keeps a bucket others can write, and tools that quote data, in bounds;
 //! * [`retention`], which backups to delete; [`pace`], the rate cap.
 #![deny(missing_docs)]
 
 pub mod bucket;
+pub mod catalog;
 pub mod guard;
 pub mod job;
 pub mod layout;
-pub mod local;
 pub mod mariadb;
 pub mod mysql;
 pub mod pace;

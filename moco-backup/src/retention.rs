@@ -10,7 +10,7 @@
 
 use moco_core::time::Timestamp;
 
-use crate::local::Listed;
+use crate::catalog::Listed;
 
 /// What to keep.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub struct UnreadableManifests {
     pub folders: Vec<(String, String)>,
 }
 
-/// The prefixes to delete from `backups` (as [`crate::local::list`] returns them, oldest
+/// The prefixes to delete from `backups` (as [`crate::catalog::list`] returns them, oldest
 /// first) at `now`; empty when `keep` sets no rule. Any backup whose manifest is there but
 /// unreadable stops the prune: the error names each.
 pub fn decide(
@@ -222,7 +222,7 @@ mod tests {
             .await
             .unwrap();
 
-        let listed = crate::local::list(&bucket, prefix).await.unwrap();
+        let listed = crate::catalog::list(&bucket, prefix).await.unwrap();
         let keep = Keep {
             count: Some(1),
             days: None,

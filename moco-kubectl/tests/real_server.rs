@@ -19,14 +19,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{NAME, NS, cluster, pod, run, writes};
-use moco_adapters::local::create::{self, CreateOptions};
-use moco_adapters::local::layout::Layout;
-use moco_adapters::local::secret::Secret;
 use moco_adapters::mysql::{ConnectOptions, MysqlInstance};
 use moco_cluster::ports::{Credentials, MysqlPort as _};
 use moco_core::facts::{ClusterFacts, Flavor, MysqldStatus};
 use moco_core::moco_accounts::Account;
 use moco_core::operation::ReplicationSource;
+use moco_local::platform::create::{self, CreateOptions};
+use moco_local::platform::layout::Layout;
+use moco_local::platform::secret::Secret;
 use moco_testkit::apiserver::FakeApiServer;
 use serde_json::{Value, json};
 
@@ -267,7 +267,7 @@ async fn plan_reads_real_servers_and_leaves_them_as_they_were() {
     assert!(fake.list_json("events.k8s.io/v1/events", None).is_empty());
 
     drop(servers);
-    moco_adapters::local::run::stop_instances(&layout, Duration::from_secs(10))
+    moco_local::platform::run::stop_instances(&layout, Duration::from_secs(10))
         .await
         .unwrap();
 }

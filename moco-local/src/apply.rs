@@ -18,8 +18,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use moco_adapters::local::secret::Secret;
-use moco_adapters::local::sql;
+use crate::platform::secret::Secret;
+use crate::platform::sql;
 use moco_adapters::mysql::MysqlInstance;
 use moco_api::accounts::declared::{account_spec, all_privilege_levels, database_spec};
 use moco_api::accounts::{MySQLDatabase, MySQLUser};

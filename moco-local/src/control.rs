@@ -5,11 +5,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use moco_adapters::local::pods::{KillHold, PodsFile, now_ms};
-use moco_adapters::local::run::{self as local_run, Freeze};
-use moco_adapters::local::scale as local_scale;
-use moco_adapters::local::snapshot::ClusterSnapshot;
-use moco_adapters::local::{Layout, LocalError, Manifest};
+use crate::platform::pods::{KillHold, PodsFile, now_ms};
+use crate::platform::run::{self as local_run, Freeze};
+use crate::platform::scale as local_scale;
+use crate::platform::snapshot::ClusterSnapshot;
+use crate::platform::{Layout, LocalError, Manifest};
 use moco_core::operation::switchover_refusal_message;
 use moco_core::state::ClusterState;
 use moco_core::status::ClusterStatus;
@@ -69,7 +69,7 @@ pub(crate) fn require_manager(layout: &Layout) -> Result<u32, Error> {
 }
 
 pub(crate) fn read_status(layout: &Layout) -> Result<ClusterStatus, Error> {
-    Ok(moco_adapters::local::files::read_json_opt(&layout.status())?.unwrap_or_default())
+    Ok(crate::platform::files::read_json_opt(&layout.status())?.unwrap_or_default())
 }
 
 /// `scale`: changes the number of instances, then waits until the cluster is Healthy at the

@@ -10,8 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use moco_adapters::local::platform::EventRecord;
-use moco_adapters::local::secret::Secret;
+use crate::platform::port::EventRecord;
+use crate::platform::secret::Secret;
 use moco_core::rotation::RotationPhase;
 
 use crate::control::{open, require_manager};
@@ -52,7 +52,7 @@ pub async fn rotate(options: RotateOptions) -> Result<(), Error> {
             return Ok(());
         }
         phase = now.or(phase);
-        if moco_adapters::local::run::running_manager(&layout)?.is_none() {
+        if crate::platform::run::running_manager(&layout)?.is_none() {
             return Err(usage(format!(
                 "credential rotate: the manager stopped ({}); the rotation finishes once `moco local resume --dir {}` starts it again",
                 phase.map_or("", RotationPhase::as_str),
@@ -71,7 +71,7 @@ pub async fn rotate(options: RotateOptions) -> Result<(), Error> {
 }
 
 /// The manager's rotation events, oldest first.
-fn events(layout: &moco_adapters::local::Layout) -> Vec<EventRecord> {
+fn events(layout: &crate::platform::Layout) -> Vec<EventRecord> {
     std::fs::read_to_string(layout.events())
         .unwrap_or_default()
         .lines()

@@ -1,6 +1,6 @@
 //! The error of every `moco local` command.
 
-use moco_adapters::local::LocalError;
+use crate::platform::LocalError;
 
 /// Errors of `moco local`'s commands. The messages name the command line's flags (`--dir`,
 /// `--to N`, …), which are the option fields of the same names.

@@ -85,8 +85,11 @@ mod host;
 mod manager;
 mod options;
 pub mod output;
+pub mod platform;
 pub mod status;
 
+pub use crate::platform::create::CreateOptions;
+pub use crate::platform::files::private_umask;
 pub use apply::apply;
 pub use backup::restore;
 pub use control::{down, freeze, kill, scale, start, status, switchover, thaw};
@@ -94,8 +97,6 @@ pub use credential::rotate as rotate_credentials;
 pub use error::Error;
 pub use host::Host;
 pub use manager::{resume, run_manager, up};
-pub use moco_adapters::local::create::CreateOptions;
-pub use moco_adapters::local::files::private_umask;
 pub use options::{
     ApplyOptions, ArchiveOptions, BackupCommand, BackupTarget, Command, DownOptions,
     InstanceOptions, KillOptions, ManagerOptions, PruneOptions, RestoreOptions, ResumeOptions,

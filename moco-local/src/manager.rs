@@ -8,10 +8,10 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use moco_adapters::local::create;
-use moco_adapters::local::run::{self as local_run, RunOptions, RunningCluster};
-use moco_adapters::local::snapshot::ClusterSnapshot;
-use moco_adapters::local::{Layout, LocalError, Manifest};
+use crate::platform::create;
+use crate::platform::run::{self as local_run, RunOptions, RunningCluster};
+use crate::platform::snapshot::ClusterSnapshot;
+use crate::platform::{Layout, LocalError, Manifest};
 use moco_core::state::ClusterState;
 
 use crate::control::open;
@@ -209,7 +209,7 @@ impl Starting<'_> {
 }
 
 /// Binlog archiving beside the manager (it acts only while `moco local backup archive` has
-/// turned it on; see `moco_backup::local::archive`).
+/// turned it on; see [`crate::backup::archive`]).
 struct Archiving {
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -218,7 +218,7 @@ struct Archiving {
 impl Archiving {
     fn start(layout: &Layout) -> Self {
         let (shutdown, receiver) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(moco_backup::local::archive::run(layout.clone(), receiver));
+        let task = tokio::spawn(crate::backup::archive::run(layout.clone(), receiver));
         Archiving { shutdown, task }
     }
 

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use moco_adapters::local::create::CreateOptions;
+use crate::platform::create::CreateOptions;
 use moco_core::resources::ByteRate;
 
 /// One command of `moco local`, for [`crate::run`].

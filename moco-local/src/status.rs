@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use moco_adapters::local::platform::EventRecord;
-use moco_adapters::local::pods::{PodsFile, now_ms};
-use moco_adapters::local::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot};
-use moco_adapters::local::{Layout, Manifest};
+use crate::platform::pods::{PodsFile, now_ms};
+use crate::platform::port::EventRecord;
+use crate::platform::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot};
+use crate::platform::{Layout, Manifest};
 use moco_core::facts::Flavor;
 use moco_core::state::ClusterState;
 use moco_core::status::{ClusterStatus, Condition};
@@ -99,7 +99,7 @@ impl LocalStatus {
         manager: Option<u32>,
         snapshot: Option<&ClusterSnapshot>,
     ) -> Self {
-        let status: ClusterStatus = moco_adapters::local::files::read_json_opt(&layout.status())
+        let status: ClusterStatus = crate::platform::files::read_json_opt(&layout.status())
             .ok()
             .flatten()
             .unwrap_or_default();
@@ -392,7 +392,7 @@ impl LiveView {
 
 #[cfg(test)]
 mod tests {
-    use moco_adapters::local::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot};
+    use crate::platform::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot};
     use moco_core::Action;
     use moco_core::state::ClusterState;
 

@@ -9,8 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moco_adapters::local::create::{self, CreateOptions};
-use moco_adapters::local::{Layout, Manifest};
 use moco_adapters::mysqld::LocalMysqld;
 use moco_api::addresses::StaticAddresses;
 use moco_api::mysqlcluster::MySQLCluster;
@@ -18,6 +16,8 @@ use moco_cluster::manager::ManagerConfig;
 use moco_core::moco_accounts::Account;
 use moco_kube::metrics::{ClusterLabels, ClusterMetrics};
 use moco_kube::platform::MysqlConnector;
+use moco_local::platform::create::{self, CreateOptions};
+use moco_local::platform::{Layout, Manifest};
 use moco_operator::clustering::Managers;
 use moco_operator::controller::ClusteringControl;
 use moco_operator::reconcile::Clustering;
@@ -147,7 +147,7 @@ impl KubeDrill {
         let manifest = create::create(prepared)
             .await
             .unwrap_or_else(|e| panic!("create: {e}"));
-        let secret = moco_adapters::local::secret::Secret::load(&layout)
+        let secret = moco_local::platform::secret::Secret::load(&layout)
             .unwrap_or_else(|e| panic!("secret: {e}"));
         let passwords: BTreeMap<String, String> = Account::ALL
             .iter()

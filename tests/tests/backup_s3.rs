@@ -80,7 +80,7 @@ async fn s3_keys_that_are_no_paths_are_skipped_and_the_rest_listed() {
     assert_eq!(bucket.list("moco/ns/db").await.unwrap(), listing.objects);
     // What is built on listings works past them: the backups of the cluster are listed.
     assert!(
-        moco_backup::local::list(&bucket, "moco/ns/db")
+        moco_backup::catalog::list(&bucket, "moco/ns/db")
             .await
             .unwrap()
             .is_empty()

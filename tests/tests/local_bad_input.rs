@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use moco_adapters::local::manifest::{FORMAT_VERSION, MANIFEST_KIND, Phase};
-use moco_adapters::local::{Layout, Manifest};
 use moco_core::facts::Flavor;
+use moco_local::platform::manifest::{FORMAT_VERSION, MANIFEST_KIND, Phase};
+use moco_local::platform::{Layout, Manifest};
 use moco_tests::local::{moco_err, server_or_skip};
 
 fn tmp() -> tempfile::TempDir {

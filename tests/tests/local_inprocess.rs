@@ -4,14 +4,14 @@
 
 use std::time::{Duration, Instant};
 
-use moco_adapters::local::create::{self, CreateOptions};
-use moco_adapters::local::pods::PodsFile;
-use moco_adapters::local::run::{RunOptions, RunningCluster, running_manager};
-use moco_adapters::local::snapshot::ClusterSnapshot;
-use moco_adapters::local::{Layout, Manifest};
 use moco_core::facts::Role;
 use moco_core::state::ClusterState;
 use moco_core::status::ClusterStatus;
+use moco_local::platform::create::{self, CreateOptions};
+use moco_local::platform::pods::PodsFile;
+use moco_local::platform::run::{RunOptions, RunningCluster, running_manager};
+use moco_local::platform::snapshot::ClusterSnapshot;
+use moco_local::platform::{Layout, Manifest};
 use moco_tests::local::{
     connect, free_port_block, kill_processes_mentioning, opts, server_or_skip,
 };
@@ -91,7 +91,7 @@ async fn platform_and_manager_in_process() {
     })
     .await;
     println!("Healthy after {:.1} s", started.elapsed().as_secs_f64());
-    let status: ClusterStatus = moco_adapters::local::files::read_json(&layout.status()).unwrap();
+    let status: ClusterStatus = moco_local::platform::files::read_json(&layout.status()).unwrap();
     assert_eq!(status.current_primary_index, healthy.current_primary_index);
     let pods = PodsFile::load(&layout).unwrap();
     let primary = healthy.current_primary_index;

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use moco_adapters::local::secret::MOCO_USERS as USERS;
+use moco_local::platform::secret::MOCO_USERS as USERS;
 use moco_tests::local::{
     ClusterDir, Compared, Writer, assert_no_acked_loss, assert_no_cleartext, binlog_as_read,
     endpoint_port, instance_port, moco_async, moco_ok, opts, started_with_table, wait_process_gone,

@@ -20,8 +20,9 @@ use moco_agent::error::AgentError;
 use moco_api::cluster::ObjectError;
 
 use crate::bucket::BucketError;
+use crate::catalog::PlanRestoreError;
 use crate::layout::BackupError;
-use crate::local::RestoreToError;
+use crate::mariadb::binlog::replay::ReplayError;
 
 /// Why a Job failed. Each names what it was working on.
 #[derive(Debug, thiserror::Error)]
@@ -73,9 +74,12 @@ pub enum JobError {
     /// The object store.
     #[error(transparent)]
     Bucket(#[from] BucketError),
-    /// Planning or replaying the restore.
+    /// Planning the restore.
     #[error(transparent)]
-    Restore(#[from] RestoreToError),
+    PlanRestore(#[from] PlanRestoreError),
+    /// Replaying the archived binlogs.
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
     /// A tool of MOCO's MySQL format.
     #[error(transparent)]
     Command(#[from] crate::mysql::command::CommandError),

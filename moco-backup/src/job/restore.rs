@@ -55,9 +55,9 @@ use super::cluster::{ClusterAccess, EventType, JobEvent, RESTORED};
 use super::mysql::{MysqlTools, RestoreServer, SqlServers};
 use super::server_tls::ServerTls;
 use crate::bucket::Bucket;
+use crate::catalog::{PlanRestoreError, PlannedRestore, list, plan_restore_under};
 use crate::guard::bounded::{Bounded, drain_at_most};
 use crate::layout;
-use crate::local::{self, PlannedRestore, list};
 use crate::mariadb::binlog::Point;
 use crate::mariadb::binlog::replay::{ReplayTarget, Replayed, replay};
 use crate::mariadb::physical::{self, Hashing, Manifest};
@@ -305,7 +305,7 @@ impl RestoreJob {
                 )
                 .await;
                 let _ = std::fs::remove_dir_all(&target.scratch);
-                replayed.map_err(local::RestoreToError::from)?
+                replayed?
             }
         };
         let mut c = admin
@@ -625,13 +625,12 @@ async fn choose(bucket: &Bucket, prefix: &str, point: Timestamp) -> Result<Chose
     {
         return Ok(Chosen::AsItIs(b.prefix.clone()));
     }
-    match local::plan_restore_under(bucket, prefix.to_owned(), prefix, Point::Before(point.0)).await
-    {
+    match plan_restore_under(bucket, prefix.to_owned(), prefix, Point::Before(point.0)).await {
         Ok(planned) => Ok(Chosen::Planned(planned)),
         Err(
-            e @ (local::RestoreToError::Plan(_)
-            | local::RestoreToError::NoSource(_)
-            | local::RestoreToError::Local(local::LocalBackupError::Cluster { .. })),
+            e @ (PlanRestoreError::Plan(_)
+            | PlanRestoreError::NoSource(_)
+            | PlanRestoreError::NoPosition { .. }),
         ) => Err(JobError::input("spec.restore.restorePoint", e.to_string())),
         Err(e) => Err(e.into()),
     }

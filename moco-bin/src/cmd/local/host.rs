@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::future::Future;
 
-use moco_adapters::local::LocalError;
+use moco_local::platform::LocalError;
 use moco_local::{Host, RunManagerOptions};
 
 use crate::logging::{self, LogOutput};

@@ -50,8 +50,8 @@ use super::proxy::Endpoints;
 use super::secret::Secret;
 use super::snapshot::{ClusterSnapshot, EndpointAddrs, InstanceSnapshot, RoundSnapshot};
 use super::sql;
-use crate::greeting::socket_greets;
-use crate::mysqld::{LocalMysqld, ServerBinary};
+use moco_adapters::greeting::socket_greets;
+use moco_adapters::mysqld::{LocalMysqld, ServerBinary};
 
 /// Timing of the platform's own work (not of the manager's rounds).
 #[derive(Clone, Debug, PartialEq, Eq)]

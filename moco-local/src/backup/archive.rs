@@ -8,19 +8,20 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use moco_adapters::local::Layout;
-use moco_adapters::local::Manifest;
-use moco_adapters::local::files::{read_json_opt, write_json};
-use moco_adapters::local::secret::Secret;
-use moco_adapters::local::snapshot::ClusterSnapshot;
+use crate::platform::Layout;
+use crate::platform::Manifest;
+use crate::platform::files::{read_json_opt, write_json};
+use crate::platform::secret::Secret;
+use crate::platform::snapshot::ClusterSnapshot;
 use moco_adapters::mysql::MysqlInstance;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::bucket::BucketSpec;
-use crate::local::cluster_prefix;
-use crate::mariadb::binlog::fetch::BinlogFiles;
-use crate::mariadb::binlog::{Archiver, Progress};
+use moco_backup::BucketSpec;
+use moco_backup::mariadb::binlog::fetch::BinlogFiles;
+use moco_backup::mariadb::binlog::{Archiver, Progress};
+
+use super::take::cluster_prefix;
 
 /// The default pause between rounds: the recovery point is about this plus an upload.
 pub const DEFAULT_EVERY: Duration = Duration::from_secs(5);
@@ -149,7 +150,7 @@ fn open(layout: &Layout, config: &ArchiveConfig) -> Result<Archiver, String> {
 async fn round(
     layout: &Layout,
     archiver: &mut Archiver,
-) -> Result<(u32, crate::mariadb::binlog::archive::Round), String> {
+) -> Result<(u32, moco_backup::mariadb::binlog::archive::Round), String> {
     let manifest = Manifest::load(layout).map_err(|e| e.to_string())?;
     let secret = Secret::load(layout).map_err(|e| e.to_string())?;
     let snapshot = ClusterSnapshot::load(layout)
@@ -157,7 +158,7 @@ async fn round(
         .ok_or_else(|| "the manager has not observed the cluster yet".to_owned())?;
     let index = snapshot.current_primary_index;
     let admin = MysqlInstance::new(
-        moco_adapters::local::sql::admin_options(&manifest, layout, index, &secret)
+        crate::platform::sql::admin_options(&manifest, layout, index, &secret)
             .map_err(|e| e.to_string())?,
     );
     let outcome = archiver.round(&admin, &BinlogFiles::Local(None)).await;

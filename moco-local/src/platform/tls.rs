@@ -11,7 +11,7 @@ use super::error::LocalError;
 use super::files;
 use super::layout::Layout;
 use super::manifest::Manifest;
-use crate::mysql::tls::{Authority, MysqlTls};
+use moco_adapters::mysql::tls::{Authority, MysqlTls};
 
 /// The names in every instance certificate: the host that the manager, the tools, replication
 /// and the endpoints' clients connect to.
@@ -91,7 +91,7 @@ pub fn ca_file(layout: &Layout, manifest: &Manifest) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::local::manifest::Manifest;
+    use crate::platform::manifest::Manifest;
 
     /// The CA written by `create_authority` is loaded again and issues a certificate that the
     /// CA file verifies; the keys are private; the server options name the files.

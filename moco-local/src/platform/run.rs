@@ -16,10 +16,10 @@ use super::error::LocalError;
 use super::files::{self, FileLock};
 use super::layout::Layout;
 use super::manifest::Manifest;
-use super::platform::{LocalConfig, LocalPlatform};
+use super::port::{LocalConfig, LocalPlatform};
 use super::proxy::{Endpoints, ProxyConfig};
 use super::servers::stop_servers;
-use crate::mysqld::{LocalMysqld, process_alive};
+use moco_adapters::mysqld::{LocalMysqld, process_alive};
 
 /// Options of the manager process.
 #[derive(Clone, Debug)]

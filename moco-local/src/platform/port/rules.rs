@@ -8,9 +8,9 @@ use std::time::Duration;
 use moco_core::facts::{Flavor, ReplicaStatus, Role, SpecFacts};
 
 use super::READINESS_FAILURES;
-use crate::local::manifest::Manifest;
-use crate::local::pods::PodsFile;
-use crate::local::proxy::{Backend, Routes};
+use crate::platform::manifest::Manifest;
+use crate::platform::pods::PodsFile;
+use crate::platform::proxy::{Backend, Routes};
 
 /// What `moco local switchover` asks for, as seen in `pods.json`.
 pub(super) type SwitchRequest = (Option<u32>, Vec<u32>);
@@ -165,7 +165,7 @@ mod tests {
     use moco_core::gtid::GtidSet;
 
     use super::*;
-    use crate::local::pods::PodMeta;
+    use crate::platform::pods::PodMeta;
 
     fn addr(index: u32) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], 4000 + u16::try_from(index).unwrap()))

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::error::LocalError;
 use super::files;
 use super::layout::Layout;
-use crate::mysqld::ServerBinary;
+use moco_adapters::mysqld::ServerBinary;
 
 /// The `kind` every manifest carries.
 pub const MANIFEST_KIND: &str = "moco-local-cluster";

@@ -1,6 +1,6 @@
 //! The instances of a local cluster as server processes: their my.cnf, their first
-//! initialisation (datadir and accounts, through [`crate::instance`]) and stopping them.
-//! Shared by creation ([`super::create`]) and the running platform ([`super::platform`]),
+//! initialisation (datadir and accounts, through [`moco_adapters::instance`]) and stopping them.
+//! Shared by creation ([`super::create`]) and the running platform ([`super::port`]),
 //! which re-initialises a wiped datadir.
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use super::layout::Layout;
 use super::manifest::Manifest;
 use super::secret::Secret;
 use super::sql;
-use crate::mysqld::{LocalMysqld, ServerBinary};
+use moco_adapters::mysqld::{LocalMysqld, ServerBinary};
 
 /// The my.cnf text and the per-instance snippet of instance `index`.
 pub fn instance_config(
@@ -161,7 +161,7 @@ pub async fn stop_servers(
 mod tests {
 
     use super::*;
-    use crate::local::manifest::Phase;
+    use crate::platform::manifest::Phase;
 
     #[test]
     fn mycnf_per_instance() {

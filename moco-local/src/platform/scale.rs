@@ -27,7 +27,7 @@ use super::layout::Layout;
 use super::manifest::{Manifest, check_replicas};
 use super::secret::Secret;
 use super::servers;
-use crate::mysqld::LocalMysqld;
+use moco_adapters::mysqld::LocalMysqld;
 
 /// What a scale request does, decided before anything is touched.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use moco_core::moco_accounts::Account;
 use moco_core::status::{Condition, ConditionStatus};
 
 use super::*;
-use crate::local::pods::KillHold;
+use crate::platform::pods::KillHold;
 
 /// A cluster directory with three instances that never ran: the server binary is a
 /// script answering `--version` as MariaDB does, so nothing here starts a server.
@@ -31,7 +31,7 @@ fn cluster(tmp: &Path) -> LocalPlatform {
     Secret::generate().unwrap().save(&layout).unwrap();
     let binary = manifest.server_binary().unwrap();
     for index in 0..manifest.replicas {
-        crate::local::servers::write_instance(&layout, &manifest, &binary, index).unwrap();
+        crate::platform::servers::write_instance(&layout, &manifest, &binary, index).unwrap();
     }
     LocalPlatform::open(&layout, LocalConfig::default()).unwrap()
 }

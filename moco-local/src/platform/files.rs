@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::error::LocalError;
-use crate::modes;
+use moco_adapters::modes;
 
 /// Replaces `path` with `bytes` atomically, with `mode` ([`modes::write_atomic`]).
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), LocalError> {
@@ -28,7 +28,7 @@ pub fn private_umask() -> u32 {
 
 /// Creates `dir` (and missing parents) and gives `dir` itself mode `0700`.
 pub fn create_private_dir(dir: &Path) -> Result<(), LocalError> {
-    crate::modes::private_dir(dir).map_err(|e| LocalError::io(dir, "create", e))
+    moco_adapters::modes::private_dir(dir).map_err(|e| LocalError::io(dir, "create", e))
 }
 
 /// Flushes a directory entry list to disk (after a rename or create).

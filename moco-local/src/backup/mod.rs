@@ -1,10 +1,17 @@
-//! `moco local backup` (take, `list`, `prune`, `archive`, `verify`) and `moco local restore`:
-//! the work is in `moco_backup::local`.
+//! `moco local backup` (take, `list`, `prune`, `archive`, `verify`) and `moco local restore`.
+//! The commands are here; the work is in the modules: [`take`], [`seed`], [`verify`] and the
+//! binlog [`archive`] that runs beside the manager.
+
+pub mod archive;
+pub mod error;
+pub mod seed;
+pub mod take;
+pub mod verify;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use moco_adapters::local::create::SeededError;
+use crate::platform::create::SeededError;
 use moco_backup::BucketSpec;
 use moco_core::time::Timestamp;
 
@@ -27,9 +34,9 @@ fn restore_source(
     from: Option<&str>,
 ) -> Result<(String, String), Error> {
     let as_dir = Path::new(source);
-    let layout = moco_adapters::local::Layout::new(as_dir);
+    let layout = crate::platform::Layout::new(as_dir);
     let (name, beside) = if layout.manifest().is_file() {
-        let manifest = moco_adapters::local::Manifest::load(&layout)
+        let manifest = crate::platform::Manifest::load(&layout)
             .map_err(|e| usage(format!("--source {source}: {e}")))?;
         (manifest.name, default_bucket(as_dir))
     } else {
@@ -87,10 +94,9 @@ pub async fn take(options: TakeOptions) -> Result<(), Error> {
     let (dir, bucket) = bucket(&options.target)?;
     let started = std::time::Instant::now();
     let max_rate = options.max_rate.as_ref();
-    let taken =
-        moco_backup::local::backup(&dir, &bucket, &moco_cluster::ports::SystemClock, max_rate)
-            .await
-            .map_err(|e| usage(e.to_string()))?;
+    let taken = take::backup(&dir, &bucket, &moco_cluster::ports::SystemClock, max_rate)
+        .await
+        .map_err(|e| usage(e.to_string()))?;
     let m = &taken.manifest;
     out!(
         "backed up instance {} to {} in {:.1} s: {} bytes stored ({} before compression), GTID state {}",
@@ -112,7 +118,7 @@ struct Found {
     prefix: String,
     bucket: moco_backup::Bucket,
     /// Oldest first.
-    backups: Vec<moco_backup::local::Listed>,
+    backups: Vec<moco_backup::catalog::Listed>,
 }
 
 /// The backups of the local cluster in `--dir`, or of the MySQLCluster `--cluster` names.
@@ -133,15 +139,15 @@ async fn backups_of(target: &BackupTarget) -> Result<Found, Error> {
         }
         None => {
             let (dir, bucket) = bucket(target)?;
-            let layout = moco_adapters::local::Layout::new(&dir);
-            let name = moco_adapters::local::Manifest::load(&layout)
+            let layout = crate::platform::Layout::new(&dir);
+            let name = crate::platform::Manifest::load(&layout)
                 .map(|m| m.name)
                 .map_err(|e| usage(format!("--dir: {e}")))?;
-            let prefix = moco_backup::local::cluster_prefix(&name);
+            let prefix = take::cluster_prefix(&name);
             (name, prefix, bucket)
         }
     };
-    let backups = moco_backup::local::list(&bucket, &prefix)
+    let backups = moco_backup::catalog::list(&bucket, &prefix)
         .await
         .map_err(|e| usage(e.to_string()))?;
     Ok(Found {
@@ -197,14 +203,14 @@ pub async fn prune(args: PruneOptions) -> Result<(), Error> {
 /// `backup archive`: tells the cluster's manager to archive the binary logs every `every`
 /// seconds (or, with `off`, to stop).
 pub async fn archive(args: ArchiveOptions) -> Result<(), Error> {
-    use moco_backup::local::archive::{ArchiveConfig, config_path};
+    use archive::{ArchiveConfig, config_path};
     let dir = args
         .target
         .dir
         .clone()
         .ok_or_else(|| usage("--dir is required: the cluster directory"))?;
-    let layout = moco_adapters::local::Layout::new(&dir);
-    moco_adapters::local::Manifest::load(&layout).map_err(|e| usage(format!("--dir: {e}")))?;
+    let layout = crate::platform::Layout::new(&dir);
+    crate::platform::Manifest::load(&layout).map_err(|e| usage(format!("--dir: {e}")))?;
     if args.off {
         match std::fs::remove_file(config_path(&layout)) {
             Ok(()) => out!("binlog archiving is off (the archive stays)"),
@@ -235,7 +241,7 @@ pub async fn archive(args: ArchiveOptions) -> Result<(), Error> {
         url: url.clone(),
         every_seconds: args.every,
     };
-    moco_adapters::local::files::write_json(&config_path(&layout), &config, 0o600)
+    crate::platform::files::write_json(&config_path(&layout), &config, 0o600)
         .map_err(|e| usage(e.to_string()))?;
     out!(
         "binlog archiving to {url} every {} s is on; the cluster's manager archives from the primary \
@@ -284,9 +290,9 @@ pub async fn verify(args: VerifyOptions) -> Result<(), Error> {
             std::process::id()
         ));
     let started = std::time::Instant::now();
-    let mut options = moco_adapters::local::create::CreateOptions::new(&scratch, 1);
+    let mut options = crate::platform::create::CreateOptions::new(&scratch, 1);
     options.flavor = Some(moco_core::facts::Flavor::Mariadb);
-    let prepared = moco_adapters::local::create::prepare(options)?;
+    let prepared = crate::platform::create::prepare(options)?;
     let layout = prepared.layout().clone();
     out!(
         "verifying {} in a scratch instance ({})",
@@ -294,15 +300,11 @@ pub async fn verify(args: VerifyOptions) -> Result<(), Error> {
         scratch.display()
     );
     let prefix = chosen.prefix.clone();
-    let created =
-        moco_adapters::local::create::create_seeded(prepared, |layout, manifest, binary| {
-            let bucket = &bucket;
-            async move {
-                moco_backup::local::verify(&layout, &manifest, &binary, bucket, &prefix, now())
-                    .await
-            }
-        })
-        .await;
+    let created = crate::platform::create::create_seeded(prepared, |layout, manifest, binary| {
+        let bucket = &bucket;
+        async move { verify::verify(&layout, &manifest, &binary, bucket, &prefix, now()).await }
+    })
+    .await;
     let (v, compared) = match created {
         Ok((_, outcome)) => {
             remove_scratch_cluster(&layout).await;
@@ -362,7 +364,7 @@ pub async fn list(target: BackupTarget) -> Result<(), Error> {
         .map_err(|e| usage(e.to_string()))?;
     let timeline = moco_backup::mariadb::binlog::Timeline::build(&contents.segments)
         .map_err(|e| usage(e.to_string()))?;
-    let bases = moco_backup::local::bases(&backups, timeline.domain);
+    let bases = moco_backup::catalog::bases(&backups, timeline.domain);
     let show = moco_backup::mariadb::binlog::timeline::show;
     for (i, b) in backups.iter().enumerate() {
         let Some(m) = &b.manifest else {
@@ -487,7 +489,7 @@ pub async fn restore(a: RestoreOptions, host: &impl Host) -> Result<(), Error> {
         .open(&env)
         .map_err(|e| usage(format!("--from {url}: {e}")))?;
     // Decided before a new cluster is made for it.
-    let planned = moco_backup::local::plan_restore(&bucket, &source, point)
+    let planned = seed::plan_restore(&bucket, &source, point)
         .await
         .map_err(|e| {
             usage(format!(
@@ -496,11 +498,11 @@ pub async fn restore(a: RestoreOptions, host: &impl Host) -> Result<(), Error> {
             ))
         })?;
     let started = std::time::Instant::now();
-    let mut options = moco_adapters::local::create::CreateOptions::new(&a.dir, a.replicas);
+    let mut options = crate::platform::create::CreateOptions::new(&a.dir, a.replicas);
     options.base_port = a.base_port;
     options.tls = a.tls;
     options.flavor = Some(moco_core::facts::Flavor::Mariadb);
-    let prepared = moco_adapters::local::create::prepare(options)?;
+    let prepared = crate::platform::create::prepare(options)?;
     let layout = prepared.layout().clone();
     out!(
         "restoring {} at {} into a new {}-instance cluster in {}",
@@ -511,14 +513,11 @@ pub async fn restore(a: RestoreOptions, host: &impl Host) -> Result<(), Error> {
     );
     // Instance 0 is restored while the others are created; a failure of either leaves
     // nothing half-restored running or on disk.
-    let created =
-        moco_adapters::local::create::create_seeded(prepared, |layout, manifest, binary| {
-            let (bucket, planned) = (&bucket, &planned);
-            async move {
-                moco_backup::local::restore_to(&layout, &manifest, &binary, bucket, planned).await
-            }
-        })
-        .await;
+    let created = crate::platform::create::create_seeded(prepared, |layout, manifest, binary| {
+        let (bucket, planned) = (&bucket, &planned);
+        async move { seed::restore_to(&layout, &manifest, &binary, bucket, planned).await }
+    })
+    .await;
     let (manifest, done) = match created {
         Ok(created) => created,
         Err(SeededError::Create(e)) => return Err(e.into()),
@@ -548,9 +547,9 @@ pub async fn restore(a: RestoreOptions, host: &impl Host) -> Result<(), Error> {
 }
 
 /// Stops every server of the scratch cluster `verify` created and removes its directory.
-async fn remove_scratch_cluster(layout: &moco_adapters::local::Layout) {
+async fn remove_scratch_cluster(layout: &crate::platform::Layout) {
     let grace = std::time::Duration::from_secs(60);
-    if let Err(e) = moco_adapters::local::run::stop_instances(layout, grace).await {
+    if let Err(e) = crate::platform::run::stop_instances(layout, grace).await {
         tracing::warn!(error = %e, "stopping the scratch cluster's servers");
     }
     let root = layout.root();

@@ -1,6 +1,6 @@
 //! How the local platform reaches its servers: the manager's SQL ports (as `moco-admin` over
 //! loopback TCP), the password set from `secret.json`, and account creation on fresh
-//! datadirs ([`crate::instance::accounts`]).
+//! datadirs ([`moco_adapters::instance::accounts`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +11,8 @@ use super::error::LocalError;
 use super::layout::Layout;
 use super::manifest::Manifest;
 use super::secret::Secret;
-use crate::instance::accounts::{FreshServer, create_accounts};
-use crate::mysql::{ConnectOptions, MysqlInstance};
+use moco_adapters::instance::accounts::{FreshServer, create_accounts};
+use moco_adapters::mysql::{ConnectOptions, MysqlInstance};
 use moco_core::moco_accounts::{Account, MocoPasswords};
 
 /// Limit for establishing a connection to a local server.

@@ -1,5 +1,5 @@
 //! Copying one instance's data onto another (the moco-agent's Clone RPC, locally), with the
-//! procedures of [`crate::instance::clone`]: both halves run here and the backup stream goes
+//! procedures of [`moco_adapters::instance::clone`]: both halves run here and the backup stream goes
 //! through a pipe. Tool output goes to `instances/<i>/clone.log`.
 
 use std::sync::Arc;
@@ -15,11 +15,11 @@ use super::layout::Layout;
 use super::manifest::Manifest;
 use super::secret::Secret;
 use super::sql;
-use crate::failure::file_tail;
-use crate::instance::InstanceError;
-use crate::instance::clone::{self, BackupSource, RestoreTarget};
-use crate::mysql::MysqlInstance;
-use crate::mysqld::{LocalMysqld, ServerBinary};
+use moco_adapters::failure::file_tail;
+use moco_adapters::instance::InstanceError;
+use moco_adapters::instance::clone::{self, BackupSource, RestoreTarget};
+use moco_adapters::mysql::MysqlInstance;
+use moco_adapters::mysqld::{LocalMysqld, ServerBinary};
 
 /// Limit of the backup stream and of the prepare step.
 const COPY_TIMEOUT: Duration = Duration::from_secs(3600);

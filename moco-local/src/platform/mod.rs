@@ -4,7 +4,7 @@
 //!
 //! * [`create`]: `moco local up` (checks that touch nothing, then datadirs and accounts);
 //! * [`servers`]: each instance's my.cnf, first initialisation and stopping;
-//! * [`platform::LocalPlatform`]: the [`moco_cluster::ports::Platform`] port (files instead of API
+//! * [`port::LocalPlatform`]: the [`moco_cluster::ports::Platform`] port (files instead of API
 //!   objects, processes instead of Pods, a supervisor instead of the kubelet);
 //! * [`proxy`]: the primary and replica endpoints;
 //! * [`clone`]: copying an instance (mariadb-backup streaming, MySQL `CLONE INSTANCE`);
@@ -18,8 +18,8 @@ pub mod error;
 pub mod files;
 pub mod layout;
 pub mod manifest;
-pub mod platform;
 pub mod pods;
+pub mod port;
 pub mod proxy;
 pub mod run;
 pub mod scale;
@@ -32,4 +32,4 @@ pub mod tls;
 pub use error::LocalError;
 pub use layout::Layout;
 pub use manifest::Manifest;
-pub use platform::{LocalConfig, LocalPlatform};
+pub use port::{EventRecord, LocalConfig, LocalPlatform};

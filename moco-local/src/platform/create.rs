@@ -18,7 +18,7 @@ use super::manifest::{FORMAT_VERSION, MANIFEST_KIND, Manifest, Phase, random_hex
 use super::pods::now_ms;
 use super::secret::Secret;
 use super::servers;
-use crate::mysqld::{LocalMysqld, ServerBinary, ServerKind};
+use moco_adapters::mysqld::{LocalMysqld, ServerBinary, ServerKind};
 
 pub use super::manifest::{MAX_REPLICAS, check_replicas};
 
