@@ -637,6 +637,83 @@ async fn growing_a_volume_grows_the_pvcs_and_recreates_the_statefulset() {
     assert_eq!(m.statefulset_recreate.get_or_create(&labels()).get(), 1);
 }
 
+/// Regression (issue 46): a StatefulSet deleted for re-creation that the garbage collector has
+/// not removed yet was polled for inside the round, for up to 5 s, and the round failed when
+/// it was still there. The round now ends at once; the rounds its deletion brings create it.
+#[tokio::test]
+async fn a_statefulset_still_going_after_its_deletion_is_not_waited_for_in_the_round() {
+    let env = Env::new(json!({}));
+    env.ok_round().await;
+    insert_pvcs(&env, "1Gi");
+    env.statefulset_ready();
+    // What the garbage collector's `orphan` finalizer does: the deletion waits for it.
+    env.fake.modify(STS, NS, "moco-db", |sts| {
+        sts["metadata"]["finalizers"] = json!(["orphan"]);
+    });
+    // The Pod the deletion orphans (the garbage collector takes its controller away).
+    env.fake.insert(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "moco-db-0", "namespace": NS, "labels": {
+            "app.kubernetes.io/name": "mysql", "app.kubernetes.io/instance": "db",
+            "app.kubernetes.io/created-by": "moco"
+        }},
+        "spec": {"containers": [{"name": "mysqld", "image": "mysql"}]}
+    }));
+    let old_uid = env.sts().unwrap()["metadata"]["uid"].clone();
+    env.edit_spec(json!({"volumeClaimTemplates": [{
+        "metadata": {"name": "mysql-data", "labels": {"tier": "gold"}},
+        "spec": {"resources": {"requests": {"storage": "1Gi"}}}
+    }]}));
+    env.fake.take_requests();
+    let started = std::time::Instant::now();
+    let outcome = env.ok_round().await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "the round waited {:?} for the deletion",
+        started.elapsed()
+    );
+    assert_eq!(outcome.statefulset, None, "nothing applied this round");
+    let requests = env.fake.take_requests();
+    let on_sts = |method: &str| {
+        requests
+            .iter()
+            .filter(|r| r.method == method && r.path.ends_with("/statefulsets/moco-db"))
+            .count()
+    };
+    assert_eq!(on_sts("DELETE"), 1);
+    // The round's read and one look after the deletion: no polling.
+    assert_eq!(on_sts("GET"), 3, "{requests:#?}");
+    let going = env.sts().expect("still there, terminating");
+    assert!(going["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(going["metadata"]["uid"], old_uid);
+
+    // A round while it goes (its deletion's MODIFIED event) neither deletes nor applies it.
+    env.ok_round().await;
+    let requests = env.fake.take_requests();
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r.method != "GET" && r.path.contains("/statefulsets")),
+        "{requests:#?}"
+    );
+
+    // Gone: the next round creates it, counted as one re-creation.
+    env.fake.modify(STS, NS, "moco-db", |sts| {
+        sts["metadata"]["finalizers"] = json!([]);
+    });
+    assert!(env.sts().is_none());
+    let outcome = env.ok_round().await;
+    assert!(outcome.statefulset.is_some());
+    let sts = env.sts().unwrap();
+    assert_ne!(sts["metadata"]["uid"], old_uid, "re-created");
+    let m = &env.ctx.metrics;
+    assert_eq!(m.statefulset_recreate.get_or_create(&labels()).get(), 1);
+    assert_eq!(
+        m.statefulset_recreate_errors.get_or_create(&labels()).get(),
+        0
+    );
+}
+
 #[tokio::test]
 async fn shrinking_a_volume_changes_the_template_but_never_a_pvc() {
     let env = Env::new(json!({}));

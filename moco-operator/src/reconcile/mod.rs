@@ -7,7 +7,9 @@
 //! 3. the my.cnf ConfigMap (old ones pruned) and the slow-log ConfigMap (or none);
 //! 4. the ServiceAccount and the three Services;
 //! 5. PVC growth and, when the claim templates differ in anything, the StatefulSet's deletion
-//!    with its Pods orphaned (its creation in step 6 is the re-creation, counted as one);
+//!    with its Pods orphaned (its creation in step 6 is the re-creation, counted as one; when
+//!    the deletion is still under way, the round that its end brings creates it: nothing waits
+//!    inside a round);
 //! 6. the StatefulSet, applied only when its rendering changed or a field the operator owns
 //!    drifted ([`drift`]);
 //! 7. the PodDisruptionBudget; the backup CronJob and the restore Job with their RBAC. Of the
@@ -21,26 +23,27 @@
 
 pub mod apply;
 pub mod conditions;
+mod config_maps;
 pub mod drift;
 pub mod existing;
 pub mod history;
+mod jobs;
 mod read;
 pub mod rollout;
 pub mod rotation;
+mod secrets;
 mod services;
+mod statefulset;
 mod status;
 mod volumes;
 
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DeleteParams, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Resource};
 use moco_api::annotations::{is_true, tls_of};
@@ -50,17 +53,15 @@ use moco_api::labels::{
 };
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::resources::VolumeError;
-use moco_kube::api::{label_selector, retry};
 use moco_kube::metrics::{ClusterLabels, ClusterMetrics, ReconcileLabels};
 use serde_json::Value;
 
 use crate::error::ErrorCategory;
-use crate::render::{
-    ClusterInputs, ClusterObjects, JobObjects, RenderError, RenderSettings, TlsObjects,
-};
+use crate::render::checked::check;
+use crate::render::{ClusterObjects, RenderError, RenderSettings, build};
 
-use apply::{apply, create_once, delete_if_present};
-use drift::{ApplyReason, apply_reason, with_hash};
+use apply::{Writer, delete_if_present};
+use drift::ApplyReason;
 
 /// What reconcile needs besides the cluster.
 #[derive(Clone)]
@@ -183,9 +184,6 @@ pub enum ReconcileError {
     /// passwords of its own; the next round renders with the stored ones.
     #[error("secrets: Secret {0} was created by another writer during this round")]
     SecretRaced(String),
-    /// The StatefulSet did not go away after its deletion for re-creation.
-    #[error("volumes: StatefulSet {0} still exists 5s after its deletion for re-creation")]
-    RecreateTimeout(String),
 }
 
 impl ReconcileError {
@@ -199,7 +197,7 @@ impl ReconcileError {
             ReconcileError::Api { step, .. } | ReconcileError::Input { step, .. } => *step,
             ReconcileError::Render(_) => Step::Read,
             ReconcileError::SecretRaced(_) => Step::Secrets,
-            ReconcileError::Volume(_) | ReconcileError::RecreateTimeout(_) => Step::Volumes,
+            ReconcileError::Volume(_) => Step::Volumes,
         }
     }
 
@@ -211,7 +209,7 @@ impl ReconcileError {
                 ..
             } if s.code == 409 => ErrorCategory::Conflict,
             ReconcileError::SecretRaced(_) => ErrorCategory::Conflict,
-            ReconcileError::Api { .. } | ReconcileError::RecreateTimeout(_) => ErrorCategory::Api,
+            ReconcileError::Api { .. } => ErrorCategory::Api,
             ReconcileError::Render(e) => e.category(),
             ReconcileError::Input { .. } | ReconcileError::Volume(_) => ErrorCategory::Input,
         }
@@ -341,24 +339,6 @@ async fn reconcile_inner(
     })
 }
 
-/// Creates the cert-manager Certificate `name` from its rendered JSON, once (cert-manager
-/// renews it).
-async fn create_certificate(
-    certificates: &Api<DynamicObject>,
-    name: &str,
-    rendered: &serde_json::Value,
-) -> Result<(), ReconcileError> {
-    let certificate: DynamicObject =
-        serde_json::from_value(rendered.clone()).map_err(|e| ReconcileError::Input {
-            step: Step::Certificate,
-            message: e.to_string(),
-        })?;
-    create_once(certificates, name, &certificate)
-        .await
-        .map(|_| ())
-        .map_err(ReconcileError::api(Step::Certificate))
-}
-
 /// Steps 1–7 of the round; returns why the StatefulSet was applied, if it was.
 async fn apply_all(
     cluster: &MySQLCluster,
@@ -366,46 +346,15 @@ async fn apply_all(
     reconciler_version: u32,
     ctx: &Context,
 ) -> Result<Option<ApplyReason>, ReconcileError> {
-    let client = &ctx.client;
-    let ns = id.namespace.as_str();
-    let system = ctx.settings.system_namespace.as_str();
-
-    // Read, check, build: nothing is written before the objects are built.
+    // Read, check, build: nothing is written before every object is built.
     let passwords = read::passwords(ctx, id).await?;
     let inputs = read::Inputs::read(ctx, cluster, id).await?;
-    let checked = crate::render::checked::check(
+    let checked = check(
         &ctx.settings,
-        cluster,
-        &inputs.user_config,
-        inputs.backup_policy.as_ref(),
+        &inputs.for_render(cluster, passwords.get(), reconciler_version),
     )?;
-    let mysql_certificate_secret = match checked.tls {
-        Some(_) => read::mysql_certificate(ctx, id).await?,
-        None => None,
-    };
-    let objects = crate::render::build(
-        &ctx.settings,
-        &checked,
-        &ClusterInputs {
-            cluster,
-            user_config: &inputs.user_config,
-            passwords: passwords.get(),
-            certificate_secret: inputs.certificate_secret.as_ref(),
-            mysql_certificate_secret: mysql_certificate_secret.as_ref(),
-            backup_policy: inputs.backup_policy.as_ref(),
-            backup_job_active: inputs.backup_job_active,
-            deployed_slow_log: inputs.deployed_slow_log.as_ref(),
-            deployed_replicas: inputs
-                .deployed_statefulset
-                .as_ref()
-                .and_then(|s| s.spec.as_ref())
-                .and_then(|s| s.replicas)
-                .and_then(|n| u32::try_from(n).ok()),
-            reconciler_version,
-        },
-    );
     // Taken apart without `..`: an object added to `ClusterObjects` does not compile until
-    // this step applies (or deliberately skips) it.
+    // a step below applies (or deliberately skips) it.
     let ClusterObjects {
         controller_secret,
         user_secret,
@@ -423,353 +372,63 @@ async fn apply_all(
         backup,
         restore,
         archive,
-    } = objects;
+    } = build(&ctx.settings, &checked);
+    let system_namespace = ctx.settings.system_namespace.as_str();
+    let system = Writer::new(&ctx.client, system_namespace);
+    let w = Writer::new(&ctx.client, &id.namespace);
+    let present = &inputs.present;
 
-    // 1. Secrets: the controller's first, when its passwords were drawn in this round (it is
-    // created once and never updated: the passwords in it are the cluster's). If another
-    // writer created it meanwhile, its passwords stand and this round's rendering is stale:
-    // the round ends and the next one renders with them.
-    if let read::Passwords::Drawn(passwords) = &passwords {
-        let api: Api<Secret> = Api::namespaced(client.clone(), system);
-        let name = id.controller_secret();
-        let stored = create_once(&api, &name, &controller_secret)
-            .await
-            .map_err(ReconcileError::api(Step::Secrets))?;
-        if read::stored_passwords(&stored, system, &name)? != *passwords {
-            return Err(ReconcileError::SecretRaced(name));
-        }
-    }
-    // A rotation of the passwords asked for (`kubectl moco credential rotate`) begins here;
-    // the manager carries it out and publishes its passwords through the controller's
-    // Secret, whose change brings the next round, which renders the cluster's copies below.
+    // 1. The passwords, then a rotation asked for (`kubectl moco credential rotate`): the
+    // manager carries it out and publishes its passwords through the controller's Secret,
+    // whose change brings the next round, which renders the cluster's copies.
+    secrets::store_passwords(&system, system_namespace, &passwords, &controller_secret).await?;
     rotation::begin_requested(ctx, cluster, id).await?;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    for s in [&user_secret, &mycnf_secret] {
-        apply(&secrets, &name_of(s), s)
-            .await
-            .map_err(ReconcileError::api(Step::Secrets))?;
-    }
-
-    // 2. Certificate (created once; cert-manager renews it) and its Secret's copy.
-    let certificates: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), system, &certificate_resource());
-    create_certificate(&certificates, &id.certificate(), &certificate).await?;
-    if let Some(s) = &grpc_secret {
-        apply(&secrets, &name_of(s), s)
-            .await
-            .map_err(ReconcileError::api(Step::Certificate))?;
-    }
-    // mysqld's, with TLS: the Pods start once its key pair's copy exists.
-    if let Some(TlsObjects {
-        certificate,
-        server_secret,
-        ca_secret,
-    }) = &tls
-    {
-        create_certificate(&certificates, &id.mysql_certificate(), certificate).await?;
-        for s in [server_secret, ca_secret].into_iter().flatten() {
-            apply(&secrets, &name_of(s), s)
-                .await
-                .map_err(ReconcileError::api(Step::Certificate))?;
-        }
-    }
-
+    w.apply_each(Step::Secrets, [&user_secret, &mycnf_secret])
+        .await?;
+    // 2. Certificates, and the copies of their Secrets.
+    secrets::certificates(
+        &system,
+        &w,
+        &certificate,
+        grpc_secret.as_ref(),
+        tls.as_ref(),
+    )
+    .await?;
     // 3. ConfigMaps, then the history beyond the limit.
-    apply_config_maps(&mycnf_config_map, slow_log_config_map.as_ref(), id, ctx).await?;
-
-    // 4. ServiceAccount and Services.
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    apply(&accounts, &id.prefixed(), &service_account)
-        .await
-        .map_err(ReconcileError::api(Step::Services))?;
-    let (role, binding) = &instance_rbac;
-    apply_rbac(ctx, id, &id.prefixed(), role, binding, Step::Services).await?;
-    let service_api: Api<Service> = Api::namespaced(client.clone(), ns);
-    for s in &services {
-        services::apply_service(&service_api, &name_of(s), s)
-            .await
-            .map_err(ReconcileError::api(Step::Services))?;
-    }
-
-    // 5–6. Volumes, then the StatefulSet. Its claim templates cannot be updated: when the
-    // rendered ones differ in anything, the volume step deletes the StatefulSet (orphaning the
-    // Pods) and its creation below is the re-creation, counted by the re-creation metrics in
-    // this round and in every later one until it succeeds.
-    let mut statefulset = statefulset;
-    if let Some(d) = &inputs.deployed_statefulset {
-        keep_claim_owner_api_version(&mut statefulset, d, &id.uid);
-    }
-    let rendered = with_hash(to_value(&statefulset, Step::StatefulSet)?);
-    let recreation = match &inputs.deployed_statefulset {
-        Some(d) => drift::recreation(&rendered, Some(&to_value(d, Step::StatefulSet)?), false),
-        None => drift::recreation(&rendered, None, read::orphaned_pods(ctx, id).await?),
-    };
-    let deployed =
-        volumes::reconcile(cluster, id, ctx, inputs.deployed_statefulset, &recreation).await?;
-    let deployed_value = deployed
-        .as_ref()
-        .map(|d| to_value(d, Step::StatefulSet))
-        .transpose()?;
-    let reason = apply_reason(&rendered, deployed_value.as_ref());
-    if let Some(reason) = &reason {
-        let recreating = deployed.is_none() && recreation.recreates();
-        let decision = rollout::decide(
-            cluster,
-            ctx.settings.latest_reconciler_version,
-            &statefulset,
-            deployed.as_ref(),
-        );
-        tracing::info!(
-            cluster = %id.name,
-            namespace = %id.namespace,
-            ?reason,
-            recreating,
-            reconciler_version,
-            rollout = ?decision.action,
-            "applying the StatefulSet"
-        );
-        let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
-        let applied = apply(&statefulsets, &id.prefixed(), &rendered).await;
-        if recreating {
-            let metric = labels(id);
-            let counter = match &applied {
-                Ok(_) => &ctx.metrics.statefulset_recreate,
-                Err(_) => &ctx.metrics.statefulset_recreate_errors,
-            };
-            counter.get_or_create(&metric).inc();
-            applied.map_err(ReconcileError::api(Step::Volumes))?;
-        } else {
-            applied.map_err(ReconcileError::api(Step::StatefulSet))?;
-        }
-    }
-
-    // 7. PDB, backup, restore.
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
-    match &pdb {
-        Some(p) => {
-            apply(&pdbs, &id.prefixed(), p)
-                .await
-                .map_err(ReconcileError::api(Step::Pdb))?;
-        }
-        None if inputs.present.pdb => {
-            delete_if_present(&pdbs, &id.prefixed(), &DeleteParams::default())
-                .await
-                .map_err(ReconcileError::api(Step::Pdb))?;
-        }
-        None => {}
-    }
-    let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), ns);
-    let roles: Api<Role> = Api::namespaced(client.clone(), ns);
-    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
-    match &backup {
-        Some(b) => {
-            apply_rbac(
-                ctx,
-                id,
-                &id.backup(),
-                &b.role,
-                &b.role_binding,
-                Step::Backup,
-            )
-            .await?;
-            apply(&cronjobs, &id.backup(), &b.workload)
-                .await
-                .map_err(ReconcileError::api(Step::Backup))?;
-        }
-        None => {
-            // Only what the stores do not rule out: a cluster that never had a backup sends
-            // no DELETE (they were three answered 404 in every round).
-            let dp = DeleteParams::background();
-            let present = &inputs.present;
-            let name = id.backup();
-            if present.backup_cronjob {
-                delete_if_present(&cronjobs, &name, &dp)
-                    .await
-                    .map_err(ReconcileError::api(Step::Backup))?;
-            }
-            if present.backup_role {
-                delete_if_present(&roles, &name, &dp)
-                    .await
-                    .map_err(ReconcileError::api(Step::Backup))?;
-            }
-            if present.backup_role_binding {
-                delete_if_present(&bindings, &name, &dp)
-                    .await
-                    .map_err(ReconcileError::api(Step::Backup))?;
-            }
-        }
-    }
-    // The binlog archiver runs with the backup's ServiceAccount and RoleBinding.
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    match &archive {
-        Some(d) => {
-            apply(&deployments, &id.archive(), d)
-                .await
-                .map_err(ReconcileError::api(Step::Backup))?;
-        }
-        None if inputs.present.archive => {
-            delete_if_present(&deployments, &id.archive(), &DeleteParams::background())
-                .await
-                .map_err(ReconcileError::api(Step::Backup))?;
-        }
-        None => {}
-    }
-    reconcile_restore(cluster, id, ctx, restore.as_ref(), &inputs.present).await?;
-    Ok(reason)
-}
-
-async fn apply_config_maps(
-    mycnf_config_map: &ConfigMap,
-    slow_log_config_map: Option<&ConfigMap>,
-    id: &ClusterId,
-    ctx: &Context,
-) -> Result<(), ReconcileError> {
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &id.namespace);
-    let err = || ReconcileError::api(Step::ConfigMaps);
-    let mycnf = name_of(mycnf_config_map);
-    apply(&api, &mycnf, mycnf_config_map).await.map_err(err())?;
-    let slow = slow_log_config_map.map(name_of);
-    if let Some(c) = slow_log_config_map {
-        apply(&api, &name_of(c), c).await.map_err(err())?;
-    }
-    let selector = label_selector(&id.labels());
-    let params = ListParams::default().labels(&selector);
-    let listed = retry(|| api.list(&params)).await.map_err(err())?;
-    let listed: Vec<history::Listed> = listed
-        .items
-        .iter()
-        .map(|c| history::Listed {
-            name: name_of(c),
-            created: c
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.to_string())
-                .unwrap_or_default(),
-        })
-        .collect();
-    let mut doomed = history::to_delete(
-        &listed,
-        &id.mycnf_config_map_prefix(),
-        &mycnf,
+    config_maps::apply(
+        &w,
+        id,
         ctx.history_limit,
-    );
-    match &slow {
-        Some(current) => doomed.extend(history::to_delete(
-            &listed,
-            &id.slow_log_config_map_prefix(),
-            current,
-            ctx.history_limit,
-        )),
-        // The sidecar is off: none of its ConfigMaps is needed.
-        None => doomed.extend(
-            listed
-                .iter()
-                .filter(|c| c.name.starts_with(&id.slow_log_config_map_prefix()))
-                .map(|c| c.name.clone()),
-        ),
-    }
-    for name in doomed {
-        delete_if_present(&api, &name, &DeleteParams::default())
-            .await
-            .map_err(err())?;
-    }
-    Ok(())
-}
-
-/// The Role and RoleBinding of a backup or restore Job.
-async fn apply_rbac(
-    ctx: &Context,
-    id: &ClusterId,
-    name: &str,
-    role: &Role,
-    binding: &RoleBinding,
-    step: Step,
-) -> Result<(), ReconcileError> {
-    let roles: Api<Role> = Api::namespaced(ctx.client.clone(), &id.namespace);
-    let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &id.namespace);
-    apply(&roles, name, role)
-        .await
-        .map_err(ReconcileError::api(step))?;
-    apply(&bindings, name, binding)
-        .await
-        .map_err(ReconcileError::api(step))?;
-    Ok(())
-}
-
-/// The restore Job exists while the restore is pending; once `restoredTime` is recorded a
-/// successful Job is deleted, and a failed one is left for inspection.
-///
-/// Its Role and RoleBinding are applied before the Job, so its Pod finds them, and then owned
-/// by the Job alone ([`crate::render::jobs::owned_by_job`]): they go with the Job, whoever
-/// deletes it, and are deleted once the restore is recorded even while the Job stays.
-async fn reconcile_restore(
-    cluster: &MySQLCluster,
-    id: &ClusterId,
-    ctx: &Context,
-    restore: Option<&JobObjects<Job>>,
-    present: &read::Present,
-) -> Result<(), ReconcileError> {
-    let client = &ctx.client;
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &id.namespace);
-    let err = || ReconcileError::api(Step::Restore);
-    let name = id.restore();
-    if let Some(r) = restore {
-        let job = match retry(|| jobs.get_opt(&name)).await.map_err(err())? {
-            Some(job) => job,
-            None => {
-                apply_rbac(ctx, id, &name, &r.role, &r.role_binding, Step::Restore).await?;
-                // A Job's template is immutable: create it once, never update it.
-                create_once(&jobs, &name, &r.workload)
-                    .await
-                    .map_err(err())?
-            }
-        };
-        let (role, binding) =
-            crate::render::jobs::owned_by_job(r, &job).ok_or_else(|| ReconcileError::Input {
-                step: Step::Restore,
-                message: format!(
-                    "Job {}/{name} has no uid: cannot own its RBAC",
-                    id.namespace
-                ),
-            })?;
-        apply_rbac(ctx, id, &name, &role, &binding, Step::Restore).await?;
-        return Ok(());
-    }
-    let restored = cluster
-        .status
-        .as_ref()
-        .is_some_and(|s| s.restored_time.is_some());
-    if cluster.spec.restore.is_some() && restored {
-        let job = if present.restore_job {
-            retry(|| jobs.get_opt(&name)).await.map_err(err())?
-        } else {
-            None
-        };
-        let succeeded = job
-            .as_ref()
-            .and_then(|j| j.status.as_ref())
-            .and_then(|s| s.succeeded)
-            .unwrap_or(0)
-            > 0;
-        if succeeded {
-            delete_if_present(&jobs, &name, &DeleteParams::background())
-                .await
-                .map_err(err())?;
-        }
-        let roles: Api<Role> = Api::namespaced(client.clone(), &id.namespace);
-        let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &id.namespace);
-        let dp = DeleteParams::background();
-        if present.restore_role_binding {
-            delete_if_present(&bindings, &name, &dp)
-                .await
-                .map_err(err())?;
-        }
-        if present.restore_role {
-            delete_if_present(&roles, &name, &dp).await.map_err(err())?;
-        }
-    }
-    Ok(())
+        &mycnf_config_map,
+        slow_log_config_map.as_ref(),
+    )
+    .await?;
+    // 4. ServiceAccount, the Pods' RBAC, Services.
+    services::apply_all(&w, &service_account, &instance_rbac, &services).await?;
+    // 5–6. Volumes, then the StatefulSet.
+    let reason = statefulset::reconcile(
+        &w,
+        ctx,
+        cluster,
+        id,
+        statefulset,
+        inputs.deployed_statefulset.clone(),
+        reconciler_version,
+    )
+    .await?;
+    // 7. PDB, backup and archiver, restore.
+    let pdb_name = id.prefixed();
+    w.ensure(
+        Step::Pdb,
+        &pdb_name,
+        pdb.as_ref(),
+        present.pdb,
+        &DeleteParams::default(),
+    )
+    .await?;
+    jobs::backup(&w, id, backup.as_ref(), archive.as_ref(), present).await?;
+    jobs::restore(&w, cluster, id, restore.as_ref(), present).await?;
+    Ok(reason)
 }
 
 /// Deletion: the controller-namespace objects (owner references cannot reach them), the

@@ -10,6 +10,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 use kube::api::{Api, ListParams};
+use moco_api::annotations::tls_of;
 use moco_api::backuppolicy::BackupPolicy;
 use moco_api::cluster::ClusterId;
 use moco_api::labels::ANNOTATION_SECRET_VERSION;
@@ -20,6 +21,7 @@ use moco_kube::api::{label_selector, retry};
 use super::apply::FIELD_MANAGER;
 use super::drift::owned_part;
 use super::{Context, ReconcileError, Step};
+use crate::render::ClusterInputs;
 use crate::render::pod_template::names;
 use crate::render::secrets::SECRET_VERSION;
 
@@ -97,6 +99,7 @@ pub(super) fn stored_passwords(
 pub(super) struct Inputs {
     pub user_config: BTreeMap<String, String>,
     pub certificate_secret: Option<BTreeMap<String, ByteString>>,
+    pub mysql_certificate_secret: Option<BTreeMap<String, ByteString>>,
     pub backup_policy: Option<BackupPolicy>,
     pub backup_job_active: bool,
     pub deployed_statefulset: Option<StatefulSet>,
@@ -201,9 +204,17 @@ impl Inputs {
         } else {
             None
         };
+        // mysqld's key pair, read only for a cluster with TLS (an annotation the checks refuse
+        // reads nothing: the round stops at the checks).
+        let mysql_certificate_secret = if tls_of(cluster).unwrap_or(false) {
+            mysql_certificate(ctx, id).await?
+        } else {
+            None
+        };
         Ok(Inputs {
             user_config,
             certificate_secret,
+            mysql_certificate_secret,
             backup_policy,
             backup_job_active,
             deployed_statefulset,
@@ -213,10 +224,37 @@ impl Inputs {
     }
 }
 
+impl Inputs {
+    /// What the renderer is given of this round's reads, for `cluster` with `passwords`.
+    pub(super) fn for_render<'a>(
+        &'a self,
+        cluster: &'a MySQLCluster,
+        passwords: &'a MocoPasswords,
+        reconciler_version: u32,
+    ) -> ClusterInputs<'a> {
+        ClusterInputs {
+            cluster,
+            user_config: &self.user_config,
+            passwords,
+            certificate_secret: self.certificate_secret.as_ref(),
+            mysql_certificate_secret: self.mysql_certificate_secret.as_ref(),
+            backup_policy: self.backup_policy.as_ref(),
+            backup_job_active: self.backup_job_active,
+            deployed_slow_log: self.deployed_slow_log.as_ref(),
+            deployed_replicas: self
+                .deployed_statefulset
+                .as_ref()
+                .and_then(|s| s.spec.as_ref())
+                .and_then(|s| s.replicas)
+                .and_then(|n| u32::try_from(n).ok()),
+            reconciler_version,
+        }
+    }
+}
+
 /// The data of mysqld's cert-manager Secret, once cert-manager wrote it. Read only for a
-/// cluster with TLS (after the checks), so a cluster without it makes the requests it always
-/// made.
-pub(super) async fn mysql_certificate(
+/// cluster with TLS, so a cluster without it makes the requests it always made.
+async fn mysql_certificate(
     ctx: &Context,
     id: &ClusterId,
 ) -> Result<Option<BTreeMap<String, ByteString>>, ReconcileError> {

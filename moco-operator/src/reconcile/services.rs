@@ -1,4 +1,4 @@
-//! Applying the Services.
+//! Step 4 of a round: the Pods' ServiceAccount and RBAC, and the three Services.
 //!
 //! Server-side apply merges a Service's ports by `(port, protocol)`. When another writer
 //! (`kubectl edit`) renumbers one of the operator's ports, it owns an entry with the new
@@ -8,12 +8,34 @@
 //! ports are first set to the rendered ones (a merge patch replaces the whole list) and the
 //! apply is sent again. The usual round sends the apply alone.
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, Patch, PatchParams};
 use moco_kube::api::retry;
 use serde_json::json;
 
-use super::apply::{FIELD_MANAGER, apply};
+use super::apply::{FIELD_MANAGER, Writer, apply};
+use super::{ReconcileError, Step, name_of};
+
+/// Applies the ServiceAccount, the Role and RoleBinding that let the Pods read their cluster,
+/// and the Services.
+pub(super) async fn apply_all(
+    w: &Writer<'_>,
+    service_account: &ServiceAccount,
+    (role, binding): &(Role, RoleBinding),
+    services: &[Service],
+) -> Result<(), ReconcileError> {
+    w.apply(Step::Services, service_account).await?;
+    w.apply(Step::Services, role).await?;
+    w.apply(Step::Services, binding).await?;
+    let api = w.api::<Service>();
+    for s in services {
+        apply_service(&api, &name_of(s), s)
+            .await
+            .map_err(ReconcileError::api(Step::Services))?;
+    }
+    Ok(())
+}
 
 /// Whether the API server refused an object as invalid (422) naming a duplicate value.
 fn is_duplicate(error: &kube::Error) -> bool {
@@ -21,7 +43,7 @@ fn is_duplicate(error: &kube::Error) -> bool {
 }
 
 /// Applies `service`; a refusal for a duplicate port name takes back the ports first.
-pub(super) async fn apply_service(
+async fn apply_service(
     api: &Api<Service>,
     name: &str,
     service: &Service,

@@ -1,10 +1,10 @@
-//! Step 5 of a round: copy the configured label and annotation values from the claim templates
-//! to the PVCs, grow PVCs whose template grew, and re-create the StatefulSet (orphaning its
-//! Pods) when its immutable claim templates must change. The decisions are
+//! Step 5 of a round, while a StatefulSet is deployed: copy the configured label and annotation
+//! values from the claim templates to the PVCs and grow PVCs whose template grew ([`grow`]),
+//! then delete the StatefulSet (orphaning its Pods) when its immutable claim templates must
+//! change ([`recreate`]; step 6 creates it again). The decisions are
 //! `moco_core::resources::volumes`; this module reads their inputs and carries them out.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -12,22 +12,17 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use moco_api::cluster::ClusterId;
 use moco_api::labels::{ANNOTATION_DEFAULT_STORAGE_CLASS, ANNOTATION_DEFAULT_STORAGE_CLASS_BETA};
-use moco_api::mysqlcluster::MySQLCluster;
+use moco_api::mysqlcluster::MySQLClusterSpec;
 use moco_core::resources::{
     ClaimTemplate, DeployedVolumes, PvcFacts, Quantity, RolloutFacts, StorageClassFacts,
-    VolumeInput, plan_volumes,
+    VolumeInput, VolumePlan, plan_volumes,
 };
 use moco_kube::api::{label_selector, retry};
 use serde_json::json;
 
-use super::apply::delete_if_present;
+use super::apply::Writer;
 use super::drift::Recreation;
 use super::{Context, ReconcileError, Step, labels};
-
-/// How long a StatefulSet deleted for re-creation may take to go away.
-const RECREATE_WAIT: Duration = Duration::from_secs(5);
-/// How often its absence is checked.
-const RECREATE_POLL: Duration = Duration::from_millis(500);
 
 fn storage_of(
     spec: Option<&k8s_openapi::api::core::v1::PersistentVolumeClaimSpec>,
@@ -38,10 +33,8 @@ fn storage_of(
         .map(|q| q.0.as_str())
 }
 
-fn desired_templates(cluster: &MySQLCluster) -> Result<Vec<ClaimTemplate>, ReconcileError> {
-    cluster
-        .spec
-        .volume_claim_templates
+fn desired_templates(spec: &MySQLClusterSpec) -> Result<Vec<ClaimTemplate>, ReconcileError> {
+    spec.volume_claim_templates
         .iter()
         .enumerate()
         .map(|(i, t)| {
@@ -141,20 +134,15 @@ fn sync_patch(
         .collect()
 }
 
-/// Step 5, given the deployed StatefulSet and whether its claim templates differ from the
-/// rendered ones (`recreation`, decided by [`super::drift::recreation`]). Returns the
-/// StatefulSet as it stands afterwards: `None` once deleted for re-creation, or when there
-/// was none.
-pub(super) async fn reconcile(
-    cluster: &MySQLCluster,
+/// Step 5a, for the deployed StatefulSet: the label and annotation values the flags name
+/// copied from the claim templates to the PVCs, and the PVCs grown whose template grew.
+/// Returns the plan, whose template changes [`recreate`] acts on.
+pub(super) async fn grow(
+    spec: &MySQLClusterSpec,
     id: &ClusterId,
     ctx: &Context,
-    deployed: Option<StatefulSet>,
-    recreation: &Recreation,
-) -> Result<Option<StatefulSet>, ReconcileError> {
-    let Some(deployed) = deployed else {
-        return Ok(None);
-    };
+    deployed: &StatefulSet,
+) -> Result<VolumePlan, ReconcileError> {
     let err = || ReconcileError::api(Step::Volumes);
     let client = &ctx.client;
     let sts_name = id.prefixed();
@@ -164,8 +152,7 @@ pub(super) async fn reconcile(
     let pvcs = retry(|| pvc_api.list(&params)).await.map_err(err())?.items;
 
     // Label and annotation values named by the flags, from the cluster's templates.
-    let templates: BTreeMap<&str, &moco_api::mysqlcluster::PersistentVolumeClaim> = cluster
-        .spec
+    let templates: BTreeMap<&str, &moco_api::mysqlcluster::PersistentVolumeClaim> = spec
         .volume_claim_templates
         .iter()
         .map(|t| (t.metadata.name.as_str(), t))
@@ -224,8 +211,8 @@ pub(super) async fn reconcile(
             .map_err(err())?;
     }
     let input = VolumeInput {
-        desired: desired_templates(cluster)?,
-        deployed: Some(deployed_volumes(&deployed)),
+        desired: desired_templates(spec)?,
+        deployed: Some(deployed_volumes(deployed)),
         pvcs: pvc_facts,
         storage_classes,
     };
@@ -263,40 +250,54 @@ pub(super) async fn reconcile(
     if !plan.resizes.is_empty() {
         ctx.metrics.volume_resized.get_or_create(&metric).inc();
     }
-    // The names and sizes of `plan_volumes` are part of what `recreation` compares; both are
-    // asked so that neither alone decides.
+    Ok(plan)
+}
+
+/// What step 5b did to the deployed StatefulSet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Deployed {
+    /// Nothing: it stands, its claim templates need no change.
+    Kept,
+    /// Deleted for re-creation and gone: this round creates it.
+    Gone,
+    /// Deleted for re-creation and still there (the garbage collector orphans its Pods
+    /// first). Nothing waits for it: its deletion brings the next round, which creates it.
+    Going,
+}
+
+/// Step 5b: deletes the StatefulSet, orphaning its Pods, when its immutable claim templates
+/// must change (`plan` from [`grow`], and `recreation` from [`super::drift::recreation`]: the
+/// names and sizes of the plan are part of what `recreation` compares; both are asked so that
+/// neither alone decides).
+pub(super) async fn recreate(
+    w: &Writer<'_>,
+    id: &ClusterId,
+    ctx: &Context,
+    plan: &VolumePlan,
+    recreation: &Recreation,
+) -> Result<Deployed, ReconcileError> {
     if !plan.recreate_statefulset() && !matches!(recreation, Recreation::Needed(_)) {
-        return Ok(Some(deployed));
+        return Ok(Deployed::Kept);
     }
-    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &id.namespace);
     tracing::info!(cluster = %id.name, namespace = %id.namespace, changes = ?plan.template_changes,
         ?recreation, "re-creating the StatefulSet for new volume claim templates (Pods keep running)");
-    let recreate = async {
-        delete_if_present(&sts_api, &sts_name, &DeleteParams::orphan())
+    let name = id.prefixed();
+    let api = w.api::<StatefulSet>();
+    let deleted = async {
+        w.delete::<StatefulSet>(Step::Volumes, &name, true, &DeleteParams::orphan())
+            .await?;
+        retry(|| api.get_opt(&name))
             .await
-            .map_err(err())?;
-        let deadline = tokio::time::Instant::now() + RECREATE_WAIT;
-        loop {
-            if retry(|| sts_api.get_opt(&sts_name))
-                .await
-                .map_err(err())?
-                .is_none()
-            {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(ReconcileError::RecreateTimeout(sts_name.clone()));
-            }
-            tokio::time::sleep(RECREATE_POLL).await;
-        }
+            .map_err(ReconcileError::api(Step::Volumes))
     };
     // Counted once the StatefulSet is created again (by the caller), as MOCO does.
-    match recreate.await {
-        Ok(()) => Ok(None),
+    match deleted.await {
+        Ok(None) => Ok(Deployed::Gone),
+        Ok(Some(_)) => Ok(Deployed::Going),
         Err(e) => {
             ctx.metrics
                 .statefulset_recreate_errors
-                .get_or_create(&metric)
+                .get_or_create(&labels(id))
                 .inc();
             Err(e)
         }

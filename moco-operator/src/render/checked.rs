@@ -3,9 +3,12 @@
 //! [`check`] parses and checks whatever the builders need from the cluster and from what
 //! reconcile read (its annotations, the `mysqld` container and its memory, the user's my.cnf
 //! options, the slow-log template, the Jobs' work volumes, the BackupPolicy), and returns the
-//! results as values. The builders take a [`Checked`] and cannot fail: a round either stops
-//! here with one error naming the field, before it has read the rest or written anything, or
-//! builds every object.
+//! results as values, beside what the round read. The builders take a [`Checked`] and nothing
+//! else, and cannot fail: a round either stops here with one error naming the field, before it
+//! has written anything, or builds every object. They never see the cluster's metadata or
+//! status: what they need of them is a field here.
+
+use k8s_openapi::ByteString;
 
 use std::collections::BTreeMap;
 
@@ -13,22 +16,25 @@ use k8s_openapi::api::core::v1::Container;
 use moco_api::annotations::{
     ARCHIVE_ANNOTATION, IssuerRef, annotation, flavor_of, issuer_of, max_rate_of, tls_of,
 };
-use moco_api::backuppolicy::{BackupPolicy, JobConfig};
+use moco_api::backuppolicy::JobConfig;
 use moco_api::cluster::ClusterId;
-use moco_api::mysqlcluster::MySQLCluster;
+use moco_api::labels::ANNOTATION_FORCE_ROLLING_UPDATE;
+use moco_api::mysqlcluster::{MySQLCluster, MySQLClusterSpec};
 use moco_core::facts::Flavor;
+use moco_core::moco_accounts::MocoPasswords;
 
 use super::config_maps::{self, SlowLogConfig};
 use super::jobs;
 pub use super::jobs::{CheckedBackup, CheckedRestore};
 use super::pod_template::names;
-use super::{RenderError, RenderSettings};
+use super::{ClusterInputs, RenderError, RenderSettings};
 
-/// A cluster that passed every check, with what the checks parsed.
+/// A cluster that passed every check, with what the checks parsed and what the round read:
+/// everything the builders are given.
 #[derive(Clone, Debug)]
 pub struct Checked<'a> {
-    /// The cluster.
-    pub cluster: &'a MySQLCluster,
+    /// The admitted spec, for its plain fields (those that need parsing are below).
+    pub spec: &'a MySQLClusterSpec,
     /// Its identity.
     pub id: ClusterId,
     /// Its server family (`moco-rs/flavor`).
@@ -50,16 +56,38 @@ pub struct Checked<'a> {
     pub archive_interval: Option<&'a str>,
     /// The restore Job's settings, while `spec.restore` is set and not yet done.
     pub restore: Option<CheckedRestore<'a>>,
+    /// `moco.cybozu.com/force-rolling-update`, copied to the StatefulSet.
+    pub force_rolling_update: Option<&'a str>,
+    /// The status lets a shrink's leaving instances go
+    /// (`moco_core::status::ClusterStatus::leaving_may_go`).
+    pub leaving_may_go: bool,
+    /// `lower_case_table_names` of the user's options: the init program's, since it can
+    /// only be set when the data directory is created.
+    pub lower_case_table_names: Option<String>,
+    /// The passwords of MOCO's accounts.
+    pub passwords: &'a MocoPasswords,
+    /// The agent certificate's Secret data, once cert-manager wrote it.
+    pub certificate_secret: Option<&'a BTreeMap<String, ByteString>>,
+    /// mysqld's certificate Secret data, once cert-manager wrote it (with TLS only).
+    pub mysql_certificate_secret: Option<&'a BTreeMap<String, ByteString>>,
+    /// The backup CronJob has an active Job.
+    pub backup_job_active: bool,
+    /// The deployed `slow-log` container to keep ([`ClusterInputs::deployed_slow_log`]).
+    pub deployed_slow_log: Option<&'a Container>,
+    /// `spec.replicas` of the deployed StatefulSet.
+    pub deployed_replicas: Option<u32>,
+    /// The reconciler version this round renders with.
+    pub reconciler_version: u32,
 }
 
-/// Checks `cluster` with the user's my.cnf options (`user_config`, the data of the ConfigMap
+/// Checks the cluster of `inputs` with the user's my.cnf options (the data of the ConfigMap
 /// `spec.mysqlConfigMapName`) and the BackupPolicy read for it.
 pub fn check<'a>(
     settings: &RenderSettings,
-    cluster: &'a MySQLCluster,
-    user_config: &BTreeMap<String, String>,
-    backup_policy: Option<&'a BackupPolicy>,
+    inputs: &ClusterInputs<'a>,
 ) -> Result<Checked<'a>, RenderError> {
+    let cluster = inputs.cluster;
+    let (user_config, backup_policy) = (inputs.user_config, inputs.backup_policy);
     let id = ClusterId::of(cluster)?;
     let spec = &cluster.spec;
     let flavor = flavor_of(cluster)?;
@@ -134,7 +162,7 @@ pub fn check<'a>(
     };
 
     Ok(Checked {
-        cluster,
+        spec,
         id,
         flavor,
         tls,
@@ -145,6 +173,19 @@ pub fn check<'a>(
         backup,
         archive_interval,
         restore,
+        force_rolling_update: annotation(&cluster.metadata, ANNOTATION_FORCE_ROLLING_UPDATE),
+        leaving_may_go: cluster
+            .status
+            .as_ref()
+            .is_some_and(|s| moco_api::status::cluster_status(s).leaving_may_go(replicas)),
+        lower_case_table_names: user_config.get("lower_case_table_names").cloned(),
+        passwords: inputs.passwords,
+        certificate_secret: inputs.certificate_secret,
+        mysql_certificate_secret: inputs.mysql_certificate_secret,
+        backup_job_active: inputs.backup_job_active,
+        deployed_slow_log: inputs.deployed_slow_log,
+        deployed_replicas: inputs.deployed_replicas,
+        reconciler_version: inputs.reconciler_version,
     })
 }
 

@@ -270,22 +270,11 @@ pub fn render_cluster(
     settings: &RenderSettings,
     inputs: &ClusterInputs<'_>,
 ) -> Result<ClusterObjects, RenderError> {
-    let checked = checked::check(
-        settings,
-        inputs.cluster,
-        inputs.user_config,
-        inputs.backup_policy,
-    )?;
-    Ok(build(settings, &checked, inputs))
+    Ok(build(settings, &checked::check(settings, inputs)?))
 }
 
-/// Builds every object of one checked cluster. `inputs.cluster` is `checked.cluster`.
-pub fn build(
-    settings: &RenderSettings,
-    checked: &Checked<'_>,
-    inputs: &ClusterInputs<'_>,
-) -> ClusterObjects {
-    let cluster = checked.cluster;
+/// Builds every object of one checked cluster, from [`Checked`] alone.
+pub fn build(settings: &RenderSettings, checked: &Checked<'_>) -> ClusterObjects {
     let id = &checked.id;
     let flavor = checked.flavor;
     let with_tls = checked.tls.is_some();
@@ -298,31 +287,28 @@ pub fn build(
     let pod_inputs = pod_template::PodInputs {
         id,
         settings,
-        cluster,
+        spec: checked.spec,
+        force_rolling_update: checked.force_rolling_update,
         mysqld: checked.mysqld,
         flavor,
         mycnf_config_map: config_maps::name_of(&mycnf_config_map),
         slow_log_config_map: slow_log_config_map.as_ref().map(config_maps::name_of),
-        lower_case_table_names: inputs.user_config.get("lower_case_table_names").cloned(),
-        deployed_slow_log: inputs.deployed_slow_log,
+        lower_case_table_names: checked.lower_case_table_names.clone(),
+        deployed_slow_log: checked.deployed_slow_log,
         tls: with_tls,
-        reconciler_version: inputs.reconciler_version,
+        reconciler_version: checked.reconciler_version,
     };
     let replicas = checked.replicas;
-    let leaving_may_go = cluster
-        .status
-        .as_ref()
-        .is_some_and(|s| moco_api::status::cluster_status(s).leaving_may_go(replicas));
     let held = moco_core::resources::statefulset_replicas(
         replicas,
-        inputs.deployed_replicas,
-        leaving_may_go,
+        checked.deployed_replicas,
+        checked.leaving_may_go,
     );
     let statefulset = statefulset::statefulset(&pod_inputs, held);
     let pdb = match decide_pdb(&PdbInput {
         replicas,
-        offline: cluster.spec.offline,
-        backup_job_active: inputs.backup_job_active,
+        offline: checked.spec.offline,
+        backup_job_active: checked.backup_job_active,
     }) {
         PdbDecision::Absent => None,
         PdbDecision::Present { max_unavailable } => Some(statefulset::pdb(id, max_unavailable)),
@@ -342,19 +328,19 @@ pub fn build(
         .map(|r| jobs::restore(id, settings, r, flavor, with_tls));
 
     ClusterObjects {
-        controller_secret: secrets::controller(id, &settings.system_namespace, inputs.passwords),
-        user_secret: secrets::user(id, inputs.passwords),
-        mycnf_secret: secrets::mycnf(id, inputs.passwords),
+        controller_secret: secrets::controller(id, &settings.system_namespace, checked.passwords),
+        user_secret: secrets::user(id, checked.passwords),
+        mycnf_secret: secrets::mycnf(id, checked.passwords),
         certificate: certificate::certificate(id, &settings.system_namespace),
-        grpc_secret: inputs
+        grpc_secret: checked
             .certificate_secret
             .map(|data| certificate::grpc_secret(id, data)),
         tls: checked.tls.as_ref().map(|issuer| TlsObjects {
             certificate: tls::certificate(id, &settings.system_namespace, issuer),
-            server_secret: inputs
+            server_secret: checked
                 .mysql_certificate_secret
                 .map(|data| tls::server_secret(id, data)),
-            ca_secret: inputs
+            ca_secret: checked
                 .mysql_certificate_secret
                 .map(|data| tls::ca_secret(id, data)),
         }),
@@ -362,7 +348,7 @@ pub fn build(
         slow_log_config_map,
         service_account: services::service_account(id),
         instance_rbac: services::instance_rbac(id),
-        services: services::services(id, &cluster.spec),
+        services: services::services(id, checked.spec),
         statefulset,
         pdb,
         backup,

@@ -24,7 +24,7 @@ use moco_api::cluster::{
     TLS_MOUNT_PATH,
 };
 use moco_api::labels::{APP_MYSQL, CREATED_BY, LABEL_CREATED_BY, LABEL_INSTANCE, LABEL_NAME};
-use moco_api::mysqlcluster::{MySQLCluster, OverwriteableContainerName};
+use moco_api::mysqlcluster::{MySQLClusterSpec, OverwriteableContainerName};
 use moco_core::facts::Flavor;
 use moco_core::resources::PodTemplateFacts;
 use moco_core::validate::{DATA_CLAIM_NAME, MYSQLD_CONTAINER_NAME};
@@ -69,8 +69,11 @@ pub struct PodInputs<'a> {
     pub id: &'a ClusterId,
     /// The operator's settings.
     pub settings: &'a RenderSettings,
-    /// The cluster.
-    pub cluster: &'a MySQLCluster,
+    /// The admitted spec: its plain fields (those that needed parsing are in
+    /// [`super::checked::Checked`]).
+    pub spec: &'a MySQLClusterSpec,
+    /// The value of `moco.cybozu.com/force-rolling-update`, copied to the StatefulSet.
+    pub force_rolling_update: Option<&'a str>,
     /// The user's `mysqld` container ([`super::checked::Checked::mysqld`]).
     pub mysqld: &'a Container,
     /// The server family (the agent's memory: MariaDB copies run in its container).
@@ -248,7 +251,7 @@ fn mysqld(inputs: &PodInputs<'_>) -> Container {
         startup.period_seconds = Some(10);
     }
     if startup.failure_threshold.is_none() {
-        startup.failure_threshold = Some((inputs.cluster.spec.startup_wait_seconds / 10).max(1));
+        startup.failure_threshold = Some((inputs.spec.startup_wait_seconds / 10).max(1));
     }
     c.startup_probe = Some(startup);
     c.liveness_probe = Some(probe_with_handler(c.liveness_probe.take(), "/healthz"));
@@ -274,7 +277,7 @@ fn mysqld(inputs: &PodInputs<'_>) -> Container {
 }
 
 fn agent(inputs: &PodInputs<'_>) -> Container {
-    let spec = &inputs.cluster.spec;
+    let spec = inputs.spec;
     let mut args = Vec::new();
     if let Some(delay) = spec.max_delay_seconds {
         args.extend(["--max-delay".to_owned(), format!("{delay}s")]);
@@ -360,7 +363,6 @@ fn exporter(inputs: &PodInputs<'_>) -> Container {
     )];
     args.extend(
         inputs
-            .cluster
             .spec
             .collectors
             .iter()
@@ -407,7 +409,7 @@ fn cluster_secret_env(inputs: &PodInputs<'_>) -> EnvFromSource {
 }
 
 fn init(inputs: &PodInputs<'_>, mysqld_image: Option<String>) -> Container {
-    let spec = &inputs.cluster.spec;
+    let spec = inputs.spec;
     let mut command = vec![
         "/shared/moco-init".to_owned(),
         "--data-dir=/var/lib/mysql".to_owned(),
@@ -517,8 +519,7 @@ fn overwritten_name(name: OverwriteableContainerName) -> &'static str {
 
 /// The Pod template of the StatefulSet.
 pub fn pod_template(inputs: &PodInputs<'_>) -> PodTemplateSpec {
-    let cluster = inputs.cluster;
-    let template = &cluster.spec.pod_template;
+    let template = &inputs.spec.pod_template;
     let defaults = inputs.settings.default_security_context;
     let mut spec: PodSpec = template.spec.clone();
 
@@ -535,7 +536,7 @@ pub fn pod_template(inputs: &PodInputs<'_>) -> PodTemplateSpec {
 
     let mysqld = mysqld(inputs);
     let slow_log_on = inputs.slow_log_config_map.is_some();
-    let exporter_on = !cluster.spec.collectors.is_empty();
+    let exporter_on = !inputs.spec.collectors.is_empty();
     let mut system = vec![agent(inputs)];
     if slow_log_on {
         system.push(slow_log(inputs));

@@ -42,20 +42,14 @@ fn claim_template(
 /// leaving Pods; none while offline), started in parallel, rolled one Pod at a time.
 pub fn statefulset(inputs: &PodInputs<'_>, replicas: u32) -> StatefulSet {
     let id = inputs.id;
-    let cluster = inputs.cluster;
     let mut metadata = id.owned_meta(id.prefixed(), id.labels());
-    if let Some(value) = cluster
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_FORCE_ROLLING_UPDATE))
-    {
+    if let Some(value) = inputs.force_rolling_update {
         metadata.annotations = Some(BTreeMap::from([(
             ANNOTATION_FORCE_ROLLING_UPDATE.to_owned(),
-            value.clone(),
+            value.to_owned(),
         )]));
     }
-    let replicas = if cluster.spec.offline {
+    let replicas = if inputs.spec.offline {
         0
     } else {
         // Both sources of `replicas` (the spec and the deployed StatefulSet) are i32s.
@@ -77,7 +71,7 @@ pub fn statefulset(inputs: &PodInputs<'_>, replicas: u32) -> StatefulSet {
             service_name: Some(id.prefixed()),
             template: pod_template(inputs),
             volume_claim_templates: Some(
-                cluster
+                inputs
                     .spec
                     .volume_claim_templates
                     .iter()
