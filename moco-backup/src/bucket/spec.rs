@@ -76,6 +76,11 @@ pub(super) fn expand_variables(
     Ok(out)
 }
 
+fn paged<S: ObjectStore + PaginatedListStore>(s: S) -> (Arc<dyn ObjectStore>, Lister) {
+    let s = Arc::new(s);
+    (s.clone(), Lister::Paged(s))
+}
+
 impl BucketSpec {
     /// A bucket from a URL, for the command line: `s3://BUCKET`, `gs://BUCKET`,
     /// `azure://CONTAINER`, `file:///DIR` or a plain path.
@@ -123,10 +128,24 @@ impl BucketSpec {
         if name.is_empty() {
             return Err(invalid("bucketConfig.bucketName", "empty"));
         }
-        let mut client = ClientOptions::new();
-        // object_store's default backoff (from 100 ms, 10 retries) gives up on an outage of
-        // a second or two (measured: 1.4 s): too short for a backup of hours. Slower and
-        // longer; the retry timeout (3 minutes) still bounds one request.
+        let (client, retry) = (self.client_options(env)?, self.retry_config());
+        let (store, lister) = match self.backend {
+            Backend::S3 => self.open_s3(env, &name, client, retry)?,
+            Backend::Azure => self.open_azure(env, &name, client, retry)?,
+            Backend::Gcs => self.open_gcs(env, &name, client, retry)?,
+            Backend::Directory => self.open_directory(&name)?,
+        };
+        Ok(Bucket {
+            store,
+            lister,
+            describe: self.backend.describe(&name),
+        })
+    }
+
+    /// object_store's default backoff (from 100 ms, 10 retries) gives up on an outage of a
+    /// second or two (measured: 1.4 s): too short for a backup of hours. Slower and longer;
+    /// the retry timeout (3 minutes unless set) still bounds one request.
+    fn retry_config(&self) -> object_store::RetryConfig {
         let mut retry = object_store::RetryConfig {
             backoff: object_store::BackoffConfig {
                 init_backoff: std::time::Duration::from_millis(500),
@@ -139,6 +158,14 @@ impl BucketSpec {
         if let Some(t) = self.retry_timeout {
             retry.retry_timeout = t;
         }
+        retry
+    }
+
+    /// The HTTP client's options: the CA to trust (`caCert`), and plain http for an endpoint
+    /// elsewhere (an emulator) that asks for it, given here or in the environment the
+    /// service's SDK reads it from.
+    fn client_options(&self, env: &BTreeMap<String, String>) -> Result<ClientOptions, BucketError> {
+        let mut client = ClientOptions::new();
         if let Some(ca) = &self.ca_cert {
             let pem = std::fs::read(ca)
                 .map_err(|e| invalid("bucketConfig.caCert", format!("{}: {e}", ca.display())))?;
@@ -148,8 +175,6 @@ impl BucketSpec {
                 client = client.with_root_certificate(c);
             }
         }
-        // An endpoint elsewhere (an emulator) may be plain http, given here or in the
-        // environment the service's SDK reads it from.
         let env_endpoints: &[&str] = match self.backend {
             Backend::Azure => &["AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT"],
             _ => &["AWS_ENDPOINT_URL", "AWS_ENDPOINT"],
@@ -167,129 +192,143 @@ impl BucketSpec {
         if plain_http {
             client = client.with_allow_http(true);
         }
-        let target = |e: object_store::Error| BucketError::Store {
+        Ok(client)
+    }
+
+    /// An object store's error, naming this bucket.
+    fn store_error(&self) -> impl Fn(object_store::Error) -> BucketError + '_ {
+        move |e| BucketError::Store {
             target: self.describe(),
             source: e,
-        };
-        fn paged<S: ObjectStore + PaginatedListStore>(s: S) -> (Arc<dyn ObjectStore>, Lister) {
-            let s = Arc::new(s);
-            (s.clone(), Lister::Paged(s))
         }
-        let (store, lister) = match self.backend {
-            Backend::S3 => {
-                let mut b = AmazonS3Builder::new();
-                // Only `AWS_*`: object_store also knows bare names (`BUCKET`, `ENDPOINT`,
-                // `TOKEN`, …) that any process environment may hold for other reasons.
-                for (k, v) in env.iter().filter(|(k, _)| k.starts_with("AWS_")) {
-                    if let Ok(key) = k.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() {
-                        b = b.with_config(key, v);
-                    }
-                }
-                // MOCO's `usePathStyle`: path style when set. Without it, AWS itself is
-                // addressed virtual-hosted; another service (an endpoint, here or in
-                // `AWS_ENDPOINT_URL`) keeps object_store's default, path style.
-                let endpoint_elsewhere = ["AWS_ENDPOINT", "AWS_ENDPOINT_URL"]
-                    .iter()
-                    .any(|k| env.contains_key(*k));
-                b = b
-                    .with_bucket_name(&name)
-                    .with_client_options(client)
-                    .with_retry(retry)
-                    .with_virtual_hosted_style_request(
-                        !self.path_style && self.endpoint.is_none() && !endpoint_elsewhere,
-                    );
-                if let Some(r) = &self.region {
-                    b = b.with_region(r);
-                }
-                if let Some(e) = &self.endpoint {
-                    b = b.with_endpoint(e);
-                }
-                paged(b.build().map_err(target)?)
+    }
+
+    fn open_s3(
+        &self,
+        env: &BTreeMap<String, String>,
+        name: &str,
+        client: ClientOptions,
+        retry: object_store::RetryConfig,
+    ) -> Result<(Arc<dyn ObjectStore>, Lister), BucketError> {
+        let mut b = AmazonS3Builder::new();
+        // Only `AWS_*`: object_store also knows bare names (`BUCKET`, `ENDPOINT`,
+        // `TOKEN`, …) that any process environment may hold for other reasons.
+        for (k, v) in env.iter().filter(|(k, _)| k.starts_with("AWS_")) {
+            if let Ok(key) = k.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() {
+                b = b.with_config(key, v);
             }
-            Backend::Azure => {
-                let mut b = MicrosoftAzureBuilder::new();
-                // Only `AZURE_*`: object_store also knows bare names (`TOKEN`, `ENDPOINT`,
-                // `ACCESS_KEY`, …) that any program's environment may hold, and a stray
-                // `TOKEN` would be sent as a bearer token instead of the account's key.
-                for (k, v) in env {
-                    let k = k.to_ascii_lowercase();
-                    if !k.starts_with("azure_") {
-                        continue;
-                    }
-                    if let Ok(key) = k.parse::<AzureConfigKey>() {
-                        b = b.with_config(key, v);
-                    }
-                }
-                // MOCO's Job environment names the account as the Azure CLI does.
-                if let Some(account) = env.get("AZURE_STORAGE_ACCOUNT") {
-                    b = b.with_account(account);
-                }
-                if let Some(key) = env.get("AZURE_STORAGE_KEY") {
-                    b = b.with_access_key(key);
-                }
-                let emulator = b
-                    .get_config_value(&AzureConfigKey::UseEmulator)
-                    .is_some_and(|v| v != "false");
-                if !emulator && b.get_config_value(&AzureConfigKey::AccountName).is_none() {
-                    return Err(invalid(
-                        "AZURE_STORAGE_ACCOUNT",
-                        "not set: the storage account's name is needed (its key in \
-                         AZURE_STORAGE_KEY)",
-                    ));
-                }
-                b = b
-                    .with_container_name(&name)
-                    .with_client_options(client)
-                    .with_retry(retry);
-                // The account's URL (`endpointURL`, else `AZURE_STORAGE_ENDPOINT`); an
-                // emulator's carries the account as its path
-                // (`http://127.0.0.1:10000/devstoreaccount1`), where a trailing `/` would
-                // make every object's path start with `//`.
-                let endpoint = self
-                    .endpoint
-                    .clone()
-                    .or_else(|| b.get_config_value(&AzureConfigKey::Endpoint));
-                if let Some(e) = endpoint {
-                    b = b.with_endpoint(e.trim_end_matches('/').to_owned());
-                }
-                paged(b.build().map_err(target)?)
+        }
+        // MOCO's `usePathStyle`: path style when set. Without it, AWS itself is
+        // addressed virtual-hosted; another service (an endpoint, here or in
+        // `AWS_ENDPOINT_URL`) keeps object_store's default, path style.
+        let endpoint_elsewhere = ["AWS_ENDPOINT", "AWS_ENDPOINT_URL"]
+            .iter()
+            .any(|k| env.contains_key(*k));
+        b = b
+            .with_bucket_name(name)
+            .with_client_options(client)
+            .with_retry(retry)
+            .with_virtual_hosted_style_request(
+                !self.path_style && self.endpoint.is_none() && !endpoint_elsewhere,
+            );
+        if let Some(r) = &self.region {
+            b = b.with_region(r);
+        }
+        if let Some(e) = &self.endpoint {
+            b = b.with_endpoint(e);
+        }
+        Ok(paged(b.build().map_err(self.store_error())?))
+    }
+
+    fn open_azure(
+        &self,
+        env: &BTreeMap<String, String>,
+        name: &str,
+        client: ClientOptions,
+        retry: object_store::RetryConfig,
+    ) -> Result<(Arc<dyn ObjectStore>, Lister), BucketError> {
+        let mut b = MicrosoftAzureBuilder::new();
+        // Only `AZURE_*`: object_store also knows bare names (`TOKEN`, `ENDPOINT`,
+        // `ACCESS_KEY`, …) that any program's environment may hold, and a stray
+        // `TOKEN` would be sent as a bearer token instead of the account's key.
+        for (k, v) in env {
+            let k = k.to_ascii_lowercase();
+            if !k.starts_with("azure_") {
+                continue;
             }
-            Backend::Gcs => {
-                let mut b = GoogleCloudStorageBuilder::new();
-                // Only `GOOGLE_*`, for the same reason as `AWS_*` above.
-                for (k, v) in env.iter().filter(|(k, _)| k.starts_with("GOOGLE_")) {
-                    if let Ok(key) = k.to_ascii_lowercase().parse::<GoogleConfigKey>() {
-                        b = b.with_config(key, v);
-                    }
-                }
-                b = b
-                    .with_bucket_name(&name)
-                    .with_client_options(client)
-                    .with_retry(retry);
-                if let Some(e) = &self.endpoint {
-                    b = b.with_base_url(e);
-                }
-                paged(b.build().map_err(target)?)
+            if let Ok(key) = k.parse::<AzureConfigKey>() {
+                b = b.with_config(key, v);
             }
-            Backend::Directory => {
-                std::fs::create_dir_all(&name).map_err(|e| {
-                    invalid("url", format!("{name}: cannot create the directory: {e}"))
-                })?;
-                let store: Arc<dyn ObjectStore> =
-                    Arc::new(LocalFileSystem::new_with_prefix(&name).map_err(target)?);
-                // The directory object_store resolved: listed whatever the working directory
-                // becomes.
-                let root = std::fs::canonicalize(&name).map_err(|e| {
-                    invalid("url", format!("{name}: cannot resolve the directory: {e}"))
-                })?;
-                (store, Lister::Directory(root))
+        }
+        // MOCO's Job environment names the account as the Azure CLI does.
+        if let Some(account) = env.get("AZURE_STORAGE_ACCOUNT") {
+            b = b.with_account(account);
+        }
+        if let Some(key) = env.get("AZURE_STORAGE_KEY") {
+            b = b.with_access_key(key);
+        }
+        let emulator = b
+            .get_config_value(&AzureConfigKey::UseEmulator)
+            .is_some_and(|v| v != "false");
+        if !emulator && b.get_config_value(&AzureConfigKey::AccountName).is_none() {
+            return Err(invalid(
+                "AZURE_STORAGE_ACCOUNT",
+                "not set: the storage account's name is needed (its key in \
+                 AZURE_STORAGE_KEY)",
+            ));
+        }
+        b = b
+            .with_container_name(name)
+            .with_client_options(client)
+            .with_retry(retry);
+        // The account's URL (`endpointURL`, else `AZURE_STORAGE_ENDPOINT`); an
+        // emulator's carries the account as its path
+        // (`http://127.0.0.1:10000/devstoreaccount1`), where a trailing `/` would
+        // make every object's path start with `//`.
+        let endpoint = self
+            .endpoint
+            .clone()
+            .or_else(|| b.get_config_value(&AzureConfigKey::Endpoint));
+        if let Some(e) = endpoint {
+            b = b.with_endpoint(e.trim_end_matches('/').to_owned());
+        }
+        Ok(paged(b.build().map_err(self.store_error())?))
+    }
+
+    fn open_gcs(
+        &self,
+        env: &BTreeMap<String, String>,
+        name: &str,
+        client: ClientOptions,
+        retry: object_store::RetryConfig,
+    ) -> Result<(Arc<dyn ObjectStore>, Lister), BucketError> {
+        let mut b = GoogleCloudStorageBuilder::new();
+        // Only `GOOGLE_*`, for the same reason as `AWS_*` above.
+        for (k, v) in env.iter().filter(|(k, _)| k.starts_with("GOOGLE_")) {
+            if let Ok(key) = k.to_ascii_lowercase().parse::<GoogleConfigKey>() {
+                b = b.with_config(key, v);
             }
-        };
-        Ok(Bucket {
-            store,
-            lister,
-            describe: self.backend.describe(&name),
-        })
+        }
+        b = b
+            .with_bucket_name(name)
+            .with_client_options(client)
+            .with_retry(retry);
+        if let Some(e) = &self.endpoint {
+            b = b.with_base_url(e);
+        }
+        Ok(paged(b.build().map_err(self.store_error())?))
+    }
+
+    fn open_directory(&self, name: &str) -> Result<(Arc<dyn ObjectStore>, Lister), BucketError> {
+        std::fs::create_dir_all(name)
+            .map_err(|e| invalid("url", format!("{name}: cannot create the directory: {e}")))?;
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(LocalFileSystem::new_with_prefix(name).map_err(self.store_error())?);
+        // The directory object_store resolved: listed whatever the working directory
+        // becomes.
+        let root = std::fs::canonicalize(name)
+            .map_err(|e| invalid("url", format!("{name}: cannot resolve the directory: {e}")))?;
+        Ok((store, Lister::Directory(root)))
     }
 }
 
