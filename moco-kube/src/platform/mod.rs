@@ -30,6 +30,7 @@ use moco_api::annotations::{
     annotation, flavor_of, is_true, switchover_refusal, switchover_to_of, tls_of,
 };
 use moco_api::cluster::{CLUSTER_API_VERSION, CLUSTER_KIND, ClusterId, TLS_CA_FILE, TLS_CA_KEY};
+use moco_api::convert::{EngineSettings, spec_facts};
 use moco_api::labels::{
     ANNOTATION_DEMOTE, ANNOTATION_PREVENT_DELETE, LABEL_ROLE, ROLE_PRIMARY, ROLE_REPLICA,
 };
@@ -40,7 +41,7 @@ use moco_cluster::ports::{
 };
 use moco_core::Decision;
 use moco_core::facts::ClusterFacts;
-use moco_core::facts::{ExternalSource, Flavor, PodFacts, Role, SpecFacts};
+use moco_core::facts::{ExternalSource, Flavor, PodFacts, Role};
 use moco_core::moco_accounts::{Account, MocoPasswords};
 use moco_core::operation::{EventType, ReplicationSource};
 use moco_core::status::{ClusteringStatus, ConditionStatus};
@@ -688,8 +689,15 @@ impl Platform for KubePlatform {
                 Some(ExternalSource { host, port })
             }
         };
-        let replicas = u32::try_from(spec.replicas)
-            .map_err(|_| failed(self.target(), "spec.replicas is negative"))?;
+        // The one conversion of a MySQLCluster's spec into the engine's facts (the webhook
+        // refuses what it refuses; this guards objects admitted around it).
+        let settings = EngineSettings {
+            flavor,
+            external_source,
+            reclone_errant: false,
+        };
+        let spec_facts = spec_facts(&cluster, &settings).map_err(|e| failed(self.target(), e))?;
+        let replicas = spec_facts.replicas;
         let pods = self.pods(true).await?;
         // A shrink's leaving instances are the Pods past `spec.replicas` that the StatefulSet
         // still holds (the reconciler keeps them until the engine lets them go).
@@ -713,21 +721,7 @@ impl Platform for KubePlatform {
             .collect();
         let status = cluster.status.clone().unwrap_or_default();
         Ok(Observation {
-            spec: SpecFacts {
-                replicas,
-                external_source,
-                restore: spec.restore.is_some(),
-                offline: spec.offline,
-                server_id_base: u32::try_from(spec.server_id_base)
-                    .map_err(|_| failed(self.target(), "spec.serverIDBase is negative"))?,
-                max_delay_seconds_for_pod_deletion: u64::try_from(
-                    spec.max_delay_seconds_for_pod_deletion,
-                )
-                .unwrap_or(0),
-                flavor,
-                reclone_errant: false,
-                startup_wait_seconds: u32::try_from(spec.startup_wait_seconds).unwrap_or(0),
-            },
+            spec: spec_facts,
             status: cluster_status(&status),
             instances,
             switchover_to: match switchover_to_of(&cluster) {
