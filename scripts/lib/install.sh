@@ -72,3 +72,111 @@ ensure_nextest() {
     cargo install cargo-nextest --locked --version "$NEXTEST_VERSION" --quiet
   fi
 }
+
+# ensure_mysql: MySQL's current LTS (9.7) from Debian's unstable suite, in a private root under
+# the cache directory (its programs need a newer C library than the machine's, so they run
+# through the root's own loader), with wrappers in its bin/. Exports MOCO_TEST_MYSQLD (the
+# wrapper of mysqld) and MOCO_MYSQL_VERSION. Debian's unstable suite keeps only its newest
+# build: any 9.7 release it serves is taken, another series is refused. A failed build leaves
+# nothing behind.
+MYSQL_SERIES=9.7
+ensure_mysql() {
+  local cache="${XDG_CACHE_HOME:-$HOME/.cache}/moco-rs" dir
+  for dir in "$cache"/mysql-"$MYSQL_SERIES".*; do
+    if [ -f "$dir/.complete" ]; then
+      export MOCO_TEST_MYSQLD="$dir/bin/mysqld" MOCO_MYSQL_VERSION="${dir##*/mysql-}"
+      return 0
+    fi
+  done
+  export PATH="$PATH:/usr/sbin:/usr/local/sbin"
+  if ! command -v debootstrap >/dev/null; then
+    echo "installing debootstrap (to build MySQL's private root) ..." >&2
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq debootstrap >/dev/null ||
+      { echo "ensure_mysql: cannot install debootstrap from Debian" >&2; return 1; }
+  fi
+  local free_mb
+  free_mb=$(df -Pm "$(dirname "$cache")" 2>/dev/null | awk 'NR==2 {print $4}')
+  if [ -n "$free_mb" ] && [ "$free_mb" -lt 2048 ]; then
+    echo "ensure_mysql: ${free_mb} MiB free under $(dirname "$cache"); MySQL's root needs about 700 MiB and its tests more: free at least 2 GiB" >&2
+    return 1
+  fi
+  mkdir -p "$cache"
+  local build
+  build=$(mktemp -d "$cache/mysql-build.XXXXXX")
+  # Whatever happens below, a half-made root does not stay.
+  trap 'rm -rf "$build"' RETURN
+  echo "installing MySQL $MYSQL_SERIES (mysql-server-core from Debian's unstable suite) into $cache ..." >&2
+  if ! as_root debootstrap --variant=minbase --include=mysql-server-core,mysql-client-core \
+      sid "$build/root" http://deb.debian.org/debian >"$build.log" 2>&1; then
+    echo "ensure_mysql: debootstrap failed; the end of its log ($build.log):" >&2
+    tail -5 "$build.log" >&2
+    grep -q "Couldn't find these debs\|Unable to locate\|Failure trying to run" "$build.log" &&
+      echo "ensure_mysql: is mysql-server-core still served by Debian's unstable suite?" >&2
+    return 1
+  fi
+  rm -f "$build.log"
+  local version
+  version=$(dpkg-query --admindir="$build/root/var/lib/dpkg" -W -f '${Version}' mysql-server-core)
+  version=${version%%-*}
+  case "$version" in
+    "$MYSQL_SERIES".*) ;;
+    *) echo "ensure_mysql: Debian's unstable suite serves MySQL $version; moco-rs tests the $MYSQL_SERIES series only" >&2
+       return 1 ;;
+  esac
+  mkdir -p "$build/bin"
+  local tool
+  for tool in mysqld mysql mysqlbinlog mysqldump mysqladmin; do
+    local path=usr/bin/$tool
+    [ "$tool" = mysqld ] && path=usr/sbin/mysqld
+    write_mysql_wrapper "$build/bin/$tool" "$path"
+  done
+  # The wrapper is checked as every user of it runs it.
+  local said
+  if ! said=$("$build/bin/mysqld" --version 2>&1) || [[ "$said" != *" $version"* ]]; then
+    echo "ensure_mysql: the installed mysqld does not run: $said" >&2
+    return 1
+  fi
+  local final="$cache/mysql-$version"
+  rm -rf "$final"
+  mv "$build" "$final"
+  # The wrappers name their root: rewritten for its final place.
+  for tool in "$final"/bin/*; do sed -i "s|$build|$final|g" "$tool"; done
+  touch "$final/.complete"
+  trap - RETURN
+  echo "MySQL $version installed in $final" >&2
+  export MOCO_TEST_MYSQLD="$final/bin/mysqld" MOCO_MYSQL_VERSION="$version"
+}
+
+# write_mysql_wrapper FILE PROGRAM: a script that runs the root's PROGRAM (a path inside the
+# root) through the root's loader and libraries. mysqld reads no option file unless told
+# (`--no-defaults`, or the caller's own `--defaults-file` first): the machine's
+# /etc/mysql/my.cnf belongs to MariaDB and mysqld refuses it. Its compiled-in directories are
+# pointed into the root.
+write_mysql_wrapper() {
+  local file=$1 program=$2 root
+  root="$(dirname "$(dirname "$file")")/root"
+  cat >"$file" <<WRAPPER
+#!/bin/sh
+# Runs MySQL's $program from the private root $root (see scripts/lib/install.sh).
+root='$root'
+loader="\$root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+libs="\$root/usr/lib/x86_64-linux-gnu:\$root/usr/lib/x86_64-linux-gnu/mysql/private"
+WRAPPER
+  if [ "$program" = usr/sbin/mysqld ]; then
+    cat >>"$file" <<'WRAPPER'
+first=--no-defaults
+case "${1:-}" in
+  --no-defaults|--defaults-file=*) first=$1; shift ;;
+esac
+exec "$loader" --library-path "$libs" "$root/usr/sbin/mysqld" "$first" \
+  --basedir="$root/usr" --plugin-dir="$root/usr/lib/mysql/plugin" \
+  --lc-messages-dir="$root/usr/share/mysql" --character-sets-dir="$root/usr/share/mysql/charsets" "$@"
+WRAPPER
+  else
+    cat >>"$file" <<WRAPPER
+exec "\$loader" --library-path "\$libs" "\$root/$program" "\$@"
+WRAPPER
+  fi
+  chmod 0755 "$file"
+}
