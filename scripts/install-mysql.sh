@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/install.sh
 ensure_mysql
-echo "$MOCO_TEST_MYSQLD"
+echo "$MOCO_MYSQL_MYSQLD"

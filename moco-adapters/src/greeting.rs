@@ -10,8 +10,15 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
+/// `ER_HOST_NOT_PRIVILEGED`: no account may log in from the client's host. A MySQL server sends
+/// it instead of a greeting to a TCP client from a host no account names (a fresh
+/// `--initialize-insecure` datadir has `root@localhost` only): it is up and deciding who may
+/// log in, which is what readiness asks.
+const HOST_NOT_PRIVILEGED: u16 = 1130;
+
 /// Reads the first packet from `stream`: protocol version 10 means the server accepts
-/// clients; an error packet (e.g. "too many connections") is reported as text.
+/// clients, and so does [`HOST_NOT_PRIVILEGED`]; another error packet (e.g. "too many
+/// connections") is reported as text.
 pub async fn read_greeting<S: AsyncRead + Unpin>(stream: &mut S) -> Result<(), String> {
     let mut header = [0u8; 4];
     stream
@@ -26,6 +33,7 @@ pub async fn read_greeting<S: AsyncRead + Unpin>(stream: &mut S) -> Result<(), S
         .map_err(|e| format!("read greeting: {e}"))?;
     match payload.first() {
         Some(10) => Ok(()),
+        Some(0xff) if payload.get(1..3) == Some(&HOST_NOT_PRIVILEGED.to_le_bytes()[..]) => Ok(()),
         Some(0xff) => Err(format!(
             "server error: {}",
             String::from_utf8_lossy(payload.get(3..).unwrap_or_default())
@@ -69,6 +77,12 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err, "server error: Too many connections");
+        // MySQL's answer to a host no account names: up, and deciding who may log in.
+        read(packet(
+            b"\xff\x6a\x04Host '127.0.0.1' is not allowed to connect",
+        ))
+        .await
+        .unwrap();
         let err = read(packet(b"HTTP/1.1 400")).await.unwrap_err();
         assert!(
             err.starts_with("unexpected greeting byte Some(72)"),

@@ -14,3 +14,4 @@ mod mysql_mariadb;
 mod mysql_pool;
 mod mysql_tls;
 mod resources_mariadb;
+mod resources_mysql;

@@ -191,12 +191,22 @@ async fn fresh_instance_initialisation_and_clone_seeding() {
     )
     .await
     .unwrap_err();
+    // For an account that does not exist, MySQL answers with an authentication plugin it
+    // picks at random (so that no one learns which accounts exist), sometimes one the driver
+    // does not speak (`sha256_password`): that is a refusal too.
+    let mysql_decoy = |text: &str| {
+        fleet.binary.kind() == ServerKind::Mysql && text.contains("Unknown authentication plugin")
+    };
     match &again {
         PortError::Sql { code, .. } => assert!(*code == 1045 || *code == 1698, "{again}"),
+        other if mysql_decoy(&other.to_string()) => {}
         other => panic!("root must be gone after initialisation: {other}"),
     }
     let e = try_client(m, "root", "").await.unwrap_err();
-    assert_eq!(server_code(&e), Some(1045), "{e}");
+    assert!(
+        server_code(&e) == Some(1045) || mysql_decoy(&e.to_string()),
+        "{e}"
+    );
 
     let a = admin(m, 0, &pw);
     let s = a.status().await.unwrap();
@@ -410,7 +420,13 @@ async fn replication_switchover_and_errant_detection() {
             gtid.is_subset(&r.retrieved_gtid_set),
             "retrieved {r:?} vs {gtid}"
         );
-        assert_eq!(r.seconds_behind_source, Some(0), "{r:?}");
+        // MySQL counts a second of lag from the last event's timestamp until its applier
+        // goes idle; caught up, it reads 0 (MariaDB at once).
+        eventually("the replica's lag reads 0", WAIT, || async {
+            let r = inst[i].status().await.ok()?.replica_status?;
+            (r.seconds_behind_source == Some(0)).then_some(())
+        })
+        .await;
         assert_eq!(row_count(&n[i], &pw).await, 50);
     }
     // The primary waits on its own binlog (MASTER_GTID_WAIT would say -1 there); a GTID

@@ -140,10 +140,17 @@ async fn tls_server(
     m
 }
 
-/// `Slave_IO_Running` and `Last_IO_Error` of the replica `admin` reaches.
+/// `Slave_IO_Running` (`Replica_IO_Running`) and `Last_IO_Error` of the replica `admin`
+/// reaches.
 async fn io_state(admin: &MysqlInstance) -> (String, String) {
+    let d = admin.server_info().await.unwrap().dialect;
     let mut c = admin.conn().await.unwrap();
-    let row: mysql_async::Row = c.query_first("SHOW SLAVE STATUS").await.unwrap().unwrap();
+    let row: mysql_async::Row = c
+        .query_first(moco_adapters::mysql::sql::replica_status(d))
+        .await
+        .unwrap()
+        .unwrap();
+    let columns = moco_adapters::mysql::sql::replica_columns(d);
     let get = |name: &str| -> String {
         let i = row
             .columns_ref()
@@ -155,7 +162,7 @@ async fn io_state(admin: &MysqlInstance) -> (String, String) {
             .flatten()
             .unwrap_or_default()
     };
-    (get("Slave_IO_Running"), get("Last_IO_Error"))
+    (get(columns.io_running), get("Last_IO_Error"))
 }
 
 /// A replica's channel to a source that requires TLS runs with the CA that issued the
@@ -246,7 +253,10 @@ async fn replication_verifies_its_source() {
     let renamed = ca.issue("node", &["db.example".to_owned()]).unwrap();
     std::fs::write(source_dir.join("cert.pem"), &renamed.cert_pem).unwrap();
     std::fs::write(source_dir.join("key.pem"), &renamed.key_pem).unwrap();
-    c.query_drop("FLUSH SSL").await.unwrap();
+    let d = primary.server_info().await.unwrap().dialect;
+    c.query_drop(moco_adapters::mysql::sql::reload_tls(d))
+        .await
+        .unwrap();
     drop(c);
     right
         .configure_replication(&from, &repl, false)

@@ -135,6 +135,7 @@ fn generated_mariadb_config_starts_mariadbd() {
         user_config,
         memory: Default::default(),
         paths: paths.clone(),
+        mysql_line: Default::default(),
     })
     .unwrap_or_else(|e| panic!("generate: {e}"));
     let snippet = instance_mycnf(

@@ -12,6 +12,7 @@ WEAKENING_VARIABLES=(
     "MOCO_SOAK_*: a shorter or fixed soak"
     "MOCO_SKIP_*: real servers, object stores or the control plane skipped"
     "MOCO_REAL_SERVER_LEDGER: the test command keeps its own ledger"
+    "MOCO_TEST_MYSQLD: the test command runs each server's suites on the server it installs"
 )
 
 refuse_weakening_env() {

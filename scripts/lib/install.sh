@@ -75,8 +75,9 @@ ensure_nextest() {
 
 # ensure_mysql: MySQL's current LTS (9.7) from Debian's unstable suite, in a private root under
 # the cache directory (its programs need a newer C library than the machine's, so they run
-# through the root's own loader), with wrappers in its bin/. Exports MOCO_TEST_MYSQLD (the
-# wrapper of mysqld) and MOCO_MYSQL_VERSION. Debian's unstable suite keeps only its newest
+# through the root's own loader), with wrappers in its bin/. Exports MOCO_MYSQL_MYSQLD (the
+# wrapper of mysqld; tests run on it when it is given as MOCO_TEST_MYSQLD) and
+# MOCO_MYSQL_VERSION. Debian's unstable suite keeps only its newest
 # build: any 9.7 release it serves is taken, another series is refused. A failed build leaves
 # nothing behind.
 MYSQL_SERIES=9.7
@@ -84,7 +85,7 @@ ensure_mysql() {
   local cache="${XDG_CACHE_HOME:-$HOME/.cache}/moco-rs" dir
   for dir in "$cache"/mysql-"$MYSQL_SERIES".*; do
     if [ -f "$dir/.complete" ]; then
-      export MOCO_TEST_MYSQLD="$dir/bin/mysqld" MOCO_MYSQL_VERSION="${dir##*/mysql-}"
+      export MOCO_MYSQL_MYSQLD="$dir/bin/mysqld" MOCO_MYSQL_VERSION="${dir##*/mysql-}"
       return 0
     fi
   done
@@ -145,7 +146,7 @@ ensure_mysql() {
   touch "$final/.complete"
   trap - RETURN
   echo "MySQL $version installed in $final" >&2
-  export MOCO_TEST_MYSQLD="$final/bin/mysqld" MOCO_MYSQL_VERSION="$version"
+  export MOCO_MYSQL_MYSQLD="$final/bin/mysqld" MOCO_MYSQL_VERSION="$version"
 }
 
 # write_mysql_wrapper FILE PROGRAM: a script that runs the root's PROGRAM (a path inside the

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use moco_adapters::mysqld::{LocalMysqld, ServerBinary, ServerKind, free_ports, running_as_root};
 use moco_core::facts::Flavor;
-use moco_core::resources::mycnf::{MycnfInput, MycnfPaths, generate_mycnf};
+use moco_core::resources::mycnf::{MycnfInput, MycnfPaths, MysqlLine, generate_mycnf};
 
 use crate::local::moco_bin;
 
@@ -118,8 +118,14 @@ impl TestPod {
         };
         let d = dir.display().to_string();
         let mut user_config = std::collections::BTreeMap::new();
+        let mysql_line = MysqlLine::of_version(binary.version());
+        // A small redo log, in the option the server knows (MySQL 9 has only the capacity).
+        let redo = match (flavor, mysql_line) {
+            (Flavor::Mysql, MysqlLine::Mysql9) => ("innodb_redo_log_capacity", "32M"),
+            _ => ("innodb_log_file_size", "16M"),
+        };
         for (k, v) in [
-            ("innodb_log_file_size", "16M"),
+            redo,
             ("innodb_buffer_pool_size", "32M"),
             ("performance_schema", "OFF"),
             ("bind_address", "127.0.0.1"),
@@ -152,6 +158,7 @@ impl TestPod {
                 mysqlx_port: ports[1],
                 admin_port: ports[2],
             },
+            mysql_line,
         };
         let mycnf = match generate_mycnf(&input) {
             Ok(t) => t,

@@ -81,7 +81,7 @@ pub async fn initialize(
             .await?;
         boot.exec_all(&mut conn, &read_only_but_root(d)).await?;
         create_accounts(&boot, &mut conn, d, passwords, &options.account_host).await?;
-        for (name, library) in required_plugins(d) {
+        for (name, library) in required_plugins(d, info.semi_sync) {
             let q = format!(
                 "SELECT PLUGIN_STATUS FROM information_schema.PLUGINS WHERE PLUGIN_NAME = {}",
                 sql::quote(name)

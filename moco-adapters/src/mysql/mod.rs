@@ -41,7 +41,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use moco_core::dialect::Dialect;
+use moco_core::dialect::{Dialect, SemiSyncNames};
 use moco_core::facts::{
     CloneState, MysqldStatus, ReplicaHost, ReplicaStatus, SemiSyncFacts, ThreadState,
 };
@@ -184,6 +184,8 @@ pub struct ServerInfo {
     pub dialect: Dialect,
     /// `@@version`.
     pub version: String,
+    /// The names of its semi-sync settings, from the plugins it ran when first asked.
+    pub semi_sync: SemiSyncNames,
 }
 
 /// One MySQL or MariaDB server behind a small connection pool.
@@ -263,10 +265,52 @@ impl MysqlInstance {
                 let version: String = self.value(&mut conn, sql::VERSION).await?;
                 let dialect =
                     Dialect::from_version(&version).map_err(|e| self.failed(e.to_string()))?;
-                Ok(ServerInfo { dialect, version })
+                let active: Vec<String> = if dialect.is_mariadb() {
+                    Vec::new()
+                } else {
+                    let q = sql::ACTIVE_SEMI_SYNC_PLUGINS;
+                    let mut names = Vec::new();
+                    for row in self.rows(&mut conn, q).await? {
+                        names.push(self.cell::<String>(&row, 0usize, q)?);
+                    }
+                    names
+                };
+                Ok(ServerInfo {
+                    dialect,
+                    version,
+                    semi_sync: SemiSyncNames::from_active_plugins(dialect, &active),
+                })
             })
             .await
             .cloned()
+    }
+
+    /// MySQL: a session waiting for a semi-sync acknowledgement ignores KILL and waits on,
+    /// holding the commit lock `super_read_only` waits for (MariaDB's wait ends on KILL). Its
+    /// client is gone: KILL closed the connection, and the client got "lost connection", never
+    /// an OK (measured on 9.7.4). So the waits are ended by turning the source side off, which
+    /// tells no client anything, unless a session that was not killed waits too (one over the
+    /// socket, or of a system account): its client would be told that a commit no replica has
+    /// was acknowledged, and the fence then waits for its acknowledgement instead.
+    async fn end_killed_semi_sync_waits(&self) -> Result<(), PortError> {
+        self.timed(
+            "end killed semi-sync waits",
+            Some(self.opts.call_timeout),
+            async {
+                let names = self.server_info().await?.semi_sync;
+                let mut conn = self.conn().await?;
+                let waiting: u64 = self.value(&mut conn, sql::UNKILLED_SEMI_SYNC_WAITS).await?;
+                if waiting > 0 {
+                    tracing::warn!(instance = %self.opts.name, waiting,
+                        "sessions that were not killed wait for a semi-sync acknowledgement; \
+                         the source side stays on");
+                    return Ok(());
+                }
+                let off = format!("SET GLOBAL {}=OFF", names.source("enabled"));
+                self.exec(&mut conn, &off).await
+            },
+        )
+        .await
     }
 
     /// Logs in with `password` from now on (a rotation of the account's password): a new pool
@@ -872,6 +916,9 @@ impl MysqlPort for MysqlInstance {
                     tracing::warn!(instance = %self.opts.name, ?kill_after,
                         "read-only not set in time; killing client connections");
                     self.kill_connections().await?;
+                    if !d.is_mariadb() {
+                        self.end_killed_semi_sync_waits().await?;
+                    }
                     self.timed("set read-only", Some(self.opts.call_timeout), fut)
                         .await
                 }
@@ -996,8 +1043,9 @@ impl MysqlPort for MysqlInstance {
             "set replica semi-sync",
             Some(self.opts.call_timeout),
             async {
+                let names = self.server_info().await?.semi_sync;
                 let mut conn = self.conn().await?;
-                for stmt in sql::set_replica_semi_sync(enabled) {
+                for stmt in sql::set_replica_semi_sync(names, enabled) {
                     self.exec(&mut conn, &stmt).await?;
                 }
                 Ok(())
@@ -1016,7 +1064,8 @@ impl MysqlPort for MysqlInstance {
             "configure replication",
             Some(self.opts.call_timeout),
             async {
-                let d = self.dialect().await?;
+                let info = self.server_info().await?;
+                let d = info.dialect;
                 let (host, port) = source.address();
                 let spec = sql::SourceSpec {
                     host,
@@ -1026,8 +1075,8 @@ impl MysqlPort for MysqlInstance {
                     ssl_ca: self.opts.replication_ca.as_deref(),
                 };
                 let mut conn = self.conn().await?;
-                self.exec_all(&mut conn, &sql::configure_replication(d, &spec, semi_sync))
-                    .await
+                let statements = sql::configure_replication(d, info.semi_sync, &spec, semi_sync);
+                self.exec_all(&mut conn, &statements).await
             },
         )
         .await
@@ -1042,10 +1091,14 @@ impl MysqlPort for MysqlInstance {
             "configure primary semi-sync",
             Some(self.opts.call_timeout),
             async {
-                let d = self.dialect().await?;
+                let info = self.server_info().await?;
                 let mut conn = self.conn().await?;
-                let statements =
-                    sql::configure_primary_semi_sync(d, wait_for_replica_count, timeout_ms);
+                let statements = sql::configure_primary_semi_sync(
+                    info.dialect,
+                    info.semi_sync,
+                    wait_for_replica_count,
+                    timeout_ms,
+                );
                 self.exec_all(&mut conn, &statements).await
             },
         )

@@ -2,14 +2,14 @@
 //! without a server.
 //!
 //! MySQL statements follow MOCO (`pkg/dbop`): `super_read_only`, `CHANGE REPLICATION SOURCE`
-//! on 8.4 and `CHANGE MASTER` on 8.0, `WAIT_FOR_EXECUTED_GTID_SET`, the legacy
-//! `rpl_semi_sync_master_*` names. MariaDB 10.11 statements follow the measured equivalents
+//! on 8.4 and later and `CHANGE MASTER` on 8.0, `WAIT_FOR_EXECUTED_GTID_SET`, semi-sync settings
+//! in the names of the plugins the server runs ([`SemiSyncNames`]). MariaDB 10.11 statements follow the measured equivalents
 //! (`read_only` with nobody holding `READ_ONLY ADMIN`, `MASTER_USE_GTID=slave_pos`,
 //! `MASTER_GTID_WAIT`, no `wait_for_slave_count`).
 
 use std::time::Duration;
 
-use moco_core::dialect::Dialect;
+use moco_core::dialect::{Dialect, SemiSyncNames};
 use moco_core::gtid::{GtidSet, SourceId};
 
 /// A string literal: `'` doubled and backslashes escaped (the connection clears
@@ -275,6 +275,16 @@ pub const MARIADB_IO_THREAD_ID: &str =
 /// dump thread and waits up to this many seconds (0 = without limit) for a silent one.
 pub const MARIADB_BOUND_KILL_CONN: &str = "SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout = 1";
 
+/// MySQL: sessions waiting for a semi-sync acknowledgement that were not killed (a killed one
+/// shows `Killed` as its command and waits on: MySQL's wait ignores KILL).
+pub const UNKILLED_SEMI_SYNC_WAITS: &str = "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+     WHERE STATE LIKE 'Waiting for semi-sync ACK%' AND COMMAND <> 'Killed'";
+
+/// MySQL: the semi-sync plugins that run, whose names name the settings
+/// ([`SemiSyncNames::from_active_plugins`]).
+pub const ACTIVE_SEMI_SYNC_PLUGINS: &str = "SELECT PLUGIN_NAME FROM information_schema.PLUGINS \
+     WHERE PLUGIN_NAME LIKE 'rpl\\_semi\\_sync\\_%' AND PLUGIN_STATUS = 'ACTIVE'";
+
 /// `STOP REPLICA IO_THREAD` (MariaDB: `STOP SLAVE IO_THREAD`).
 pub fn stop_replica_io(d: Dialect) -> &'static str {
     if d.is_mariadb() {
@@ -284,14 +294,15 @@ pub fn stop_replica_io(d: Dialect) -> &'static str {
     }
 }
 
-/// The semi-sync replica flag on, the primary side off (both flavours use the legacy names).
-pub fn set_replica_semi_sync(enabled: bool) -> [String; 2] {
+/// The semi-sync replica flag on, the primary side off, in the names the server's plugins use.
+pub fn set_replica_semi_sync(names: SemiSyncNames, enabled: bool) -> [String; 2] {
     [
         format!(
-            "SET GLOBAL rpl_semi_sync_slave_enabled={}",
+            "SET GLOBAL {}={}",
+            names.replica("enabled"),
             if enabled { "ON" } else { "OFF" }
         ),
-        "SET GLOBAL rpl_semi_sync_master_enabled=OFF".to_owned(),
+        format!("SET GLOBAL {}=OFF", names.source("enabled")),
     ]
 }
 
@@ -339,7 +350,12 @@ fn channel_tls(prefix: &str, ssl_ca: Option<&str>) -> String {
 /// MariaDB first resets `gtid_slave_pos` to `@@gtid_binlog_pos` (its own binlog, which holds
 /// everything it applied or wrote): a demoted primary's `gtid_slave_pos` is stale or empty and
 /// would request old events that strict mode rejects.
-pub fn configure_replication(d: Dialect, source: &SourceSpec<'_>, semi_sync: bool) -> Vec<String> {
+pub fn configure_replication(
+    d: Dialect,
+    names: SemiSyncNames,
+    source: &SourceSpec<'_>,
+    semi_sync: bool,
+) -> Vec<String> {
     let (host, user, password) = (
         quote(source.host),
         quote(source.user),
@@ -381,10 +397,11 @@ pub fn configure_replication(d: Dialect, source: &SourceSpec<'_>, semi_sync: boo
         }
     }
     out.push(format!(
-        "SET GLOBAL rpl_semi_sync_slave_enabled={}",
+        "SET GLOBAL {}={}",
+        names.replica("enabled"),
         on_off(semi_sync)
     ));
-    out.push("SET GLOBAL rpl_semi_sync_master_enabled=OFF".to_owned());
+    out.push(format!("SET GLOBAL {}=OFF", names.source("enabled")));
     out.push(
         if d.is_mariadb() {
             "START SLAVE"
@@ -400,20 +417,22 @@ pub fn configure_replication(d: Dialect, source: &SourceSpec<'_>, semi_sync: boo
 /// (MySQL only: MariaDB always waits for exactly one); primary side on.
 pub fn configure_primary_semi_sync(
     d: Dialect,
+    names: SemiSyncNames,
     wait_for_replica_count: u32,
     timeout_ms: u64,
 ) -> Vec<String> {
     let mut out = vec![
-        "SET GLOBAL rpl_semi_sync_slave_enabled=OFF".to_owned(),
-        "SET GLOBAL rpl_semi_sync_master_wait_point=AFTER_SYNC".to_owned(),
-        format!("SET GLOBAL rpl_semi_sync_master_timeout={timeout_ms}"),
+        format!("SET GLOBAL {}=OFF", names.replica("enabled")),
+        format!("SET GLOBAL {}=AFTER_SYNC", names.source("wait_point")),
+        format!("SET GLOBAL {}={timeout_ms}", names.source("timeout")),
     ];
     if !d.is_mariadb() {
         out.push(format!(
-            "SET GLOBAL rpl_semi_sync_master_wait_for_slave_count={wait_for_replica_count}"
+            "SET GLOBAL {}={wait_for_replica_count}",
+            names.wait_for_replica_count()
         ));
     }
-    out.push("SET GLOBAL rpl_semi_sync_master_enabled=ON".to_owned());
+    out.push(format!("SET GLOBAL {}=ON", names.source("enabled")));
     out
 }
 
@@ -612,7 +631,7 @@ mod tests {
         assert_eq!(stop_replica_io(Dialect::Mariadb), "STOP SLAVE IO_THREAD");
         assert_eq!(stop_replica_io(Dialect::Mysql84), "STOP REPLICA IO_THREAD");
         assert_eq!(
-            set_replica_semi_sync(true),
+            set_replica_semi_sync(SemiSyncNames::Master, true),
             [
                 "SET GLOBAL rpl_semi_sync_slave_enabled=ON",
                 "SET GLOBAL rpl_semi_sync_master_enabled=OFF"
@@ -693,7 +712,7 @@ mod tests {
             ssl_ca: None,
         };
         assert_eq!(
-            configure_replication(Dialect::Mariadb, &src, true),
+            configure_replication(Dialect::Mariadb, SemiSyncNames::Master, &src, true),
             vec![
                 "STOP SLAVE",
                 "SET ROLE 'moco-read-only-admin'",
@@ -708,7 +727,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            configure_replication(Dialect::Mysql84, &src, false),
+            configure_replication(Dialect::Mysql84, SemiSyncNames::Master, &src, false),
             vec![
                 "STOP REPLICA",
                 "CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT=3307, \
@@ -719,7 +738,7 @@ mod tests {
                 "START REPLICA",
             ]
         );
-        let v80 = configure_replication(Dialect::Mysql80, &src, true);
+        let v80 = configure_replication(Dialect::Mysql80, SemiSyncNames::Master, &src, true);
         assert_eq!(
             v80[1],
             "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=3307, MASTER_USER='moco-repl', \
@@ -748,7 +767,9 @@ mod tests {
             ssl_ca: Some("/d/tls/ca's.pem"),
         };
         let change = |d| {
-            configure_replication(d, &src, true)[if d == Dialect::Mariadb { 4 } else { 1 }].clone()
+            configure_replication(d, SemiSyncNames::Master, &src, true)
+                [if d == Dialect::Mariadb { 4 } else { 1 }]
+            .clone()
         };
         assert!(
             change(Dialect::Mariadb).ends_with(
@@ -771,7 +792,7 @@ mod tests {
     #[test]
     fn primary_semi_sync_per_flavour() {
         assert_eq!(
-            configure_primary_semi_sync(Dialect::Mariadb, 2, 86_400_000),
+            configure_primary_semi_sync(Dialect::Mariadb, SemiSyncNames::Master, 2, 86_400_000),
             vec![
                 "SET GLOBAL rpl_semi_sync_slave_enabled=OFF",
                 "SET GLOBAL rpl_semi_sync_master_wait_point=AFTER_SYNC",
@@ -779,11 +800,30 @@ mod tests {
                 "SET GLOBAL rpl_semi_sync_master_enabled=ON",
             ]
         );
-        let my = configure_primary_semi_sync(Dialect::Mysql80, 2, 86_400_000);
+        let my =
+            configure_primary_semi_sync(Dialect::Mysql80, SemiSyncNames::Master, 2, 86_400_000);
         assert!(my.contains(&"SET GLOBAL rpl_semi_sync_master_wait_for_slave_count=2".to_owned()));
         assert_eq!(
             my.last().map(String::as_str),
             Some("SET GLOBAL rpl_semi_sync_master_enabled=ON")
+        );
+        // MySQL 9.5 and later: the only plugins there are, with their names.
+        assert_eq!(
+            configure_primary_semi_sync(Dialect::Mysql84, SemiSyncNames::Source, 1, 1000),
+            vec![
+                "SET GLOBAL rpl_semi_sync_replica_enabled=OFF",
+                "SET GLOBAL rpl_semi_sync_source_wait_point=AFTER_SYNC",
+                "SET GLOBAL rpl_semi_sync_source_timeout=1000",
+                "SET GLOBAL rpl_semi_sync_source_wait_for_replica_count=1",
+                "SET GLOBAL rpl_semi_sync_source_enabled=ON",
+            ]
+        );
+        assert_eq!(
+            set_replica_semi_sync(SemiSyncNames::Source, true),
+            [
+                "SET GLOBAL rpl_semi_sync_replica_enabled=ON",
+                "SET GLOBAL rpl_semi_sync_source_enabled=OFF"
+            ]
         );
     }
 

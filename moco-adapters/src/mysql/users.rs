@@ -21,7 +21,7 @@
 //! the admin creates application users) and its data privileges are granted on every database
 //! but `mysql` ([`MARIADB_WRITABLE_DATA_PRIVILEGES`]).
 
-use moco_core::dialect::Dialect;
+use moco_core::dialect::{Dialect, SemiSyncNames};
 use moco_core::moco_accounts::{Account, MocoPasswords};
 
 use super::password::identified_by;
@@ -266,15 +266,19 @@ pub(super) fn account_statements(
     out
 }
 
-/// MySQL plugins MOCO installs (name, library); MariaDB has semi-sync built in and no clone.
-pub(super) fn required_plugins(d: Dialect) -> &'static [(&'static str, &'static str)] {
+/// MySQL plugins MOCO installs (name, library): semi-sync's in the names `names` says, and
+/// clone; MariaDB has semi-sync built in and no clone.
+pub(super) fn required_plugins(
+    d: Dialect,
+    names: SemiSyncNames,
+) -> Vec<(&'static str, &'static str)> {
     match d {
-        Dialect::Mariadb => &[],
-        Dialect::Mysql80 | Dialect::Mysql84 => &[
-            ("rpl_semi_sync_master", "semisync_master.so"),
-            ("rpl_semi_sync_slave", "semisync_slave.so"),
-            ("clone", "mysql_clone.so"),
-        ],
+        Dialect::Mariadb => Vec::new(),
+        Dialect::Mysql80 | Dialect::Mysql84 => {
+            let mut plugins = names.plugins().to_vec();
+            plugins.push(("clone", "mysql_clone.so"));
+            plugins
+        }
     }
 }
 
@@ -384,8 +388,15 @@ mod tests {
             repl[3],
             "GRANT REPLICATION CLIENT, REPLICATION SLAVE, SYSTEM_USER ON *.* TO 'moco-repl'@'%'"
         );
-        assert_eq!(required_plugins(Dialect::Mysql84).len(), 3);
-        assert!(required_plugins(Dialect::Mariadb).is_empty());
+        assert_eq!(
+            required_plugins(Dialect::Mysql84, SemiSyncNames::Source),
+            [
+                ("rpl_semi_sync_source", "semisync_source.so"),
+                ("rpl_semi_sync_replica", "semisync_replica.so"),
+                ("clone", "mysql_clone.so")
+            ]
+        );
+        assert!(required_plugins(Dialect::Mariadb, SemiSyncNames::Master).is_empty());
     }
 
     /// The operator's accounts are out of the application's reach: on MySQL every one is a

@@ -572,8 +572,15 @@ impl LocalMysqld {
     async fn wait_gone(&self, pid: u32, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         loop {
-            self.reap();
-            if !process_alive(pid) {
+            // Our own child is gone once collected: its leader shows as a zombie while its
+            // other threads still exit, and a zombie left uncollected holds its pid, which
+            // MySQL finds in its socket's lock file and refuses to start beside (MariaDB does
+            // not look).
+            let gone = match self.collect(pid) {
+                Some(collected) => collected,
+                None => !process_alive(pid),
+            };
+            if gone {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -583,13 +590,20 @@ impl LocalMysqld {
         }
     }
 
-    fn reap(&self) {
+    /// Whether our child `pid` has ended and been collected; `None` when `pid` is not our
+    /// child.
+    fn collect(&self, pid: u32) -> Option<bool> {
         let mut slot = self.child_slot();
-        if let Some(child) = slot.as_mut()
-            && !matches!(child.try_wait(), Ok(None))
-        {
+        let child = slot.as_mut().filter(|c| c.id() == pid)?;
+        let collected = match child.try_wait() {
+            Ok(None) => false,
+            Ok(Some(_)) => true,
+            Err(_) => !process_alive(pid),
+        };
+        if collected {
             *slot = None;
         }
+        Some(collected)
     }
 
     fn remove_pid_file(&self, pid: Option<u32>) {

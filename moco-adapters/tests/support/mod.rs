@@ -90,6 +90,7 @@ enforce_gtid_consistency=ON
 skip_replica_start=ON
 mysqlx=OFF
 performance_schema=ON
+secure_file_priv=NULL
 "
         ),
     }

@@ -16,8 +16,9 @@ pub mod volumes;
 
 pub use catch_up::{CatchUp, Incarnation};
 pub use mycnf::{
-    InstanceConfig, MycnfError, MycnfInput, MycnfPaths, MysqldMemory, fnv1a_32, generate_mycnf,
-    innodb_buffer_pool_bytes, instance_mycnf, mycnf_config_map_name, server_section,
+    InstanceConfig, MycnfError, MycnfInput, MycnfPaths, MysqlLine, MysqldMemory, fnv1a_32,
+    generate_mycnf, innodb_buffer_pool_bytes, instance_mycnf, mycnf_config_map_name,
+    server_section,
 };
 pub use partition::{
     AdmittedPartition, Lacks, PartitionAdmission, PartitionDecision, PartitionInput, PartitionPod,

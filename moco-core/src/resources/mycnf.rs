@@ -94,6 +94,18 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("innodb_undo_log_truncate", "OFF"),
 ];
 
+/// Defaults MySQL 9.0 removed (it refuses to start on them). `innodb_log_file_size` ×
+/// `innodb_log_files_in_group` gave the redo log its size; 9's [`MYSQL9_REDO_LOG`] keeps it.
+const NOT_FOR_MYSQL9: &[&str] = &[
+    "innodb_log_file_size",
+    "innodb_log_files_in_group",
+    "temptable_use_mmap",
+];
+
+/// The redo log's size on MySQL 9, where `innodb_redo_log_capacity` (8.0.30 and later) is the
+/// only way to set it: the 2 × 800M of MOCO's defaults.
+const MYSQL9_REDO_LOG: (&str, &str) = ("innodb_redo_log_capacity", "1600M");
+
 /// Defaults MariaDB 10.11 does not know (it refuses to start on them, or warns on every start
 /// for the `loose_` ones) or has removed (`innodb_log_files_in_group`). Checked against
 /// `mariadbd --help --verbose` 10.11.
@@ -195,6 +207,30 @@ impl MysqldMemory {
     }
 }
 
+/// The MySQL line my.cnf is written for, where the lines differ in the options they know.
+/// MariaDB ignores it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MysqlLine {
+    /// MySQL 8.0 and 8.4: MOCO's options, to the byte.
+    #[default]
+    Mysql8,
+    /// MySQL 9.0 to 9.7: without the options 9.0 removed, the redo log sized by
+    /// `innodb_redo_log_capacity`.
+    Mysql9,
+}
+
+impl MysqlLine {
+    /// The line of the MySQL version `version` starts with (`9.7.4`, `8.4.4-log`); 8 for
+    /// anything else, which is what MOCO's images run.
+    pub fn of_version(version: &str) -> Self {
+        match version.split('.').next().map(str::trim) {
+            Some("9") => MysqlLine::Mysql9,
+            _ => MysqlLine::Mysql8,
+        }
+    }
+}
+
 /// Everything my.cnf depends on.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -212,6 +248,9 @@ pub struct MycnfInput {
     /// Paths and ports.
     #[serde(default)]
     pub paths: MycnfPaths,
+    /// The MySQL line (ignored for MariaDB).
+    #[serde(default)]
+    pub mysql_line: MysqlLine,
 }
 
 /// Input that would produce a broken or subverted my.cnf.
@@ -277,11 +316,18 @@ pub fn generate_mycnf(input: &MycnfInput) -> Result<String, MycnfError> {
     let mut server: BTreeMap<String, String> = BTreeMap::new();
     server.insert("tmpdir".into(), paths.tmpdir.clone());
     server.insert("innodb_tmpdir".into(), paths.tmpdir.clone());
+    let mysql9 = flavor == Flavor::Mysql && input.mysql_line == MysqlLine::Mysql9;
     for (k, v) in DEFAULTS {
         if flavor == Flavor::Mariadb && NOT_FOR_MARIADB.contains(k) {
             continue;
         }
+        if mysql9 && NOT_FOR_MYSQL9.contains(k) {
+            continue;
+        }
         server.insert((*k).to_owned(), (*v).to_owned());
+    }
+    if mysql9 {
+        server.insert(MYSQL9_REDO_LOG.0.to_owned(), MYSQL9_REDO_LOG.1.to_owned());
     }
     for (k, v) in &input.user_config {
         overlay(&mut server, normalize_key(k), v.clone());
@@ -907,5 +953,34 @@ mod tests {
         assert_eq!(p.include_dir, "/tmp/n0/conf.d");
         assert_eq!(p.socket, "/tmp/n0/mysqld.sock");
         assert_eq!((p.port, p.mysqlx_port, p.admin_port), (13306, 23306, 33306));
+    }
+
+    #[test]
+    fn mysql9_gets_no_option_it_removed_and_the_same_redo_log() {
+        let mut nine = input(Flavor::Mysql, &[]);
+        nine.mysql_line = MysqlLine::Mysql9;
+        let text = generate_mycnf(&nine).unwrap();
+        let options = server_options(&text, "mysqld");
+        for removed in NOT_FOR_MYSQL9 {
+            assert!(
+                !options
+                    .iter()
+                    .any(|o| o.starts_with(&format!("{removed} "))),
+                "{removed} in {options:?}"
+            );
+        }
+        assert!(options.contains(&"innodb_redo_log_capacity = 1600M".to_owned()));
+        // The 8 line stays MOCO's, byte for byte.
+        let eight = generate_mycnf(&input(Flavor::Mysql, &[])).unwrap();
+        assert!(eight.contains("innodb_log_file_size = 800M\n"));
+        assert!(!eight.contains("innodb_redo_log_capacity"));
+        // A user's capacity wins.
+        nine.user_config
+            .insert("innodb_redo_log_capacity".into(), "8G".into());
+        let text = generate_mycnf(&nine).unwrap();
+        assert!(text.contains("innodb_redo_log_capacity = 8G\n"));
+        assert_eq!(MysqlLine::of_version("9.7.4-2"), MysqlLine::Mysql9);
+        assert_eq!(MysqlLine::of_version("8.4.4"), MysqlLine::Mysql8);
+        assert_eq!(MysqlLine::of_version("latest"), MysqlLine::Mysql8);
     }
 }

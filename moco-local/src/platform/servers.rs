@@ -6,8 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use moco_core::facts::Flavor;
 use moco_core::resources::mycnf::{
-    InstanceConfig, MycnfInput, MycnfPaths, generate_mycnf, instance_mycnf,
+    InstanceConfig, MycnfInput, MycnfPaths, MysqlLine, generate_mycnf, instance_mycnf,
 };
 
 use super::error::LocalError;
@@ -36,7 +37,14 @@ pub fn instance_config(
     // Laptop-sized: small redo log and buffer pool, every instance on one machine. The redo
     // log is not smaller than 64M: mariadb-backup copies it while the server writes, and a
     // 16M one wrapped before the copy finished after a 250 MB load (docs/benchmarks.md).
-    user_config.insert("innodb_log_file_size".to_owned(), "64M".to_owned());
+    let mysql_line = MysqlLine::of_version(&manifest.server_version);
+    match (manifest.flavor, mysql_line) {
+        // MySQL 9 sizes the redo log by its capacity only: the two 64M files' worth.
+        (Flavor::Mysql, MysqlLine::Mysql9) => {
+            user_config.insert("innodb_redo_log_capacity".to_owned(), "128M".to_owned())
+        }
+        _ => user_config.insert("innodb_log_file_size".to_owned(), "64M".to_owned()),
+    };
     user_config.insert("innodb_buffer_pool_size".to_owned(), "64M".to_owned());
     user_config.insert("max_connections".to_owned(), "1000".to_owned());
     user_config.insert("performance_schema".to_owned(), "OFF".to_owned());
@@ -48,6 +56,7 @@ pub fn instance_config(
         user_config,
         memory: Default::default(),
         paths,
+        mysql_line,
     };
     let context = format!("instance {index}: my.cnf");
     let main = generate_mycnf(&input).map_err(|e| LocalError::other(&context, e.to_string()))?;

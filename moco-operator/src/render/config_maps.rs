@@ -10,7 +10,8 @@ use moco_api::cluster::ClusterId;
 use moco_api::mysqlcluster::MySQLCluster;
 use moco_core::facts::Flavor;
 use moco_core::resources::{
-    MycnfInput, MycnfPaths, MysqldMemory, Quantity, fnv1a_32, generate_mycnf, mycnf_config_map_name,
+    MycnfInput, MycnfPaths, MysqlLine, MysqldMemory, Quantity, fnv1a_32, generate_mycnf,
+    mycnf_config_map_name,
 };
 
 use super::template::expand_path;
@@ -92,6 +93,21 @@ fn mysqld_memory(container: &Container, index: usize) -> Result<MysqldMemory, Re
     })
 }
 
+/// The MySQL line the `mysqld` image runs, from its tag (`mysql:9.7.4`,
+/// `ghcr.io/cybozu-go/moco/mysql:8.4.4`): the options MySQL 9 removed are not written for it.
+/// An image whose tag names no version (a digest, `latest`) gets the 8 line's, MOCO's.
+pub(crate) fn mysql_line_of_image(image: Option<&str>) -> MysqlLine {
+    let Some(image) = image else {
+        return MysqlLine::Mysql8;
+    };
+    let name = image.split('@').next().unwrap_or(image);
+    let tag = match name.rsplit_once(':') {
+        Some((repository, tag)) if !tag.contains('/') && !repository.is_empty() => tag,
+        _ => return MysqlLine::Mysql8,
+    };
+    MysqlLine::of_version(tag)
+}
+
 /// The text of my.cnf from the user's options (`user_config`) and the memory of the `mysqld`
 /// container (`mysqld`: its index in the Pod template and itself); with `tls`, the server options of [`super::tls::mycnf_options`]
 /// replace the user's of the same names. Called by [`super::checked::check`]: the user's
@@ -113,6 +129,7 @@ pub fn mycnf_text(
         user_config,
         memory: mysqld_memory(container, index)?,
         paths: MycnfPaths::default(),
+        mysql_line: mysql_line_of_image(container.image.as_deref()),
     })
     .map_err(|source| RenderError::Mycnf {
         config_map: cluster
