@@ -186,3 +186,31 @@ pub fn slow_log(id: &ClusterId, config: &SlowLogConfig) -> ConfigMap {
         ..ConfigMap::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mysql_line_is_read_from_the_image_tag() {
+        let line = |image: Option<&str>| mysql_line_of_image(image);
+        assert_eq!(line(Some("mysql:9.7.4")), MysqlLine::Mysql9);
+        assert_eq!(line(Some("mysql:9.7")), MysqlLine::Mysql9);
+        assert_eq!(
+            line(Some(
+                "container-registry.oracle.com/mysql/community-server:9.7"
+            )),
+            MysqlLine::Mysql9
+        );
+        assert_eq!(
+            line(Some("ghcr.io/cybozu-go/moco/mysql:8.4.4")),
+            MysqlLine::Mysql8
+        );
+        // A registry with a port and no tag, a digest, a tag that names no version: MOCO's.
+        assert_eq!(line(Some("registry:5000/mysql")), MysqlLine::Mysql8);
+        assert_eq!(line(Some("mysql@sha256:0123abcd")), MysqlLine::Mysql8);
+        assert_eq!(line(Some("mysql:9.7@sha256:0123abcd")), MysqlLine::Mysql9);
+        assert_eq!(line(Some("mysql:lts")), MysqlLine::Mysql8);
+        assert_eq!(line(None), MysqlLine::Mysql8);
+    }
+}
