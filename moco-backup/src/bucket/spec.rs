@@ -76,6 +76,26 @@ pub(super) fn expand_variables(
     Ok(out)
 }
 
+/// What opening a bucket of any back-end takes.
+struct Opening<'a> {
+    env: &'a BTreeMap<String, String>,
+    name: &'a str,
+    client: ClientOptions,
+    retry: object_store::RetryConfig,
+}
+
+/// The settings of `env` named `<prefix>*` (`AWS_`, `GOOGLE_`) that object_store knows as
+/// `K`. Only those: object_store also knows bare names (`BUCKET`, `ENDPOINT`, `TOKEN`, …) that
+/// any process environment may hold for other reasons.
+fn prefixed_config<'e, K: std::str::FromStr>(
+    env: &'e BTreeMap<String, String>,
+    prefix: &'e str,
+) -> impl Iterator<Item = (K, &'e String)> + 'e {
+    env.iter()
+        .filter(move |(k, _)| k.starts_with(prefix))
+        .filter_map(|(k, v)| Some((k.to_ascii_lowercase().parse::<K>().ok()?, v)))
+}
+
 fn paged<S: ObjectStore + PaginatedListStore>(s: S) -> (Arc<dyn ObjectStore>, Lister) {
     let s = Arc::new(s);
     (s.clone(), Lister::Paged(s))
@@ -128,11 +148,16 @@ impl BucketSpec {
         if name.is_empty() {
             return Err(invalid("bucketConfig.bucketName", "empty"));
         }
-        let (client, retry) = (self.client_options(env)?, self.retry_config());
+        let opening = Opening {
+            env,
+            name: &name,
+            client: self.client_options(env)?,
+            retry: self.retry_config(),
+        };
         let (store, lister) = match self.backend {
-            Backend::S3 => self.open_s3(env, &name, client, retry)?,
-            Backend::Azure => self.open_azure(env, &name, client, retry)?,
-            Backend::Gcs => self.open_gcs(env, &name, client, retry)?,
+            Backend::S3 => self.open_s3(opening)?,
+            Backend::Azure => self.open_azure(opening)?,
+            Backend::Gcs => self.open_gcs(opening)?,
             Backend::Directory => self.open_directory(&name)?,
         };
         Ok(Bucket {
@@ -203,20 +228,16 @@ impl BucketSpec {
         }
     }
 
-    fn open_s3(
-        &self,
-        env: &BTreeMap<String, String>,
-        name: &str,
-        client: ClientOptions,
-        retry: object_store::RetryConfig,
-    ) -> Result<(Arc<dyn ObjectStore>, Lister), BucketError> {
+    fn open_s3(&self, opening: Opening<'_>) -> Result<(Arc<dyn ObjectStore>, Lister), BucketError> {
+        let Opening {
+            env,
+            name,
+            client,
+            retry,
+        } = opening;
         let mut b = AmazonS3Builder::new();
-        // Only `AWS_*`: object_store also knows bare names (`BUCKET`, `ENDPOINT`,
-        // `TOKEN`, …) that any process environment may hold for other reasons.
-        for (k, v) in env.iter().filter(|(k, _)| k.starts_with("AWS_")) {
-            if let Ok(key) = k.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() {
-                b = b.with_config(key, v);
-            }
+        for (key, v) in prefixed_config::<AmazonS3ConfigKey>(env, "AWS_") {
+            b = b.with_config(key, v);
         }
         // MOCO's `usePathStyle`: path style when set. Without it, AWS itself is
         // addressed virtual-hosted; another service (an endpoint, here or in
@@ -242,11 +263,14 @@ impl BucketSpec {
 
     fn open_azure(
         &self,
-        env: &BTreeMap<String, String>,
-        name: &str,
-        client: ClientOptions,
-        retry: object_store::RetryConfig,
+        opening: Opening<'_>,
     ) -> Result<(Arc<dyn ObjectStore>, Lister), BucketError> {
+        let Opening {
+            env,
+            name,
+            client,
+            retry,
+        } = opening;
         let mut b = MicrosoftAzureBuilder::new();
         // Only `AZURE_*`: object_store also knows bare names (`TOKEN`, `ENDPOINT`,
         // `ACCESS_KEY`, …) that any program's environment may hold, and a stray
@@ -297,17 +321,17 @@ impl BucketSpec {
 
     fn open_gcs(
         &self,
-        env: &BTreeMap<String, String>,
-        name: &str,
-        client: ClientOptions,
-        retry: object_store::RetryConfig,
+        opening: Opening<'_>,
     ) -> Result<(Arc<dyn ObjectStore>, Lister), BucketError> {
+        let Opening {
+            env,
+            name,
+            client,
+            retry,
+        } = opening;
         let mut b = GoogleCloudStorageBuilder::new();
-        // Only `GOOGLE_*`, for the same reason as `AWS_*` above.
-        for (k, v) in env.iter().filter(|(k, _)| k.starts_with("GOOGLE_")) {
-            if let Ok(key) = k.to_ascii_lowercase().parse::<GoogleConfigKey>() {
-                b = b.with_config(key, v);
-            }
+        for (key, v) in prefixed_config::<GoogleConfigKey>(env, "GOOGLE_") {
+            b = b.with_config(key, v);
         }
         b = b
             .with_bucket_name(name)
