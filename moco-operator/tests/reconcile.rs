@@ -665,13 +665,7 @@ async fn a_statefulset_still_going_after_its_deletion_is_not_waited_for_in_the_r
         "spec": {"resources": {"requests": {"storage": "1Gi"}}}
     }]}));
     env.fake.take_requests();
-    let started = std::time::Instant::now();
     let outcome = env.ok_round().await;
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(4),
-        "the round waited {:?} for the deletion",
-        started.elapsed()
-    );
     assert_eq!(outcome.statefulset, None, "nothing applied this round");
     let requests = env.fake.take_requests();
     let on_sts = |method: &str| {
@@ -681,7 +675,8 @@ async fn a_statefulset_still_going_after_its_deletion_is_not_waited_for_in_the_r
             .count()
     };
     assert_eq!(on_sts("DELETE"), 1);
-    // The round's read and one look after the deletion: no polling.
+    // The round's read and one look after the deletion: no polling (the old code asked every
+    // 0.5 s for 5 s, then failed the round).
     assert_eq!(on_sts("GET"), 3, "{requests:#?}");
     let going = env.sts().expect("still there, terminating");
     assert!(going["metadata"]["deletionTimestamp"].is_string());
