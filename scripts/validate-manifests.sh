@@ -19,16 +19,18 @@ K8S_VERSION=1.33.0
 KUBECTL=${KUBECTL:-/usr/bin/kubectl}
 [ -x "$KUBECTL" ] || KUBECTL=$(command -v kubectl || echo kubectl)
 
-if ! command -v kubernetes-validate >/dev/null 2>&1; then
-  echo "installing kubernetes-validate ..." >&2
-  python3 -m pip install --quiet --disable-pip-version-check kubernetes-validate >&2 ||
-    pip install --quiet kubernetes-validate >&2
-  hash -r
+# The validators and the Python the checks run with, in a virtualenv under the cache directory:
+# check_docs.py needs jsonschema and PyYAML, which kubernetes-validate brings, and a machine's
+# own python3 may have neither (Debian's has not).
+venv="${XDG_CACHE_HOME:-$HOME/.cache}/moco-rs/manifest-validators"
+if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+  echo "installing kubernetes-validate into $venv ..." >&2
+  rm -rf "$venv"
+  python3 -m venv "$venv" &&
+    "$venv/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate >&2 ||
+    { echo "validate-manifests: cannot install kubernetes-validate from PyPI" >&2; exit 1; }
 fi
-if ! command -v kubernetes-validate >/dev/null 2>&1; then
-  # pip may install console scripts outside PATH (e.g. ~/.local/bin).
-  export PATH="$PATH:$HOME/.local/bin:$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
-fi
+export PATH="$venv/bin:$PATH"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
